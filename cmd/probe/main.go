@@ -1,0 +1,339 @@
+// Command probe places kprobe-style probes in Linux user processes through
+// ptrace. See README.md for the grammar and examples.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/output"
+	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/symbols"
+)
+
+const usage = `usage:
+  probe run    [flags] [SPEC ...] -- CMD [ARGS ...]   launch CMD and trace it
+  probe attach [flags] PID [SPEC ...]                 attach to a running process
+  probe list   PID|BINARY [GLOB]                      functions that can be probed
+
+SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
+'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
+
+flags:
+  -o FILE          write events to FILE instead of standard output
+  --duration D     detach after D (attach), e.g. 5s
+`
+
+// exitError carries the exit status for an error; bad input is 2.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func main() {
+	code, err := run(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probe: %s\n", oneLine(err))
+	}
+	os.Exit(code)
+}
+
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+func run(args []string) (code int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			code, err = 1, fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2, nil
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:])
+	case "attach":
+		return cmdAttach(args[1:])
+	case "list":
+		return cmdList(args[1:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0, nil
+	}
+	return 2, fmt.Errorf("unknown command %q (want run, attach or list)", args[0])
+}
+
+type options struct {
+	out      string
+	duration time.Duration
+}
+
+// parseFlags parses flags anywhere among the positional arguments, which
+// Go's flag package alone does not. What follows "--" is returned apart,
+// untouched: it is the command to run.
+func parseFlags(args []string) (o options, pos, cmd []string, err error) {
+	for i, a := range args {
+		if a == "--" {
+			args, cmd = args[:i], args[i+1:]
+			break
+		}
+	}
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.out, "o", "", "")
+	fs.DurationVar(&o.duration, "duration", 0, "")
+	for {
+		if err := fs.Parse(args); err != nil {
+			return o, nil, nil, err
+		}
+		if args = fs.Args(); len(args) == 0 {
+			return o, pos, cmd, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+func bad(format string, a ...any) (int, error) { return 2, fmt.Errorf(format, a...) }
+
+// failure maps an error to its exit status: 2 for the user's mistakes.
+func failure(err error) (int, error) {
+	if errors.Is(err, probe.ErrBadInput) {
+		return 2, err
+	}
+	return 1, err
+}
+
+func cmdRun(args []string) (int, error) {
+	o, specs, argv, err := parseFlags(args)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if len(argv) == 0 {
+		return bad("missing -- CMD (usage: probe run [flags] [SPEC ...] -- CMD [ARGS ...])")
+	}
+	parsed, err := parseSpecs(specs)
+	if err != nil {
+		return failure(err)
+	}
+	sink, err := openSink(o.out)
+	if err != nil {
+		return 1, err
+	}
+	t, err := probe.Launch(argv, nil)
+	if err != nil {
+		return failure(err)
+	}
+	if err := addProbes(t, parsed, sink); err != nil {
+		t.Detach()
+		sink.close(t)
+		return failure(err)
+	}
+	// Ctrl-C reaches the tracee from the terminal; we stay to the end.
+	// SIGTERM and SIGHUP are passed on: the tracee decides.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			if s != unix.SIGINT {
+				unix.Kill(t.Pid(), s.(unix.Signal))
+			}
+		}
+	}()
+	t.Start()
+	status, loopErr := t.Wait()
+	if err := sink.close(t); err != nil {
+		return 1, err
+	}
+	if loopErr != nil {
+		return 1, loopErr
+	}
+	if status.Signaled {
+		fmt.Fprintf(os.Stderr, "probe: %s killed by %s\n", argv[0], unix.SignalName(status.Signal))
+		return 128 + int(status.Signal), nil
+	}
+	return status.Code, nil
+}
+
+func cmdAttach(args []string) (int, error) {
+	o, pos, rest, err := parseFlags(args)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if len(rest) > 0 {
+		return bad("unexpected -- %s: attach takes a PID, not a command", strings.Join(rest, " "))
+	}
+	if len(pos) == 0 {
+		return bad("missing PID (usage: probe attach [flags] PID [SPEC ...])")
+	}
+	pid, err := strconv.Atoi(pos[0])
+	if err != nil || pid <= 0 {
+		return bad("bad PID %q", pos[0])
+	}
+	if len(pos) == 1 {
+		return bad("no probes given (usage: probe attach [flags] PID SPEC ...)")
+	}
+	parsed, err := parseSpecs(pos[1:])
+	if err != nil {
+		return failure(err)
+	}
+	sink, err := openSink(o.out)
+	if err != nil {
+		return 1, err
+	}
+	// Signals are caught before attaching so that none can kill us with
+	// probes installed.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	defer signal.Stop(sigs)
+	t, err := probe.Attach(pid)
+	if err != nil {
+		return failure(err)
+	}
+	defer t.Detach() // also on a panic of ours
+	if err := addProbes(t, parsed, sink); err != nil {
+		t.Detach()
+		sink.close(t)
+		return failure(err)
+	}
+	t.Start()
+	var timeout <-chan time.Time
+	if o.duration > 0 {
+		timeout = time.After(o.duration)
+	}
+	select {
+	case <-sigs:
+	case <-timeout:
+	case <-t.Done():
+	}
+	if err := t.Detach(); err != nil {
+		return 1, err
+	}
+	_, loopErr := t.Wait()
+	if err := sink.close(t); err != nil {
+		return 1, err
+	}
+	if loopErr != nil {
+		return 1, loopErr
+	}
+	return 0, nil
+}
+
+func parseSpecs(texts []string) ([]*probe.Spec, error) {
+	if len(texts) == 0 {
+		return nil, nil
+	}
+	specs := make([]*probe.Spec, 0, len(texts))
+	for _, s := range texts {
+		sp, err := probe.ParseSpec(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", probe.ErrBadInput, err)
+		}
+		specs = append(specs, sp)
+	}
+	return specs, nil
+}
+
+// sink is where events go: a formatter fed off the ptrace thread.
+type sink struct {
+	file   *os.File
+	writer output.Writer
+	stream *output.Stream
+}
+
+func openSink(name string) (*sink, error) {
+	f := os.Stdout
+	if name != "" {
+		var err error
+		if f, err = os.Create(name); err != nil {
+			return nil, err
+		}
+	}
+	w := output.NewText(f, "nop")
+	return &sink{file: f, writer: w, stream: output.NewStream(w)}, nil
+}
+
+func (s *sink) close(t *probe.Tracer) error {
+	err := s.stream.Close()
+	if lost := t.LostHits(); lost > 0 {
+		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
+		s.writer.Flush()
+	}
+	if s.file != os.Stdout {
+		if e := s.file.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func addProbes(t *probe.Tracer, specs []*probe.Spec, s *sink) error {
+	for _, sp := range specs {
+		_, err := t.AddSpec(sp, probe.Handler{Pre: func(h *probe.Hit) {
+			s.stream.Send(output.Record{
+				Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
+				Event: h.Probe.Event, Where: h.Probe.Where,
+			})
+		}})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmdList(args []string) (int, error) {
+	if len(args) < 1 || len(args) > 2 {
+		return bad("usage: probe list PID|BINARY [GLOB]")
+	}
+	glob := "*"
+	if len(args) == 2 {
+		glob = args[1]
+		if _, err := path.Match(glob, ""); err != nil {
+			return bad("bad pattern %q", glob)
+		}
+	}
+	var space *symbols.Space
+	var err error
+	if pid, perr := strconv.Atoi(args[0]); perr == nil {
+		space, err = symbols.LoadProcess(pid)
+	} else {
+		space, err = symbols.LoadBinary(args[0])
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return bad("%v", err)
+		}
+		return 1, err
+	}
+	defer space.Close()
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	mods := append([]*symbols.Mapped(nil), space.Mapped...)
+	sort.SliceStable(mods, func(i, j int) bool { return mods[i].Name < mods[j].Name })
+	for _, m := range mods {
+		for _, fn := range m.Functions() {
+			if ok, _ := path.Match(glob, fn.Name); ok {
+				fmt.Fprintf(w, "0x%016x 0x%x %s %s\n", fn.Addr+m.Bias, fn.Size, m.Name, fn.Name)
+			}
+		}
+	}
+	return 0, nil
+}

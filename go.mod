@@ -1,0 +1,8 @@
+module github.com/probedbg/probe
+
+go 1.26.0
+
+require (
+	golang.org/x/arch v0.32.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

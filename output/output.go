@@ -1,0 +1,105 @@
+// Package output turns event records into the formats users read: ftrace's
+// text trace for now.
+//
+//	w := output.NewText(os.Stdout, "nop")
+//	w.Write(&output.Record{...}); w.Close()
+package output
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+)
+
+// Record is one event, as the tracer saw it.
+type Record struct {
+	Time  int64 // CLOCK_MONOTONIC nanoseconds
+	CPU   int
+	Pid   int
+	Tid   int
+	Comm  string
+	Event string // the event name, e.g. p_work_0
+	Where string // sym+0xoff/0xsize
+}
+
+// Writer is one output format.
+type Writer interface {
+	Write(*Record) error
+	// Comment adds a line that is not an event (a lost-event count...).
+	Comment(string) error
+	Flush() error
+}
+
+// Text writes ftrace's trace format:
+//
+//	loop-4242    [001] 5123.000123: p_work_0: (work+0x0/0x12)
+type Text struct {
+	w *bufio.Writer
+}
+
+// NewText writes the ftrace header for tracer and returns the writer.
+func NewText(w io.Writer, tracer string) *Text {
+	t := &Text{w: bufio.NewWriterSize(w, 64<<10)}
+	fmt.Fprintf(t.w, "# tracer: %s\n", tracer)
+	fmt.Fprintf(t.w, "#           TASK-PID     CPU#  TIMESTAMP  FUNCTION\n")
+	return t
+}
+
+func (t *Text) Write(r *Record) error {
+	// Same columns as the kernel's trace output: comm right-aligned in 16,
+	// pid left-aligned in 7, CPU in 3 digits, seconds.microseconds.
+	_, err := fmt.Fprintf(t.w, "%16s-%-7d [%03d] %5d.%06d: %s: (%s)\n",
+		r.Comm, r.Tid, r.CPU, r.Time/1e9, r.Time%1e9/1e3, r.Event, r.Where)
+	return err
+}
+
+func (t *Text) Comment(s string) error {
+	_, err := fmt.Fprintf(t.w, "# %s\n", s)
+	return err
+}
+
+func (t *Text) Flush() error { return t.w.Flush() }
+
+// Stream decouples formatting from the ptrace thread: records are queued
+// and written by a goroutine, flushed whenever the queue runs dry so that
+// a live trace shows up at once.
+type Stream struct {
+	records chan Record
+	done    chan error
+	w       Writer
+}
+
+// NewStream starts the writing goroutine.
+func NewStream(w Writer) *Stream {
+	s := &Stream{records: make(chan Record, 8192), done: make(chan error, 1), w: w}
+	go s.run()
+	return s
+}
+
+func (s *Stream) run() {
+	var err error
+	for r := range s.records {
+		if e := s.w.Write(&r); e != nil && err == nil {
+			err = e
+		}
+		if len(s.records) == 0 {
+			if e := s.w.Flush(); e != nil && err == nil {
+				err = e
+			}
+		}
+	}
+	if e := s.w.Flush(); e != nil && err == nil {
+		err = e
+	}
+	s.done <- err
+}
+
+// Send queues a record. It blocks when the writer falls behind rather than
+// drop an event.
+func (s *Stream) Send(r Record) { s.records <- r }
+
+// Close writes what is queued and returns the first write error.
+func (s *Stream) Close() error {
+	close(s.records)
+	return <-s.done
+}

@@ -1,0 +1,149 @@
+package probe
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// detachAll stops every thread, finishes or rewinds what each was doing
+// with our probes, puts back every original byte and lets every thread go
+// with the signal it is owed. anchor is a thread already held, or 0.
+func (t *Tracer) detachAll(anchor int) {
+	if t.detached {
+		return
+	}
+	t.detached = true
+	held := map[int]int{} // tid -> signal to deliver when let go
+	if anchor != 0 {
+		held[anchor] = 0
+	}
+	for _, th := range t.proc.Threads() {
+		if _, ok := held[th.Tid]; ok {
+			continue
+		}
+		if th.Stopped && !th.GroupStopped {
+			held[th.Tid] = 0
+			continue
+		}
+		t.proc.Interrupt(th.Tid)
+	}
+	for !t.allHeld(held) {
+		ev, err := t.proc.Wait()
+		if err != nil {
+			break
+		}
+		t.collect(ev, held)
+	}
+	for addr, st := range t.sites {
+		t.proc.WriteAt([]byte{st.orig}, int64(addr))
+	}
+	for tid, sig := range held {
+		if t.proc.Thread(tid) == nil {
+			continue
+		}
+		if s := t.stepping[tid]; s != nil {
+			// Stopped before its copy ran: back to the original, which
+			// is now in place again.
+			if t.proc.GetRegs(tid, &t.regs) == nil && t.regs.Rip == s.slot {
+				t.regs.Rip = s.addr
+				t.proc.SetRegs(tid, &t.regs)
+			}
+		}
+		t.proc.Detach(tid, sig)
+	}
+	t.stepping = map[int]*site{}
+}
+
+func (t *Tracer) allHeld(held map[int]int) bool {
+	for _, th := range t.proc.Threads() {
+		if _, ok := held[th.Tid]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// collect records one stop while detaching: the thread stays stopped, in a
+// state that is right once the original bytes are back.
+func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
+	tid := ev.Tid
+	switch ev.Kind {
+	case tracee.EventExit:
+		delete(held, tid)
+		delete(t.stepping, tid)
+		if tid == t.pid || !t.proc.Alive() {
+			t.exit = exitStatus(ev.Status)
+		}
+	case tracee.EventTrap:
+		held[tid] = 0
+		if t.proc.GetRegs(tid, &t.regs) != nil {
+			return
+		}
+		info, _ := t.proc.Siginfo(tid)
+		if s := t.stepping[tid]; s != nil {
+			if info.Code > 0 { // the step completed
+				delete(t.stepping, tid)
+				s.insn.Fixup(&t.regs, t.proc, s.slot)
+				t.proc.SetRegs(tid, &t.regs)
+			} else {
+				held[tid] = int(unix.SIGTRAP)
+			}
+			return
+		}
+		addr := t.regs.Rip - singlestep.BreakpointPCAdjust
+		if t.sites[addr] != nil || info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
+			// Trapped on a probe too late to report it: the original
+			// instruction will run after detach.
+			t.regs.Rip = addr
+			t.proc.SetRegs(tid, &t.regs)
+			t.lostHits++
+			return
+		}
+		held[tid] = int(unix.SIGTRAP)
+	case tracee.EventSignal:
+		info, _ := t.proc.Siginfo(tid)
+		if ev.Sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
+			held[tid] = 0
+			return
+		}
+		if s := t.stepping[tid]; s != nil && isFault(ev.Sig, info) {
+			delete(t.stepping, tid)
+			if t.proc.GetRegs(tid, &t.regs) == nil {
+				t.regs.Rip = s.addr
+				t.proc.SetRegs(tid, &t.regs)
+			}
+		}
+		held[tid] = ev.Sig
+	default: // stops of every other kind: held as they are
+		held[tid] = 0
+	}
+}
+
+func (t *Tracer) isRemovedBreakpoint(addr uint64) bool {
+	var b [1]byte
+	_, err := t.proc.ReadAt(b[:], int64(addr))
+	return err == nil && b[0] != singlestep.BreakpointInsn[0]
+}
+
+// emergencyDetach is detach after our own failure: best effort, never
+// panicking again.
+func (t *Tracer) emergencyDetach() {
+	defer func() { recover() }()
+	anchor := 0
+	if th := t.proc.AnyStopped(); th != nil {
+		anchor = th.Tid
+	}
+	t.detached = false
+	t.detachAll(anchor)
+}
+
+// releaseAll lets the process go before anything was installed.
+func (t *Tracer) releaseAll() {
+	if t.launched {
+		unix.Kill(t.pid, unix.SIGKILL)
+	}
+	t.proc.Release()
+	t.detached = true
+}

@@ -1,0 +1,239 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+)
+
+// xolArea is a page range injected into the tracee holding out-of-line
+// copies of displaced instructions, one slot each.
+type xolArea struct {
+	base, size, used uint64
+}
+
+const (
+	xolAreaSize = 256 << 10
+	// rip-relative operands reach ±2 GiB; keep slots well inside that of
+	// the code they were copied from.
+	xolReach = 1 << 30
+)
+
+// install resolves spec and writes its breakpoint. anchor is a thread held
+// stopped, through which an XOL area can be mapped.
+func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
+	if s.Kind == KindDelete {
+		p := t.probes[s.Group+"/"+s.Event]
+		if p == nil {
+			return nil, badInput(fmt.Errorf("no event %s/%s", s.Group, s.Event))
+		}
+		return p, t.uninstall(p)
+	}
+	if s.Kind == KindReturn {
+		return nil, badInput(&SpecError{Spec: s.Text, Token: s.Text, Reason: "return probes are not supported yet"})
+	}
+	if len(s.Args) > 0 {
+		return nil, badInput(&SpecError{Spec: s.Text, Token: s.Args[0], Reason: "fetch-args are not supported yet"})
+	}
+	name := s.Group + "/" + s.Event
+	if t.probes[name] != nil {
+		return nil, badInput(fmt.Errorf("event %s already exists", name))
+	}
+	r, err := t.resolve(s)
+	if err != nil {
+		return nil, err
+	}
+	st := t.sites[r.addr]
+	if st == nil {
+		if st, err = t.newSite(anchor, s, r); err != nil {
+			return nil, err
+		}
+	}
+	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Addr: r.addr, Where: r.where, Module: r.module.Name, handler: h, site: st}
+	p.enabled.Store(true)
+	st.probes = append(st.probes, p)
+	st.post = st.post || h.Post != nil
+	t.probes[name] = p
+	return p, nil
+}
+
+// newSite analyses the instruction at r, gives it an XOL slot if it must
+// be stepped, and writes the breakpoint.
+func (t *Tracer) newSite(anchor int, s *Spec, r resolved) (*site, error) {
+	insn, err := singlestep.Analyze(r.code, r.addr)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
+	}
+	st := &site{addr: r.addr, insn: insn}
+	if insn.Kind != singlestep.Emulate {
+		if st.slot, err = t.allocSlot(anchor, r.addr); err != nil {
+			return nil, err
+		}
+		code, err := insn.XOL(st.slot)
+		if err != nil {
+			return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
+		}
+		if _, err := t.proc.WriteAt(code, int64(st.slot)); err != nil {
+			return nil, fmt.Errorf("write XOL slot: %w", err)
+		}
+	}
+	// The live byte, not the file's: what we must put back.
+	var orig [1]byte
+	if _, err := t.proc.ReadAt(orig[:], int64(r.addr)); err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.where, err)
+	}
+	if orig[0] != insn.Bytes[0] {
+		return nil, fmt.Errorf("%s: code in memory differs from the file (already patched by someone else?)", r.where)
+	}
+	st.orig = orig[0]
+	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(r.addr)); err != nil {
+		return nil, fmt.Errorf("write breakpoint at %s: %w", r.where, err)
+	}
+	t.sites[r.addr] = st
+	return st, nil
+}
+
+// allocSlot returns a free XOL slot within reach of addr, mapping a new
+// area near it when none has room.
+func (t *Tracer) allocSlot(anchor int, addr uint64) (uint64, error) {
+	for _, a := range t.xol {
+		if a.used+singlestep.SlotSize <= a.size && within(a.base, addr, xolReach) {
+			slot := a.base + a.used
+			a.used += singlestep.SlotSize
+			return slot, nil
+		}
+	}
+	if anchor == 0 {
+		return 0, errors.New("no stopped thread to map an XOL area through")
+	}
+	base, err := t.proc.MapExecutable(anchor, addr, xolAreaSize)
+	if err != nil {
+		return 0, fmt.Errorf("map XOL area: %w", err)
+	}
+	a := &xolArea{base: base, size: xolAreaSize, used: singlestep.SlotSize}
+	t.xol = append(t.xol, a)
+	return base, nil
+}
+
+func within(a, b, d uint64) bool {
+	if a > b {
+		return a-b < d
+	}
+	return b-a < d
+}
+
+// uninstall removes a probe and, when it was the last at its address,
+// puts the original byte back. A thread already trapped on it is handled
+// in onForeignTrap; one stepping its copy finishes normally.
+func (t *Tracer) uninstall(p *Probe) error {
+	delete(t.probes, p.Name())
+	st := p.site
+	for i, q := range st.probes {
+		if q == p {
+			st.probes = append(st.probes[:i], st.probes[i+1:]...)
+			break
+		}
+	}
+	st.post = false
+	for _, q := range st.probes {
+		st.post = st.post || q.handler.Post != nil
+	}
+	if len(st.probes) > 0 {
+		return nil
+	}
+	delete(t.sites, st.addr)
+	if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil {
+		return fmt.Errorf("restore %s: %w", p.Where, err)
+	}
+	return nil
+}
+
+// resolve turns a spec's location into an address on an instruction
+// boundary, with the code there read from the file.
+func (t *Tracer) resolve(s *Spec) (resolved, error) {
+	loc := s.Loc
+	bad := func(err error) (resolved, error) { return resolved{}, badInput(err) }
+	switch {
+	case loc.Symbol != "":
+		var m *symbols.Mapped
+		var sym symbols.Symbol
+		var err error
+		if loc.Module != "" {
+			if m, err = t.space.FindModule(loc.Module); err != nil {
+				return bad(err)
+			}
+			var ok bool
+			if sym, ok = m.Lookup(loc.Symbol); !ok {
+				return bad(&symbols.UnknownSymbolError{Name: loc.Symbol, Suggestions: m.Suggest(loc.Symbol, 3)})
+			}
+		} else if m, sym, err = t.space.Lookup(loc.Symbol); err != nil {
+			return bad(err)
+		}
+		if !sym.Func {
+			return bad(fmt.Errorf("%q is a data object, not a function", loc.Symbol))
+		}
+		if sym.Size > 0 && loc.Offset >= sym.Size {
+			return bad(fmt.Errorf("offset %#x is beyond the end of %s (size %#x)", loc.Offset, sym.Name, sym.Size))
+		}
+		return t.inFunction(m, sym, sym.Addr+loc.Offset)
+	case loc.HasFileOff:
+		m, err := t.space.FindModule(loc.Module)
+		if err != nil {
+			return bad(err)
+		}
+		link, err := m.OffsetToAddr(loc.FileOffset)
+		if err != nil {
+			return bad(fmt.Errorf("%s: %w", loc, err))
+		}
+		return t.atLinkAddr(m, link)
+	default:
+		m := t.space.ModuleAt(loc.Addr)
+		if m == nil {
+			return bad(fmt.Errorf("%#x is not in any mapped file", loc.Addr))
+		}
+		return t.atLinkAddr(m, loc.Addr-m.Bias)
+	}
+}
+
+// atLinkAddr resolves an address given without a symbol: checked against
+// the function that covers it when there is one.
+func (t *Tracer) atLinkAddr(m *symbols.Mapped, link uint64) (resolved, error) {
+	if sym, ok := m.SymbolAt(link); ok {
+		if !sym.Func {
+			return resolved{}, badInput(fmt.Errorf("%#x is in %q, a data object, not a function", link+m.Bias, sym.Name))
+		}
+		return t.inFunction(m, sym, link)
+	}
+	// No symbol to decode from: trust the user's address.
+	code, err := m.ReadCode(link, 16)
+	if err != nil {
+		return resolved{}, badInput(fmt.Errorf("%#x: %w", link+m.Bias, err))
+	}
+	return resolved{addr: link + m.Bias, module: m, where: fmt.Sprintf("0x%x", link+m.Bias), code: code}, nil
+}
+
+// inFunction checks that link (inside sym) is an instruction boundary by
+// decoding sym from its start.
+func (t *Tracer) inFunction(m *symbols.Mapped, sym symbols.Symbol, link uint64) (resolved, error) {
+	off := link - sym.Addr
+	where := fmt.Sprintf("%s+%#x/%#x", sym.Name, off, sym.Size)
+	size := sym.Size
+	if size == 0 {
+		size = off + 16
+	}
+	code, err := m.ReadCode(sym.Addr, size)
+	if err != nil {
+		return resolved{}, badInput(fmt.Errorf("%s: %w", where, err))
+	}
+	if err := singlestep.CheckBoundary(code, sym.Addr, link); err != nil {
+		var nb *singlestep.NotBoundaryError
+		if errors.As(err, &nb) {
+			err = fmt.Errorf("%s+%#x is not an instruction boundary (nearest: %s+%#x, %s+%#x)",
+				sym.Name, off, sym.Name, nb.Prev-sym.Addr, sym.Name, nb.Next-sym.Addr)
+		}
+		return resolved{}, badInput(err)
+	}
+	return resolved{addr: link + m.Bias, module: m, sym: sym, where: where, code: code[off:]}, nil
+}

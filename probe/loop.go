@@ -1,0 +1,269 @@
+package probe
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// loop serves stops until the process is gone or we have detached. A hit
+// is followed in one read: Wait -> onTrap -> site -> handlers -> resume.
+func (t *Tracer) loop() {
+	for !t.detached && t.proc.Alive() {
+		if t.allGroupStopped() {
+			t.pollWhileStopped()
+			continue
+		}
+		ev, err := t.proc.Wait()
+		if err != nil {
+			t.loopErr = err
+			t.emergencyDetach()
+			return
+		}
+		t.dispatch(ev)
+	}
+}
+
+func (t *Tracer) dispatch(ev tracee.Event) {
+	switch ev.Kind {
+	case tracee.EventTrap:
+		t.onTrap(ev.Tid)
+	case tracee.EventSignal:
+		t.onSignal(ev.Tid, ev.Sig)
+	case tracee.EventGroupStop:
+		t.proc.Listen(ev.Tid)
+	case tracee.EventExit:
+		delete(t.stepping, ev.Tid)
+		delete(t.comms, ev.Tid)
+		if ev.Tid == t.pid || !t.proc.Alive() {
+			t.exit = exitStatus(ev.Status)
+		}
+	default: // EventStop, EventClone, EventOther
+		t.proc.Cont(ev.Tid, 0)
+	}
+}
+
+func exitStatus(ws unix.WaitStatus) ExitStatus {
+	es := ExitStatus{Exited: true}
+	switch {
+	case ws.Exited():
+		es.Code = ws.ExitStatus()
+	case ws.Signaled():
+		es.Signaled, es.Signal = true, ws.Signal()
+	}
+	return es
+}
+
+// onTrap handles a SIGTRAP stop: a probe hit, the end of an out-of-line
+// step, or a trap that belongs to the tracee.
+func (t *Tracer) onTrap(tid int) {
+	regs := &t.regs
+	if err := t.proc.GetRegs(tid, regs); err != nil {
+		return // the thread died under us
+	}
+	if s := t.stepping[tid]; s != nil {
+		t.onStepDone(tid, s, regs)
+		return
+	}
+	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	s := t.sites[addr]
+	if s == nil {
+		t.onForeignTrap(tid, regs)
+		return
+	}
+	regs.Rip = addr
+	hit := t.newHit(tid, regs)
+	for _, p := range s.probes {
+		if p.enabled.Load() {
+			p.hits.Add(1)
+			if p.handler.Pre != nil {
+				hit.Probe = p
+				p.handler.Pre(&hit)
+			}
+		}
+	}
+	if s.insn.Kind == singlestep.Emulate {
+		if err := s.insn.Emulate(regs, t.proc); err == nil {
+			t.runPost(s, &hit)
+			t.proc.SetRegs(tid, regs)
+			t.proc.Cont(tid, 0)
+			return
+		}
+		// Emulation could not touch memory: fall back to stepping a copy.
+	}
+	regs.Rip = s.slot
+	t.proc.SetRegs(tid, regs)
+	t.stepping[tid] = s
+	t.proc.Step(tid, 0)
+}
+
+func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
+	comm, ok := t.comms[tid]
+	if !ok {
+		comm = tracee.Comm(t.pid, tid)
+		t.comms[tid] = comm
+	}
+	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: getcpu(), Regs: regs, Mem: t.proc}
+}
+
+func (t *Tracer) runPost(s *site, hit *Hit) {
+	if !s.post {
+		return
+	}
+	for _, p := range s.probes {
+		if p.enabled.Load() && p.handler.Post != nil {
+			hit.Probe = p
+			p.handler.Post(hit)
+		}
+	}
+}
+
+// onStepDone finishes a displaced instruction: fix rip (and a copied
+// call's return address), run post-handlers, resume with any signal that
+// arrived during the step.
+func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
+	if info, err := t.proc.Siginfo(tid); err == nil && info.Code <= 0 {
+		// A SIGTRAP sent by someone, not the end of our step: keep it
+		// for after the step, which has not run yet.
+		t.proc.Defer(tid, info)
+		t.proc.Step(tid, 0)
+		return
+	}
+	delete(t.stepping, tid)
+	s.insn.Fixup(regs, t.proc, s.slot)
+	if s.post {
+		hit := t.newHit(tid, regs)
+		t.runPost(s, &hit)
+	}
+	t.proc.SetRegs(tid, regs)
+	t.proc.Cont(tid, 0)
+}
+
+// onForeignTrap handles a SIGTRAP at no probe: a breakpoint we removed
+// while the thread was already trapping on it (run the original
+// instruction), or the tracee's own (deliver it).
+func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
+	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	if info, err := t.proc.Siginfo(tid); err == nil && info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
+		regs.Rip = addr
+		t.proc.SetRegs(tid, regs)
+		t.proc.Cont(tid, 0)
+		return
+	}
+	t.proc.Cont(tid, int(unix.SIGTRAP))
+}
+
+// onSignal handles a signal-delivery-stop. Signals for the tracee are
+// passed on unchanged, except while a displaced instruction is in flight:
+// then they wait for the step to finish (as uprobes defers them), unless
+// the instruction itself faulted, in which case the fault is delivered at
+// the original address.
+func (t *Tracer) onSignal(tid, sig int) {
+	s := t.stepping[tid]
+	if sig != int(unix.SIGSTOP) && s == nil {
+		t.proc.Cont(tid, sig)
+		return
+	}
+	info, err := t.proc.Siginfo(tid)
+	if err != nil {
+		t.proc.Cont(tid, sig)
+		return
+	}
+	if sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
+		t.rang.Store(false)
+		t.runCommands(tid)
+		if !t.detached {
+			t.resume(tid)
+		}
+		return
+	}
+	if s == nil {
+		t.proc.Cont(tid, sig)
+		return
+	}
+	if isFault(sig, info) {
+		delete(t.stepping, tid)
+		if t.proc.GetRegs(tid, &t.regs) == nil {
+			t.regs.Rip = s.addr
+			t.proc.SetRegs(tid, &t.regs)
+		}
+		t.proc.Cont(tid, sig)
+		return
+	}
+	t.proc.Defer(tid, info)
+	t.proc.Step(tid, 0)
+}
+
+// resume restarts a thread held for commands: a thread in the middle of a
+// step goes on stepping.
+func (t *Tracer) resume(tid int) {
+	if t.stepping[tid] != nil {
+		t.proc.Step(tid, 0)
+		return
+	}
+	t.proc.Cont(tid, 0)
+}
+
+func isFault(sig int, info unix.Siginfo) bool {
+	switch unix.Signal(sig) {
+	case unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP:
+		return info.Code > 0 && info.Code != tracee.SIKernel
+	}
+	return false
+}
+
+// runCommands runs every queued command with tid held stopped.
+func (t *Tracer) runCommands(tid int) {
+	for !t.detached {
+		select {
+		case fn := <-t.cmds:
+			fn(tid)
+		default:
+			return
+		}
+	}
+}
+
+func (t *Tracer) allGroupStopped() bool {
+	if !t.proc.Alive() {
+		return false
+	}
+	for _, th := range t.proc.Threads() {
+		if !th.GroupStopped {
+			return false
+		}
+	}
+	return true
+}
+
+// pollWhileStopped serves a process in which every thread sits in a
+// group-stop: the doorbell cannot reach it (SIGCONT will flush a pending
+// SIGSTOP), so commands are polled for instead.
+func (t *Tracer) pollWhileStopped() {
+	if ev, ok, err := t.proc.WaitNonBlocking(); err != nil {
+		t.loopErr = err
+		t.emergencyDetach()
+		return
+	} else if ok {
+		t.dispatch(ev)
+		return
+	}
+	select {
+	case fn := <-t.cmds:
+		t.rang.Store(false)
+		tid, err := t.proc.Hold()
+		if err != nil {
+			fn(0)
+			return
+		}
+		fn(tid)
+		t.runCommands(tid)
+		if !t.detached {
+			t.proc.Listen(tid)
+		}
+	case <-time.After(10 * time.Millisecond):
+	}
+}

@@ -1,0 +1,100 @@
+// Package probe places kprobe-style probes in a Linux user process through
+// ptrace: the register_kprobe of user space.
+//
+//	t, _ := probe.Attach(pid, nil)
+//	p, _ := t.Add("p:malloc", probe.Handler{Pre: func(h *probe.Hit) { ... }})
+//	t.Start(); defer t.Detach()
+//
+// Handlers run on the tracer's ptrace thread while the hitting thread is
+// stopped, like kprobe handlers in trap context: keep them short and hand
+// heavy work to another goroutine.
+package probe
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+)
+
+// ErrBadInput marks errors caused by what the user asked for (a malformed
+// spec, an unknown symbol, an unprobeable address), as opposed to runtime
+// failures. Test with errors.Is.
+var ErrBadInput = errors.New("bad input")
+
+// ErrDetached is returned by calls on a Tracer that has let its process go.
+var ErrDetached = errors.New("tracer detached")
+
+type inputError struct{ err error }
+
+func (e *inputError) Error() string   { return e.err.Error() }
+func (e *inputError) Unwrap() []error { return []error{e.err, ErrBadInput} }
+func badInput(err error) error        { return &inputError{err} }
+
+// Handler is what runs at a hit. Pre runs before the probed instruction,
+// Post after it (as kprobes' pre_handler and post_handler). Either may be nil.
+type Handler struct {
+	Pre  func(*Hit)
+	Post func(*Hit)
+}
+
+// Hit is one thread stopped at a probe. It is valid only during the handler.
+type Hit struct {
+	Probe *Probe
+	Pid   int
+	Tid   int
+	Comm  string // the thread's name
+	Time  int64  // CLOCK_MONOTONIC nanoseconds
+	CPU   int    // the CPU that handled the stop
+	Regs  *unix.PtraceRegs
+	Mem   Memory
+}
+
+// Memory is the tracee's memory.
+type Memory interface {
+	ReadAt(p []byte, addr int64) (int, error)
+	WriteAt(p []byte, addr int64) (int, error)
+}
+
+// Probe is one installed probe.
+type Probe struct {
+	Spec   *Spec
+	Group  string
+	Event  string
+	Addr   uint64 // runtime address of the probed instruction
+	Where  string // sym+0xoff/0xsize, as ftrace prints it
+	Module string
+
+	handler Handler
+	site    *site
+	enabled atomic.Bool
+	hits    atomic.Uint64
+}
+
+// Hits returns how many times the probe fired.
+func (p *Probe) Hits() uint64 { return p.hits.Load() }
+
+// Name returns GROUP/EVENT.
+func (p *Probe) Name() string { return p.Group + "/" + p.Event }
+
+// site is one probed address; several probes may share it.
+type site struct {
+	addr   uint64
+	orig   byte // the byte the breakpoint replaced
+	insn   *singlestep.Insn
+	slot   uint64 // XOL copy, for singlestep.Step instructions
+	probes []*Probe
+	post   bool // some probe has a post-handler
+}
+
+// resolved is a location turned into an address and what is known about it.
+type resolved struct {
+	addr   uint64
+	module *symbols.Mapped
+	sym    symbols.Symbol // zero if no symbol covers the address
+	where  string
+	code   []byte // bytes from addr on, from the file
+}

@@ -1,0 +1,271 @@
+package probe
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Kind is what a spec asks for.
+type Kind int
+
+const (
+	KindEntry  Kind = iota // p: an instruction (entry) probe
+	KindReturn             // r: a return probe
+	KindDelete             // -: remove an event
+)
+
+// DefaultGroup is the event group of probes that name none (kprobes use
+// "kprobes", uprobes "uprobes"; ours is "probe").
+const DefaultGroup = "probe"
+
+// Spec is one parsed line of the probe grammar, as kprobe_events takes it:
+//
+//	p[:[GRP/]EVENT] LOCATION [FETCHARG ...]
+//	r[:[GRP/]EVENT] LOCATION [FETCHARG ...]
+//	-:[GRP/]EVENT
+//
+// plus the short form p:LOCATION used on the command line.
+type Spec struct {
+	Text  string // as written
+	Kind  Kind
+	Group string
+	Event string // derived from the location when not given
+	Loc   Location
+	Args  []string // fetch-arg tokens, compiled when the probe is added
+}
+
+// Location is where a probe goes; exactly one form is set.
+type Location struct {
+	Module     string // MOD of MOD:SYM, or the PATH of PATH:0xOFFSET
+	Symbol     string
+	Offset     uint64 // from Symbol
+	Addr       uint64 // 0xADDR: a runtime address
+	FileOffset uint64 // PATH:0xOFFSET: an offset in the ELF file
+	HasFileOff bool
+}
+
+func (l Location) String() string {
+	var b strings.Builder
+	if l.Module != "" {
+		b.WriteString(l.Module + ":")
+	}
+	switch {
+	case l.HasFileOff:
+		fmt.Fprintf(&b, "%#x", l.FileOffset)
+	case l.Symbol != "":
+		b.WriteString(l.Symbol)
+		if l.Offset != 0 {
+			fmt.Fprintf(&b, "+%#x", l.Offset)
+		}
+	default:
+		fmt.Fprintf(&b, "%#x", l.Addr)
+	}
+	return b.String()
+}
+
+// SpecError is bad input in a spec; Token is the part that is wrong.
+type SpecError struct {
+	Spec, Token, Reason string
+}
+
+func (e *SpecError) Error() string {
+	if e.Token == "" || e.Token == e.Spec {
+		return fmt.Sprintf("bad probe %q: %s", e.Spec, e.Reason)
+	}
+	return fmt.Sprintf("bad probe %q: %q: %s", e.Spec, e.Token, e.Reason)
+}
+
+// ParseSpec parses one probe definition.
+func ParseSpec(text string) (*Spec, error) {
+	fields := strings.Fields(text)
+	if len(fields) == 0 {
+		return nil, &SpecError{Spec: text, Reason: "empty probe definition"}
+	}
+	bad := func(tok, format string, args ...any) error {
+		return &SpecError{Spec: text, Token: tok, Reason: fmt.Sprintf(format, args...)}
+	}
+	head, rest := fields[0], fields[1:]
+	s := &Spec{Text: text, Group: DefaultGroup}
+	typ, name, hasName := strings.Cut(head, ":")
+	switch typ {
+	case "p":
+		s.Kind = KindEntry
+	case "r":
+		s.Kind = KindReturn
+	case "-":
+		s.Kind = KindDelete
+	default:
+		return nil, bad(typ, "unknown probe type (want p:, r: or -:)")
+	}
+	if hasName && name == "" {
+		return nil, bad(head, "missing location or event name after %q", typ+":")
+	}
+
+	// p:GRP/EVENT LOCATION names the event; p:LOCATION is the short form.
+	// An event name is told apart by its slash, which no location has
+	// before a colon.
+	var locTok string
+	switch {
+	case s.Kind == KindDelete:
+		if !hasName || len(rest) > 0 {
+			return nil, bad(text, "want -:[GRP/]EVENT")
+		}
+		if err := s.setName(name); err != nil {
+			return nil, bad(name, "%v", err)
+		}
+		return s, nil
+	case hasName && isEventName(name):
+		if err := s.setName(name); err != nil {
+			return nil, bad(name, "%v", err)
+		}
+		if len(rest) == 0 {
+			return nil, bad(text, "missing location after event name %q", name)
+		}
+		locTok, rest = rest[0], rest[1:]
+	case hasName:
+		locTok = name
+	default:
+		if len(rest) == 0 {
+			return nil, bad(text, "missing location")
+		}
+		locTok, rest = rest[0], rest[1:]
+	}
+
+	if l, ok := strings.CutSuffix(locTok, "%return"); ok {
+		if s.Kind == KindEntry {
+			s.Kind = KindReturn
+		}
+		locTok = l
+	}
+	loc, err := parseLocation(locTok)
+	if err != nil {
+		return nil, bad(locTok, "%v", err)
+	}
+	s.Loc = loc
+	s.Args = rest
+	if s.Event == "" {
+		s.Event = defaultEventName(s.Kind, loc)
+	}
+	return s, nil
+}
+
+// isEventName reports whether the part after "p:" is GRP/EVENT rather
+// than a location. Both halves must be identifiers, which keeps paths
+// (/bin/ls:0x10) and Go symbols (example.com/pkg.Func) on the location side.
+func isEventName(s string) bool {
+	grp, ev, ok := strings.Cut(s, "/")
+	return ok && isIdent(grp) && isIdent(ev)
+}
+
+func (s *Spec) setName(name string) error {
+	grp, ev, ok := strings.Cut(name, "/")
+	if !ok {
+		grp, ev = "", name
+	}
+	if grp != "" {
+		if !isIdent(grp) {
+			return fmt.Errorf("group name must be letters, digits and _")
+		}
+		s.Group = grp
+	}
+	if !isIdent(ev) {
+		return fmt.Errorf("event name must be letters, digits and _")
+	}
+	s.Event = ev
+	return nil
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		ok := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func parseLocation(tok string) (Location, error) {
+	var loc Location
+	if tok == "" {
+		return loc, fmt.Errorf("empty location")
+	}
+	if strings.HasPrefix(tok, "0x") || strings.HasPrefix(tok, "0X") {
+		addr, err := strconv.ParseUint(tok[2:], 16, 64)
+		if err != nil {
+			return loc, fmt.Errorf("bad address")
+		}
+		loc.Addr = addr
+		return loc, nil
+	}
+	if i := strings.LastIndexByte(tok, ':'); i >= 0 {
+		mod, what := tok[:i], tok[i+1:]
+		if mod == "" || what == "" {
+			return loc, fmt.Errorf("want MOD:SYM[+OFFS] or PATH:0xOFFSET")
+		}
+		loc.Module = mod
+		if strings.HasPrefix(what, "0x") {
+			off, err := strconv.ParseUint(what[2:], 16, 64)
+			if err != nil {
+				return loc, fmt.Errorf("bad file offset %q", what)
+			}
+			loc.FileOffset, loc.HasFileOff = off, true
+			return loc, nil
+		}
+		if _, err := strconv.ParseUint(what, 10, 64); err == nil {
+			return loc, fmt.Errorf("source-line locations (FILE:LINE) need DWARF support, not available yet")
+		}
+		tok = what
+	}
+	sym, offText, hasOff := strings.Cut(tok, "+")
+	if sym == "" {
+		return loc, fmt.Errorf("missing symbol name")
+	}
+	if strings.ContainsAny(sym, "=%@$\\") {
+		return loc, fmt.Errorf("not a symbol name")
+	}
+	loc.Symbol = sym
+	if hasOff {
+		off, err := strconv.ParseUint(offText, 0, 64)
+		if err != nil {
+			return loc, fmt.Errorf("bad offset %q (want decimal or 0x hex)", offText)
+		}
+		loc.Offset = off
+	}
+	return loc, nil
+}
+
+// defaultEventName follows the kernel: p_SYMBOL_OFFSET, p_0xADDRESS, and
+// p_FILE_0xOFFSET for file offsets, with characters an event name cannot
+// hold turned into underscores.
+func defaultEventName(kind Kind, loc Location) string {
+	prefix := "p_"
+	if kind == KindReturn {
+		prefix = "r_"
+	}
+	var name string
+	switch {
+	case loc.HasFileOff:
+		name = fmt.Sprintf("%s_0x%x", filepath.Base(loc.Module), loc.FileOffset)
+	case loc.Symbol != "":
+		name = fmt.Sprintf("%s_%d", loc.Symbol, loc.Offset)
+	default:
+		name = fmt.Sprintf("0x%x", loc.Addr)
+	}
+	return prefix + sanitize(name)
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

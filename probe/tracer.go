@@ -1,0 +1,302 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
+)
+
+// LaunchOptions configures Launch.
+type LaunchOptions struct {
+	Env    []string // nil: our environment
+	Stdin  *os.File // nil: ours
+	Stdout *os.File // nil: ours
+	Stderr *os.File // nil: ours
+}
+
+// Tracer owns one traced process and the probes in it. Its methods may be
+// called from any goroutine; the ptrace work happens on one locked thread.
+type Tracer struct {
+	pid      int
+	launched bool
+
+	cmds     chan func(anchor int)
+	started  chan struct{}
+	done     chan struct{} // closed when the loop has ended
+	rang     atomic.Bool   // a doorbell SIGSTOP is on its way
+	exit     ExitStatus
+	loopErr  error
+	startOne sync.Once
+
+	// Owned by the ptrace thread.
+	proc     *tracee.Process
+	space    *symbols.Space
+	anchor   int // a thread held stopped while commands run, or 0
+	sites    map[uint64]*site
+	probes   map[string]*Probe
+	stepping map[int]*site // threads whose displaced instruction is in flight
+	comms    map[int]string
+	xol      []*xolArea
+	regs     unix.PtraceRegs
+	monoBase int64
+	wallBase time.Time
+	detached bool
+	lostHits uint64
+}
+
+// ExitStatus is how the traced process ended, when it did.
+type ExitStatus struct {
+	Exited   bool // the process is gone (false after a detach)
+	Code     int
+	Signaled bool
+	Signal   unix.Signal
+}
+
+// Attach seizes every thread of pid. One thread is held until Start so that
+// the first probes go in together.
+func Attach(pid int) (*Tracer, error) {
+	return newTracer(func() (*tracee.Process, int, error) {
+		p, err := tracee.Attach(pid)
+		if err != nil {
+			if errors.Is(err, tracee.ErrNoProcess) || errors.Is(err, tracee.ErrAlreadyTraced) || errors.Is(err, tracee.ErrPermission) {
+				err = badInput(err)
+			}
+			return nil, 0, err
+		}
+		anchor, err := p.Hold()
+		if err != nil {
+			p.Release()
+			return nil, 0, err
+		}
+		return p, anchor, nil
+	})
+}
+
+// Launch starts argv traced, runs it to its entry point (so the shared
+// libraries it links are mapped) and holds it there until Start.
+func Launch(argv []string, opts *LaunchOptions) (*Tracer, error) {
+	if opts == nil {
+		opts = &LaunchOptions{}
+	}
+	files := []*os.File{orDefault(opts.Stdin, os.Stdin), orDefault(opts.Stdout, os.Stdout), orDefault(opts.Stderr, os.Stderr)}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	return newTracer(func() (*tracee.Process, int, error) {
+		p, err := tracee.Launch(argv, env, files)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
+				err = badInput(err)
+			}
+			return nil, 0, err
+		}
+		if err := p.RunToEntry(); err != nil {
+			unix.Kill(p.Pid, unix.SIGKILL)
+			p.Release()
+			return nil, 0, err
+		}
+		return p, p.Pid, nil
+	})
+}
+
+func orDefault(f, def *os.File) *os.File {
+	if f == nil {
+		return def
+	}
+	return f
+}
+
+// newTracer starts the ptrace thread, which runs setup and then serves
+// commands until Start.
+func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
+	t := &Tracer{
+		cmds:     make(chan func(int)),
+		started:  make(chan struct{}),
+		done:     make(chan struct{}),
+		sites:    make(map[uint64]*site),
+		probes:   make(map[string]*Probe),
+		stepping: make(map[int]*site),
+		comms:    make(map[int]string),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // for ever: this thread is the tracer
+		defer close(t.done)
+		proc, anchor, err := setup()
+		if err != nil {
+			errc <- err
+			return
+		}
+		t.proc, t.pid, t.anchor, t.launched = proc, proc.Pid, anchor, proc.Launched
+		t.space, err = symbols.LoadProcess(proc.Pid)
+		if err != nil {
+			t.releaseAll()
+			errc <- fmt.Errorf("load symbols of pid %d: %w", proc.Pid, err)
+			return
+		}
+		t.monoBase, t.wallBase = monotonicNow(), time.Now()
+		errc <- nil
+		t.serve()
+	}()
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// serve runs commands on the held anchor thread until Start, then the loop.
+func (t *Tracer) serve() {
+	defer func() {
+		if r := recover(); r != nil {
+			// Our bug must not become the tracee's problem.
+			t.loopErr = fmt.Errorf("internal error: %v", r)
+			t.emergencyDetach()
+		}
+		t.proc.Close()
+	}()
+	for {
+		select {
+		case fn := <-t.cmds:
+			if fn(t.anchor); t.detached {
+				return
+			}
+			continue
+		case <-t.started:
+		}
+		break
+	}
+	anchor := t.anchor
+	t.anchor = 0
+	if !t.detached {
+		t.proc.Cont(anchor, 0)
+		t.loop()
+	}
+}
+
+// Pid returns the traced process id.
+func (t *Tracer) Pid() int { return t.pid }
+
+// Symbols returns the process's address space as loaded at attach.
+func (t *Tracer) Symbols() *symbols.Space { return t.space }
+
+// Start lets the held thread run and starts serving probe hits.
+func (t *Tracer) Start() {
+	t.startOne.Do(func() { close(t.started) })
+}
+
+// do runs fn on the ptrace thread with a thread held stopped (anchor), and
+// waits for it. After Start it rings the doorbell: a SIGSTOP to the
+// process, which the loop recognises by its sender and swallows.
+func (t *Tracer) do(fn func(anchor int) error) error {
+	errc := make(chan error, 1)
+	cmd := func(anchor int) { errc <- fn(anchor) }
+	select {
+	case <-t.started:
+		if t.rang.CompareAndSwap(false, true) {
+			unix.Kill(t.pid, unix.SIGSTOP)
+		}
+	default:
+	}
+	select {
+	case t.cmds <- cmd:
+	case <-t.done:
+		return ErrDetached
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-t.done:
+		return ErrDetached
+	}
+}
+
+// Add parses spec, resolves and installs it with handler h.
+func (t *Tracer) Add(spec string, h Handler) (*Probe, error) {
+	s, err := ParseSpec(spec)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return t.AddSpec(s, h)
+}
+
+// AddSpec installs a parsed spec.
+func (t *Tracer) AddSpec(s *Spec, h Handler) (*Probe, error) {
+	var p *Probe
+	err := t.do(func(anchor int) error {
+		var err error
+		p, err = t.install(anchor, s, h)
+		return err
+	})
+	return p, err
+}
+
+// Remove takes a probe out; the original instruction is back once no other
+// probe shares its address.
+func (t *Tracer) Remove(p *Probe) error {
+	return t.do(func(int) error { return t.uninstall(p) })
+}
+
+// Probes returns the installed probes.
+func (t *Tracer) Probes() []*Probe {
+	var ps []*Probe
+	t.do(func(int) error {
+		for _, p := range t.probes {
+			ps = append(ps, p)
+		}
+		return nil
+	})
+	return ps
+}
+
+// Detach removes every probe, puts every thread back where it would have
+// been and lets the process go. It is safe to call in any state, more than
+// once, and after the process has exited.
+func (t *Tracer) Detach() error {
+	err := t.do(func(anchor int) error {
+		t.detachAll(anchor)
+		return nil
+	})
+	if errors.Is(err, ErrDetached) {
+		err = nil
+	}
+	<-t.done
+	return err
+}
+
+// Wait blocks until the process has exited or the tracer has detached.
+func (t *Tracer) Wait() (ExitStatus, error) {
+	<-t.done
+	return t.exit, t.loopErr
+}
+
+// Done is closed when the tracer has finished.
+func (t *Tracer) Done() <-chan struct{} { return t.done }
+
+// LostHits counts hits seen while detaching, which were not reported.
+func (t *Tracer) LostHits() uint64 { return atomic.LoadUint64(&t.lostHits) }
+
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// now is CLOCK_MONOTONIC through Go's vDSO-backed clock, without a syscall.
+func (t *Tracer) now() int64 { return t.monoBase + int64(time.Since(t.wallBase)) }
+
+func getcpu() int {
+	var cpu uint32
+	unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
+	return int(cpu)
+}

@@ -1,0 +1,205 @@
+package tracee
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+const pageSize = 4096
+
+// mapFixedNoreplace is MAP_FIXED_NOREPLACE (Linux 4.17): map exactly at
+// the hint or fail, never over an existing mapping.
+const mapFixedNoreplace = 0x100000
+
+// InjectSyscall runs one system call in the context of stopped thread tid
+// and restores every register afterwards (the CRIU/gdb technique). Signals
+// that arrive meanwhile are deferred, not lost.
+func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+	insn, err := p.syscallInsn()
+	if err != nil {
+		return 0, err
+	}
+	var saved unix.PtraceRegs
+	if err := p.GetRegs(tid, &saved); err != nil {
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	regs := saved
+	regs.Rax = nr
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
+	regs.Rip = insn
+	// orig_rax = -1 keeps the kernel from "restarting" an interrupted
+	// syscall over our registers; the saved set restores the real one.
+	regs.Orig_rax = ^uint64(0)
+	if err := p.SetRegs(tid, &regs); err != nil {
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	defer p.SetRegs(tid, &saved)
+	for {
+		if err := p.Step(tid, 0); err != nil {
+			return 0, fmt.Errorf("inject syscall: step: %w", err)
+		}
+		ev, err := p.WaitThread(tid)
+		if err != nil {
+			return 0, err
+		}
+		switch ev.Kind {
+		case EventExit:
+			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
+		case EventSignal:
+			// Not executed yet: keep the signal for later, step again.
+			if info, err := p.Siginfo(tid); err == nil {
+				p.Defer(tid, info)
+			}
+			continue
+		case EventTrap:
+			if err := p.GetRegs(tid, &regs); err != nil {
+				return 0, err
+			}
+			if regs.Rip == insn+2 {
+				return regs.Rax, nil
+			}
+			continue
+		default:
+			continue
+		}
+	}
+}
+
+// syscallInsn finds the bytes 0f 05 (`syscall`) in an executable mapping;
+// the CPU executes them from wherever rip points, so any occurrence will do.
+func (p *Process) syscallInsn() (uint64, error) {
+	if p.syscall != 0 {
+		return p.syscall, nil
+	}
+	maps, err := readMaps(p.Pid)
+	if err != nil {
+		return 0, err
+	}
+	// The vDSO is small and always there; then any executable file mapping.
+	sort.SliceStable(maps, func(i, j int) bool { return maps[i].name == "[vdso]" && maps[j].name != "[vdso]" })
+	buf := make([]byte, 64<<10)
+	for _, m := range maps {
+		if !m.exec || m.name == "[vsyscall]" {
+			continue
+		}
+		for addr := m.start; addr < m.end; addr += uint64(len(buf)) - 1 {
+			n := min(uint64(len(buf)), m.end-addr)
+			got, _ := p.ReadAt(buf[:n], int64(addr))
+			if i := bytes.Index(buf[:got], []byte{0x0f, 0x05}); i >= 0 {
+				p.syscall = addr + uint64(i)
+				return p.syscall, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no syscall instruction found to inject through", p.Pid)
+}
+
+// MapExecutable maps size bytes of anonymous read+exec memory in the tracee,
+// as close to near as a free gap allows (rip-relative operands of copied
+// instructions must reach their targets within ±2 GiB). The stopped thread
+// tid runs the mmap. The mapping is never removed: after detach it is
+// harmless, and a thread could still be inside it.
+func (p *Process) MapExecutable(tid int, near uint64, size uint64) (uint64, error) {
+	size = (size + pageSize - 1) &^ (pageSize - 1)
+	maps, err := readMaps(p.Pid)
+	if err != nil {
+		return 0, err
+	}
+	for _, hint := range gapsNear(maps, near, size) {
+		addr, err := p.InjectSyscall(tid, unix.SYS_MMAP, hint, size,
+			unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|mapFixedNoreplace, ^uint64(0), 0)
+		if err != nil {
+			return 0, err
+		}
+		if int64(addr) < 0 && int64(addr) > -4096 {
+			if unix.Errno(-int64(addr)) == unix.EEXIST {
+				continue // raced with the tracee's own mmap
+			}
+			return 0, fmt.Errorf("mmap in pid %d: %w", p.Pid, unix.Errno(-int64(addr)))
+		}
+		return addr, nil
+	}
+	return 0, fmt.Errorf("pid %d: no free address range near %#x", p.Pid, near)
+}
+
+type mapping struct {
+	start, end uint64
+	exec       bool
+	name       string
+}
+
+func readMaps(pid int) ([]mapping, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var maps []mapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		lo, hi, _ := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		m := mapping{start: start, end: end, exec: strings.Contains(fields[1], "x")}
+		if len(fields) >= 6 {
+			m.name = fields[5]
+		}
+		maps = append(maps, m)
+	}
+	return maps, sc.Err()
+}
+
+// gapsNear returns candidate addresses for a size-byte mapping in the free
+// gaps between maps, nearest to near first.
+func gapsNear(maps []mapping, near, size uint64) []uint64 {
+	const low = 0x10000         // below vm.mmap_min_addr
+	const high = 0x7ffffffff000 // top of the user address space (47 bits)
+	const guard = 16 * pageSize // keep clear of brk and stack growth
+	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
+	var cands []uint64
+	prevEnd := uint64(low)
+	consider := func(lo, hi uint64) {
+		if hi <= lo || hi-lo < size+2*guard {
+			return
+		}
+		lo, hi = lo+guard, hi-guard
+		// The point of [lo, hi-size] closest to near.
+		at := min(max(near, lo), hi-size)
+		cands = append(cands, at&^(pageSize-1))
+	}
+	for _, m := range maps {
+		if m.start > prevEnd {
+			consider(prevEnd, m.start)
+		}
+		prevEnd = max(prevEnd, m.end)
+	}
+	consider(prevEnd, high)
+	dist := func(a uint64) uint64 {
+		if a > near {
+			return a - near
+		}
+		return near - a
+	}
+	sort.Slice(cands, func(i, j int) bool { return dist(cands[i]) < dist(cands[j]) })
+	if len(cands) > 8 {
+		cands = cands[:8]
+	}
+	return cands
+}

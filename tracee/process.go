@@ -1,0 +1,508 @@
+// Package tracee controls a traced process: attach and launch with
+// PTRACE_SEIZE, wait for and classify stops, resume and single-step threads,
+// read and write registers and memory, inject system calls, detach.
+//
+// Linux makes the tracer a thread: every method of a Process must be called
+// from the goroutine that created it, locked to its OS thread with
+// runtime.LockOSThread for the whole life of the Process.
+//
+//	runtime.LockOSThread()
+//	p, err := tracee.Attach(pid)
+//	for { ev, err := p.Wait(); ... p.Cont(ev.Tid, 0) }
+package tracee
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors a caller can test with errors.Is; they are the caller's bad input,
+// not runtime failures.
+var (
+	ErrNoProcess     = errors.New("no such process")
+	ErrAlreadyTraced = errors.New("process is already traced")
+	ErrPermission    = errors.New("not permitted to trace process")
+)
+
+// Process is one traced thread group.
+type Process struct {
+	Pid      int
+	Launched bool // started by us: killed if we exit while it is traced
+
+	mem     *os.File
+	threads map[int]*Thread
+	syscall uint64 // address of a `syscall` instruction, for injection
+}
+
+// Thread is one traced thread and what we know of its stop state.
+type Thread struct {
+	Tid int
+	// Stopped is true from the stop Wait reported until the thread is resumed.
+	Stopped bool
+	// GroupStopped: the thread sits in a group-stop (SIGSTOP, SIGTSTP...),
+	// parked with PTRACE_LISTEN as gdb does.
+	GroupStopped bool
+	// pending holds signals for the tracee that arrived while we could not
+	// deliver them (during an injected syscall or an out-of-line step);
+	// they are delivered, siginfo intact, at the next resume.
+	pending []unix.Siginfo
+}
+
+// Attach seizes every thread of pid, re-reading /proc/PID/task until no new
+// thread appears, and leaves them all running. Threads created later are
+// traced through PTRACE_O_TRACECLONE.
+func Attach(pid int) (*Process, error) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	p := &Process{Pid: pid, threads: make(map[int]*Thread)}
+	for {
+		tids, err := taskIDs(pid)
+		if err != nil {
+			p.Release()
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
+		added := false
+		for _, tid := range tids {
+			if p.threads[tid] != nil {
+				continue
+			}
+			err := ptraceSeize(tid, unix.PTRACE_O_TRACECLONE)
+			if errors.Is(err, unix.ESRCH) {
+				continue // exited between the listing and the seize
+			}
+			if err != nil {
+				p.Release()
+				return nil, seizeError(pid, err)
+			}
+			p.threads[tid] = &Thread{Tid: tid}
+			added = true
+		}
+		if !added {
+			break
+		}
+	}
+	if len(p.threads) == 0 {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+	}
+	if err := p.openMem(); err != nil {
+		p.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+func seizeError(pid int, err error) error {
+	if errors.Is(err, unix.EPERM) {
+		if tracer := tracerPid(pid); tracer != 0 {
+			return fmt.Errorf("pid %d: %w by pid %d", pid, ErrAlreadyTraced, tracer)
+		}
+		return fmt.Errorf("pid %d: %w (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid, ErrPermission)
+	}
+	return fmt.Errorf("seize pid %d: %w", pid, err)
+}
+
+func tracerPid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+func taskIDs(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// Launch starts argv[0] (looked up in PATH) with the given stdio and
+// environment and returns it seized and stopped at its first instruction,
+// before the dynamic linker runs: probes can be installed before any code
+// of the program executes.
+func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, err
+	}
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
+	// PTRACE_TRACEME is the only way to stop a child at exec; it is turned
+	// into a PTRACE_SEIZE below because only seized tracees get
+	// PTRACE_INTERRUPT and PTRACE_LISTEN.
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Env:   env,
+		Files: fds,
+		Sys:   &syscall.SysProcAttr{Ptrace: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	fail := func(err error) (*Process, error) {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WALL, nil)
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+		return fail(err)
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		return fail(fmt.Errorf("unexpected status %#x after exec", ws))
+	}
+	// Leave it in a group-stop, re-attach with SEIZE, then undo the stop
+	// with SIGCONT. No handler is installed yet, so the program sees none
+	// of this.
+	if err := ptraceDetach(pid, int(unix.SIGSTOP)); err != nil {
+		return fail(err)
+	}
+	if _, err := unix.Wait4(pid, &ws, unix.WALL|unix.WUNTRACED, nil); err != nil || !ws.Stopped() {
+		return fail(fmt.Errorf("child did not stop: %v", err))
+	}
+	if err := ptraceSeize(pid, unix.PTRACE_O_TRACECLONE|unix.PTRACE_O_EXITKILL); err != nil {
+		return fail(err)
+	}
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+		return fail(fmt.Errorf("child did not trap after seize: %v", err))
+	}
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		return fail(err)
+	}
+	p := &Process{Pid: pid, Launched: true, threads: map[int]*Thread{pid: {Tid: pid, Stopped: true}}}
+	if err := p.openMem(); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+func (p *Process) openMem() error {
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.Pid), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open memory of pid %d: %w", p.Pid, err)
+	}
+	p.mem = f
+	return nil
+}
+
+// Thread returns the traced thread tid, or nil.
+func (p *Process) Thread(tid int) *Thread { return p.threads[tid] }
+
+// Threads returns every traced thread.
+func (p *Process) Threads() []*Thread {
+	ts := make([]*Thread, 0, len(p.threads))
+	for _, t := range p.threads {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// Alive reports whether any thread is still traced.
+func (p *Process) Alive() bool { return len(p.threads) > 0 }
+
+// AnyStopped returns a thread in a ptrace-stop other than a group-stop, or nil.
+func (p *Process) AnyStopped() *Thread {
+	for _, t := range p.threads {
+		if t.Stopped && !t.GroupStopped {
+			return t
+		}
+	}
+	return nil
+}
+
+// ReadAt reads tracee memory; it implements io.ReaderAt.
+func (p *Process) ReadAt(b []byte, addr int64) (int, error) { return p.mem.ReadAt(b, addr) }
+
+// WriteAt writes tracee memory, read-only text included (the kernel's
+// FOLL_FORCE through /proc/PID/mem); it implements io.WriterAt.
+func (p *Process) WriteAt(b []byte, addr int64) (int, error) { return p.mem.WriteAt(b, addr) }
+
+// GetRegs reads the general registers of a stopped thread.
+func (p *Process) GetRegs(tid int, regs *unix.PtraceRegs) error {
+	return unix.PtraceGetRegs(tid, regs)
+}
+
+// SetRegs writes the general registers of a stopped thread.
+func (p *Process) SetRegs(tid int, regs *unix.PtraceRegs) error {
+	return unix.PtraceSetRegs(tid, regs)
+}
+
+// Siginfo returns the siginfo of the signal a thread is stopped for.
+func (p *Process) Siginfo(tid int) (unix.Siginfo, error) {
+	var info unix.Siginfo
+	err := ptraceGetSiginfo(tid, &info)
+	return info, err
+}
+
+// Defer keeps a signal the thread is stopped for, to deliver it at a later
+// resume instead of now.
+func (p *Process) Defer(tid int, info unix.Siginfo) {
+	if t := p.threads[tid]; t != nil {
+		t.pending = append(t.pending, info)
+	}
+}
+
+// Cont resumes a stopped thread, delivering sig (0 for none). A signal held
+// back by Defer is delivered first, with its original siginfo.
+func (p *Process) Cont(tid, sig int) error {
+	t := p.threads[tid]
+	if t == nil {
+		return fmt.Errorf("thread %d: %w", tid, ErrNoProcess)
+	}
+	if len(t.pending) > 0 && sig == 0 {
+		sig = p.takePending(t)
+	}
+	t.Stopped = false
+	return ptraceCont(tid, sig)
+}
+
+// takePending arranges for the first deferred signal to be delivered by the
+// coming resume and re-sends the others.
+func (p *Process) takePending(t *Thread) int {
+	info := t.pending[0]
+	for _, more := range t.pending[1:] {
+		// Only one signal can be injected at a stop; the rest are queued
+		// again (their siginfo then names us as the sender).
+		unix.Tgkill(p.Pid, t.Tid, unix.Signal(more.Signo))
+	}
+	t.pending = nil
+	if err := ptraceSetSiginfo(t.Tid, &info); err != nil {
+		return int(info.Signo)
+	}
+	return int(info.Signo)
+}
+
+// Step resumes a stopped thread for one instruction, delivering sig.
+func (p *Process) Step(tid, sig int) error {
+	if t := p.threads[tid]; t != nil {
+		t.Stopped = false
+	}
+	return ptraceStep(tid, sig)
+}
+
+// Interrupt asks a running thread to stop; Wait reports an EventStop.
+func (p *Process) Interrupt(tid int) error { return ptraceInterrupt(tid) }
+
+// Detach lets one stopped thread go, delivering sig. Deferred signals are
+// delivered too.
+func (p *Process) Detach(tid, sig int) error {
+	t := p.threads[tid]
+	if t == nil {
+		return nil
+	}
+	if len(t.pending) > 0 && sig == 0 {
+		sig = p.takePending(t)
+	}
+	delete(p.threads, tid)
+	err := ptraceDetach(tid, sig)
+	if errors.Is(err, unix.ESRCH) {
+		return nil // died meanwhile: nothing to let go
+	}
+	return err
+}
+
+// Close releases the memory handle. Threads must be detached or gone.
+func (p *Process) Close() error {
+	if p.mem != nil {
+		return p.mem.Close()
+	}
+	return nil
+}
+
+// Release detaches from every thread in whatever state it is, for use
+// before anything was installed in the tracee: each thread is interrupted,
+// its stop collected, and it is let go with the signal it was stopped for.
+func (p *Process) Release() {
+	for tid, t := range p.threads {
+		if !t.Stopped || t.GroupStopped {
+			ptraceInterrupt(tid)
+		}
+	}
+	for tid, t := range p.threads {
+		sig := 0
+		if !t.Stopped || t.GroupStopped {
+			var ws unix.WaitStatus
+			_, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD, nil)
+			if err != nil || ws.Exited() || ws.Signaled() {
+				continue
+			}
+			if ws.Stopped() && ws.TrapCause() <= 0 && ws.StopSignal() != unix.SIGTRAP {
+				sig = int(ws.StopSignal()) // a real signal: it is still owed
+			}
+		}
+		if len(t.pending) > 0 && sig == 0 {
+			sig = p.takePending(t)
+		}
+		ptraceDetach(tid, sig)
+	}
+	p.threads = map[int]*Thread{}
+	p.Close()
+}
+
+// Comm returns a thread's command name as the kernel keeps it, or "<...>"
+// as ftrace prints an unknown one.
+func Comm(pid, tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+	if err != nil {
+		return "<...>"
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// Hold stops one live thread (the leader if it can) and returns it, for
+// work that needs a thread stopped: injecting a syscall, installing probes.
+// Signals it receives meanwhile are deferred.
+func (p *Process) Hold() (int, error) {
+	if t := p.AnyStopped(); t != nil {
+		return t.Tid, nil
+	}
+	for _, tid := range p.holdOrder() {
+		if err := ptraceInterrupt(tid); err != nil {
+			continue
+		}
+		for {
+			ev, err := p.WaitThread(tid)
+			if err != nil || ev.Kind == EventExit {
+				break
+			}
+			switch ev.Kind {
+			case EventStop, EventGroupStop, EventTrap:
+				return tid, nil
+			case EventSignal:
+				if info, err := p.Siginfo(tid); err == nil {
+					p.Defer(tid, info)
+				}
+				return tid, nil
+			case EventClone:
+				return tid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no thread could be stopped", p.Pid)
+}
+
+// holdOrder lists threads to try to stop: the leader first, zombies never
+// (a leader that called pthread_exit cannot stop).
+func (p *Process) holdOrder() []int {
+	order := []int{}
+	if t := p.threads[p.Pid]; t != nil && !isZombie(p.Pid, p.Pid) {
+		order = append(order, p.Pid)
+	}
+	for tid := range p.threads {
+		if tid != p.Pid && !isZombie(p.Pid, tid) {
+			order = append(order, tid)
+		}
+	}
+	return order
+}
+
+func isZombie(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised comm, which may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+}
+
+// RunToEntry runs a just-launched process to its ELF entry point, where the
+// dynamic linker has mapped every library it links, and leaves the main
+// thread stopped there.
+func (p *Process) RunToEntry() error {
+	entry, err := auxvEntry(p.Pid)
+	if err != nil {
+		return err
+	}
+	var orig [1]byte
+	if _, err := p.ReadAt(orig[:], int64(entry)); err != nil {
+		return fmt.Errorf("read entry point: %w", err)
+	}
+	if _, err := p.WriteAt([]byte{0xcc}, int64(entry)); err != nil {
+		return fmt.Errorf("write entry breakpoint: %w", err)
+	}
+	defer p.WriteAt(orig[:], int64(entry))
+	tid := p.Pid
+	sig := 0
+	for {
+		if err := p.Cont(tid, sig); err != nil {
+			return err
+		}
+		sig = 0
+		ev, err := p.WaitThread(tid)
+		if err != nil {
+			return err
+		}
+		switch ev.Kind {
+		case EventExit:
+			return fmt.Errorf("process exited before its entry point")
+		case EventSignal:
+			sig = ev.Sig
+			continue
+		case EventTrap:
+			var regs unix.PtraceRegs
+			if err := p.GetRegs(tid, &regs); err != nil {
+				return err
+			}
+			if regs.Rip == entry+1 {
+				regs.Rip = entry
+				return p.SetRegs(tid, &regs)
+			}
+			sig = int(unix.SIGTRAP)
+		}
+	}
+}
+
+func auxvEntry(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	if err != nil {
+		return 0, err
+	}
+	const atEntry = 9
+	for i := 0; i+16 <= len(b); i += 16 {
+		key := binary.LittleEndian.Uint64(b[i:])
+		if key == atEntry {
+			return binary.LittleEndian.Uint64(b[i+8:]), nil
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no AT_ENTRY in auxv", pid)
+}
+
+// SentByUs reports whether a signal was sent by this process with kill(2):
+// the doorbell the tracer rings to get a thread stopped.
+func SentByUs(info *unix.Siginfo) bool {
+	// si_pid is the first field of the kill variant of the union, at 16.
+	pid := *(*int32)(unsafe.Add(unsafe.Pointer(info), 16))
+	return info.Code == siUser && int(pid) == os.Getpid()
+}
+
+// si_code values from <asm-generic/siginfo.h>.
+const (
+	siUser   = 0    // kill(2)
+	SIKernel = 0x80 // raised by the kernel: int3 on x86
+)

@@ -1,0 +1,35 @@
+package tracee
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// x/sys/unix wraps only the ptrace requests with no data argument; SEIZE
+// needs options, and SINGLESTEP/DETACH/LISTEN need the signal to deliver.
+func ptrace(req, tid int, addr, data uintptr) error {
+	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), addr, data, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func ptraceSeize(tid, options int) error {
+	return ptrace(unix.PTRACE_SEIZE, tid, 0, uintptr(options))
+}
+
+func ptraceCont(tid, sig int) error   { return ptrace(unix.PTRACE_CONT, tid, 0, uintptr(sig)) }
+func ptraceStep(tid, sig int) error   { return ptrace(unix.PTRACE_SINGLESTEP, tid, 0, uintptr(sig)) }
+func ptraceDetach(tid, sig int) error { return ptrace(unix.PTRACE_DETACH, tid, 0, uintptr(sig)) }
+func ptraceListen(tid int) error      { return ptrace(unix.PTRACE_LISTEN, tid, 0, 0) }
+func ptraceInterrupt(tid int) error   { return ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0) }
+
+func ptraceGetSiginfo(tid int, info *unix.Siginfo) error {
+	return ptrace(unix.PTRACE_GETSIGINFO, tid, 0, uintptr(unsafe.Pointer(info)))
+}
+
+func ptraceSetSiginfo(tid int, info *unix.Siginfo) error {
+	return ptrace(unix.PTRACE_SETSIGINFO, tid, 0, uintptr(unsafe.Pointer(info)))
+}

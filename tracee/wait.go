@@ -1,0 +1,178 @@
+package tracee
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// EventKind says why Wait returned.
+type EventKind int
+
+const (
+	// EventTrap: a SIGTRAP signal-delivery-stop: a breakpoint, the end of a
+	// single-step, or a SIGTRAP the tracee was sent.
+	EventTrap EventKind = iota
+	// EventSignal: a signal-delivery-stop for any other signal (Event.Sig).
+	EventSignal
+	// EventStop: a PTRACE_EVENT_STOP that is not a group-stop: the answer
+	// to Interrupt, or a new thread's first stop.
+	EventStop
+	// EventGroupStop: the thread entered a group-stop for Event.Sig; the
+	// caller should Listen.
+	EventGroupStop
+	// EventClone: the thread created Event.NewTid, which is now traced.
+	EventClone
+	// EventExit: the thread is gone. For the thread-group leader this is
+	// the end of the process: Event.Status has its exit status.
+	EventExit
+	// EventOther: a ptrace event this package does not classify yet.
+	EventOther
+)
+
+// Event is one stop or exit reported by Wait.
+type Event struct {
+	Kind   EventKind
+	Tid    int
+	Sig    int
+	NewTid int
+	Status unix.WaitStatus
+}
+
+// Wait blocks until a traced thread changes state, updates the thread table
+// and returns what happened. Only tracees of the calling OS thread are
+// waited for (__WNOTHREAD): other tracers in this process are not disturbed.
+func (p *Process) Wait() (Event, error) {
+	for {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.ECHILD) {
+				// Nothing left to wait for: every thread is gone.
+				p.threads = map[int]*Thread{}
+				return Event{Kind: EventExit, Tid: p.Pid}, nil
+			}
+			return Event{}, fmt.Errorf("wait: %w", err)
+		}
+		if ev, ok := p.classify(tid, ws); ok {
+			return ev, nil
+		}
+	}
+}
+
+// WaitNonBlocking is Wait that returns ok=false at once when no thread has
+// anything to report.
+func (p *Process) WaitNonBlocking() (Event, bool, error) {
+	for {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if errors.Is(err, unix.ECHILD) {
+				p.threads = map[int]*Thread{}
+				return Event{Kind: EventExit, Tid: p.Pid}, true, nil
+			}
+			return Event{}, false, fmt.Errorf("wait: %w", err)
+		}
+		if tid == 0 {
+			return Event{}, false, nil
+		}
+		if ev, ok := p.classify(tid, ws); ok {
+			return ev, true, nil
+		}
+	}
+}
+
+// classify turns a wait status into an Event; ok=false for a status that is
+// not about one of our threads.
+func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
+	t := p.threads[tid]
+	if ws.Exited() || ws.Signaled() {
+		if t == nil && tid != p.Pid {
+			return Event{}, false
+		}
+		delete(p.threads, tid)
+		if tid == p.Pid {
+			// The leader is reaped last: the whole process is gone.
+			p.threads = map[int]*Thread{}
+		}
+		return Event{Kind: EventExit, Tid: tid, Status: ws}, true
+	}
+	if !ws.Stopped() {
+		return Event{}, false
+	}
+	if t == nil {
+		// A new thread can report its first stop before its creator
+		// reports the clone event.
+		t = &Thread{Tid: tid}
+		p.threads[tid] = t
+	}
+	t.Stopped = true
+	t.GroupStopped = false
+	sig := int(ws.StopSignal())
+	ev := Event{Tid: tid, Sig: sig, Status: ws}
+	// TrapCause is -1 for a signal other than SIGTRAP and 0 for a plain
+	// SIGTRAP: both are signal-delivery-stops.
+	switch ws.TrapCause() {
+	case -1, 0:
+		if sig == int(unix.SIGTRAP) {
+			ev.Kind = EventTrap
+		} else {
+			ev.Kind = EventSignal
+		}
+	case unix.PTRACE_EVENT_STOP:
+		switch unix.Signal(sig) {
+		case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+			ev.Kind = EventGroupStop
+			t.GroupStopped = true
+		default:
+			ev.Kind = EventStop
+		}
+	case unix.PTRACE_EVENT_CLONE:
+		ev.Kind = EventClone
+		msg, err := unix.PtraceGetEventMsg(tid)
+		if err == nil {
+			ev.NewTid = int(msg)
+			if p.threads[ev.NewTid] == nil {
+				p.threads[ev.NewTid] = &Thread{Tid: ev.NewTid}
+			}
+		}
+	default:
+		ev.Kind = EventOther
+	}
+	return ev, true
+}
+
+// Listen parks a thread that reported EventGroupStop: it stays stopped
+// like the rest of its group and reports again when the group resumes.
+func (p *Process) Listen(tid int) error {
+	if t := p.threads[tid]; t != nil {
+		t.Stopped = false
+		t.GroupStopped = true
+	}
+	return ptraceListen(tid)
+}
+
+// WaitThread waits for one thread only (others stay queued in the kernel)
+// and returns its next event.
+func (p *Process) WaitThread(tid int) (Event, error) {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return Event{}, fmt.Errorf("wait for thread %d: %w", tid, err)
+		}
+		if ev, ok := p.classify(tid, ws); ok {
+			return ev, nil
+		}
+	}
+}
