@@ -1,0 +1,258 @@
+// Package singlestep decides how to run the instruction displaced by a
+// software breakpoint, without touching the tracee: it decodes instruction
+// bytes, emulates the simple instructions found at probe sites (prologue
+// pushes, nops, branches, calls, returns) on a register set, and prepares
+// the rest for execution out of line (XOL) in a slot of an injected page,
+// re-basing rip-relative operands, then repairs the registers after the
+// single-step, much like the kernel's uprobes.
+//
+//	in, err := singlestep.Analyze(code, addr) // code: the original bytes at addr
+//	if in.Kind == singlestep.Emulate { err = in.Emulate(&regs, mem) } else { b, _ := in.XOL(slot); /* write b at slot, step it */ err = in.Fixup(&regs, mem, slot) }
+//
+// Per-architecture code lives in files with a GOARCH suffix (only amd64
+// exists). An architecture supplies BreakpointInsn, BreakpointPCAdjust,
+// SlotSize, the archInsn type held in Insn, insnLength (used by
+// Boundaries and CheckBoundary), Analyze and the Insn methods Emulate, XOL,
+// Fixup, CanBoost, XOLBoosted and String.
+package singlestep
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Memory is the tracee's address space, as needed by emulation and fixups
+// (push, pop, call, ret touch the stack). Offsets are addresses.
+type Memory interface {
+	ReadAt(p []byte, addr int64) (int, error)
+	WriteAt(p []byte, addr int64) (int, error)
+}
+
+// Kind says how the tracer runs a displaced instruction.
+type Kind int
+
+const (
+	// Emulate: the tracer applies the instruction's effect to the
+	// registers and memory itself; no slot, no single-step.
+	Emulate Kind = iota + 1
+	// Step: the instruction is copied into an XOL slot (see Insn.XOL),
+	// single-stepped there, and the result repaired with Insn.Fixup.
+	Step
+	// Boost is reserved: Analyze never returns it. Use Insn.CanBoost to
+	// learn whether a Step instruction may run out of line without a
+	// single-step (Insn.XOLBoosted).
+	Boost
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Emulate:
+		return "emulate"
+	case Step:
+		return "step"
+	case Boost:
+		return "boost"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Insn is one analysed instruction at a probe site.
+type Insn struct {
+	Addr     uint64 // address of the original instruction
+	Len      int    // encoded length in bytes
+	Bytes    []byte // the original bytes (Len of them)
+	Kind     Kind   // Emulate or Step
+	Mnemonic string // lower-case mnemonic, e.g. "push", "endbr64", "jne"
+
+	arch archInsn
+}
+
+// Boundaries decodes a function's code, which starts at address addr, and
+// returns the address of each instruction start, in order. If decoding
+// fails part way (data in text, an unknown opcode, code ending inside an
+// instruction) it returns the boundaries found so far and a *DecodeError.
+func Boundaries(code []byte, addr uint64) ([]uint64, error) {
+	var starts []uint64
+	for off := 0; off < len(code); {
+		n, err := insnLength(code[off:])
+		if err != nil {
+			return starts, newDecodeError(addr+uint64(off), code[off:], err)
+		}
+		starts = append(starts, addr+uint64(off))
+		off += n
+	}
+	return starts, nil
+}
+
+// CheckBoundary decodes a function's code, which starts at fnAddr, and
+// returns nil if probeAddr is the start of an instruction. Otherwise it
+// returns *NotBoundaryError (probeAddr is inside an instruction),
+// *OutsideCodeError (probeAddr is not within code) or *DecodeError (the
+// code could not be decoded up to probeAddr).
+func CheckBoundary(code []byte, fnAddr, probeAddr uint64) error {
+	end := fnAddr + uint64(len(code))
+	if probeAddr < fnAddr || probeAddr >= end {
+		return &OutsideCodeError{Addr: probeAddr, Start: fnAddr, End: end}
+	}
+	want := probeAddr - fnAddr
+	for off := uint64(0); ; {
+		n, err := insnLength(code[off:])
+		if err != nil {
+			return newDecodeError(fnAddr+off, code[off:], err)
+		}
+		next := off + uint64(n)
+		switch {
+		case off == want:
+			return nil
+		case next > want:
+			return &NotBoundaryError{Addr: probeAddr, Prev: fnAddr + off, Next: fnAddr + next}
+		}
+		off = next
+	}
+}
+
+// maxShownBytes bounds the bytes kept in a DecodeError (the longest x86
+// instruction is 15 bytes).
+const maxShownBytes = 15
+
+// DecodeError reports bytes that do not decode as an instruction.
+type DecodeError struct {
+	Addr  uint64
+	Bytes []byte // the bytes at Addr (at most 15)
+	Err   error  // the decoder's reason, e.g. "truncated instruction"
+}
+
+func newDecodeError(addr uint64, code []byte, err error) *DecodeError {
+	return &DecodeError{Addr: addr, Bytes: append([]byte(nil), code[:min(len(code), maxShownBytes)]...), Err: err}
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("cannot decode instruction at %#x (bytes % x): %v", e.Addr, e.Bytes, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// NotBoundaryError reports a probe address inside an instruction. Prev is
+// the start of that instruction and Next the start of the following one,
+// both absolute, so that callers can print them symbolically.
+type NotBoundaryError struct {
+	Addr, Prev, Next uint64
+}
+
+func (e *NotBoundaryError) Error() string {
+	return fmt.Sprintf("%#x is not an instruction boundary (nearest: %#x, %#x)", e.Addr, e.Prev, e.Next)
+}
+
+// OutsideCodeError reports a probe address outside the code [Start, End)
+// it was checked against.
+type OutsideCodeError struct {
+	Addr, Start, End uint64
+}
+
+func (e *OutsideCodeError) Error() string {
+	return fmt.Sprintf("%#x is outside the function code [%#x, %#x)", e.Addr, e.Start, e.End)
+}
+
+// UnsupportedError reports an instruction that cannot be probed, or an
+// operation the instruction does not allow (e.g. emulating a Step
+// instruction, running a relative branch out of line).
+type UnsupportedError struct {
+	Addr     uint64
+	Mnemonic string
+	Reason   string // why, briefly; may be empty
+}
+
+func (e *UnsupportedError) Error() string {
+	msg := "unsupported instruction at probe site: " + e.Mnemonic
+	if e.Reason != "" {
+		msg += " (" + e.Reason + ")"
+	}
+	return msg
+}
+
+// OutOfRangeError reports that an instruction run from Slot cannot reach
+// Target with a 32-bit displacement.
+type OutOfRangeError struct {
+	Addr   uint64 // original instruction
+	Slot   uint64 // XOL slot address
+	Target uint64 // absolute address the displacement must reach
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("instruction at %#x cannot run from XOL slot %#x: target %#x is beyond ±2 GiB", e.Addr, e.Slot, e.Target)
+}
+
+// MemoryError reports a failed tracee memory access during emulation or
+// fixup.
+type MemoryError struct {
+	Op   string // "read" or "write"
+	Addr uint64
+	Len  int
+	Err  error
+}
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("cannot %s %d bytes of tracee memory at %#x: %v", e.Op, e.Len, e.Addr, e.Err)
+}
+
+func (e *MemoryError) Unwrap() error { return e.Err }
+
+// FixupError reports a tracee state after the out-of-line step that the
+// instruction cannot have produced, so the repair would be a guess.
+type FixupError struct {
+	Addr   uint64 // original instruction
+	Slot   uint64 // XOL slot it ran in
+	Detail string
+}
+
+func (e *FixupError) Error() string {
+	return fmt.Sprintf("cannot fix up after stepping instruction at %#x in slot %#x: %s", e.Addr, e.Slot, e.Detail)
+}
+
+var errNoMemory = errors.New("no tracee memory given")
+
+// readFull reads len(p) bytes at addr; a short read is an error.
+func readFull(mem Memory, p []byte, addr uint64) error {
+	if mem == nil {
+		return &MemoryError{Op: "read", Addr: addr, Len: len(p), Err: errNoMemory}
+	}
+	n, err := mem.ReadAt(p, int64(addr))
+	if n == len(p) {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return &MemoryError{Op: "read", Addr: addr, Len: len(p), Err: err}
+}
+
+// writeFull writes all of p at addr; a short write is an error.
+func writeFull(mem Memory, p []byte, addr uint64) error {
+	if mem == nil {
+		return &MemoryError{Op: "write", Addr: addr, Len: len(p), Err: errNoMemory}
+	}
+	n, err := mem.WriteAt(p, int64(addr))
+	if n == len(p) && err == nil {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrShortWrite
+	}
+	return &MemoryError{Op: "write", Addr: addr, Len: len(p), Err: err}
+}
+
+func readU64(mem Memory, addr uint64) (uint64, error) {
+	var b [8]byte
+	if err := readFull(mem, b[:], addr); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+func writeU64(mem Memory, addr, v uint64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return writeFull(mem, b[:], addr)
+}

@@ -1,0 +1,556 @@
+package symbols
+
+import (
+	"bytes"
+	"cmp"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Symbol is one named location in an ELF file.
+type Symbol struct {
+	Name string
+	Addr uint64 // link-time (file) virtual address
+	Size uint64
+	Func bool // STT_FUNC or STT_GNU_IFUNC; false for data objects and untyped symbols
+}
+
+// DebugDirs are the global directories searched for separate debug files,
+// like gdb's debug-file-directory. Tests point it at a temporary tree.
+var DebugDirs = []string{"/usr/lib/debug"}
+
+// sttGNUIFunc is STT_GNU_IFUNC; debug/elf only knows it as STT_LOOS.
+const sttGNUIFunc = elf.SymType(10)
+
+// Module is one ELF file's symbol table: .symtab and .dynsym merged, plus the
+// .symtab of a separate debug file when the file itself has none.
+// Symbols are read lazily, on first use.
+type Module struct {
+	Path    string // path as opened
+	BuildID string // hex, "" if none
+	PIE     bool   // ET_DYN
+
+	file  *os.File
+	elf   *elf.File
+	loads []elf.ProgHeader // PT_LOAD headers sorted by Vaddr
+	// realPath is where the file lives in the file system; it differs from
+	// Path when a process's file was opened through /proc/PID/map_files, and
+	// is what .gnu_debuglink is resolved against.
+	realPath string
+
+	// Tables are built on first use, each when first needed, so that a
+	// plain Lookup does not pay for sorting.
+	loadOnce   sync.Once
+	loadErr    error
+	debugFile  string
+	entries    []entry
+	byName     map[string]int32 // best entry for each name
+	tablesOnce sync.Once
+	funcs      []Symbol // Functions(): sorted by Addr, one per address
+	objects    []Symbol // data objects with a size, sorted by Addr
+	namesOnce  sync.Once
+	funcNames  []string // distinct function names, for Suggest
+}
+
+// entry is a Symbol plus what is needed to choose among duplicates.
+type entry struct {
+	Symbol
+	exported bool // STB_GLOBAL or STB_WEAK
+	hidden   bool // a non-default symbol version (name@VER, not name@@VER)
+}
+
+// OpenModule opens an ELF file. Its symbols are read on first use; call
+// LoadSymbols to see errors from that.
+func OpenModule(path string) (*Module, error) {
+	return openModule(path, path)
+}
+
+func openModule(path, realPath string) (*Module, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	m, err := newModule(file, path, realPath)
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func newModule(file *os.File, path, realPath string) (*Module, error) {
+	ef, err := elf.NewFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read ELF %s: %w", path, err)
+	}
+	m := &Module{
+		Path:     path,
+		PIE:      ef.Type == elf.ET_DYN,
+		file:     file,
+		elf:      ef,
+		realPath: realPath,
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			m.loads = append(m.loads, p.ProgHeader)
+		}
+	}
+	sort.Slice(m.loads, func(i, j int) bool { return m.loads[i].Vaddr < m.loads[j].Vaddr })
+	m.BuildID = buildID(ef)
+	return m, nil
+}
+
+// Close releases the file.
+func (m *Module) Close() error {
+	if m.file == nil {
+		return nil
+	}
+	err := m.file.Close()
+	m.file = nil
+	return err
+}
+
+// DebugFile returns the separate debug file whose symbols were used, or "".
+func (m *Module) DebugFile() string {
+	m.LoadSymbols()
+	return m.debugFile
+}
+
+// LoadSymbols reads the symbol tables if not done yet and reports any error
+// from doing so. Other methods call it implicitly and treat a failure as
+// "no (more) symbols".
+func (m *Module) LoadSymbols() error {
+	m.loadOnce.Do(func() { m.loadErr = m.loadSymbols() })
+	return m.loadErr
+}
+
+// Lookup finds a symbol by exact name. Among duplicates (static functions
+// of the same name in several files, symbol versions) it prefers a function,
+// then an exported binding, then the default version.
+func (m *Module) Lookup(name string) (Symbol, bool) {
+	m.LoadSymbols()
+	i, ok := m.byName[name]
+	if !ok {
+		return Symbol{}, false
+	}
+	return m.entries[i].Symbol, true
+}
+
+// Functions returns all function symbols with a size, sorted by address,
+// one per address (the exported, least decorated name of aliases).
+func (m *Module) Functions() []Symbol {
+	m.buildTables()
+	return slices.Clone(m.funcs)
+}
+
+// SymbolAt returns the function, or failing that the data object, whose
+// link address range [Addr, Addr+Size) contains addr; the innermost one if
+// ranges nest.
+func (m *Module) SymbolAt(addr uint64) (Symbol, bool) {
+	m.buildTables()
+	if s, ok := containing(m.funcs, addr); ok {
+		return s, true
+	}
+	return containing(m.objects, addr)
+}
+
+// maxNestedScan bounds the backward scan for enclosing symbols so that a
+// lookup stays logarithmic even in pathological tables.
+const maxNestedScan = 16
+
+func containing(sorted []Symbol, addr uint64) (Symbol, bool) {
+	i := sort.Search(len(sorted), func(i int) bool { return sorted[i].Addr > addr })
+	for j := i - 1; j >= 0 && j >= i-maxNestedScan; j-- {
+		if s := sorted[j]; addr-s.Addr < s.Size {
+			return s, true
+		}
+	}
+	return Symbol{}, false
+}
+
+// Suggest returns up to n function names close to name, best first.
+func (m *Module) Suggest(name string, n int) []string {
+	var r ranker
+	r.add(name, m.functionNames())
+	return r.top(n)
+}
+
+// OffsetToAddr converts a file offset (as uprobe_events uses) to a link
+// address through the PT_LOAD segment containing it.
+func (m *Module) OffsetToAddr(fileOff uint64) (uint64, error) {
+	for _, p := range m.loads {
+		if fileOff >= p.Off && fileOff-p.Off < p.Filesz {
+			return p.Vaddr + (fileOff - p.Off), nil
+		}
+	}
+	return 0, fmt.Errorf("%s: file offset 0x%x is not in a loadable segment", m.Path, fileOff)
+}
+
+// ReadCode returns the file's bytes for the link address range
+// [addr, addr+size), which must lie within one PT_LOAD segment's file data.
+func (m *Module) ReadCode(addr, size uint64) ([]byte, error) {
+	if m.file == nil {
+		return nil, fmt.Errorf("read %s at 0x%x: %w", m.Path, addr, os.ErrClosed)
+	}
+	for _, p := range m.loads {
+		if addr < p.Vaddr || addr-p.Vaddr >= p.Filesz {
+			continue
+		}
+		if size > p.Filesz-(addr-p.Vaddr) {
+			return nil, fmt.Errorf("read %s: 0x%x bytes at 0x%x run past the end of the segment at 0x%x", m.Path, size, addr, p.Vaddr)
+		}
+		buf := make([]byte, size)
+		if _, err := m.file.ReadAt(buf, int64(p.Off+(addr-p.Vaddr))); err != nil {
+			return nil, fmt.Errorf("read %s at 0x%x: %w", m.Path, addr, err)
+		}
+		return buf, nil
+	}
+	return nil, fmt.Errorf("read %s: address 0x%x is not in a loadable segment with file data", m.Path, addr)
+}
+
+func (m *Module) loadSymbols() error {
+	var errs []error
+	symtab, err := m.elf.Symbols()
+	m.byName = make(map[string]int32, len(symtab))
+	switch {
+	case err == nil:
+		m.addSymbols(symtab, false)
+	case errors.Is(err, elf.ErrNoSymbols):
+		// Stripped: the full table may live in a separate debug file.
+		if m.debugFile = m.findDebugFile(); m.debugFile != "" {
+			if err := m.addDebugSymbols(m.debugFile); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("read .symtab of %s: %w", m.Path, err))
+	}
+	dynsym, err := m.elf.DynamicSymbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		errs = append(errs, fmt.Errorf("read .dynsym of %s: %w", m.Path, err))
+	}
+	m.addSymbols(dynsym, true)
+	return errors.Join(errs...)
+}
+
+func (m *Module) addDebugSymbols(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("open debug file %s: %w", path, err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return fmt.Errorf("read .symtab of debug file %s: %w", path, err)
+	}
+	m.addSymbols(syms, false)
+	return nil
+}
+
+func (m *Module) addSymbols(syms []elf.Symbol, dynamic bool) {
+	m.entries = slices.Grow(m.entries, len(syms))
+	for _, s := range syms {
+		if s.Name == "" || s.Section == elf.SHN_UNDEF || s.Section == elf.SHN_ABS || s.Section == elf.SHN_COMMON {
+			continue
+		}
+		if s.Name[0] == '$' { // ARM/AArch64 mapping symbols ($x, $d), not names
+			continue
+		}
+		typ := elf.ST_TYPE(s.Info)
+		switch typ {
+		case elf.STT_FUNC, sttGNUIFunc, elf.STT_OBJECT, elf.STT_NOTYPE, elf.STT_COMMON:
+		default:
+			// TLS values are offsets into the TLS block, not addresses;
+			// sections and file names are not symbols one can probe.
+			continue
+		}
+		bind := elf.ST_BIND(s.Info)
+		e := entry{
+			Symbol:   Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: typ == elf.STT_FUNC || typ == sttGNUIFunc},
+			exported: bind == elf.STB_GLOBAL || bind == elf.STB_WEAK,
+		}
+		if dynamic && s.HasVersion && s.VersionIndex.IsHidden() && s.Version != "" {
+			// A non-default version (nm shows name@VER): the plain name
+			// belongs to the default one.
+			e.Name += "@" + s.Version
+			e.hidden = true
+		} else if base, _, ok := strings.Cut(s.Name, "@@"); ok && base != "" {
+			// .symtab spells default versions name@@VER; users say name.
+			e.Name = base
+		} else if strings.Contains(s.Name, "@") {
+			e.hidden = true
+		}
+		m.add(e)
+	}
+}
+
+func (m *Module) add(e entry) {
+	i, ok := m.byName[e.Name]
+	if ok {
+		old := &m.entries[i]
+		if old.Addr == e.Addr {
+			// The same symbol seen again (.symtab and .dynsym).
+			if old.Size == 0 {
+				old.Size = e.Size
+			}
+			old.Func = old.Func || e.Func
+			old.exported = old.exported || e.exported
+			return
+		}
+	}
+	m.entries = append(m.entries, e)
+	if !ok || lookupBetter(&e, &m.entries[i]) {
+		m.byName[e.Name] = int32(len(m.entries) - 1)
+	}
+}
+
+// lookupBetter reports whether a should win over b for a lookup by name.
+func lookupBetter(a, b *entry) bool {
+	if a.Func != b.Func {
+		return a.Func
+	}
+	if a.exported != b.exported {
+		return a.exported
+	}
+	if a.hidden != b.hidden {
+		return !a.hidden
+	}
+	return false // keep the first seen: .symtab before .dynsym
+}
+
+// nameBetter reports whether a is the better name for an address shared by
+// aliases: exported over local, default version over hidden, fewer leading
+// underscores ("malloc" over "__libc_malloc"), then shorter.
+func nameBetter(a, b *entry) bool {
+	if a.exported != b.exported {
+		return a.exported
+	}
+	if a.hidden != b.hidden {
+		return !a.hidden
+	}
+	ua, ub := leadingUnderscores(a.Name), leadingUnderscores(b.Name)
+	if ua != ub {
+		return ua < ub
+	}
+	if len(a.Name) != len(b.Name) {
+		return len(a.Name) < len(b.Name)
+	}
+	return a.Name < b.Name
+}
+
+func leadingUnderscores(s string) int {
+	return len(s) - len(strings.TrimLeft(s, "_"))
+}
+
+func (m *Module) buildTables() {
+	m.LoadSymbols()
+	m.tablesOnce.Do(func() {
+		var funcs, objects []addrIndex
+		for i := range m.entries {
+			e := &m.entries[i]
+			switch {
+			case e.Func && e.Size > 0:
+				funcs = append(funcs, addrIndex{e.Addr, int32(i)})
+			case !e.Func && e.Size > 0:
+				objects = append(objects, addrIndex{e.Addr, int32(i)})
+			}
+		}
+		m.funcs = m.uniqueByAddr(funcs)
+		m.objects = m.uniqueByAddr(objects)
+	})
+}
+
+// addrIndex keeps sort keys next to each other rather than behind an index.
+type addrIndex struct {
+	addr uint64
+	i    int32
+}
+
+// functionNames returns the distinct names of functions.
+func (m *Module) functionNames() []string {
+	m.LoadSymbols()
+	m.namesOnce.Do(func() {
+		// A name's best entry is a function whenever any of its entries is.
+		for name, i := range m.byName {
+			if m.entries[i].Func {
+				m.funcNames = append(m.funcNames, name)
+			}
+		}
+	})
+	return m.funcNames
+}
+
+// uniqueByAddr sorts the given entries by address and keeps the best-named
+// one for each address.
+func (m *Module) uniqueByAddr(idx []addrIndex) []Symbol {
+	slices.SortFunc(idx, func(a, b addrIndex) int { return cmp.Compare(a.addr, b.addr) })
+	out := make([]Symbol, 0, len(idx))
+	for k := 0; k < len(idx); {
+		best := &m.entries[idx[k].i]
+		for k++; k < len(idx) && idx[k].addr == best.Addr; k++ {
+			if e := &m.entries[idx[k].i]; nameBetter(e, best) {
+				best = e
+			}
+		}
+		out = append(out, best.Symbol)
+	}
+	return out
+}
+
+// buildID returns the hex GNU build ID from the .note.gnu.build-id section
+// or, for files without section headers, from the PT_NOTE segments.
+func buildID(f *elf.File) string {
+	if s := f.Section(".note.gnu.build-id"); s != nil {
+		if data, err := s.Data(); err == nil {
+			if id := noteBuildID(data, f, 4); id != "" {
+				return id
+			}
+		}
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE || p.Filesz > 1<<20 {
+			continue
+		}
+		data := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(data, 0); err != nil {
+			continue
+		}
+		align := uint64(4)
+		if p.Align == 8 {
+			align = 8
+		}
+		if id := noteBuildID(data, f, align); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+func noteBuildID(data []byte, f *elf.File, align uint64) string {
+	const ntGNUBuildID = 3
+	alignUp := func(n uint64) uint64 { return (n + align - 1) &^ (align - 1) }
+	for len(data) >= 12 {
+		namesz := uint64(f.ByteOrder.Uint32(data[0:]))
+		descsz := uint64(f.ByteOrder.Uint32(data[4:]))
+		typ := f.ByteOrder.Uint32(data[8:])
+		nameEnd := 12 + alignUp(namesz)
+		descEnd := nameEnd + alignUp(descsz)
+		if namesz > uint64(len(data)) || descsz > uint64(len(data)) || nameEnd+descsz > uint64(len(data)) {
+			return ""
+		}
+		name := data[12 : 12+namesz]
+		if typ == ntGNUBuildID && string(bytes.TrimRight(name, "\x00")) == "GNU" {
+			return hex.EncodeToString(data[nameEnd : nameEnd+descsz])
+		}
+		if descEnd >= uint64(len(data)) {
+			return ""
+		}
+		data = data[descEnd:]
+	}
+	return ""
+}
+
+// findDebugFile applies gdb's rules: first the build ID under each debug
+// directory's .build-id tree, then .gnu_debuglink next to the file, in its
+// .debug subdirectory, and under each debug directory plus the file's
+// directory. Candidates must match by build ID or, lacking one, by CRC.
+func (m *Module) findDebugFile() string {
+	if len(m.BuildID) > 2 {
+		for _, dir := range DebugDirs {
+			p := filepath.Join(dir, ".build-id", m.BuildID[:2], m.BuildID[2:]+".debug")
+			if m.debugFileMatches(p, 0, false) {
+				return p
+			}
+		}
+	}
+	link, crc, ok := debugLink(m.elf)
+	if !ok {
+		return ""
+	}
+	real := m.realPath
+	if p, err := filepath.EvalSymlinks(real); err == nil {
+		real = p
+	}
+	dir := filepath.Dir(real)
+	candidates := []string{filepath.Join(dir, link), filepath.Join(dir, ".debug", link)}
+	for _, d := range DebugDirs {
+		candidates = append(candidates, filepath.Join(d, dir, link))
+	}
+	for _, p := range candidates {
+		if p != real && m.debugFileMatches(p, crc, true) {
+			return p
+		}
+	}
+	return ""
+}
+
+func debugLink(f *elf.File) (name string, crc uint32, ok bool) {
+	s := f.Section(".gnu_debuglink")
+	if s == nil {
+		return "", 0, false
+	}
+	data, err := s.Data()
+	if err != nil {
+		return "", 0, false
+	}
+	n := bytes.IndexByte(data, 0)
+	if n <= 0 {
+		return "", 0, false
+	}
+	crcOff := (n + 4) &^ 3 // the CRC follows the NUL-terminated name, 4-aligned
+	if crcOff+4 > len(data) {
+		return "", 0, false
+	}
+	return string(data[:n]), f.ByteOrder.Uint32(data[crcOff:]), true
+}
+
+// debugFileMatches reports whether path is an ELF file with a .symtab that
+// belongs to m: same build ID when both have one, else (for debuglink
+// candidates) the CRC recorded in .gnu_debuglink.
+func (m *Module) debugFileMatches(path string, crc uint32, checkCRC bool) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil || ef.Section(".symtab") == nil {
+		return false
+	}
+	if id := buildID(ef); id != "" && m.BuildID != "" {
+		return id == m.BuildID
+	}
+	if !checkCRC {
+		return false
+	}
+	h := crc32.NewIEEE()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+		return false
+	}
+	return h.Sum32() == crc
+}
+
+// linkSpan returns the page-aligned link address range the PT_LOAD
+// segments occupy.
+func (m *Module) linkSpan() (lo, hi uint64) {
+	if len(m.loads) == 0 {
+		return 0, 0
+	}
+	pageMask := uint64(os.Getpagesize()) - 1
+	lo = ^uint64(0)
+	for _, p := range m.loads {
+		lo = min(lo, p.Vaddr&^pageMask)
+		hi = max(hi, (p.Vaddr+p.Memsz+pageMask)&^pageMask)
+	}
+	return lo, hi
+}
