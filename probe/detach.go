@@ -15,6 +15,7 @@ func (t *Tracer) detachAll(anchor int) {
 		return
 	}
 	t.detached = true
+	ringing := t.closeQueue()
 	held := map[int]int{} // tid -> signal to deliver when let go
 	if anchor != 0 {
 		held[anchor] = 0
@@ -36,6 +37,9 @@ func (t *Tracer) detachAll(anchor int) {
 		}
 		t.collect(ev, held)
 	}
+	if ringing {
+		t.swallowDoorbell(held)
+	}
 	for addr, st := range t.sites {
 		t.proc.WriteAt([]byte{st.orig}, int64(addr))
 	}
@@ -54,6 +58,32 @@ func (t *Tracer) detachAll(anchor int) {
 		t.proc.Detach(tid, sig)
 	}
 	t.stepping = map[int]*site{}
+}
+
+// swallowDoorbell takes a doorbell SIGSTOP that no thread has taken yet:
+// let go with it pending, the process would stop for good. One held
+// thread is let run; it stops at once to take the signal.
+func (t *Tracer) swallowDoorbell(held map[int]int) {
+	for tries := 0; tries < 3 && tracee.SignalPending(t.pid, 0, unix.SIGSTOP); tries++ {
+		runner := 0
+		for tid, sig := range held {
+			if sig == 0 && t.stepping[tid] == nil {
+				runner = tid
+				break
+			}
+		}
+		if runner == 0 || t.proc.Cont(runner, 0) != nil {
+			return
+		}
+		delete(held, runner)
+		for !t.allHeld(held) {
+			ev, err := t.proc.Wait()
+			if err != nil {
+				return
+			}
+			t.collect(ev, held)
+		}
+	}
 }
 
 func (t *Tracer) allHeld(held map[int]int) bool {
@@ -117,8 +147,20 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		}
 		held[tid] = ev.Sig
 	default: // stops of every other kind: held as they are
+		if t.trapPending(tid) {
+			// Job-control stops are reported before pending signals:
+			// let it report the SIGTRAP first, to be handled above.
+			t.resume(tid)
+			return
+		}
 		held[tid] = 0
 	}
+}
+
+// trapPending reports whether tid has a SIGTRAP not yet reported: from
+// one of our breakpoints, the end of a step, or the tracee's own.
+func (t *Tracer) trapPending(tid int) bool {
+	return tracee.SignalPending(t.pid, tid, unix.SIGTRAP)
 }
 
 func (t *Tracer) isRemovedBreakpoint(addr uint64) bool {

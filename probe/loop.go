@@ -42,7 +42,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 			t.exit = exitStatus(ev.Status)
 		}
 	default: // EventStop, EventClone, EventOther
-		t.proc.Cont(ev.Tid, 0)
+		t.resume(ev.Tid)
 	}
 }
 
@@ -173,7 +173,7 @@ func (t *Tracer) onSignal(tid, sig int) {
 		return
 	}
 	if sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
-		t.rang.Store(false)
+		t.answered()
 		t.runCommands(tid)
 		if !t.detached {
 			t.resume(tid)
@@ -215,18 +215,6 @@ func isFault(sig int, info unix.Siginfo) bool {
 	return false
 }
 
-// runCommands runs every queued command with tid held stopped.
-func (t *Tracer) runCommands(tid int) {
-	for !t.detached {
-		select {
-		case fn := <-t.cmds:
-			fn(tid)
-		default:
-			return
-		}
-	}
-}
-
 func (t *Tracer) allGroupStopped() bool {
 	if !t.proc.Alive() {
 		return false
@@ -252,14 +240,14 @@ func (t *Tracer) pollWhileStopped() {
 		return
 	}
 	select {
-	case fn := <-t.cmds:
-		t.rang.Store(false)
+	case <-t.kick:
 		tid, err := t.proc.Hold()
 		if err != nil {
-			fn(0)
 			return
 		}
-		fn(tid)
+		// A doorbell rung now stays pending until SIGCONT flushes it, or
+		// is swallowed later: either way it is not owed any more.
+		t.answered()
 		t.runCommands(tid)
 		if !t.detached {
 			t.proc.Listen(tid)

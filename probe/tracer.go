@@ -30,13 +30,20 @@ type Tracer struct {
 	pid      int
 	launched bool
 
-	cmds     chan func(anchor int)
 	started  chan struct{}
 	done     chan struct{} // closed when the loop has ended
-	rang     atomic.Bool   // a doorbell SIGSTOP is on its way
+	kick     chan struct{} // wakes the ptrace thread when it is not in wait4
 	exit     ExitStatus
 	loopErr  error
 	startOne sync.Once
+
+	// Commands for the ptrace thread. Once it waits in wait4, a SIGSTOP to
+	// the process (the doorbell) makes some thread stop and report it.
+	mu        sync.Mutex
+	queue     []func(anchor int)
+	isStarted bool
+	rang      bool // a doorbell SIGSTOP is in flight
+	gone      bool // detached or exited: ring no more
 
 	// Owned by the ptrace thread.
 	proc     *tracee.Process
@@ -121,7 +128,7 @@ func orDefault(f, def *os.File) *os.File {
 // commands until Start.
 func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 	t := &Tracer{
-		cmds:     make(chan func(int)),
+		kick:     make(chan struct{}, 1),
 		started:  make(chan struct{}),
 		done:     make(chan struct{}),
 		sites:    make(map[uint64]*site),
@@ -163,25 +170,26 @@ func (t *Tracer) serve() {
 			t.loopErr = fmt.Errorf("internal error: %v", r)
 			t.emergencyDetach()
 		}
+		t.closeQueue()
 		t.proc.Close()
 	}()
-	for {
+	for !t.detached {
 		select {
-		case fn := <-t.cmds:
-			if fn(t.anchor); t.detached {
-				return
-			}
+		case <-t.kick:
+			t.runCommands(t.anchor)
 			continue
 		case <-t.started:
 		}
 		break
 	}
+	t.runCommands(t.anchor) // those queued just before Start
+	if t.detached {
+		return
+	}
 	anchor := t.anchor
 	t.anchor = 0
-	if !t.detached {
-		t.proc.Cont(anchor, 0)
-		t.loop()
-	}
+	t.proc.Cont(anchor, 0)
+	t.loop()
 }
 
 // Pid returns the traced process id.
@@ -192,7 +200,12 @@ func (t *Tracer) Symbols() *symbols.Space { return t.space }
 
 // Start lets the held thread run and starts serving probe hits.
 func (t *Tracer) Start() {
-	t.startOne.Do(func() { close(t.started) })
+	t.startOne.Do(func() {
+		t.mu.Lock()
+		t.isStarted = true
+		t.mu.Unlock()
+		close(t.started)
+	})
 }
 
 // do runs fn on the ptrace thread with a thread held stopped (anchor), and
@@ -200,18 +213,20 @@ func (t *Tracer) Start() {
 // process, which the loop recognises by its sender and swallows.
 func (t *Tracer) do(fn func(anchor int) error) error {
 	errc := make(chan error, 1)
-	cmd := func(anchor int) { errc <- fn(anchor) }
-	select {
-	case <-t.started:
-		if t.rang.CompareAndSwap(false, true) {
-			unix.Kill(t.pid, unix.SIGSTOP)
-		}
-	default:
-	}
-	select {
-	case t.cmds <- cmd:
-	case <-t.done:
+	t.mu.Lock()
+	if t.gone {
+		t.mu.Unlock()
 		return ErrDetached
+	}
+	t.queue = append(t.queue, func(anchor int) { errc <- fn(anchor) })
+	if t.isStarted && !t.rang {
+		t.rang = true
+		unix.Kill(t.pid, unix.SIGSTOP)
+	}
+	t.mu.Unlock()
+	select {
+	case t.kick <- struct{}{}:
+	default:
 	}
 	select {
 	case err := <-errc:
@@ -219,6 +234,42 @@ func (t *Tracer) do(fn func(anchor int) error) error {
 	case <-t.done:
 		return ErrDetached
 	}
+}
+
+// takeQueue hands the queued commands to the ptrace thread.
+func (t *Tracer) takeQueue() []func(int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.queue
+	t.queue = nil
+	return q
+}
+
+// answered notes that the doorbell's SIGSTOP has been swallowed (or, for a
+// process in group-stop, will never be needed): the next command rings anew.
+func (t *Tracer) answered() {
+	t.mu.Lock()
+	t.rang = false
+	t.mu.Unlock()
+}
+
+// runCommands runs every queued command with tid held stopped.
+func (t *Tracer) runCommands(tid int) {
+	for _, fn := range t.takeQueue() {
+		if t.detached {
+			return
+		}
+		fn(tid)
+	}
+}
+
+// closeQueue stops the doorbell for good; it reports whether one is still
+// in flight, to be swallowed before the threads are let go.
+func (t *Tracer) closeQueue() (ringing bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gone = true
+	return t.rang
 }
 
 // Add parses spec, resolves and installs it with handler h.

@@ -506,3 +506,24 @@ const (
 	siUser   = 0    // kill(2)
 	SIKernel = 0x80 // raised by the kernel: int3 on x86
 )
+
+// SignalPending reports whether sig is pending: for the whole process
+// (ShdPnd: sent with kill(2), not yet taken by a thread) when tid is 0,
+// else for that thread alone (SigPnd).
+func SignalPending(pid, tid int, sig unix.Signal) bool {
+	file, field := fmt.Sprintf("/proc/%d/status", pid), "ShdPnd:"
+	if tid != 0 {
+		file, field = fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigPnd:"
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
+}
