@@ -34,18 +34,27 @@ type Writer interface {
 //
 //	loop-4242    [001] 5123.000123: p_work_0: (work+0x0/0x12)
 type Text struct {
-	w *bufio.Writer
+	w      *bufio.Writer
+	tracer string
+	header bool // written
 }
 
-// NewText writes the ftrace header for tracer and returns the writer.
+// NewText returns a writer of tracer's trace; the ftrace header goes out
+// with the first line, so that a trace that never starts writes nothing.
 func NewText(w io.Writer, tracer string) *Text {
-	t := &Text{w: bufio.NewWriterSize(w, 64<<10)}
-	fmt.Fprintf(t.w, "# tracer: %s\n", tracer)
-	fmt.Fprintf(t.w, "#           TASK-PID     CPU#  TIMESTAMP  FUNCTION\n")
-	return t
+	return &Text{w: bufio.NewWriterSize(w, 64<<10), tracer: tracer}
+}
+
+func (t *Text) writeHeader() {
+	if !t.header {
+		t.header = true
+		fmt.Fprintf(t.w, "# tracer: %s\n", t.tracer)
+		fmt.Fprintf(t.w, "#           TASK-PID     CPU#  TIMESTAMP  FUNCTION\n")
+	}
 }
 
 func (t *Text) Write(r *Record) error {
+	t.writeHeader()
 	// Same columns as the kernel's trace output: comm right-aligned in 16,
 	// pid left-aligned in 7, CPU in 3 digits, seconds.microseconds.
 	_, err := fmt.Fprintf(t.w, "%16s-%-7d [%03d] %5d.%06d: %s: (%s)\n",
@@ -54,11 +63,15 @@ func (t *Text) Write(r *Record) error {
 }
 
 func (t *Text) Comment(s string) error {
+	t.writeHeader()
 	_, err := fmt.Fprintf(t.w, "# %s\n", s)
 	return err
 }
 
-func (t *Text) Flush() error { return t.w.Flush() }
+func (t *Text) Flush() error {
+	t.writeHeader()
+	return t.w.Flush()
+}
 
 // Stream decouples formatting from the ptrace thread: records are queued
 // and written by a goroutine, flushed whenever the queue runs dry so that

@@ -70,6 +70,9 @@ type SpecError struct {
 	Spec, Token, Reason string
 }
 
+// Is makes every SpecError an ErrBadInput.
+func (e *SpecError) Is(target error) bool { return target == ErrBadInput }
+
 func (e *SpecError) Error() string {
 	if e.Token == "" || e.Token == e.Spec {
 		return fmt.Sprintf("bad probe %q: %s", e.Spec, e.Reason)

@@ -325,6 +325,30 @@ func (t *Tracer) Detach() error {
 	return err
 }
 
+// Kill ends the traced process with SIGKILL and waits for it to be gone:
+// for a launched program whose probes could not be set up.
+func (t *Tracer) Kill() error {
+	err := t.do(func(int) error {
+		unix.Kill(t.pid, unix.SIGKILL)
+		for t.proc.Alive() {
+			ev, err := t.proc.Wait()
+			if err != nil {
+				return err
+			}
+			if ev.Kind == tracee.EventExit && ev.Tid == t.pid {
+				t.exit = exitStatus(ev.Status)
+			}
+		}
+		t.detached = true
+		return nil
+	})
+	<-t.done
+	if errors.Is(err, ErrDetached) {
+		err = nil
+	}
+	return err
+}
+
 // Wait blocks until the process has exited or the tracer has detached.
 func (t *Tracer) Wait() (ExitStatus, error) {
 	<-t.done

@@ -181,7 +181,7 @@ func containing(sorted []Symbol, addr uint64) (Symbol, bool) {
 // Suggest returns up to n function names close to name, best first.
 func (m *Module) Suggest(name string, n int) []string {
 	var r ranker
-	r.add(name, m.functionNames())
+	r.add(name, m.functionNames(), 0)
 	return r.top(n)
 }
 

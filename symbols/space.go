@@ -402,8 +402,8 @@ func (s *Space) Lookup(name string) (*Mapped, Symbol, error) {
 		}
 	}
 	var r ranker
-	for _, m := range s.Mapped {
-		r.add(name, m.functionNames())
+	for i, m := range s.Mapped {
+		r.add(name, m.functionNames(), min(i, 1))
 	}
 	return nil, Symbol{}, &UnknownSymbolError{Name: name, Suggestions: r.top(maxSuggestions)}
 }

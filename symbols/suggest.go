@@ -11,8 +11,10 @@ type ranker struct {
 	row   []int          // scratch for editDistance
 }
 
-// add scores each candidate against query and keeps the plausible ones.
-func (r *ranker) add(query string, candidates []string) {
+// add scores each candidate against query and keeps the plausible ones;
+// penalty is added to every score (names from libraries rank below the
+// program's own).
+func (r *ranker) add(query string, candidates []string, penalty int) {
 	if r.found == nil {
 		r.found = make(map[string]int)
 	}
@@ -22,6 +24,7 @@ func (r *ranker) add(query string, candidates []string) {
 		if !ok {
 			continue
 		}
+		score += penalty
 		if old, seen := r.found[c]; !seen || score < old {
 			r.found[c] = score
 		}

@@ -141,8 +141,7 @@ func cmdRun(args []string) (int, error) {
 		return failure(err)
 	}
 	if err := addProbes(t, parsed, sink); err != nil {
-		t.Detach()
-		sink.close(t)
+		t.Kill() // it has not run a single instruction of its own
 		return failure(err)
 	}
 	// Ctrl-C reaches the tracee from the terminal; we stay to the end.
@@ -210,7 +209,6 @@ func cmdAttach(args []string) (int, error) {
 	defer t.Detach() // also on a panic of ours
 	if err := addProbes(t, parsed, sink); err != nil {
 		t.Detach()
-		sink.close(t)
 		return failure(err)
 	}
 	t.Start()
@@ -244,7 +242,7 @@ func parseSpecs(texts []string) ([]*probe.Spec, error) {
 	for _, s := range texts {
 		sp, err := probe.ParseSpec(s)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", probe.ErrBadInput, err)
+			return nil, err
 		}
 		specs = append(specs, sp)
 	}

@@ -1,0 +1,21 @@
+# The two commands a newcomer needs: `make example` and `make test`.
+GO ?= go
+BIN := bin
+
+.PHONY: build example test bench clean
+
+build:
+	$(GO) build -o $(BIN)/probe ./cmd/probe
+
+# Build probe and the bundled example, then trace every call of work().
+example: build
+	gcc -O2 -g -pthread -o $(BIN)/counter examples/counter.c
+	$(BIN)/probe run 'p:work' 'p:libc:printf' -- $(BIN)/counter 3 2
+
+# Unit tests, race detector on, then end-to-end tests on real tracees.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+clean:
+	rm -rf $(BIN)
