@@ -147,7 +147,9 @@ func ParseSpec(text string) (*Spec, error) {
 		return nil, bad(locTok, "%v", err)
 	}
 	s.Loc = loc
-	s.Args = rest
+	if len(rest) > 0 {
+		s.Args = rest
+	}
 	if s.Event == "" {
 		s.Event = defaultEventName(s.Kind, loc)
 	}
