@@ -351,7 +351,7 @@ func (p *Process) Release() {
 			if err != nil || ws.Exited() || ws.Signaled() {
 				continue
 			}
-			if ws.Stopped() && ws.TrapCause() <= 0 && ws.StopSignal() != unix.SIGTRAP {
+			if ws.Stopped() && ws>>16 == 0 && ws.StopSignal() != unix.SIGTRAP {
 				sig = int(ws.StopSignal()) // a real signal: it is still owed
 			}
 		}

@@ -117,10 +117,10 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 	t.GroupStopped = false
 	sig := int(ws.StopSignal())
 	ev := Event{Tid: tid, Sig: sig, Status: ws}
-	// TrapCause is -1 for a signal other than SIGTRAP and 0 for a plain
-	// SIGTRAP: both are signal-delivery-stops.
-	switch ws.TrapCause() {
-	case -1, 0:
+	// The ptrace event is in bits 16-23 (status>>16); Go's TrapCause
+	// reads it only for SIGTRAP, but a group-stop reports its own signal.
+	switch int(ws>>16) & 0xff {
+	case 0:
 		if sig == int(unix.SIGTRAP) {
 			ev.Kind = EventTrap
 		} else {
