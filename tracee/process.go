@@ -82,7 +82,7 @@ func Attach(pid int) (*Process, error) {
 			}
 			if err != nil {
 				p.Release()
-				return nil, seizeError(pid, err)
+				return nil, seizeError(pid, tid, err)
 			}
 			p.threads[tid] = &Thread{Tid: tid}
 			added = true
@@ -101,9 +101,11 @@ func Attach(pid int) (*Process, error) {
 	return p, nil
 }
 
-func seizeError(pid int, err error) error {
+func seizeError(pid, tid int, err error) error {
 	if errors.Is(err, unix.EPERM) {
-		if tracer := tracerPid(pid); tracer != 0 {
+		// Any one thread may be traced by someone else (a tracer can
+		// seize a single thread).
+		if tracer := tracerPid(pid, tid); tracer != 0 {
 			return fmt.Errorf("pid %d: %w by pid %d", pid, ErrAlreadyTraced, tracer)
 		}
 		return fmt.Errorf("pid %d: %w (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid, ErrPermission)
@@ -111,8 +113,8 @@ func seizeError(pid int, err error) error {
 	return fmt.Errorf("seize pid %d: %w", pid, err)
 }
 
-func tracerPid(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func tracerPid(pid, tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
 		return 0
 	}
