@@ -278,6 +278,38 @@ func TestAttachTracedBySeize(t *testing.T) {
 	}
 }
 
+// TestAttachNotPermitted: probe run as an unprivileged user against a
+// root process gets EPERM from the kernel, says how to get permission, and
+// leaves the process alone.
+func TestAttachNotPermitted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test drops privileges with setpriv: run the suite as root")
+	}
+	// A copy of probe that the unprivileged user may execute.
+	dir, err := os.MkdirTemp("", "probe-eperm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	nobodyProbe := filepath.Join(dir, "probe")
+	data, err := os.ReadFile(probeBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nobodyProbe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startSpin(t, o0pie, 2, 30*time.Second)
+	r := runCmd(t, nil, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		nobodyProbe, "attach", "--duration", "1s", strconv.Itoa(s.pid()), "p:work")
+	badSpec{contains: []string{"not permitted", "CAP_SYS_PTRACE"}}.check(t, r)
+	waitFree(t, s, nil)
+	s.finish(t)
+}
+
 // TestListPID: probe list PID gives runtime addresses, libraries included.
 func TestListPID(t *testing.T) {
 	spin := bin("spin", o0pie)
