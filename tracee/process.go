@@ -114,17 +114,23 @@ func seizeError(pid, tid int, err error) error {
 }
 
 func tracerPid(pid, tid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	v, _ := statusField(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "TracerPid")
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
+// statusField returns one "Name:\tvalue" field of a /proc status file.
+func statusField(file, name string) (string, bool) {
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return 0
+		return "", false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v), true
 		}
 	}
-	return 0
+	return "", false
 }
 
 func taskIDs(pid int) ([]int, error) {
@@ -513,19 +519,11 @@ const (
 // (ShdPnd: sent with kill(2), not yet taken by a thread) when tid is 0,
 // else for that thread alone (SigPnd).
 func SignalPending(pid, tid int, sig unix.Signal) bool {
-	file, field := fmt.Sprintf("/proc/%d/status", pid), "ShdPnd:"
+	file, field := fmt.Sprintf("/proc/%d/status", pid), "ShdPnd"
 	if tid != 0 {
-		file, field = fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigPnd:"
+		file, field = fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigPnd"
 	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	return false
+	v, ok := statusField(file, field)
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return ok && err == nil && mask&(1<<(uint(sig)-1)) != 0
 }
