@@ -40,6 +40,7 @@ func (t *Tracer) detachAll(anchor int) {
 	if ringing {
 		t.swallowDoorbell(held)
 	}
+	t.restoreReturns()
 	for addr, st := range t.sites {
 		t.proc.WriteAt([]byte{st.orig}, int64(addr))
 	}
@@ -103,6 +104,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 	case tracee.EventExit:
 		delete(held, tid)
 		delete(t.stepping, tid)
+		delete(t.shadow, tid)
 		if tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
 		}
@@ -123,6 +125,12 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			return
 		}
 		addr := t.regs.Rip - singlestep.BreakpointPCAdjust
+		if addr == t.trampoline && t.trampoline != 0 {
+			// Returning through the trampoline: restoreReturns sends it
+			// on to its caller.
+			t.lostHits++
+			return
+		}
 		if t.sites[addr] != nil || info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
 			// Trapped on a probe too late to report it: the original
 			// instruction will run after detach.

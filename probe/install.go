@@ -21,8 +21,8 @@ const (
 	xolReach = 1 << 30
 )
 
-// install resolves spec and writes its breakpoint. anchor is a thread held
-// stopped, through which an XOL area can be mapped.
+// install resolves spec and writes its breakpoints. anchor is a thread
+// held stopped, through which an XOL area can be mapped.
 func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 	if s.Kind == KindDelete {
 		p := t.probes[s.Group+"/"+s.Event]
@@ -30,9 +30,6 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 			return nil, badInput(fmt.Errorf("no event %s/%s", s.Group, s.Event))
 		}
 		return p, t.uninstall(p)
-	}
-	if s.Kind == KindReturn {
-		return nil, badInput(&SpecError{Spec: s.Text, Token: s.Text, Reason: "return probes are not supported yet"})
 	}
 	if len(s.Args) > 0 {
 		return nil, badInput(&SpecError{Spec: s.Text, Token: s.Args[0], Reason: "fetch-args are not supported yet"})
@@ -45,23 +42,70 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := t.sites[r.addr]
-	if st == nil {
-		if st, err = t.newSite(anchor, s, r); err != nil {
-			return nil, err
-		}
+	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Addr: r.addr, Where: r.where, Module: r.module.Name, handler: h}
+	if s.Kind == KindReturn {
+		err = t.installReturn(anchor, p, r)
+	} else {
+		err = t.attachSite(anchor, p, r, func(st *site) { st.probes = append(st.probes, p) })
 	}
-	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Addr: r.addr, Where: r.where, Module: r.module.Name, handler: h, site: st}
+	if err != nil {
+		t.detachSites(p)
+		return nil, err
+	}
 	p.enabled.Store(true)
-	st.probes = append(st.probes, p)
-	st.post = st.post || h.Post != nil
 	t.probes[name] = p
 	return p, nil
 }
 
+// installReturn hooks the function's returns: through the trampoline, or
+// for Go at each RET instruction.
+func (t *Tracer) installReturn(anchor int, p *Probe, r resolved) error {
+	if r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias {
+		return badInput(fmt.Errorf("%s: a return probe must be on a function's entry", r.where))
+	}
+	p.funcName = r.sym.Name
+	if !isGo(r.module) {
+		if err := t.ensureTrampoline(anchor, r.addr); err != nil {
+			return err
+		}
+		return t.attachSite(anchor, p, r, func(st *site) {
+			st.returns = append(st.returns, p)
+			st.funcName = r.sym.Name
+		})
+	}
+	rets, err := goRetAddrs(r.code, r.addr)
+	if err != nil {
+		return badInput(fmt.Errorf("%s: %w", r.where, err))
+	}
+	for _, a := range rets {
+		off := a - r.addr
+		at := resolved{addr: a, module: r.module, sym: r.sym, code: r.code[off:],
+			where: fmt.Sprintf("%s+%#x/%#x", r.sym.Name, a-r.module.Bias-r.sym.Addr, r.sym.Size)}
+		if err := t.attachSite(anchor, p, at, func(st *site) { st.retInsns = append(st.retInsns, p) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attachSite adds p to the site at r (created if new) with add.
+func (t *Tracer) attachSite(anchor int, p *Probe, r resolved, add func(*site)) error {
+	st := t.sites[r.addr]
+	if st == nil {
+		var err error
+		if st, err = t.newSite(anchor, r); err != nil {
+			return err
+		}
+	}
+	add(st)
+	st.post = st.post || p.handler.Post != nil
+	p.sites = append(p.sites, st)
+	return nil
+}
+
 // newSite analyses the instruction at r, gives it an XOL slot if it must
 // be stepped, and writes the breakpoint.
-func (t *Tracer) newSite(anchor int, s *Spec, r resolved) (*site, error) {
+func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
 	insn, err := singlestep.Analyze(r.code, r.addr)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
@@ -124,30 +168,45 @@ func within(a, b, d uint64) bool {
 	return b-a < d
 }
 
-// uninstall removes a probe and, when it was the last at its address,
-// puts the original byte back. A thread already trapped on it is handled
-// in onForeignTrap; one stepping its copy finishes normally.
+// uninstall removes a probe and puts the original byte back wherever no
+// other probe shares the address. A thread already trapped on it is
+// handled in onForeignTrap; one stepping its copy finishes normally; a
+// frame already hijacked still returns through the trampoline.
 func (t *Tracer) uninstall(p *Probe) error {
 	delete(t.probes, p.Name())
-	st := p.site
-	for i, q := range st.probes {
-		if q == p {
-			st.probes = append(st.probes[:i], st.probes[i+1:]...)
-			break
+	return t.detachSites(p)
+}
+
+// detachSites takes p off each of its sites, removing those left empty.
+func (t *Tracer) detachSites(p *Probe) error {
+	var first error
+	for _, st := range p.sites {
+		st.probes = without(st.probes, p)
+		st.returns = without(st.returns, p)
+		st.retInsns = without(st.retInsns, p)
+		st.post = false
+		for _, q := range st.probes {
+			st.post = st.post || q.handler.Post != nil
+		}
+		if !st.empty() {
+			continue
+		}
+		delete(t.sites, st.addr)
+		if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil && first == nil {
+			first = fmt.Errorf("restore %s: %w", p.Where, err)
 		}
 	}
-	st.post = false
-	for _, q := range st.probes {
-		st.post = st.post || q.handler.Post != nil
+	p.sites = nil
+	return first
+}
+
+func without(ps []*Probe, p *Probe) []*Probe {
+	for i, q := range ps {
+		if q == p {
+			return append(ps[:i:i], ps[i+1:]...)
+		}
 	}
-	if len(st.probes) > 0 {
-		return nil
-	}
-	delete(t.sites, st.addr)
-	if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil {
-		return fmt.Errorf("restore %s: %w", p.Where, err)
-	}
-	return nil
+	return ps
 }
 
 // resolve turns a spec's location into an address on an instruction

@@ -38,6 +38,10 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	case tracee.EventExit:
 		delete(t.stepping, ev.Tid)
 		delete(t.comms, ev.Tid)
+		// Frames still hijacked never returned (exit, or a longjmp
+		// not followed by another return).
+		t.lostReturns += uint64(len(t.shadow[ev.Tid]))
+		delete(t.shadow, ev.Tid)
 		if ev.Tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
 		}
@@ -69,6 +73,10 @@ func (t *Tracer) onTrap(tid int) {
 		return
 	}
 	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	if addr == t.trampoline && t.trampoline != 0 {
+		t.onReturn(tid, regs)
+		return
+	}
 	s := t.sites[addr]
 	if s == nil {
 		t.onForeignTrap(tid, regs)
@@ -81,9 +89,16 @@ func (t *Tracer) onTrap(tid int) {
 			p.hits.Add(1)
 			if p.handler.Pre != nil {
 				hit.Probe = p
+				hit.Where = p.Where
 				p.handler.Pre(&hit)
 			}
 		}
+	}
+	if len(s.retInsns) > 0 {
+		t.onRetInsn(s, &hit)
+	}
+	if len(s.returns) > 0 {
+		t.hijack(tid, regs, s, hit.Time)
 	}
 	if s.insn.Kind == singlestep.Emulate {
 		if err := s.insn.Emulate(regs, t.proc); err == nil {
@@ -116,6 +131,7 @@ func (t *Tracer) runPost(s *site, hit *Hit) {
 	for _, p := range s.probes {
 		if p.enabled.Load() && p.handler.Post != nil {
 			hit.Probe = p
+			hit.Where = p.Where
 			p.handler.Post(hit)
 		}
 	}

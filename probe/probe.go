@@ -51,6 +51,11 @@ type Hit struct {
 	CPU   int    // the CPU that handled the stop
 	Regs  *unix.PtraceRegs
 	Mem   Memory
+	// Where is the location as ftrace prints it: "work+0x0/0x12" for an
+	// entry probe, "main+0x3c/0x80 <- work" for a return.
+	Where string
+	// Return is set for return-probe hits.
+	Return *Return
 }
 
 // Memory is the tracee's memory.
@@ -68,10 +73,13 @@ type Probe struct {
 	Where  string // sym+0xoff/0xsize, as ftrace prints it
 	Module string
 
-	handler Handler
-	site    *site
-	enabled atomic.Bool
-	hits    atomic.Uint64
+	Kind Kind
+
+	handler  Handler
+	sites    []*site // one; for a Go return probe, each RET of the function
+	funcName string  // the function a return probe reports
+	enabled  atomic.Bool
+	hits     atomic.Uint64
 }
 
 // Hits returns how many times the probe fired.
@@ -86,8 +94,16 @@ type site struct {
 	orig   byte // the byte the breakpoint replaced
 	insn   *singlestep.Insn
 	slot   uint64 // XOL copy, for singlestep.Step instructions
-	probes []*Probe
-	post   bool // some probe has a post-handler
+	probes   []*Probe // entry probes: handlers around this instruction
+	returns  []*Probe // return probes of the function entered here
+	retInsns []*Probe // Go return probes of a function returning by this RET
+	funcName string   // the function entered here (for returns)
+	post     bool     // some probe has a post-handler
+}
+
+// empty reports whether no probe uses the site any more.
+func (s *site) empty() bool {
+	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0
 }
 
 // resolved is a location turned into an address and what is known about it.

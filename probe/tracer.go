@@ -59,6 +59,11 @@ type Tracer struct {
 	wallBase time.Time
 	detached bool
 	lostHits uint64
+
+	trampoline  uint64 // the int3 hijacked returns come back through
+	shadow      map[int][]shadowFrame
+	wheres      map[whereKey]string
+	lostReturns uint64
 }
 
 // ExitStatus is how the traced process ended, when it did.
@@ -135,6 +140,8 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		probes:   make(map[string]*Probe),
 		stepping: make(map[int]*site),
 		comms:    make(map[int]string),
+		shadow:   make(map[int][]shadowFrame),
+		wheres:   make(map[whereKey]string),
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -359,7 +366,12 @@ func (t *Tracer) Wait() (ExitStatus, error) {
 func (t *Tracer) Done() <-chan struct{} { return t.done }
 
 // LostHits counts hits seen while detaching, which were not reported.
+// Read it after Wait or Detach.
 func (t *Tracer) LostHits() uint64 { return atomic.LoadUint64(&t.lostHits) }
+
+// LostReturns counts return-probe frames abandoned by longjmp or an
+// exception, whose return was never seen. Read it after Wait or Detach.
+func (t *Tracer) LostReturns() uint64 { return atomic.LoadUint64(&t.lostReturns) }
 
 func monotonicNow() int64 {
 	var ts unix.Timespec

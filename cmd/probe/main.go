@@ -272,8 +272,11 @@ func (s *sink) close(t *probe.Tracer) error {
 	err := s.stream.Close()
 	if lost := t.LostHits(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
-		s.writer.Flush()
 	}
+	if lost := t.LostReturns(); lost > 0 {
+		s.writer.Comment(fmt.Sprintf("%d returns lost (frames abandoned by longjmp or an exception)", lost))
+	}
+	s.writer.Flush()
 	if s.file != os.Stdout {
 		if e := s.file.Close(); err == nil {
 			err = e
@@ -287,7 +290,7 @@ func addProbes(t *probe.Tracer, specs []*probe.Spec, s *sink) error {
 		_, err := t.AddSpec(sp, probe.Handler{Pre: func(h *probe.Hit) {
 			s.stream.Send(output.Record{
 				Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
-				Event: h.Probe.Event, Where: h.Probe.Where,
+				Event: h.Probe.Event, Where: h.Where,
 			})
 		}})
 		if err != nil {

@@ -1,0 +1,213 @@
+package probe
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+)
+
+// Return probes, as uretprobes do them: at the function's entry the return
+// address at [sp] is replaced by the address of a trampoline (an int3 in
+// the injected page) and kept on a per-thread shadow stack; the trampoline
+// trap pops it, runs the return handlers and sends the thread on to the
+// real return address.
+//
+// Go programs must never see a rewritten return address (the runtime walks
+// and copies goroutine stacks), so there a return probe is a probe on each
+// RET instruction of the function instead.
+
+// Return describes the return a return-probe hit reports.
+type Return struct {
+	Func      string // the function that returned
+	Caller    uint64 // where it returned to
+	EntryTime int64  // CLOCK_MONOTONIC nanoseconds at entry; 0 if not known (Go)
+}
+
+// shadowFrame is one hijacked return address.
+type shadowFrame struct {
+	ret  uint64 // the original return address
+	sp   uint64 // where it lives on the stack: sp at function entry
+	site *site  // the entry site, whose returns fire
+	time int64
+}
+
+// hijack replaces the return address of a thread stopped at a function
+// entry with the trampoline.
+func (t *Tracer) hijack(tid int, regs *unix.PtraceRegs, s *site, now int64) {
+	var b [8]byte
+	if _, err := t.proc.ReadAt(b[:], int64(regs.Rsp)); err != nil {
+		return
+	}
+	ret := binary.LittleEndian.Uint64(b[:])
+	binary.LittleEndian.PutUint64(b[:], t.trampoline)
+	if _, err := t.proc.WriteAt(b[:], int64(regs.Rsp)); err != nil {
+		return
+	}
+	t.shadow[tid] = append(t.shadow[tid], shadowFrame{ret: ret, sp: regs.Rsp, site: s, time: now})
+}
+
+// onReturn handles the trampoline trap: the thread has just executed the
+// `ret` of a hijacked function, so its frame's return-address slot is
+// sp-8.
+func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
+	f, ok := t.popFrame(tid, regs.Rsp-8)
+	if !ok {
+		// No frame of ours returns here (a stack switched under us):
+		// nowhere to send the thread, which would die of the trap.
+		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, regs.Rsp)
+		t.proc.Cont(tid, int(unix.SIGTRAP))
+		return
+	}
+	hit := t.newHit(tid, regs)
+	hit.Return = &Return{Func: f.site.funcName, Caller: f.ret, EntryTime: f.time}
+	hit.Where = t.returnWhere(f.ret, f.site.funcName)
+	for _, p := range f.site.returns {
+		t.fireReturn(p, &hit)
+	}
+	regs.Rip = f.ret
+	t.proc.SetRegs(tid, regs)
+	t.proc.Cont(tid, 0)
+}
+
+// popFrame takes the frame whose return-address slot is at slot. Frames
+// deeper than it were abandoned by longjmp or an exception: dropped and
+// counted as lost returns.
+func (t *Tracer) popFrame(tid int, slot uint64) (shadowFrame, bool) {
+	stack := t.shadow[tid]
+	for len(stack) > 0 && stack[len(stack)-1].sp < slot {
+		stack = stack[:len(stack)-1]
+		t.lostReturns++
+	}
+	if len(stack) == 0 || stack[len(stack)-1].sp != slot {
+		t.shadow[tid] = stack
+		return shadowFrame{}, false
+	}
+	f := stack[len(stack)-1]
+	t.shadow[tid] = stack[:len(stack)-1]
+	return f, true
+}
+
+// returnWhere is kretprobe's "(caller+off/size <- func)", cached per
+// caller: return addresses repeat.
+func (t *Tracer) returnWhere(caller uint64, fn string) string {
+	key := whereKey{caller, fn}
+	if w, ok := t.wheres[key]; ok {
+		return w
+	}
+	w := t.space.Describe(caller) + " <- " + fn
+	t.wheres[key] = w
+	return w
+}
+
+type whereKey struct {
+	caller uint64
+	fn     string
+}
+
+// onRetInsn fires the return probes of a Go function at one of its RET
+// instructions: the return address is at [sp], the results in registers.
+func (t *Tracer) onRetInsn(s *site, hit *Hit) {
+	var b [8]byte
+	if _, err := t.proc.ReadAt(b[:], int64(hit.Regs.Rsp)); err != nil {
+		return
+	}
+	caller := binary.LittleEndian.Uint64(b[:])
+	saved := hit.Where
+	for _, p := range s.retInsns {
+		hit.Return = &Return{Func: p.funcName, Caller: caller}
+		hit.Where = t.returnWhere(caller, p.funcName)
+		t.fireReturn(p, hit)
+	}
+	hit.Return, hit.Where = nil, saved
+}
+
+func (t *Tracer) fireReturn(p *Probe, hit *Hit) {
+	if !p.enabled.Load() {
+		return
+	}
+	p.hits.Add(1)
+	if p.handler.Pre != nil {
+		hit.Probe = p
+		p.handler.Pre(hit)
+	}
+}
+
+// ensureTrampoline gives the tracer its return trampoline: one int3 in an
+// XOL slot.
+func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
+	if t.trampoline != 0 {
+		return nil
+	}
+	slot, err := t.allocSlot(anchor, near)
+	if err != nil {
+		return err
+	}
+	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(slot)); err != nil {
+		return fmt.Errorf("write return trampoline: %w", err)
+	}
+	t.trampoline = slot
+	return nil
+}
+
+// restoreReturns puts back every hijacked return address still live on a
+// stack, for detach. A frame below the thread's sp was abandoned (its slot
+// may hold anything now) and a slot that no longer holds the trampoline
+// was overwritten: neither is touched.
+func (t *Tracer) restoreReturns() {
+	var b [8]byte
+	for tid, stack := range t.shadow {
+		if t.proc.Thread(tid) == nil || t.proc.GetRegs(tid, &t.regs) != nil {
+			continue
+		}
+		sp := t.regs.Rsp
+		if t.regs.Rip == t.trampoline+singlestep.BreakpointPCAdjust {
+			// Stopped on the trampoline itself: its frame has returned.
+			if f, ok := t.popFrame(tid, sp-8); ok {
+				t.regs.Rip = f.ret
+				t.proc.SetRegs(tid, &t.regs)
+			}
+			stack = t.shadow[tid]
+		}
+		for _, f := range stack {
+			if f.sp < sp {
+				continue
+			}
+			if _, err := t.proc.ReadAt(b[:], int64(f.sp)); err != nil || binary.LittleEndian.Uint64(b[:]) != t.trampoline {
+				continue
+			}
+			binary.LittleEndian.PutUint64(b[:], f.ret)
+			t.proc.WriteAt(b[:], int64(f.sp))
+		}
+	}
+	t.shadow = map[int][]shadowFrame{}
+}
+
+// goRetSites finds the RET instructions of a Go function, where its return
+// probes go.
+func goRetAddrs(code []byte, entry uint64) ([]uint64, error) {
+	addrs, _ := singlestep.Boundaries(code, entry)
+	var rets []uint64
+	for _, a := range addrs {
+		in, err := singlestep.Analyze(code[a-entry:], a)
+		if err != nil {
+			continue
+		}
+		if in.Mnemonic == "ret" {
+			rets = append(rets, a)
+		}
+	}
+	if len(rets) == 0 {
+		return nil, fmt.Errorf("no RET instruction found in the function")
+	}
+	return rets, nil
+}
+
+// isGo reports whether a module was built by the Go toolchain.
+func isGo(m *symbols.Mapped) bool {
+	_, ok := m.Lookup("runtime.main")
+	return ok
+}
