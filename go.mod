@@ -6,3 +6,5 @@ require (
 	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
 )
+
+require github.com/go-delve/delve v1.27.2 // indirect

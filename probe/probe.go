@@ -90,10 +90,10 @@ func (p *Probe) Name() string { return p.Group + "/" + p.Event }
 
 // site is one probed address; several probes may share it.
 type site struct {
-	addr   uint64
-	orig   byte // the byte the breakpoint replaced
-	insn   *singlestep.Insn
-	slot   uint64 // XOL copy, for singlestep.Step instructions
+	addr     uint64
+	orig     byte // the byte the breakpoint replaced
+	insn     *singlestep.Insn
+	slot     uint64   // XOL copy, for singlestep.Step instructions
 	probes   []*Probe // entry probes: handlers around this instruction
 	returns  []*Probe // return probes of the function entered here
 	retInsns []*Probe // Go return probes of a function returning by this RET
