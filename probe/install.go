@@ -110,7 +110,7 @@ func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
 	if err != nil {
 		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 	}
-	st := &site{addr: r.addr, insn: insn}
+	st := &site{addr: r.addr, insn: insn, where: r.where}
 	if insn.Kind != singlestep.Emulate {
 		if st.slot, err = t.allocSlot(anchor, r.addr); err != nil {
 			return nil, err

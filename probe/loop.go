@@ -89,7 +89,7 @@ func (t *Tracer) onTrap(tid int) {
 			p.hits.Add(1)
 			if p.handler.Pre != nil {
 				hit.Probe = p
-				hit.Where = p.Where
+				hit.Where = s.where
 				p.handler.Pre(&hit)
 			}
 		}
@@ -131,7 +131,7 @@ func (t *Tracer) runPost(s *site, hit *Hit) {
 	for _, p := range s.probes {
 		if p.enabled.Load() && p.handler.Post != nil {
 			hit.Probe = p
-			hit.Where = p.Where
+			hit.Where = s.where
 			p.handler.Post(hit)
 		}
 	}

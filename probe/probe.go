@@ -98,6 +98,7 @@ type site struct {
 	returns  []*Probe // return probes of the function entered here
 	retInsns []*Probe // Go return probes of a function returning by this RET
 	funcName string   // the function entered here (for returns)
+	where    string   // sym+0xoff/0xsize of addr
 	post     bool     // some probe has a post-handler
 }
 

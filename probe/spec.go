@@ -44,6 +44,9 @@ type Location struct {
 	Addr       uint64 // 0xADDR: a runtime address
 	FileOffset uint64 // PATH:0xOFFSET: an offset in the ELF file
 	HasFileOff bool
+	File       string // FILE:LINE (DWARF line table)
+	Line       int    // with File: the line; with Symbol: FUNC:RLINE, relative to the function's first line (as perf probe)
+	HasLine    bool
 }
 
 func (l Location) String() string {
@@ -52,6 +55,10 @@ func (l Location) String() string {
 		b.WriteString(l.Module + ":")
 	}
 	switch {
+	case l.File != "":
+		fmt.Fprintf(&b, "%s:%d", l.File, l.Line)
+	case l.HasLine:
+		fmt.Fprintf(&b, "%s:%d", l.Symbol, l.Line)
 	case l.HasFileOff:
 		fmt.Fprintf(&b, "%#x", l.FileOffset)
 	case l.Symbol != "":
@@ -222,8 +229,8 @@ func parseLocation(tok string) (Location, error) {
 			loc.FileOffset, loc.HasFileOff = off, true
 			return loc, nil
 		}
-		if _, err := strconv.ParseUint(what, 10, 64); err == nil {
-			return loc, fmt.Errorf("source-line locations (FILE:LINE) need DWARF support, not available yet")
+		if line, err := strconv.ParseUint(what, 10, 31); err == nil {
+			return lineLocation(mod, int(line))
 		}
 		tok = what
 	}
@@ -245,6 +252,26 @@ func parseLocation(tok string) (Location, error) {
 	return loc, nil
 }
 
+// lineLocation reads X:LINE: FILE:LINE when X looks like a source file (a
+// path, or a source extension), else FUNC:RLINE.
+func lineLocation(x string, line int) (Location, error) {
+	if strings.Contains(x, "/") || isSourceFile(x) {
+		return Location{File: x, Line: line, HasLine: true}, nil
+	}
+	if strings.ContainsAny(x, "=%@$\\+") {
+		return Location{}, fmt.Errorf("want FILE:LINE or FUNC:LINE")
+	}
+	return Location{Symbol: x, Line: line, HasLine: true}, nil
+}
+
+func isSourceFile(name string) bool {
+	switch filepath.Ext(name) {
+	case ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".go", ".s", ".S", ".rs", ".m":
+		return true
+	}
+	return false
+}
+
 // defaultEventName follows the kernel: p_SYMBOL_OFFSET, p_0xADDRESS, and
 // p_FILE_0xOFFSET for file offsets, with characters an event name cannot
 // hold turned into underscores.
@@ -255,6 +282,10 @@ func defaultEventName(kind Kind, loc Location) string {
 	}
 	var name string
 	switch {
+	case loc.File != "":
+		name = fmt.Sprintf("%s_L%d", strings.TrimSuffix(filepath.Base(loc.File), filepath.Ext(loc.File)), loc.Line)
+	case loc.HasLine:
+		name = fmt.Sprintf("%s_L%d", loc.Symbol, loc.Line)
 	case loc.HasFileOff:
 		name = fmt.Sprintf("%s_0x%x", filepath.Base(loc.Module), loc.FileOffset)
 	case loc.Symbol != "":

@@ -34,6 +34,11 @@ func TestParseSpec(t *testing.T) {
 		{in: "p:work%return", kind: KindReturn, event: "r_work_0", loc: Location{Symbol: "work"}},
 		{in: "-:grp/ev", kind: KindDelete, group: "grp", event: "ev"},
 		{in: "-:ev", kind: KindDelete, event: "ev"},
+		{in: "p:fn.c:212", event: "p_fn_L212", loc: Location{File: "fn.c", Line: 212, HasLine: true}},
+		{in: "p:src/app/fn.c:7 count", event: "p_fn_L7", loc: Location{File: "src/app/fn.c", Line: 7, HasLine: true}, args: []string{"count"}},
+		{in: "p:myapp/slowpath fn.c:212 count state", group: "myapp", event: "slowpath", loc: Location{File: "fn.c", Line: 212, HasLine: true}, args: []string{"count", "state"}},
+		{in: "p:work:3", event: "p_work_L3", loc: Location{Symbol: "work", Line: 3, HasLine: true}},
+		{in: "p:main.work:2", event: "p_main_work_L2", loc: Location{Symbol: "main.work", Line: 2, HasLine: true}},
 	}
 	for _, tt := range tests {
 		s, err := ParseSpec(tt.in)
@@ -68,7 +73,6 @@ func TestParseSpecErrors(t *testing.T) {
 		{"-:", `"-:"`},
 		{"-:ev work", "want -:"},
 		{"p:x=%di", `"x=%di"`},
-		{"p:file.c:12", "DWARF"},
 	}
 	for _, tt := range tests {
 		_, err := ParseSpec(tt.in)
