@@ -64,6 +64,7 @@ var (
 	binDir    string
 	probeBin  string // the probe binary under test
 	goworkBin string
+	gorecBin  string
 	seizeBin  string
 	// longLoop is a copy of loop_O2_pie whose name is longer than the
 	// 15 characters of a comm.
@@ -147,6 +148,17 @@ func setup(dir string) error {
 		return err
 	}
 	if err := os.WriteFile(longLoop, data, 0o755); err != nil {
+		return err
+	}
+
+	for _, v := range []variant{o0pie, o2nopie} {
+		args := append(v.flags(), "-o", bin("ret", v), filepath.Join(src, "ret.c"))
+		if err := build(dir, "gcc", args...); err != nil {
+			return err
+		}
+	}
+	gorecBin = filepath.Join(dir, "gorec")
+	if err := build(repoRoot, "go", "build", "-o", gorecBin, "./integration/testdata/gorec"); err != nil {
 		return err
 	}
 
@@ -704,10 +716,14 @@ type event struct {
 	sym       string // parsed from loc
 	off, size uint64 // parsed from loc
 	rest      string // after the ")"
+	retFunc   string // a return's "<- FUNC"; loc, sym, off, size are then the caller's
 }
 
 var (
-	eventRE = regexp.MustCompile(`^\s*(.+)-(\d+)\s+\[(\d{3})\]\s+(\d+)\.(\d{6}): (\S+): \((\S+)\)(.*)$`)
+	// The location ends at the first ")" followed by a space or the end:
+	// a return's "(main+0x4d/0x81 <- work)" has spaces, a Go symbol's
+	// "main.(*T).Run" has parentheses.
+	eventRE = regexp.MustCompile(`^\s*(.+)-(\d+)\s+\[(\d{3})\]\s+(\d+)\.(\d{6}): (\S+): \((.+?)\)( .*)?$`)
 	locRE   = regexp.MustCompile(`^(.+)\+0x([0-9a-f]+)/0x([0-9a-f]+)$`)
 )
 
@@ -722,7 +738,11 @@ func parseEvent(line string) (event, bool) {
 	sec, _ := strconv.ParseInt(m[4], 10, 64)
 	us, _ := strconv.ParseInt(m[5], 10, 64)
 	e.usec = sec*1000000 + us
-	if l := locRE.FindStringSubmatch(e.loc); l != nil {
+	where := e.loc
+	if caller, fn, ok := strings.Cut(e.loc, " <- "); ok {
+		where, e.retFunc = caller, fn
+	}
+	if l := locRE.FindStringSubmatch(where); l != nil {
 		e.sym = l[1]
 		e.off, _ = strconv.ParseUint(l[2], 16, 64)
 		e.size, _ = strconv.ParseUint(l[3], 16, 64)
