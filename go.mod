@@ -7,4 +7,8 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require github.com/go-delve/delve v1.27.2 // indirect
+require (
+	github.com/cilium/ebpf v0.22.0 // indirect
+	github.com/go-delve/delve v1.27.2
+	golang.org/x/telemetry v0.0.0-20241106142447-58a1122356f5 // indirect
+)

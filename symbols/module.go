@@ -60,6 +60,8 @@ type Module struct {
 	objects    []Symbol // data objects with a size, sorted by Addr
 	namesOnce  sync.Once
 	funcNames  []string // distinct function names, for Suggest
+
+	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
 }
 
 // entry is a Symbol plus what is needed to choose among duplicates.
@@ -115,6 +117,7 @@ func (m *Module) Close() error {
 	if m.file == nil {
 		return nil
 	}
+	m.closeDebug()
 	err := m.file.Close()
 	m.file = nil
 	return err
