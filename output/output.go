@@ -9,17 +9,20 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+
+	"github.com/probedbg/probe/probe"
 )
 
 // Record is one event, as the tracer saw it.
 type Record struct {
-	Time  int64 // CLOCK_MONOTONIC nanoseconds
-	CPU   int
-	Pid   int
-	Tid   int
-	Comm  string
-	Event string // the event name, e.g. p_work_0
-	Where string // sym+0xoff/0xsize
+	Time   int64 // CLOCK_MONOTONIC nanoseconds
+	CPU    int
+	Pid    int
+	Tid    int
+	Comm   string
+	Event  string // the event name, e.g. p_work_0
+	Where  string // sym+0xoff/0xsize, or caller+0xoff/0xsize <- func
+	Fields []probe.Field
 }
 
 // Writer is one output format.
@@ -36,7 +39,8 @@ type Writer interface {
 type Text struct {
 	w      *bufio.Writer
 	tracer string
-	header bool // written
+	header bool   // written
+	line   []byte // scratch
 }
 
 // NewText returns a writer of tracer's trace; the ftrace header goes out
@@ -57,8 +61,12 @@ func (t *Text) Write(r *Record) error {
 	t.writeHeader()
 	// Same columns as the kernel's trace output: comm right-aligned in 16,
 	// pid left-aligned in 7, CPU in 3 digits, seconds.microseconds.
-	_, err := fmt.Fprintf(t.w, "%16s-%-7d [%03d] %5d.%06d: %s: (%s)\n",
+	b := fmt.Appendf(t.line[:0], "%16s-%-7d [%03d] %5d.%06d: %s: (%s)",
 		r.Comm, r.Tid, r.CPU, r.Time/1e9, r.Time%1e9/1e3, r.Event, r.Where)
+	b = probe.AppendFields(b, r.Fields)
+	b = append(b, '\n')
+	t.line = b
+	_, err := t.w.Write(b)
 	return err
 }
 

@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
@@ -31,22 +32,33 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		}
 		return p, t.uninstall(p)
 	}
-	if len(s.Args) > 0 {
-		return nil, badInput(&SpecError{Spec: s.Text, Token: s.Args[0], Reason: "fetch-args are not supported yet"})
-	}
 	name := s.Group + "/" + s.Event
 	if t.probes[name] != nil {
 		return nil, badInput(fmt.Errorf("event %s already exists", name))
 	}
-	r, err := t.resolve(s)
+	rs, err := t.resolve(s)
 	if err != nil {
 		return nil, err
+	}
+	r := rs[0]
+	if s.Kind == KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && hasDwarfNames(s.Args) {
+		// As perf probe: variables are read after the prologue, where
+		// gcc's frame-based locations hold them.
+		if after, err := t.captureSite(r); err == nil {
+			r = after
+		}
 	}
 	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Addr: r.addr, Where: r.where, Module: r.module.Name, handler: h}
 	if s.Kind == KindReturn {
 		err = t.installReturn(anchor, p, r)
-	} else {
-		err = t.attachSite(anchor, p, r, func(st *site) { st.probes = append(st.probes, p) })
+	} else if err = t.compileArgs(p, r, 0); err == nil {
+		// A source line may have code in several places (inlined copies,
+		// several functions); the probe fires at each.
+		for _, at := range rs {
+			if err = t.attachSite(anchor, p, at, func(st *site) { st.probes = append(st.probes, p) }); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		t.detachSites(p)
@@ -65,13 +77,30 @@ func (t *Tracer) installReturn(anchor int, p *Probe, r resolved) error {
 	}
 	p.funcName = r.sym.Name
 	if !isGo(r.module) {
+		capture := r
+		if hasDwarfNames(p.Spec.Args) {
+			var err error
+			if capture, err = t.captureSite(r); err != nil {
+				return badInput(fmt.Errorf("%s: %w", r.where, err))
+			}
+		}
+		if err := t.compileArgs(p, r, capture.addr); err != nil {
+			return err
+		}
 		if err := t.ensureTrampoline(anchor, r.addr); err != nil {
 			return err
 		}
-		return t.attachSite(anchor, p, r, func(st *site) {
+		err := t.attachSite(anchor, p, r, func(st *site) {
 			st.returns = append(st.returns, p)
 			st.funcName = r.sym.Name
 		})
+		if err != nil || len(p.captures) == 0 {
+			return err
+		}
+		return t.attachSite(anchor, p, capture, func(st *site) { st.captures = append(st.captures, p) })
+	}
+	if err := t.compileArgs(p, r, 0); err != nil {
+		return err
 	}
 	rets, err := goRetAddrs(r.code, r.addr)
 	if err != nil {
@@ -184,6 +213,7 @@ func (t *Tracer) detachSites(p *Probe) error {
 		st.probes = without(st.probes, p)
 		st.returns = without(st.returns, p)
 		st.retInsns = without(st.retInsns, p)
+		st.captures = without(st.captures, p)
 		st.post = false
 		for _, q := range st.probes {
 			st.post = st.post || q.handler.Post != nil
@@ -209,10 +239,72 @@ func without(ps []*Probe, p *Probe) []*Probe {
 	return ps
 }
 
-// resolve turns a spec's location into an address on an instruction
-// boundary, with the code there read from the file.
-func (t *Tracer) resolve(s *Spec) (resolved, error) {
-	loc := s.Loc
+// resolve turns a spec's location into addresses on instruction
+// boundaries (one, except for a source line with code in several places),
+// with the code there read from the file.
+func (t *Tracer) resolve(s *Spec) ([]resolved, error) {
+	if s.Loc.HasLine {
+		return t.resolveLine(s.Loc)
+	}
+	r, err := t.resolveOne(s.Loc)
+	if err != nil {
+		return nil, err
+	}
+	return []resolved{r}, nil
+}
+
+// resolveLine resolves FILE:LINE in the modules whose DWARF has that file,
+// and FUNC:RLINE in the module defining FUNC.
+func (t *Tracer) resolveLine(loc Location) ([]resolved, error) {
+	var mods []*symbols.Mapped
+	if loc.File == "" {
+		m, _, err := t.space.Lookup(loc.Symbol)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		mods = []*symbols.Mapped{m}
+	} else {
+		mods = t.space.Mapped
+	}
+	var firstErr error
+	for _, m := range mods {
+		d, err := m.Debug()
+		if err != nil {
+			if loc.File == "" {
+				return nil, badInput(fmt.Errorf("%s: %s: %w", loc, m.Name, err))
+			}
+			continue
+		}
+		var addrs []uint64
+		if loc.File != "" {
+			addrs, err = d.LineAddrs(loc.File, loc.Line)
+		} else {
+			addrs, err = d.FuncLineAddrs(loc.Symbol, loc.Line)
+		}
+		if err != nil {
+			if firstErr == nil || !strings.HasPrefix(err.Error(), "no source file") {
+				firstErr = err
+			}
+			continue
+		}
+		rs := make([]resolved, 0, len(addrs))
+		for _, a := range addrs {
+			r, err := t.atLinkAddr(m, a-m.Bias)
+			if err != nil {
+				return nil, err
+			}
+			rs = append(rs, r)
+		}
+		return rs, nil
+	}
+	if firstErr == nil {
+		firstErr = fmt.Errorf("no module with debug info has %s", loc.File)
+	}
+	return nil, badInput(firstErr)
+}
+
+// resolveOne resolves a location naming one address.
+func (t *Tracer) resolveOne(loc Location) (resolved, error) {
 	bad := func(err error) (resolved, error) { return resolved{}, badInput(err) }
 	switch {
 	case loc.Symbol != "":

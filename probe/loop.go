@@ -87,18 +87,22 @@ func (t *Tracer) onTrap(tid int) {
 	for _, p := range s.probes {
 		if p.enabled.Load() {
 			p.hits.Add(1)
-			if p.handler.Pre != nil {
+			if t.fetch(p, &hit) && p.handler.Pre != nil {
 				hit.Probe = p
 				hit.Where = s.where
 				p.handler.Pre(&hit)
 			}
 		}
 	}
+	hit.Fields = nil
 	if len(s.retInsns) > 0 {
 		t.onRetInsn(s, &hit)
 	}
 	if len(s.returns) > 0 {
 		t.hijack(tid, regs, s, hit.Time)
+	}
+	if len(s.captures) > 0 {
+		t.capture(tid, s, &hit)
 	}
 	if s.insn.Kind == singlestep.Emulate {
 		if err := s.insn.Emulate(regs, t.proc); err == nil {

@@ -56,6 +56,9 @@ type Hit struct {
 	Where string
 	// Return is set for return-probe hits.
 	Return *Return
+	// Fields are the probe's fetch-args, read at this hit (nil in a
+	// post-handler).
+	Fields []Field
 }
 
 // Memory is the tracee's memory.
@@ -76,8 +79,10 @@ type Probe struct {
 	Kind Kind
 
 	handler  Handler
-	sites    []*site // one; for a Go return probe, each RET of the function
-	funcName string  // the function a return probe reports
+	sites    []*site        // one; for a Go return probe, each RET of the function
+	funcName string         // the function a return probe reports
+	args     *Args          // fetch-args and filter; nil when none
+	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool
 	hits     atomic.Uint64
 }
@@ -97,6 +102,7 @@ type site struct {
 	probes   []*Probe // entry probes: handlers around this instruction
 	returns  []*Probe // return probes of the function entered here
 	retInsns []*Probe // Go return probes of a function returning by this RET
+	captures []*Probe // return probes whose DWARF names are read here
 	funcName string   // the function entered here (for returns)
 	where    string   // sym+0xoff/0xsize of addr
 	post     bool     // some probe has a post-handler
@@ -104,7 +110,7 @@ type site struct {
 
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {
-	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0
+	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0
 }
 
 // resolved is a location turned into an address and what is known about it.

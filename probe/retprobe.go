@@ -33,6 +33,7 @@ type shadowFrame struct {
 	sp   uint64 // where it lives on the stack: sp at function entry
 	site *site  // the entry site, whose returns fire
 	time int64
+	vals map[*Probe][]capturedValue // DWARF names read at entry, per return probe
 }
 
 // hijack replaces the return address of a thread stopped at a function
@@ -65,9 +66,11 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 	hit := t.newHit(tid, regs)
 	hit.Return = &Return{Func: f.site.funcName, Caller: f.ret, EntryTime: f.time}
 	hit.Where = t.returnWhere(f.ret, f.site.funcName)
+	t.returning = f.vals
 	for _, p := range f.site.returns {
 		t.fireReturn(p, &hit)
 	}
+	t.returning = nil
 	regs.Rip = f.ret
 	t.proc.SetRegs(tid, regs)
 	t.proc.Cont(tid, 0)
@@ -130,6 +133,9 @@ func (t *Tracer) fireReturn(p *Probe, hit *Hit) {
 		return
 	}
 	p.hits.Add(1)
+	if !t.fetch(p, hit) {
+		return
+	}
 	if p.handler.Pre != nil {
 		hit.Probe = p
 		p.handler.Pre(hit)

@@ -64,6 +64,10 @@ type Tracer struct {
 	shadow      map[int][]shadowFrame
 	wheres      map[whereKey]string
 	lostReturns uint64
+
+	env       HitEnv                     // scratch for fetching, reused every hit
+	fields    []Field                    // scratch for fetched fields
+	returning map[*Probe][]capturedValue // entry values of the frame returning now
 }
 
 // ExitStatus is how the traced process ended, when it did.

@@ -291,6 +291,8 @@ func addProbes(t *probe.Tracer, specs []*probe.Spec, s *sink) error {
 			s.stream.Send(output.Record{
 				Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
 				Event: h.Probe.Event, Where: h.Where,
+				// Fields live only during the handler: keep a copy.
+				Fields: append([]probe.Field(nil), h.Fields...),
 			})
 		}})
 		if err != nil {

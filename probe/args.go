@@ -1,0 +1,180 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// The glue between the fetch-arg compiler and the tracer: DWARF names
+// compiled by the symbols package, and for return probes the values of
+// DWARF names read at entry (as perf probe does), kept in the shadow frame.
+
+// compileArgs compiles a probe's fetch-args and filter at r. capturePC is
+// where a return probe's DWARF names are read (after the prologue, where
+// gcc's frame-based locations are valid); 0 otherwise.
+func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
+	if len(p.Spec.Args) == 0 {
+		return nil
+	}
+	pc := r.addr
+	if capturePC != 0 {
+		pc = capturePC
+	}
+	env := CompileEnv{
+		Return: p.Kind == KindReturn,
+		ResolveSymbol: func(name string) (uint64, error) {
+			m, sym, err := t.space.Lookup(name)
+			if err != nil {
+				return 0, err
+			}
+			return sym.Addr + m.Bias, nil
+		},
+	}
+	if d, err := r.module.Debug(); err == nil {
+		env.DWARF = func(expr string) (DwarfVar, error) {
+			if p.Kind == KindReturn && isGo(r.module) {
+				return nil, errors.New("DWARF names in Go return probes are not supported yet")
+			}
+			v, err := d.Var(pc, expr)
+			if err != nil {
+				return nil, err
+			}
+			if p.Kind != KindReturn {
+				return dwarfVar{v}, nil
+			}
+			p.captures = append(p.captures, v)
+			return &capturedVar{t: t, p: p, slot: len(p.captures) - 1}, nil
+		}
+		env.Params = func() ([]string, error) { return d.Params(pc) }
+	}
+	args, err := CompileArgs(p.Spec.Args, env)
+	if err != nil {
+		return err
+	}
+	p.args = args
+	return nil
+}
+
+// dwarfVar reads a DWARF variable at the hit.
+type dwarfVar struct{ v *symbols.Var }
+
+func (d dwarfVar) Read(h *HitEnv) (uint64, string, error) { return d.v.Read(h.Regs, h.Mem) }
+
+// capturedVar is a return probe's DWARF name: its value was read at the
+// function's entry into the shadow frame now returning.
+type capturedVar struct {
+	t    *Tracer
+	p    *Probe
+	slot int
+}
+
+type capturedValue struct {
+	raw  uint64
+	text string
+	err  error
+}
+
+var errNotCaptured = errors.New("value not captured at entry")
+
+func (c *capturedVar) Read(*HitEnv) (uint64, string, error) {
+	vals := c.t.returning[c.p]
+	if c.slot >= len(vals) {
+		return 0, "", errNotCaptured
+	}
+	v := vals[c.slot]
+	return v.raw, v.text, v.err
+}
+
+// capture reads, at a return probe's capture site, the DWARF names of the
+// probes whose frame this thread has just pushed.
+func (t *Tracer) capture(tid int, s *site, hit *Hit) {
+	stack := t.shadow[tid]
+	if len(stack) == 0 {
+		return
+	}
+	f := &stack[len(stack)-1]
+	for _, p := range s.captures {
+		if f.site != p.sites[0] {
+			continue // entered by a path that skipped the entry probe
+		}
+		vals := make([]capturedValue, len(p.captures))
+		for i, v := range p.captures {
+			vals[i].raw, vals[i].text, vals[i].err = v.Read(hit.Regs, t.proc)
+		}
+		if f.vals == nil {
+			f.vals = make(map[*Probe][]capturedValue)
+		}
+		f.vals[p] = vals
+	}
+}
+
+// fetch evaluates p's fetch-args into hit.Fields and applies its filter.
+func (t *Tracer) fetch(p *Probe, hit *Hit) bool {
+	if p.args == nil {
+		hit.Fields = nil
+		return true
+	}
+	t.env = HitEnv{Regs: hit.Regs, Mem: t.proc, Comm: hit.Comm, Symbolize: t.symbolize}
+	t.fields = p.args.Fetch(&t.env, t.fields[:0])
+	hit.Fields = t.fields
+	return p.args.Keep(t.fields)
+}
+
+func (t *Tracer) symbolize(addr uint64) string {
+	s := t.space.Describe(addr)
+	if strings.HasPrefix(s, "0x") {
+		return ""
+	}
+	return s
+}
+
+// captureSite is where a return probe on the function at r reads its
+// DWARF names: after the prologue when the module has DWARF.
+func (t *Tracer) captureSite(r resolved) (resolved, error) {
+	d, err := r.module.Debug()
+	if err != nil {
+		return resolved{}, err
+	}
+	pc, err := d.AfterPrologue(r.addr)
+	if err != nil {
+		return resolved{}, err
+	}
+	if pc == r.addr {
+		return r, nil
+	}
+	at, err := t.inFunction(r.module, r.sym, pc-r.module.Bias)
+	if err != nil {
+		return resolved{}, fmt.Errorf("after the prologue of %s: %w", r.sym.Name, err)
+	}
+	return at, nil
+}
+
+// hasDwarfNames reports whether any fetch-arg token names a DWARF variable
+// rather than a register, memory or special variable.
+func hasDwarfNames(tokens []string) bool {
+	for _, tok := range tokens {
+		if tok == "if" {
+			return false
+		}
+		if _, fetch, ok := strings.Cut(tok, "="); ok {
+			tok = fetch
+		}
+		if tok == "" {
+			continue
+		}
+		switch tok[0] {
+		case '%', '@', '+', '-', '\\':
+			continue
+		case '$':
+			if strings.HasPrefix(tok, "$params") {
+				return true
+			}
+			continue
+		}
+		return true
+	}
+	return false
+}
