@@ -339,6 +339,7 @@ func (c *compiler) defaultName(fetch, typ string, typed bool) string {
 }
 
 func perfArgName(expr, typ string, typed bool) string {
+	expr = strings.TrimLeft(expr, "*")
 	i := strings.IndexAny(expr, "-.[")
 	if i < 0 {
 		if typed {
@@ -396,6 +397,7 @@ func sanitizeArgName(s string) string {
 }
 
 func isDwarfStart(s string) bool {
+	s = strings.TrimLeft(s, "*") // *p: what p points to
 	return s != "" && (s[0] == '_' || s[0] >= 'a' && s[0] <= 'z' || s[0] >= 'A' && s[0] <= 'Z')
 }
 

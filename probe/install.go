@@ -45,7 +45,7 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		// As perf probe: variables are read after the prologue, where
 		// gcc's frame-based locations hold them.
 		if after, err := t.captureSite(r); err == nil {
-			r = after
+			r, rs = after, []resolved{after}
 		}
 	}
 	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Addr: r.addr, Where: r.where, Module: r.module.Name, handler: h}

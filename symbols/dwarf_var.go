@@ -473,7 +473,7 @@ func (v *Var) Read(regs *unix.PtraceRegs, mem io.ReaderAt) (raw uint64, text str
 	if val.Unreadable != nil && !isEnumInMemory(val) {
 		return unavailable(val.Unreadable)
 	}
-	f := formatter{mem: m, c: v.cCode}
+	f := formatter{mem: m, c: v.cCode, dw: v.d.dw}
 	return f.raw(val), f.text(val, 0), nil
 }
 
@@ -697,6 +697,7 @@ func (d *DebugInfo) containsPC(e *dwarf.Entry, link uint64) bool {
 type formatter struct {
 	mem *readerMem
 	c   bool
+	dw  *dwarf.Data // for what delve does not decode (bitfield offsets)
 }
 
 func (f formatter) raw(v *proc.Variable) uint64 {
@@ -833,6 +834,7 @@ func (f formatter) text(v *proc.Variable, depth int) string {
 		}
 		var b strings.Builder
 		b.WriteByte('{')
+		bits := f.bitfields(v)
 		for i := range v.Children {
 			if i > 0 {
 				b.WriteByte(',')
@@ -841,6 +843,10 @@ func (f formatter) text(v *proc.Variable, depth int) string {
 			if c.Name != "" {
 				b.WriteString(c.Name)
 				b.WriteByte('=')
+			}
+			if bf, ok := bits[c.Name]; ok {
+				b.WriteString(f.bitfield(v.Addr, bf))
+				continue
 			}
 			b.WriteString(f.text(c, depth+1))
 		}
@@ -935,4 +941,60 @@ func charLit(b byte) string {
 		return `'\t'`
 	}
 	return fmt.Sprintf(`'\x%02x'`, b)
+}
+
+// bitfields returns the bit-field members of struct v by name. delve reads
+// only DWARF 2's DW_AT_bit_offset and loads a bit-field as the whole
+// integer at its byte offset (0 under DWARF 4/5's DW_AT_data_bit_offset,
+// which gcc emits), so their values come from debug/dwarf's own decoding.
+func (f formatter) bitfields(v *proc.Variable) map[string]*dwarf.StructField {
+	st, ok := v.RealType.(*godwarf.StructType)
+	if !ok || f.dw == nil {
+		return nil
+	}
+	has := false
+	for _, fl := range st.Field {
+		has = has || fl.BitSize > 0
+	}
+	if !has {
+		return nil
+	}
+	t, err := f.dw.Type(st.Offset)
+	if err != nil {
+		return nil
+	}
+	dst, ok := t.(*dwarf.StructType)
+	if !ok {
+		return nil
+	}
+	m := make(map[string]*dwarf.StructField)
+	for _, fl := range dst.Field {
+		if fl.BitSize > 0 {
+			m[fl.Name] = fl
+		}
+	}
+	return m
+}
+
+// bitfield reads one bit-field of the struct at base.
+func (f formatter) bitfield(base uint64, fl *dwarf.StructField) string {
+	off := fl.DataBitOffset
+	if off == 0 && fl.BitOffset != 0 {
+		// DWARF 2: bit offset from the most significant bit of a
+		// ByteSize container (little-endian).
+		off = fl.ByteOffset*8 + fl.ByteSize*8 - fl.BitOffset - fl.BitSize
+	}
+	var buf [16]byte
+	n := int((off%8 + fl.BitSize + 7) / 8)
+	if n > 8 || f.mem == nil {
+		return "?"
+	}
+	if _, err := f.mem.ReadMemory(buf[:n], base+uint64(off/8)); err != nil {
+		return "(fault)"
+	}
+	raw := binary.LittleEndian.Uint64(buf[:8]) >> (off % 8) & (1<<uint(fl.BitSize) - 1)
+	if it, ok := fl.Type.(*dwarf.IntType); ok && it != nil && raw>>(fl.BitSize-1) == 1 {
+		return strconv.FormatInt(int64(raw)-1<<uint(fl.BitSize), 10)
+	}
+	return strconv.FormatUint(raw, 10)
 }
