@@ -157,6 +157,12 @@ func setup(dir string) error {
 			return err
 		}
 	}
+	for _, v := range []variant{o0pie, o2pie} {
+		args := append(v.flags(), "-o", bin("fetch", v), filepath.Join(src, "fetch.c"))
+		if err := build(dir, "gcc", args...); err != nil {
+			return err
+		}
+	}
 	gorecBin = filepath.Join(dir, "gorec")
 	if err := build(repoRoot, "go", "build", "-o", gorecBin, "./integration/testdata/gorec"); err != nil {
 		return err
