@@ -10,7 +10,7 @@ build:
 # Build probe and the bundled example, then trace every call of work().
 example: build
 	gcc -O2 -g -pthread -o $(BIN)/counter examples/counter.c
-	$(BIN)/probe run 'p:work' 'p:libc:printf' -- $(BIN)/counter 3 2
+	$(BIN)/probe run 'p:work i' 'r:work $$retval' 'p:libc:printf fmt=+0(%di):string' -- $(BIN)/counter 2 2
 
 # Unit tests, race detector on, then end-to-end tests on real tracees.
 test:

@@ -138,6 +138,9 @@ func (e *ArgError) Error() string {
 	if e.filter {
 		return "bad filter " + strconv.Quote(e.Token) + ": " + e.Reason
 	}
+	if strings.Contains(e.Reason, strconv.Quote(e.Token)) {
+		return e.Reason // it names the token already
+	}
 	return e.Reason + " in " + strconv.Quote(e.Token)
 }
 
@@ -148,7 +151,10 @@ func argErr(tok, format string, args ...any) error {
 // wrapErr wraps a callback's error, kept on one line.
 func wrapErr(tok, what string, err error) error {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
-	return &ArgError{Token: tok, Reason: what + ": " + msg, Err: err}
+	if !strings.Contains(msg, what) {
+		msg = what + ": " + msg
+	}
+	return &ArgError{Token: tok, Reason: msg, Err: err}
 }
 
 // CompileArgs compiles a probe's fetch-arg tokens (Spec.Args): every token
