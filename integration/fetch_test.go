@@ -174,3 +174,30 @@ func TestFetchBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestSameAddress: probes sharing an address all fire, each with its own
+// fields; FUNC:RLINE is perf's line relative to the function's first.
+func TestSameAddress(t *testing.T) {
+	t.Parallel()
+	path := bin("fetch", o0pie)
+	evs := traced(t, nil, []string{
+		`p:handle:2 n r->len`,
+		`p:a/x handle n`,
+		`p:a/y handle+0 x=%si:u8`,
+		`p:a/z handle+0 x=%si:s16`,
+	}, path, "2")
+	wantFields(t, evs, "p_handle_L2", []string{" n=0 len=0", " n=1 len=10"})
+	wantFields(t, evs, "x", []string{" n=0", " n=1"})
+	wantFields(t, evs, "y", []string{" x=0", " x=1"})
+	wantFields(t, evs, "z", []string{" x=0", " x=1"})
+	where := map[string]string{}
+	for _, e := range evs {
+		if w, ok := where[e.name]; ok && w != e.loc {
+			t.Errorf("%s at %s and %s", e.name, w, e.loc)
+		}
+		where[e.name] = e.loc
+	}
+	if where["x"] != where["p_handle_L2"] || where["y"] != where["z"] || where["x"] == where["y"] {
+		t.Errorf("locations %v: want x with the line probe (after the prologue), y with z (the entry)", where)
+	}
+}
