@@ -718,14 +718,20 @@ func (c *compiler) compileDwarf(tok, expr string, f *fetchArg) error {
 // C-style numbers, as the kernel's kstrtoull/kstrtoll with base 0:
 // 0x hex, a leading 0 octal, else decimal; no spaces, no underscores.
 
-func parseCDigits(s string) (uint64, bool) {
-	base := uint64(10)
+// cBase reads a C number's base from its prefix: 0x hex, a leading 0
+// octal, else decimal. It returns the base and the digits.
+func cBase(s string) (uint64, string) {
 	switch {
 	case len(s) >= 3 && s[0] == '0' && s[1]|0x20 == 'x' && isHexDigit(s[2]):
-		base, s = 16, s[2:]
+		return 16, s[2:]
 	case len(s) > 1 && s[0] == '0':
-		base = 8
+		return 8, s
 	}
+	return 10, s
+}
+
+func parseCDigits(s string) (uint64, bool) {
+	base, s := cBase(s)
 	if s == "" {
 		return 0, false
 	}
@@ -783,13 +789,7 @@ func parseImmediate(s string) (uint64, bool) {
 // parseCPrefix parses the longest number at the start of s, as the
 // kernel's simple_strtoul with base 0, and returns the rest.
 func parseCPrefix(s string) (uint64, string) {
-	base := uint64(10)
-	switch {
-	case len(s) >= 3 && s[0] == '0' && s[1]|0x20 == 'x' && isHexDigit(s[2]):
-		base, s = 16, s[2:]
-	case len(s) > 1 && s[0] == '0':
-		base = 8
-	}
+	base, s := cBase(s)
 	var v uint64
 	i := 0
 	for ; i < len(s); i++ {

@@ -144,41 +144,26 @@ func (p *filterParser) node(n filterNode) int32 {
 	return int32(len(p.f.nodes) - 1)
 }
 
-func (p *filterParser) or() (int32, error) {
-	l, err := p.and()
-	if err != nil {
-		return 0, err
-	}
-	for {
-		p.skip()
-		if !strings.HasPrefix(p.s[p.i:], "||") {
-			return l, nil
-		}
-		p.i += 2
-		r, err := p.and()
-		if err != nil {
-			return 0, err
-		}
-		l = p.node(filterNode{kind: nodeOr, l: l, r: r})
-	}
-}
+func (p *filterParser) or() (int32, error)  { return p.chain("||", nodeOr, p.and) }
+func (p *filterParser) and() (int32, error) { return p.chain("&&", nodeAnd, p.unary) }
 
-func (p *filterParser) and() (int32, error) {
-	l, err := p.unary()
+// chain parses next (op next)*, left-associative.
+func (p *filterParser) chain(op string, kind nodeKind, next func() (int32, error)) (int32, error) {
+	l, err := next()
 	if err != nil {
 		return 0, err
 	}
 	for {
 		p.skip()
-		if !strings.HasPrefix(p.s[p.i:], "&&") {
+		if !strings.HasPrefix(p.s[p.i:], op) {
 			return l, nil
 		}
-		p.i += 2
-		r, err := p.unary()
+		p.i += len(op)
+		r, err := next()
 		if err != nil {
 			return 0, err
 		}
-		l = p.node(filterNode{kind: nodeAnd, l: l, r: r})
+		l = p.node(filterNode{kind: kind, l: l, r: r})
 	}
 }
 
