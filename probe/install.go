@@ -140,17 +140,20 @@ func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
 		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 	}
 	st := &site{addr: r.addr, insn: insn, where: r.where}
-	if insn.Kind != singlestep.Emulate {
-		if st.slot, err = t.allocSlot(anchor, r.addr); err != nil {
-			return nil, err
-		}
-		code, err := insn.XOL(st.slot)
-		if err != nil {
+	// Emulated instructions get a slot too, when they can run out of line
+	// (all but relative branches): the fallback when emulation cannot
+	// touch the stack.
+	if slot, err := t.allocSlot(anchor, r.addr); err != nil {
+		return nil, err
+	} else if code, err := insn.XOL(slot); err != nil {
+		if insn.Kind != singlestep.Emulate {
 			return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 		}
-		if _, err := t.proc.WriteAt(code, int64(st.slot)); err != nil {
-			return nil, fmt.Errorf("write XOL slot: %w", err)
-		}
+		t.freeSlot(slot)
+	} else if _, err := t.proc.WriteAt(code, int64(slot)); err != nil {
+		return nil, fmt.Errorf("write XOL slot: %w", err)
+	} else {
+		st.slot = slot
 	}
 	// The live byte, not the file's: what we must put back.
 	var orig [1]byte
@@ -188,6 +191,16 @@ func (t *Tracer) allocSlot(anchor int, addr uint64) (uint64, error) {
 	a := &xolArea{base: base, size: xolAreaSize, used: singlestep.SlotSize}
 	t.xol = append(t.xol, a)
 	return base, nil
+}
+
+// freeSlot returns the slot allocSlot just gave, unused.
+func (t *Tracer) freeSlot(slot uint64) {
+	for _, a := range t.xol {
+		if slot == a.base+a.used-singlestep.SlotSize {
+			a.used -= singlestep.SlotSize
+			return
+		}
+	}
 }
 
 func within(a, b, d uint64) bool {

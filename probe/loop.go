@@ -111,7 +111,14 @@ func (t *Tracer) onTrap(tid int) {
 			t.proc.Cont(tid, 0)
 			return
 		}
-		// Emulation could not touch memory: fall back to stepping a copy.
+		// Emulation could not touch the stack: let the copy run and
+		// fault as the original would, or, for a branch that has no
+		// copy, raise that fault here.
+		if s.slot == 0 {
+			t.proc.SetRegs(tid, regs)
+			t.proc.Cont(tid, int(unix.SIGSEGV))
+			return
+		}
 	}
 	regs.Rip = s.slot
 	t.proc.SetRegs(tid, regs)
