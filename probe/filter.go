@@ -443,9 +443,9 @@ func (pr *filterPred) match(fields []Field, comm string) bool {
 			x = v.bits
 		}
 		if pr.kind == cmpSigned {
-			return compareInt(pr.op, signExtend(x, pr.size), signExtend(pr.val, pr.size))
+			return compare(pr.op, signExtend(x, pr.size), signExtend(pr.val, pr.size))
 		}
-		return compareUint(pr.op, x, pr.val)
+		return compare(pr.op, x, pr.val)
 	}
 	switch pr.op {
 	case opEQ:
@@ -466,27 +466,8 @@ func signExtend(x uint64, size uint8) int64 {
 	return int64(x<<shift) >> shift
 }
 
-func compareUint(op filterOp, a, b uint64) bool {
-	switch op {
-	case opEQ:
-		return a == b
-	case opNE:
-		return a != b
-	case opLT:
-		return a < b
-	case opLE:
-		return a <= b
-	case opGT:
-		return a > b
-	case opGE:
-		return a >= b
-	case opBand:
-		return a&b != 0
-	}
-	return false
-}
-
-func compareInt(op filterOp, a, b int64) bool {
+// compare applies a numeric filter operator with the signedness of T.
+func compare[T int64 | uint64](op filterOp, a, b T) bool {
 	switch op {
 	case opEQ:
 		return a == b
