@@ -117,7 +117,9 @@ func (t *Tracer) fetch(p *Probe, hit *Hit) bool {
 		hit.Fields = nil
 		return true
 	}
-	t.env = HitEnv{Regs: hit.Regs, Mem: t.proc, Comm: hit.Comm, Symbolize: t.symbolize}
+	// Mem and Symbolize were set once in newTracer: a method value made
+	// here would allocate on every hit.
+	t.env.Regs, t.env.Comm = hit.Regs, hit.Comm
 	t.fields = p.args.Fetch(&t.env, t.fields[:0])
 	hit.Fields = t.fields
 	return p.args.Keep(t.fields)

@@ -164,6 +164,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 			return
 		}
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
+		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize}
 		errc <- nil
 		t.serve()
 	}()
