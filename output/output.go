@@ -13,8 +13,19 @@ import (
 	"github.com/probedbg/probe/probe"
 )
 
+// Kind says what a Record reports.
+type Kind uint8
+
+const (
+	KindProbe  Kind = iota // a probe fired: Event, Where, Fields
+	KindEntry              // a traced function was entered: Func, Caller, Depth
+	KindReturn             // a traced function returned: Func, Depth, EntryTime
+	KindLost               // a traced call will never be seen returning (longjmp, exception, exit): Func, Depth
+)
+
 // Record is one event, as the tracer saw it.
 type Record struct {
+	Kind   Kind
 	Time   int64 // CLOCK_MONOTONIC nanoseconds
 	CPU    int
 	Pid    int
@@ -23,6 +34,13 @@ type Record struct {
 	Event  string // the event name, e.g. p_work_0
 	Where  string // sym+0xoff/0xsize, or caller+0xoff/0xsize <- func
 	Fields []probe.Field
+
+	// Function tracer events.
+	Func      string // the traced function
+	Caller    string // KindEntry: the function it was called from
+	Depth     int    // nesting level of the call, 0 = outermost traced call
+	EntryTime int64  // KindReturn: when the call began
+	Lane      int64  // the call stack the event belongs to: the thread, or for Go the goroutine
 }
 
 // Writer is one output format.
@@ -30,7 +48,14 @@ type Writer interface {
 	Write(*Record) error
 	// Comment adds a line that is not an event (a lost-event count...).
 	Comment(string) error
+	// Flush writes out what is buffered; it is called whenever the event
+	// queue runs dry, so it must not change what a finished trace looks
+	// like.
 	Flush() error
+	// Finish ends the trace: what a writer held back (a function_graph
+	// call waiting to learn whether it is a leaf, a profile's table) is
+	// written. Comments may still follow.
+	Finish() error
 }
 
 // Text writes ftrace's trace format:
@@ -80,6 +105,8 @@ func (t *Text) Flush() error {
 	t.writeHeader()
 	return t.w.Flush()
 }
+
+func (t *Text) Finish() error { return t.Flush() }
 
 // Stream decouples formatting from the ptrace thread: records are queued
 // and written by a goroutine, flushed whenever the queue runs dry so that
