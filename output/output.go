@@ -1,5 +1,6 @@
-// Package output turns event records into the formats users read: ftrace's
-// text trace for now.
+// Package output turns event records into the formats users read, after
+// ftrace's tracers: the text trace (nop and function), function_graph,
+// the function profile and the stack tracer's report.
 //
 //	w := output.NewText(os.Stdout, "nop")
 //	w.Write(&output.Record{...}); w.Close()
@@ -58,9 +59,11 @@ type Writer interface {
 	Finish() error
 }
 
-// Text writes ftrace's trace format:
+// Text writes ftrace's trace format: probe events, and for the function
+// tracer one line per call entered:
 //
 //	loop-4242    [001] 5123.000123: p_work_0: (work+0x0/0x12)
+//	loop-4242    [001] 5123.000125: work <-main
 type Text struct {
 	w      *bufio.Writer
 	tracer string
@@ -83,16 +86,34 @@ func (t *Text) writeHeader() {
 }
 
 func (t *Text) Write(r *Record) error {
+	var b []byte
+	switch r.Kind {
+	case KindProbe:
+		b = fmt.Appendf(t.prefix(r), "%s: (%s)", r.Event, r.Where)
+		b = probe.AppendFields(b, r.Fields)
+	case KindEntry:
+		b = append(t.prefix(r), r.Func...)
+		// The kernel leaves the parent out when it has no address for it.
+		if r.Caller != "" {
+			b = append(append(b, " <-"...), r.Caller...)
+		}
+	default:
+		// The function tracer reports entries only.
+		return nil
+	}
 	t.writeHeader()
-	// Same columns as the kernel's trace output: comm right-aligned in 16,
-	// pid left-aligned in 7, CPU in 3 digits, seconds.microseconds.
-	b := fmt.Appendf(t.line[:0], "%16s-%-7d [%03d] %5d.%06d: %s: (%s)",
-		r.Comm, r.Tid, r.CPU, r.Time/1e9, r.Time%1e9/1e3, r.Event, r.Where)
-	b = probe.AppendFields(b, r.Fields)
 	b = append(b, '\n')
 	t.line = b
 	_, err := t.w.Write(b)
 	return err
+}
+
+// prefix starts a line in t.line with the kernel's columns: comm
+// right-aligned in 16, pid left-aligned in 7, CPU in 3 digits,
+// seconds.microseconds.
+func (t *Text) prefix(r *Record) []byte {
+	return fmt.Appendf(t.line[:0], "%16s-%-7d [%03d] %5d.%06d: ",
+		r.Comm, r.Tid, r.CPU, r.Time/1e9, r.Time%1e9/1e3)
 }
 
 func (t *Text) Comment(s string) error {

@@ -3,6 +3,8 @@ package output
 import (
 	"bytes"
 	"testing"
+
+	"github.com/probedbg/probe/probe"
 )
 
 func TestTextFormat(t *testing.T) {
@@ -49,4 +51,81 @@ func TestStreamKeepsOrder(t *testing.T) {
 	if want := "               c-19999   [000]     0.000000: e: (w)"; string(lines[20001]) != want {
 		t.Errorf("last line %q, want %q", lines[20001], want)
 	}
+}
+
+func TestTextFunction(t *testing.T) {
+	var b bytes.Buffer
+	w := NewText(&b, "function")
+	loop := thread{lane: 4242, tid: 4242, cpu: 1, comm: "loop"}
+	for _, r := range []Record{
+		loop.entry(5123_000123_456, "work", 0),
+		loop.ret(5123_000123_456, 5123_000124_000, "work", 0), // ignored
+		loop.entry(5123_000125_000, "jump", 0),
+		loop.lost(5123_000126_000, "jump", 0), // ignored
+		{Kind: KindEntry, Time: 7_000001_999, CPU: 12, Tid: 7, Comm: "a-very-long-nam", Func: "_start"},
+		loop.probe(5123_000127_000, "p_work_0", "work+0x0/0x12"),
+	} {
+		w.Write(&r)
+	}
+	w.Finish()
+	want := `# tracer: function
+#           TASK-PID     CPU#  TIMESTAMP  FUNCTION
+            loop-4242    [001]  5123.000123: work <-main
+            loop-4242    [001]  5123.000125: jump <-main
+ a-very-long-nam-7       [012]     7.000001: _start
+            loop-4242    [001]  5123.000127: p_work_0: (work+0x0/0x12)
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestTextIgnoredRecordsWriteNothing: the header waits for a line.
+func TestTextIgnoredRecordsWriteNothing(t *testing.T) {
+	var b bytes.Buffer
+	w := NewText(&b, "function")
+	w.Write(&Record{Kind: KindReturn, Func: "work"})
+	w.Write(&Record{Kind: KindLost, Func: "work"})
+	w.w.Flush()
+	if b.Len() != 0 {
+		t.Errorf("wrote %q for returns only", b.String())
+	}
+}
+
+// thread is where a test's records ran; for Go, lane is a goroutine and
+// may differ from tid.
+type thread struct {
+	lane int64
+	tid  int
+	cpu  int
+	comm string
+}
+
+func (th thread) record(k Kind, t int64) Record {
+	return Record{Kind: k, Time: t, CPU: th.cpu, Pid: th.tid, Tid: th.tid, Comm: th.comm, Lane: th.lane}
+}
+
+// entry is a call to fn, from main.
+func (th thread) entry(t int64, fn string, depth int) Record {
+	r := th.record(KindEntry, t)
+	r.Func, r.Caller, r.Depth = fn, "main", depth
+	return r
+}
+
+func (th thread) ret(start, end int64, fn string, depth int) Record {
+	r := th.record(KindReturn, end)
+	r.Func, r.Depth, r.EntryTime = fn, depth, start
+	return r
+}
+
+func (th thread) lost(t int64, fn string, depth int) Record {
+	r := th.record(KindLost, t)
+	r.Func, r.Depth = fn, depth
+	return r
+}
+
+func (th thread) probe(t int64, event, where string, fields ...probe.Field) Record {
+	r := th.record(KindProbe, t)
+	r.Event, r.Where, r.Fields = event, where, fields
+	return r
 }
