@@ -62,6 +62,10 @@ type Module struct {
 	funcNames  []string // distinct function names, for Suggest
 
 	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
+
+	profiling  profilingMarks // -pg runtime symbols seen while loading (patchsite.go)
+	sitesOnce  sync.Once
+	patchSites []PatchSite
 }
 
 // entry is a Symbol plus what is needed to choose among duplicates.
@@ -263,6 +267,7 @@ func (m *Module) addDebugSymbols(path string) error {
 func (m *Module) addSymbols(syms []elf.Symbol, dynamic bool) {
 	m.entries = slices.Grow(m.entries, len(syms))
 	for _, s := range syms {
+		m.profiling.note(s, dynamic)
 		if s.Name == "" || s.Section == elf.SHN_UNDEF || s.Section == elf.SHN_ABS || s.Section == elf.SHN_COMMON {
 			continue
 		}
