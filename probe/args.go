@@ -91,11 +91,11 @@ func (c *capturedVar) Read(*HitEnv) (uint64, string, error) {
 // capture reads, at a return probe's capture site, the DWARF names of the
 // probes whose frame this thread has just pushed.
 func (t *Tracer) capture(tid int, s *site, hit *Hit) {
-	stack := t.shadow[tid]
-	if len(stack) == 0 {
+	cs := t.shadow[tid]
+	if cs == nil || cs.top() == nil {
 		return
 	}
-	f := &stack[len(stack)-1]
+	f := cs.top()
 	for _, p := range s.captures {
 		if f.site != p.sites[0] {
 			continue // entered by a path that skipped the entry probe

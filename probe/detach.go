@@ -104,7 +104,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 	case tracee.EventExit:
 		delete(held, tid)
 		delete(t.stepping, tid)
-		delete(t.shadow, tid)
+		t.threadGone(tid)
 		if tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
 		}

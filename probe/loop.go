@@ -37,11 +37,8 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		t.proc.Listen(ev.Tid)
 	case tracee.EventExit:
 		delete(t.stepping, ev.Tid)
+		t.threadGone(ev.Tid)
 		delete(t.comms, ev.Tid)
-		// Frames still hijacked never returned (exit, or a longjmp
-		// not followed by another return).
-		t.lostReturns += uint64(len(t.shadow[ev.Tid]))
-		delete(t.shadow, ev.Tid)
 		if ev.Tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
 		}
@@ -98,8 +95,19 @@ func (t *Tracer) onTrap(tid int) {
 	if len(s.retInsns) > 0 {
 		t.onRetInsn(s, &hit)
 	}
-	if len(s.returns) > 0 {
-		t.hijack(tid, regs, s, hit.Time)
+	if s.fnRet != nil {
+		t.goReturn(tid, regs, s, &hit)
+	}
+	if s.unwind != 0 {
+		t.onUnwinder(tid, regs, s.unwind, &hit)
+	}
+	switch {
+	case s.fn != nil && !t.ft.opts.Returns:
+		t.traceEntryOnly(regs, s, &hit)
+	case s.fn != nil && s.fn.isGo:
+		t.goEnter(tid, regs, s, &hit)
+	case len(s.returns) > 0 || s.fn != nil:
+		t.enter(tid, regs, s, &hit)
 	}
 	if len(s.captures) > 0 {
 		t.capture(tid, s, &hit)

@@ -106,11 +106,16 @@ type site struct {
 	funcName string   // the function entered here (for returns)
 	where    string   // sym+0xoff/0xsize of addr
 	post     bool     // some probe has a post-handler
+
+	fn     *traceFunc   // the function tracer's entry of fn
+	fnRet  *traceFunc   // a RET of Go function fnRet, for the function tracer
+	unwind unwindAction // an unwinder's entry: hijacked returns are given back
 }
 
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {
-	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0
+	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 &&
+		s.fn == nil && s.fnRet == nil && s.unwind == 0
 }
 
 // resolved is a location turned into an address and what is known about it.

@@ -27,71 +27,83 @@ type Return struct {
 	EntryTime int64  // CLOCK_MONOTONIC nanoseconds at entry; 0 if not known (Go)
 }
 
-// shadowFrame is one hijacked return address.
-type shadowFrame struct {
-	ret  uint64 // the original return address
-	sp   uint64 // where it lives on the stack: sp at function entry
-	site *site  // the entry site, whose returns fire
-	time int64
-	vals map[*Probe][]capturedValue // DWARF names read at entry, per return probe
-}
-
-// hijack replaces the return address of a thread stopped at a function
-// entry with the trampoline.
-func (t *Tracer) hijack(tid int, regs *unix.PtraceRegs, s *site, now int64) {
-	var b [8]byte
-	if _, err := t.proc.ReadAt(b[:], int64(regs.Rsp)); err != nil {
+// enter runs at the entry of a function whose return somebody waits for
+// (a return probe, the function tracer): the return address at [sp] is
+// swapped for the trampoline and the call pushed on the thread's shadow
+// stack.
+func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
+	ret, ok := t.readWord(regs.Rsp)
+	if !ok {
 		return
 	}
-	ret := binary.LittleEndian.Uint64(b[:])
-	binary.LittleEndian.PutUint64(b[:], t.trampoline)
-	if _, err := t.proc.WriteAt(b[:], int64(regs.Rsp)); err != nil {
+	cs := t.threadStack(tid)
+	// A tail call jumps in with its caller's hijacked slot at [sp]: that
+	// caller is still live and returns along with it.
+	tail := ret == t.trampoline
+	t.dropDead(cs, regs.Rsp, tail, hit)
+	f := shadowFrame{sp: regs.Rsp, ret: ret, site: s, time: hit.Time, hijacked: true}
+	if s.fn != nil {
+		t.traceEnter(cs, &f, s.fn, hit)
+	}
+	if len(s.returns) == 0 && f.mode == 0 {
 		return
 	}
-	t.shadow[tid] = append(t.shadow[tid], shadowFrame{ret: ret, sp: regs.Rsp, site: s, time: now})
+	if tail {
+		if len(cs.frames) == 0 {
+			return // the caller's frame is gone: nobody to return with
+		}
+		f.ret = cs.top().ret
+	} else if !t.writeWord(regs.Rsp, t.trampoline) {
+		return
+	}
+	cs.push(f)
+	t.noteStack(cs, tid)
 }
 
 // onReturn handles the trampoline trap: the thread has just executed the
 // `ret` of a hijacked function, so its frame's return-address slot is
 // sp-8.
 func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
-	f, ok := t.popFrame(tid, regs.Rsp-8)
-	if !ok {
+	slot := regs.Rsp - 8
+	hit := t.newHit(tid, regs)
+	cs := t.shadow[tid]
+	if cs != nil {
+		t.dropDead(cs, slot, true, &hit)
+	}
+	if cs == nil || cs.top() == nil || cs.top().sp != slot {
 		// No frame of ours returns here (a stack switched under us):
 		// nowhere to send the thread, which would die of the trap.
 		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, regs.Rsp)
 		t.proc.Cont(tid, int(unix.SIGTRAP))
 		return
 	}
-	hit := t.newHit(tid, regs)
-	hit.Return = &Return{Func: f.site.funcName, Caller: f.ret, EntryTime: f.time}
-	hit.Where = t.returnWhere(f.ret, f.site.funcName)
-	t.returning = f.vals
-	for _, p := range f.site.returns {
-		t.fireReturn(p, &hit)
+	var ret uint64
+	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
+		fr := cs.pop()
+		ret = fr.ret
+		t.returned(cs, &fr, &hit)
 	}
-	t.returning = nil
-	regs.Rip = f.ret
+	regs.Rip = ret
 	t.proc.SetRegs(tid, regs)
 	t.proc.Cont(tid, 0)
 }
 
-// popFrame takes the frame whose return-address slot is at slot. Frames
-// deeper than it were abandoned by longjmp or an exception: dropped and
-// counted as lost returns.
-func (t *Tracer) popFrame(tid int, slot uint64) (shadowFrame, bool) {
-	stack := t.shadow[tid]
-	for len(stack) > 0 && stack[len(stack)-1].sp < slot {
-		stack = stack[:len(stack)-1]
-		t.lostReturns++
+// returned reports a frame's return: its return probes, the function
+// tracer.
+func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
+	if f.mode&frameRecorded != 0 {
+		t.ft.emit(FuncReturn, f, hit, cs.lane)
 	}
-	if len(stack) == 0 || stack[len(stack)-1].sp != slot {
-		t.shadow[tid] = stack
-		return shadowFrame{}, false
+	if len(f.site.returns) == 0 {
+		return
 	}
-	f := stack[len(stack)-1]
-	t.shadow[tid] = stack[:len(stack)-1]
-	return f, true
+	hit.Return = &Return{Func: f.site.funcName, Caller: f.ret, EntryTime: f.time}
+	hit.Where = t.returnWhere(f.ret, f.site.funcName)
+	t.returning = f.vals
+	for _, p := range f.site.returns {
+		t.fireReturn(p, hit)
+	}
+	t.returning = nil
 }
 
 // returnWhere is kretprobe's "(caller+off/size <- func)", cached per
@@ -156,6 +168,7 @@ func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
 		return fmt.Errorf("write return trampoline: %w", err)
 	}
 	t.trampoline = slot
+	t.hookUnwinders(anchor)
 	return nil
 }
 
@@ -164,32 +177,26 @@ func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
 // may hold anything now) and a slot that no longer holds the trampoline
 // was overwritten: neither is touched.
 func (t *Tracer) restoreReturns() {
-	var b [8]byte
-	for tid, stack := range t.shadow {
+	for tid, cs := range t.shadow {
+		t.retireStack(cs)
 		if t.proc.Thread(tid) == nil || t.proc.GetRegs(tid, &t.regs) != nil {
 			continue
 		}
 		sp := t.regs.Rsp
 		if t.regs.Rip == t.trampoline+singlestep.BreakpointPCAdjust {
 			// Stopped on the trampoline itself: its frame has returned.
-			if f, ok := t.popFrame(tid, sp-8); ok {
+			if f := cs.top(); f != nil && f.sp == sp-8 {
 				t.regs.Rip = f.ret
 				t.proc.SetRegs(tid, &t.regs)
 			}
-			stack = t.shadow[tid]
 		}
-		for _, f := range stack {
-			if f.sp < sp {
-				continue
+		for i := range cs.frames {
+			if f := &cs.frames[i]; f.sp >= sp && f.hijacked && !f.unhooked {
+				t.unhijack(f)
 			}
-			if _, err := t.proc.ReadAt(b[:], int64(f.sp)); err != nil || binary.LittleEndian.Uint64(b[:]) != t.trampoline {
-				continue
-			}
-			binary.LittleEndian.PutUint64(b[:], f.ret)
-			t.proc.WriteAt(b[:], int64(f.sp))
 		}
 	}
-	t.shadow = map[int][]shadowFrame{}
+	t.shadow = map[int]*callStack{}
 }
 
 // goRetSites finds the RET instructions of a Go function, where its return

@@ -61,7 +61,9 @@ type Tracer struct {
 	lostHits uint64
 
 	trampoline  uint64 // the int3 hijacked returns come back through
-	shadow      map[int][]shadowFrame
+	shadow      map[int]*callStack // per thread, for hijacked returns
+	goStacks    map[int64]*callStack // per goroutine, for Go's function tracer
+	ft          *funcTracer
 	wheres      map[whereKey]string
 	lostReturns uint64
 
@@ -144,7 +146,8 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		probes:   make(map[string]*Probe),
 		stepping: make(map[int]*site),
 		comms:    make(map[int]string),
-		shadow:   make(map[int][]shadowFrame),
+		shadow:   make(map[int]*callStack),
+		goStacks: make(map[int64]*callStack),
 		wheres:   make(map[whereKey]string),
 	}
 	errc := make(chan error, 1)
@@ -182,6 +185,7 @@ func (t *Tracer) serve() {
 			t.loopErr = fmt.Errorf("internal error: %v", r)
 			t.emergencyDetach()
 		}
+		t.retireAll()
 		t.closeQueue()
 		t.proc.Close()
 	}()

@@ -1,0 +1,139 @@
+package probe
+
+import (
+	"encoding/binary"
+)
+
+// callStack is one thread's stack of calls whose returns we wait for (or,
+// in a Go program, one goroutine's): the shadow stack of return probes and
+// of the function tracer.
+type callStack struct {
+	lane   int64 // what the stack belongs to: the thread, or the goroutine
+	frames []shadowFrame
+	// Counts over frames, so that an entry decides what to do in O(1).
+	depth    int // frames the function tracer reports: the next one's nesting level
+	graph    int // live --graph-function calls
+	notrace  int // live --notrace calls
+	unhooked int // frames whose return address an unwinder has been given back
+	max      stackMax
+}
+
+// frameMode says what the function tracer does with a call.
+type frameMode uint8
+
+const (
+	frameRecorded frameMode = 1 << iota // its entry and return are reported
+	frameGraph                          // a --graph-function call: calls below it are traced
+	frameNotrace                        // a --notrace call: calls below it are not
+)
+
+// shadowFrame is one call on a callStack.
+type shadowFrame struct {
+	// sp is where the call's return address lives: sp at entry. For a Go
+	// goroutine it is a position that survives the stack being moved
+	// (see goPosition); deeper calls have smaller positions either way.
+	sp   uint64
+	ret  uint64 // the original return address
+	site *site  // the entry site: its return probes fire at the return
+	time int64
+	vals map[*Probe][]capturedValue // DWARF names read at entry, per return probe
+
+	fn       *traceFunc // the function tracer's function, or nil
+	mode     frameMode
+	depth    int
+	hijacked bool // the return address was replaced by the trampoline
+	unhooked bool // ... and given back for an unwinder to read
+}
+
+func (cs *callStack) top() *shadowFrame {
+	if len(cs.frames) == 0 {
+		return nil
+	}
+	return &cs.frames[len(cs.frames)-1]
+}
+
+func (cs *callStack) push(f shadowFrame) {
+	cs.count(&f, 1)
+	cs.frames = append(cs.frames, f)
+}
+
+func (cs *callStack) pop() shadowFrame {
+	cs.max.settle(cs)
+	f := cs.frames[len(cs.frames)-1]
+	cs.frames = cs.frames[:len(cs.frames)-1]
+	cs.count(&f, -1)
+	return f
+}
+
+func (cs *callStack) count(f *shadowFrame, d int) {
+	if f.mode&frameRecorded != 0 {
+		cs.depth += d
+	}
+	if f.mode&frameGraph != 0 {
+		cs.graph += d
+	}
+	if f.mode&frameNotrace != 0 {
+		cs.notrace += d
+	}
+	if f.unhooked {
+		cs.unhooked += d
+	}
+}
+
+// dropDead removes the calls that are over although their returns were
+// never seen (longjmp, an exception, a switch of stacks): every frame
+// below pos, and the one at pos unless atPosLive. Each is a lost return.
+func (t *Tracer) dropDead(cs *callStack, pos uint64, atPosLive bool, hit *Hit) {
+	for f := cs.top(); f != nil && (f.sp < pos || f.sp == pos && !atPosLive); f = cs.top() {
+		t.lose(cs, hit)
+	}
+}
+
+// lose pops a frame whose return will never come. If its slot still
+// holds the trampoline the original goes back: the frame is dead, or we
+// are wrong about it (a handler on an alternate stack above this one), and
+// then the program must still return to the right place.
+func (t *Tracer) lose(cs *callStack, hit *Hit) {
+	f := cs.pop()
+	t.lostReturns++
+	if f.hijacked && !f.unhooked {
+		t.unhijack(&f)
+	}
+	if f.mode&frameRecorded != 0 {
+		t.ft.emit(FuncLost, &f, hit, cs.lane)
+	}
+}
+
+// unhijack puts a frame's original return address back if its slot still
+// holds the trampoline.
+func (t *Tracer) unhijack(f *shadowFrame) bool {
+	if w, ok := t.readWord(f.sp); !ok || w != t.trampoline {
+		return false
+	}
+	return t.writeWord(f.sp, f.ret)
+}
+
+func (t *Tracer) readWord(addr uint64) (uint64, bool) {
+	var b [8]byte
+	if _, err := t.proc.ReadAt(b[:], int64(addr)); err != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
+}
+
+func (t *Tracer) writeWord(addr, v uint64) bool {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	_, err := t.proc.WriteAt(b[:], int64(addr))
+	return err == nil
+}
+
+// threadStack returns tid's shadow stack, made on first use.
+func (t *Tracer) threadStack(tid int) *callStack {
+	cs := t.shadow[tid]
+	if cs == nil {
+		cs = &callStack{lane: int64(tid)}
+		t.shadow[tid] = cs
+	}
+	return cs
+}

@@ -1,0 +1,478 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+)
+
+// The function tracers, as ftrace's function and function_graph: an entry
+// probe on every selected function and, when returns matter, the return
+// hook of return probes (the trampoline and shadow stack; RET probes for
+// Go), with ftrace's filters deciding at each entry what is reported.
+
+// FuncEventKind says what a FuncEvent reports.
+type FuncEventKind uint8
+
+const (
+	FuncEntry  FuncEventKind = iota // a traced function was entered
+	FuncReturn                      // it returned
+	FuncLost                        // its return will never be seen (longjmp, exception, exit)
+)
+
+// FuncEvent is one function tracer event. It is valid only during the
+// handler.
+type FuncEvent struct {
+	Kind      FuncEventKind
+	Pid, Tid  int
+	Comm      string
+	CPU       int
+	Time      int64 // CLOCK_MONOTONIC nanoseconds
+	Lane      int64 // the call stack: the thread, or for Go the goroutine
+	Func      string
+	Caller    string // FuncEntry of the function tracer: the calling function
+	Depth     int    // nesting level, 0 for the outermost reported call
+	EntryTime int64  // FuncReturn: when the call began
+}
+
+// FuncTraceOptions selects the functions to trace and what to report,
+// with the semantics of ftrace's set_ftrace_filter, set_ftrace_notrace,
+// set_graph_function and max_graph_depth.
+type FuncTraceOptions struct {
+	// Filter globs name the functions traced; "MOD:GLOB" selects in a
+	// library. Without any, every function of the main executable (for a
+	// Go program, of package main).
+	Filter []string
+	// Notrace globs remove functions; with Returns, also every call
+	// below them.
+	Notrace []string
+	// GraphFunction globs, with Returns: only calls inside these are
+	// reported.
+	GraphFunction []string
+	// MaxDepth, with Returns: calls nested deeper are not reported.
+	MaxDepth int
+	// Returns hooks returns (function_graph, profile, stack); without it
+	// only entries are reported, with their caller (function).
+	Returns bool
+	// Stack tracks the deepest stack of each thread (the stack tracer).
+	Stack bool
+	// Callers names the caller in FuncEntry events (always without
+	// Returns).
+	Callers bool
+	// Handler receives events on the ptrace thread; keep it short.
+	Handler func(*FuncEvent)
+}
+
+// FuncTraceInfo says what TraceFunctions installed.
+type FuncTraceInfo struct {
+	Functions int           // functions traced
+	Skipped   []SkippedFunc // selected but not probeable
+}
+
+// SkippedFunc is a function left out, and why.
+type SkippedFunc struct {
+	Func, Reason string
+}
+
+// traceFunc is one function the tracer hooks.
+type traceFunc struct {
+	name    string // as displayed: demangled
+	where   string // name+0x0/0xsize, for the stack tracer
+	isGo    bool
+	notrace bool // hooked only to hide the calls below it
+	graph   bool // a --graph-function
+}
+
+// funcTracer is a Tracer's function tracer.
+type funcTracer struct {
+	opts    FuncTraceOptions
+	callers map[uint64]string // return address -> calling function
+	ev      FuncEvent         // scratch, reused every event
+	stacks  []StackUsage      // stacks of threads gone, for the stack tracer
+}
+
+// TraceFunctions starts the function tracer. A Tracer has one.
+func (t *Tracer) TraceFunctions(opts FuncTraceOptions) (*FuncTraceInfo, error) {
+	var info *FuncTraceInfo
+	err := t.do(func(anchor int) error {
+		var err error
+		info, err = t.installFuncTracer(anchor, opts)
+		return err
+	})
+	return info, err
+}
+
+func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTraceInfo, error) {
+	if t.ft != nil {
+		return nil, badInput(errors.New("a function tracer is already running"))
+	}
+	funcs, err := t.selectFunctions(&opts)
+	if err != nil {
+		return nil, err
+	}
+	t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
+	info := &FuncTraceInfo{}
+	var installed []*site
+	undo := func() {
+		for _, st := range installed {
+			st.fn, st.fnRet = nil, nil
+			t.dropIfEmpty(st)
+		}
+		t.ft = nil
+	}
+	needTrampoline := false
+	for _, c := range funcs {
+		if c.skip != "" {
+			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, c.skip})
+			continue
+		}
+		sites, err := t.hookFunction(anchor, c, opts.Returns)
+		installed = append(installed, sites...)
+		var in *inputError
+		switch {
+		case errors.As(err, &in):
+			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, err.Error()})
+		case err != nil:
+			undo()
+			return nil, err
+		default:
+			info.Functions++
+			needTrampoline = needTrampoline || opts.Returns && !c.fn.isGo
+		}
+	}
+	if info.Functions == 0 {
+		undo()
+		return info, badInput(errors.New("no function selected could be probed"))
+	}
+	if needTrampoline {
+		if err := t.ensureTrampoline(anchor, funcs[0].module.Start); err != nil {
+			undo()
+			return nil, err
+		}
+	}
+	return info, nil
+}
+
+// candidate is a function selected for tracing.
+type candidate struct {
+	module *symbols.Mapped
+	sym    symbols.Symbol
+	fn     *traceFunc
+	skip   string // why it cannot be traced, if it cannot
+}
+
+// unsafeToTrace says why a function must not be traced, or "".
+func unsafeToTrace(name string, goMod, returns bool) string {
+	switch {
+	case name == "_start":
+		return "the entry point: [sp] is argc, not a return address"
+	case goMod && goInternal(name):
+		return "Go runtime internals"
+	case returns && unwinders[name] != 0:
+		return "an unwinder: the return addresses it reads must be real"
+	}
+	return ""
+}
+
+// hookFunction puts the tracer's probes on one function: its entry and,
+// for Go with returns, each RET. A bad-input error means the function is
+// skipped.
+func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, error) {
+	m, sym := c.module, c.sym
+	code, err := m.ReadCode(sym.Addr, sym.Size)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	off := 0
+	if c.fn.isGo {
+		off = singlestep.GoStackCheckEnd(code)
+	}
+	at := t.funcSite(m, sym, code, off)
+	var sites []*site
+	st, err := t.siteAt(anchor, at)
+	if err != nil {
+		return nil, err
+	}
+	st.fn = c.fn
+	sites = append(sites, st)
+	if !c.fn.isGo || !returns {
+		return sites, nil
+	}
+	rets, err := goRetAddrs(code, sym.Addr+m.Bias)
+	if err != nil {
+		return sites, nil // never returns: entries only
+	}
+	for _, a := range rets {
+		st, err := t.siteAt(anchor, t.funcSite(m, sym, code, int(a-sym.Addr-m.Bias)))
+		if err != nil {
+			return sites, err
+		}
+		st.fnRet = c.fn
+		sites = append(sites, st)
+	}
+	return sites, nil
+}
+
+func (t *Tracer) funcSite(m *symbols.Mapped, sym symbols.Symbol, code []byte, off int) resolved {
+	return resolved{addr: sym.Addr + m.Bias + uint64(off), module: m, sym: sym, code: code[off:],
+		where: fmt.Sprintf("%s+%#x/%#x", sym.Name, off, sym.Size)}
+}
+
+// siteAt returns the site at r, made if new.
+func (t *Tracer) siteAt(anchor int, r resolved) (*site, error) {
+	if st := t.sites[r.addr]; st != nil {
+		return st, nil
+	}
+	return t.newSite(anchor, r)
+}
+
+// dropIfEmpty takes out a site nothing uses any more.
+func (t *Tracer) dropIfEmpty(st *site) error {
+	if !st.empty() || t.sites[st.addr] != st {
+		return nil
+	}
+	delete(t.sites, st.addr)
+	if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil {
+		return fmt.Errorf("restore %s: %w", st.where, err)
+	}
+	return nil
+}
+
+// crtGlue are the functions the toolchain adds to every C program: not
+// the program's own, and _start's [sp] is argc, not a return address.
+var crtGlue = map[string]bool{
+	"_start": true, "_init": true, "_fini": true, "deregister_tm_clones": true,
+	"register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true,
+	"__libc_csu_init": true, "__libc_csu_fini": true, "_dl_relocate_static_pie": true,
+}
+
+// goInternal reports Go functions the tracer must not touch: the runtime
+// (it runs on system stacks and in signal handlers, and the child of a
+// vfork-style fork runs syscall code with no tracer).
+func goInternal(name string) bool {
+	for _, p := range []string{"runtime.", "internal/", "syscall.", "sync/atomic.", "type:", "go:", "gosave", "gogo", "_rt0"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// funcGlob is one --filter/--notrace/--graph-function pattern.
+type funcGlob struct {
+	flag    string
+	text    string
+	modules []*symbols.Mapped
+	pattern string
+	matched bool
+}
+
+// parseGlobs splits comma lists and resolves "MOD:GLOB" (a C++ "a::b" is
+// not a module).
+func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
+	var gs []*funcGlob
+	for _, item := range list {
+		for _, text := range strings.Split(item, ",") {
+			text = strings.TrimSpace(text)
+			if text == "" {
+				continue
+			}
+			g := &funcGlob{flag: flag, text: text, pattern: text, modules: []*symbols.Mapped{t.space.Main()}}
+			if i := strings.IndexByte(text, ':'); i > 0 && !strings.HasPrefix(text[i:], "::") {
+				m, err := t.space.FindModule(text[:i])
+				if err != nil {
+					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
+				}
+				g.modules, g.pattern = []*symbols.Mapped{m}, text[i+1:]
+			}
+			if _, err := path.Match(g.pattern, ""); err != nil {
+				return nil, badInput(fmt.Errorf("%s %q: bad pattern", flag, text))
+			}
+			gs = append(gs, g)
+		}
+	}
+	return gs, nil
+}
+
+func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string) bool {
+	hit := false
+	for _, g := range gs {
+		if !g.covers(m) {
+			continue
+		}
+		if ok, _ := path.Match(g.pattern, name); !ok {
+			if ok, _ = path.Match(g.pattern, display); !ok {
+				continue
+			}
+		}
+		g.matched, hit = true, true
+	}
+	return hit
+}
+
+func (g *funcGlob) covers(m *symbols.Mapped) bool {
+	for _, gm := range g.modules {
+		if gm == m {
+			return true
+		}
+	}
+	return false
+}
+
+// selectFunctions applies the filters to the functions of the modules
+// they name. Every pattern must match something, as writing a glob that
+// matches nothing to set_ftrace_filter fails.
+func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
+	filter, err := t.parseGlobs("--filter", opts.Filter)
+	if err != nil {
+		return nil, err
+	}
+	notrace, err := t.parseGlobs("--notrace", opts.Notrace)
+	if err != nil {
+		return nil, err
+	}
+	graph, err := t.parseGlobs("--graph-function", opts.GraphFunction)
+	if err != nil {
+		return nil, err
+	}
+	mods := []*symbols.Mapped{t.space.Main()}
+	for _, g := range append(append(append([]*funcGlob{}, filter...), notrace...), graph...) {
+		for _, m := range g.modules {
+			if !containsModule(mods, m) {
+				mods = append(mods, m)
+			}
+		}
+	}
+	var out []candidate
+	for _, m := range mods {
+		goMod := isGo(m)
+		for _, sym := range m.Functions() {
+			if sym.Size == 0 {
+				continue
+			}
+			display := displayName(sym.Name)
+			var selected bool
+			if len(filter) == 0 {
+				selected = m == t.space.Main() && (goMod && strings.HasPrefix(sym.Name, "main.") || !goMod && !crtGlue[sym.Name])
+			} else {
+				selected = matchAny(filter, m, sym.Name, display)
+			}
+			inGraph := matchAny(graph, m, sym.Name, display)
+			noTrace := matchAny(notrace, m, sym.Name, display)
+			if !selected && !inGraph && !(noTrace && opts.Returns) {
+				continue
+			}
+			if noTrace && !opts.Returns {
+				continue
+			}
+			fn := &traceFunc{name: display, isGo: goMod, notrace: noTrace, graph: inGraph,
+				where: fmt.Sprintf("%s+0x0/%#x", sym.Name, sym.Size)}
+			out = append(out, candidate{module: m, sym: sym, fn: fn, skip: unsafeToTrace(sym.Name, goMod, opts.Returns)})
+		}
+	}
+	for _, gs := range [][]*funcGlob{filter, notrace, graph} {
+		for _, g := range gs {
+			if !g.matched {
+				return nil, badInput(fmt.Errorf("%s %q matches no function in %s", g.flag, g.text, g.modules[0].Name))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, badInput(fmt.Errorf("no function of %s to trace", t.space.Main().Name))
+	}
+	return out, nil
+}
+
+func containsModule(ms []*symbols.Mapped, m *symbols.Mapped) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// displayName is how the tracer names a function: C++ names demangled.
+var displayName = func(name string) string { return name }
+
+// traceEnter decides, at the entry of fn, what the tracer does with the
+// call, as ftrace's graph entry does: nothing inside a notrace call,
+// nothing outside the graph functions, nothing deeper than max depth.
+func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *Hit) {
+	o := &t.ft.opts
+	switch {
+	case cs.notrace > 0:
+		return
+	case fn.notrace:
+		f.fn, f.mode = fn, frameNotrace
+		return
+	case len(o.GraphFunction) > 0 && cs.graph == 0 && !fn.graph:
+		return
+	case o.MaxDepth > 0 && cs.depth >= o.MaxDepth:
+		return
+	}
+	f.fn, f.mode, f.depth = fn, frameRecorded, cs.depth
+	if fn.graph {
+		f.mode |= frameGraph
+	}
+	if o.Callers {
+		t.ft.emitEntry(f, hit, cs.lane, t.callerName(f.ret))
+	} else {
+		t.ft.emit(FuncEntry, f, hit, cs.lane)
+	}
+}
+
+// traceEntryOnly is the function tracer without returns: one event per
+// call, naming the caller.
+func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit) {
+	f := shadowFrame{fn: s.fn, time: hit.Time}
+	if ret, ok := t.readWord(regs.Rsp); ok {
+		f.ret = ret
+	}
+	t.ft.emitEntry(&f, hit, int64(hit.Tid), t.callerName(f.ret))
+}
+
+// callerName names the function a return address is in.
+func (t *Tracer) callerName(ret uint64) string {
+	if name, ok := t.ft.callers[ret]; ok {
+		return name
+	}
+	name := fmt.Sprintf("0x%x", ret)
+	if m := t.space.ModuleAt(ret); m != nil {
+		if sym, ok := m.SymbolAt(ret - m.Bias); ok {
+			name = displayName(sym.Name)
+		}
+	}
+	t.ft.callers[ret] = name
+	return name
+}
+
+// emit hands one event about frame f to the handler.
+func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, lane int64) {
+	if ft == nil || ft.opts.Handler == nil {
+		return
+	}
+	ev := &ft.ev
+	*ev = FuncEvent{Kind: kind, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
+		Lane: lane, Func: f.fn.name, Depth: f.depth}
+	if kind == FuncReturn {
+		ev.EntryTime = f.time
+	}
+	ft.opts.Handler(ev)
+}
+
+// emitEntry is the function tracer's event: an entry and its caller.
+func (ft *funcTracer) emitEntry(f *shadowFrame, hit *Hit, lane int64, caller string) {
+	if ft.opts.Handler == nil {
+		return
+	}
+	ft.ev = FuncEvent{Kind: FuncEntry, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
+		Lane: lane, Func: f.fn.name, Depth: f.depth, Caller: caller}
+	ft.opts.Handler(&ft.ev)
+}

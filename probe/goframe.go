@@ -1,0 +1,76 @@
+package probe
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+)
+
+// The function tracer in Go programs never rewrites a return address (the
+// runtime walks and copies goroutine stacks): calls are seen at the entry
+// probe and at each RET, on a call stack per goroutine. A goroutine's
+// stack moves when it grows, so a frame is placed by its distance from the
+// stack's top, which a move keeps.
+
+// goStackTop is the position of a goroutine stack's top: a frame's
+// position is goStackTop - (stack.hi - sp), smaller for deeper calls, like
+// a thread's sp.
+const goStackTop = 1 << 62
+
+// goStack returns the call stack of the goroutine a thread stopped in Go
+// code is running, and the position of its sp there. In Go code R14 holds
+// the goroutine's g, whose first words are its stack bounds; a thread on
+// no goroutine stack we recognise (a system stack, assembly that uses R14)
+// is followed by thread instead.
+func (t *Tracer) goStack(tid int, regs *unix.PtraceRegs) (*callStack, uint64) {
+	if g := regs.R14; g != 0 {
+		var b [16]byte
+		if _, err := t.proc.ReadAt(b[:], int64(g)); err == nil {
+			lo, hi := binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
+			if lo < regs.Rsp && regs.Rsp <= hi && hi-lo <= 1<<30 {
+				return t.goLane(int64(g), int64(g), goStackTop), goStackTop - (hi - regs.Rsp)
+			}
+		}
+	}
+	return t.goLane(-int64(tid), int64(tid), 0), regs.Rsp
+}
+
+func (t *Tracer) goLane(key, lane int64, base uint64) *callStack {
+	cs := t.goStacks[key]
+	if cs == nil {
+		cs = &callStack{lane: lane}
+		cs.max.base = base
+		t.goStacks[key] = cs
+	}
+	return cs
+}
+
+// goEnter is the function tracer at a Go function's entry.
+func (t *Tracer) goEnter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
+	cs, pos := t.goStack(tid, regs)
+	if f := cs.top(); f != nil && f.sp == pos && f.site == s {
+		return // the same call restarted after its stack grew
+	}
+	t.dropDead(cs, pos, false, hit)
+	f := shadowFrame{sp: pos, site: s, time: hit.Time}
+	if o := &t.ft.opts; o.Stack || o.Callers {
+		f.ret, _ = t.readWord(regs.Rsp)
+	}
+	t.traceEnter(cs, &f, s.fn, hit)
+	if f.mode == 0 {
+		return
+	}
+	cs.push(f)
+	t.noteStack(cs, tid)
+}
+
+// goReturn is the function tracer at a RET of a Go function: sp points at
+// the return address, as it did at the entry.
+func (t *Tracer) goReturn(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
+	cs, pos := t.goStack(tid, regs)
+	t.dropDead(cs, pos, true, hit) // calls a panic unwound
+	if f := cs.top(); f != nil && f.sp == pos && f.fn == s.fnRet {
+		fr := cs.pop()
+		t.returned(cs, &fr, hit)
+	}
+}
