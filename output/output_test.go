@@ -56,7 +56,6 @@ func TestStreamKeepsOrder(t *testing.T) {
 func TestTextFunction(t *testing.T) {
 	var b bytes.Buffer
 	w := NewText(&b, "function")
-	loop := thread{lane: 4242, tid: 4242, cpu: 1, comm: "loop"}
 	for _, r := range []Record{
 		loop.entry(5123_000123_456, "work", 0),
 		loop.ret(5123_000123_456, 5123_000124_000, "work", 0), // ignored
