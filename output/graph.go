@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 
@@ -60,8 +61,9 @@ func NewGraph(w io.Writer, opts GraphOptions) *Graph {
 	return &Graph{w: bufio.NewWriterSize(w, 64<<10), opts: opts, lanes: map[int64]*graphLane{}}
 }
 
-// noDuration marks a line whose duration column is blank.
-const noDuration = -1
+// noDuration marks a line whose duration column is blank; it is no
+// duration a record can carry, not even a bad negative one.
+const noDuration = math.MinInt64
 
 func (g *Graph) Write(r *Record) error {
 	g.buf = g.buf[:0]
@@ -93,7 +95,7 @@ func (g *Graph) Write(r *Record) error {
 		d := r.Time - r.EntryTime
 		switch {
 		case g.opts.Threshold == 0:
-			g.line(r, d, r.Depth, "}", "")
+			g.line(r, d, r.Depth, "}")
 		case d >= g.opts.Threshold:
 			// No entry line says which call this closes: name it.
 			g.line(r, d, r.Depth, "} /* ", r.Func, " */")
