@@ -332,10 +332,29 @@ func cmdList(args []string) (int, error) {
 	mods := append([]*symbols.Mapped(nil), space.Mapped...)
 	sort.SliceStable(mods, func(i, j int) bool { return mods[i].Name < mods[j].Name })
 	for _, m := range mods {
-		for _, fn := range m.Functions() {
-			if ok, _ := path.Match(glob, fn.Name); ok {
-				fmt.Fprintf(w, "0x%016x 0x%x %s %s\n", fn.Addr+m.Bias, fn.Size, m.Name, fn.Name)
+		// A function's tracing sites (mcount calls, fentry nops, patchable
+		// nops), by the function's link address: "KIND@+0xOFF".
+		sites := make(map[uint64][]string)
+		for _, s := range m.PatchSites() {
+			if s.Func == "" {
+				continue
 			}
+			sign, off := "+", s.Offset
+			if off < 0 {
+				sign, off = "-", -off
+			}
+			fnAddr := s.Addr - uint64(s.Offset)
+			sites[fnAddr] = append(sites[fnAddr], fmt.Sprintf("%s@%s0x%x", s.Kind, sign, off))
+		}
+		for _, fn := range m.Functions() {
+			if ok, _ := path.Match(glob, fn.Name); !ok {
+				continue
+			}
+			fmt.Fprintf(w, "0x%016x 0x%x %s %s", fn.Addr+m.Bias, fn.Size, m.Name, fn.Name)
+			if s := sites[fn.Addr]; len(s) > 0 {
+				fmt.Fprintf(w, " %s", strings.Join(s, ","))
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	return 0, nil
