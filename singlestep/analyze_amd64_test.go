@@ -27,6 +27,10 @@ func TestAnalyzeClassification(t *testing.T) {
 		{"66 0f 1f 84 00 00 00 00 00", Emulate, "nop"},
 		{"66 2e 0f 1f 84 00 00 00 00 00", Emulate, "nop"},
 		{"66 66 2e 0f 1f 84 00 00 00 00 00", Emulate, "nop"},
+		{"2e 0f 1f 84 00 00 00 00 00", Emulate, "nop"},                   // cs nopl
+		{"66 66 66 2e 0f 1f 84 00 00 00 00 00", Emulate, "nop"},          // 12 bytes
+		{"66 66 66 66 66 66 2e 0f 1f 84 00 00 00 00 00", Emulate, "nop"}, // 15, as clang pads
+		{"66 66 90", Emulate, "nop"},
 		{"f3 0f 1e fa", Emulate, "endbr64"},
 		{"f3 0f 1e fb", Emulate, "endbr32"},
 		// push/pop of registers

@@ -184,6 +184,8 @@ func TestEmulateMovAndNop(t *testing.T) {
 		{"48 89 ec", 0x3000, 0x3000}, // mov %rbp,%rsp
 		{"48 8b e5", 0x3000, 0x3000}, // mov %rbp,%rsp, other encoding
 		{"90", 0x3000, 0x2000},
+		{"66 90", 0x3000, 0x2000},
+		{"0f 1f 44 00 00", 0x3000, 0x2000}, // the fentry nop of -mnop-mcount
 		{"66 2e 0f 1f 84 00 00 00 00 00", 0x3000, 0x2000},
 		{"f3 0f 1e fa", 0x3000, 0x2000},
 	}
