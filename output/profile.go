@@ -13,9 +13,10 @@ import (
 type FuncStat struct {
 	Func   string
 	Hits   uint64  // calls entered
-	Calls  uint64  // calls seen returning: Time, the average and Stddev are over these
-	Time   int64   // total duration of the calls that returned, ns
-	Self   int64   // Time less the time spent in traced callees, ns
+	Calls  uint64  // calls seen returning: the average and Stddev are over these
+	Time   int64   // time inside the function, ns: a recursive call's time is counted once, in its outermost call
+	Self   int64   // time in the function itself, not in traced callees, ns
+	Sum    int64   // the durations of the calls that returned, added up, ns
 	Stddev float64 // sample standard deviation of the durations, ns
 }
 
@@ -25,7 +26,7 @@ func (s FuncStat) Avg() int64 {
 	if s.Calls == 0 {
 		return 0
 	}
-	return s.Time / int64(s.Calls)
+	return s.Sum / int64(s.Calls)
 }
 
 // Profile aggregates function tracer records into ftrace's function
@@ -40,9 +41,16 @@ func (s FuncStat) Avg() int64 {
 type Profile struct {
 	w        *bufio.Writer
 	funcs    map[string]*funcStat
-	lanes    map[int64][]int64 // per lane, the time spent in the callees of each open call
+	lanes    map[int64][]openCall // per lane, the calls open, by depth
+	active   map[laneFunc]int     // calls open per lane and function: recursion
 	comments []string          // held back to go under the table
 	finished bool
+}
+
+// openCall is a call not yet returned.
+type openCall struct {
+	fn       *funcStat
+	children int64 // time spent in its traced callees
 }
 
 // funcStat accumulates a FuncStat; the durations' spread is kept with
@@ -53,9 +61,14 @@ type funcStat struct {
 	mean, m2 float64
 }
 
+type laneFunc struct {
+	lane int64
+	fn   *funcStat
+}
+
 // NewProfile returns a writer of the function profile.
 func NewProfile(w io.Writer) *Profile {
-	return &Profile{w: bufio.NewWriter(w), funcs: map[string]*funcStat{}, lanes: map[int64][]int64{}}
+	return &Profile{w: bufio.NewWriter(w), funcs: map[string]*funcStat{}, lanes: map[int64][]openCall{}, active: map[laneFunc]int{}}
 }
 
 func (p *Profile) Write(r *Record) error {
@@ -66,31 +79,38 @@ func (p *Profile) Write(r *Record) error {
 	// have left out a level, so that a child's time goes to its parent.
 	open := p.lanes[r.Lane]
 	for len(open) < r.Depth {
-		open = append(open, 0)
+		open = append(open, openCall{})
 	}
+	s := p.stat(r.Func)
 	switch r.Kind {
 	case KindEntry:
-		p.stat(r.Func).Hits++
-		open = append(open[:r.Depth], 0)
+		s.Hits++
+		p.active[laneFunc{r.Lane, s}]++
+		open = append(open[:r.Depth], openCall{fn: s})
 	case KindReturn:
 		d := r.Time - r.EntryTime
 		var children int64
 		if r.Depth < len(open) {
-			children = open[r.Depth]
+			children = open[r.Depth].children
 		}
+		p.close(r.Lane, open[r.Depth:])
 		open = open[:r.Depth]
 		if n := len(open); n > 0 {
-			open[n-1] += d
+			open[n-1].children += d
 		}
-		s := p.stat(r.Func)
 		s.Calls++
-		s.Time += d
+		s.Sum += d
 		s.Self += d - children
+		if p.active[laneFunc{r.Lane, s}] == 0 {
+			// The outermost call of a recursion holds the others' time.
+			s.Time += d
+		}
 		delta := float64(d) - s.mean
 		s.mean += delta / float64(s.Calls)
 		s.m2 += delta * (float64(d) - s.mean)
 	case KindLost:
 		// Its duration is unknown: its time stays in its caller's self.
+		p.close(r.Lane, open[r.Depth:])
 		open = open[:r.Depth]
 	}
 	if len(open) == 0 {
@@ -99,6 +119,19 @@ func (p *Profile) Write(r *Record) error {
 		p.lanes[r.Lane] = open
 	}
 	return nil
+}
+
+// close forgets calls that are over.
+func (p *Profile) close(lane int64, calls []openCall) {
+	for _, c := range calls {
+		if c.fn == nil {
+			continue
+		}
+		k := laneFunc{lane, c.fn}
+		if p.active[k]--; p.active[k] <= 0 {
+			delete(p.active, k)
+		}
+	}
 }
 
 func (p *Profile) stat(fn string) *funcStat {

@@ -33,11 +33,11 @@ func TestProfileStats(t *testing.T) {
 		p.Write(&r)
 	}
 	want := []FuncStat{
-		{Func: "main", Hits: 1, Calls: 1, Time: 20000, Self: 12000},
+		{Func: "main", Hits: 1, Calls: 1, Time: 20000, Self: 12000, Sum: 20000},
 		// Durations 2000, 6000, 4000: mean 4000, sum of squared
 		// deviations 8e6, over n-1 = 2 gives 4e6.
-		{Func: "work", Hits: 4, Calls: 3, Time: 12000, Self: 11000, Stddev: 2000},
-		{Func: "helper", Hits: 1, Calls: 1, Time: 1000, Self: 1000},
+		{Func: "work", Hits: 4, Calls: 3, Time: 12000, Self: 11000, Sum: 12000, Stddev: 2000},
+		{Func: "helper", Hits: 1, Calls: 1, Time: 1000, Self: 1000, Sum: 1000},
 		{Func: "jump", Hits: 1},
 	}
 	got := p.Stats()
@@ -56,6 +56,40 @@ func TestProfileStats(t *testing.T) {
 	}
 	if avg := got[1].Avg(); avg != 4000 {
 		t.Errorf("work: average %d, want 4000", avg)
+	}
+}
+
+// A recursion's time is counted once, in its outermost call, per thread:
+// two threads in the same function at once each count theirs.
+func TestProfileRecursion(t *testing.T) {
+	a, b := thread{lane: 1, tid: 1}, thread{lane: 2, tid: 2}
+	trace := []Record{
+		a.entry(0, "rec", 0),
+		b.entry(500, "rec", 0),
+		a.entry(1000, "rec", 1),
+		a.entry(2000, "rec", 2),
+		a.ret(2000, 3000, "rec", 2),
+		a.ret(1000, 5000, "rec", 1),
+		b.ret(500, 5500, "rec", 0),
+		a.ret(0, 10000, "rec", 0),
+	}
+	p := NewProfile(&bytes.Buffer{})
+	for _, r := range trace {
+		p.Write(&r)
+	}
+	got := p.Stats()
+	// Durations 1000, 4000, 5000, 10000; thread 1's outermost 10000 and
+	// thread 2's 5000 make the time; self: 1000 + 3000 + 5000 + 6000.
+	want := FuncStat{Func: "rec", Hits: 4, Calls: 4, Time: 15000, Self: 15000, Sum: 20000}
+	if len(got) != 1 {
+		t.Fatalf("got %+v", got)
+	}
+	got[0].Stddev = 0
+	if got[0] != want {
+		t.Errorf("got %+v, want %+v", got[0], want)
+	}
+	if avg := got[0].Avg(); avg != 5000 {
+		t.Errorf("average %d, want 5000", avg)
 	}
 }
 
