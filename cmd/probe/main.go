@@ -32,8 +32,16 @@ SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
 
 flags:
-  -o FILE          write events to FILE instead of standard output
-  --duration D     detach after D (attach), e.g. 5s
+  -o FILE                   write events to FILE instead of standard output
+  --duration D              detach after D (attach), e.g. 5s
+  --tracer T[,T]            nop, function, function_graph, profile, stack
+  --filter GLOB             functions to trace (MOD:GLOB for a library's);
+                            default: every function of the main executable
+  --notrace GLOB            functions not to trace (function_graph: nor
+                            anything they call)
+  --graph-function GLOB     trace only inside these functions
+  --max-depth N             trace calls nested at most N deep
+  --graph-time-threshold D  show only calls lasting D or more, e.g. 50us
 `
 
 // exitError carries the exit status for an error; bad input is 2.
@@ -83,7 +91,20 @@ func run(args []string) (code int, err error) {
 type options struct {
 	out      string
 	duration time.Duration
+
+	tracers   string
+	filter    globList
+	notrace   globList
+	graphFunc globList
+	maxDepth  int
+	threshold time.Duration
 }
+
+// globList is a flag that may be given many times.
+type globList []string
+
+func (g *globList) String() string     { return strings.Join(*g, ",") }
+func (g *globList) Set(s string) error { *g = append(*g, s); return nil }
 
 // parseFlags parses flags anywhere among the positional arguments, which
 // Go's flag package alone does not. What follows "--" is returned apart,
@@ -99,6 +120,12 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "o", "", "")
 	fs.DurationVar(&o.duration, "duration", 0, "")
+	fs.StringVar(&o.tracers, "tracer", "", "")
+	fs.Var(&o.filter, "filter", "")
+	fs.Var(&o.notrace, "notrace", "")
+	fs.Var(&o.graphFunc, "graph-function", "")
+	fs.IntVar(&o.maxDepth, "max-depth", 0, "")
+	fs.DurationVar(&o.threshold, "graph-time-threshold", 0, "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
@@ -132,7 +159,11 @@ func cmdRun(args []string) (int, error) {
 	if err != nil {
 		return failure(err)
 	}
-	sink, err := openSink(o.out)
+	ts, err := parseTracers(&o)
+	if err != nil {
+		return bad("%v", err)
+	}
+	sink, err := openSink(&o, ts)
 	if err != nil {
 		return 1, err
 	}
@@ -140,7 +171,10 @@ func cmdRun(args []string) (int, error) {
 	if err != nil {
 		return failure(err)
 	}
-	if err := addProbes(t, parsed, sink); err != nil {
+	if err := addProbes(t, parsed, sink); err == nil {
+		err = addTracer(t, ts, &o, sink)
+	}
+	if err != nil {
 		t.Kill() // it has not run a single instruction of its own
 		return failure(err)
 	}
@@ -186,14 +220,18 @@ func cmdAttach(args []string) (int, error) {
 	if err != nil || pid <= 0 {
 		return bad("bad PID %q", pos[0])
 	}
-	if len(pos) == 1 {
+	ts, err := parseTracers(&o)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if len(pos) == 1 && !ts.any() {
 		return bad("no probes given (usage: probe attach [flags] PID SPEC ...)")
 	}
 	parsed, err := parseSpecs(pos[1:])
 	if err != nil {
 		return failure(err)
 	}
-	sink, err := openSink(o.out)
+	sink, err := openSink(&o, ts)
 	if err != nil {
 		return 1, err
 	}
@@ -207,7 +245,10 @@ func cmdAttach(args []string) (int, error) {
 		return failure(err)
 	}
 	defer t.Detach() // also on a panic of ours
-	if err := addProbes(t, parsed, sink); err != nil {
+	if err := addProbes(t, parsed, sink); err == nil {
+		err = addTracer(t, ts, &o, sink)
+	}
+	if err != nil {
 		t.Detach()
 		return failure(err)
 	}
@@ -252,24 +293,38 @@ func parseSpecs(texts []string) ([]*probe.Spec, error) {
 // sink is where events go: a formatter fed off the ptrace thread.
 type sink struct {
 	file   *os.File
-	writer output.Writer
+	writer output.Writer // notes go here
+	all    output.Writer // events go here
 	stream *output.Stream
+	traced *probe.FuncTraceInfo // what the function tracer installed
+	stack  bool                 // the stack tracer's report is owed
 }
 
-func openSink(name string) (*sink, error) {
+func openSink(o *options, ts tracers) (*sink, error) {
 	f := os.Stdout
-	if name != "" {
+	if o.out != "" {
 		var err error
-		if f, err = os.Create(name); err != nil {
+		if f, err = os.Create(o.out); err != nil {
 			return nil, err
 		}
 	}
-	w := output.NewText(f, "nop")
-	return &sink{file: f, writer: w, stream: output.NewStream(w)}, nil
+	primary, all := newWriter(f, ts, o)
+	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all)}, nil
 }
 
 func (s *sink) close(t *probe.Tracer) error {
 	err := s.stream.Close()
+	if e := s.all.Finish(); err == nil {
+		err = e
+	}
+	if s.stack {
+		if e := output.WriteStack(s.file, stackReport(t.StackUsage())); err == nil {
+			err = e
+		}
+	}
+	if s.traced != nil && len(s.traced.Skipped) > 0 {
+		s.writer.Comment(skippedNote(s.traced))
+	}
 	if lost := t.LostHits(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
 	}

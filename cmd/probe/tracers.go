@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/probedbg/probe/output"
+	"github.com/probedbg/probe/probe"
+)
+
+// tracers is what --tracer and the filter flags asked for.
+type tracers struct {
+	function, graph, profile, stack bool
+}
+
+func (ts tracers) any() bool     { return ts.function || ts.graph || ts.profile || ts.stack }
+func (ts tracers) returns() bool { return ts.graph || ts.profile || ts.stack }
+
+// parseTracers checks --tracer and the flags that go with it, as ftrace
+// has one current tracer: function or function_graph, with the profile
+// and the stack tracer beside either.
+func parseTracers(o *options) (tracers, error) {
+	var ts tracers
+	for _, name := range strings.Split(o.tracers, ",") {
+		switch strings.TrimSpace(name) {
+		case "", "nop":
+		case "function":
+			ts.function = true
+		case "function_graph":
+			ts.graph = true
+		case "profile":
+			ts.profile = true
+		case "stack":
+			ts.stack = true
+		default:
+			return ts, fmt.Errorf("--tracer: unknown tracer %q (want nop, function, function_graph, profile or stack)", name)
+		}
+	}
+	if ts.function && ts.graph {
+		return ts, fmt.Errorf("--tracer: function and function_graph cannot run together")
+	}
+	if !ts.any() {
+		for flag, set := range map[string]bool{"--filter": len(o.filter) > 0, "--notrace": len(o.notrace) > 0} {
+			if set {
+				return ts, fmt.Errorf("%s needs --tracer", flag)
+			}
+		}
+	}
+	if !ts.returns() {
+		for flag, set := range map[string]bool{"--graph-function": len(o.graphFunc) > 0, "--max-depth": o.maxDepth != 0, "--graph-time-threshold": o.threshold != 0} {
+			if set {
+				return ts, fmt.Errorf("%s needs --tracer function_graph, profile or stack", flag)
+			}
+		}
+	}
+	if o.maxDepth < 0 {
+		return ts, fmt.Errorf("--max-depth %d: want a positive depth", o.maxDepth)
+	}
+	if o.threshold < 0 {
+		return ts, fmt.Errorf("--graph-time-threshold %s: want a positive duration", o.threshold)
+	}
+	return ts, nil
+}
+
+// newWriter picks the trace format: function_graph draws everything it is
+// given, probe events included; the profile's table follows the trace.
+func newWriter(f io.Writer, ts tracers, o *options) (primary, all output.Writer) {
+	switch {
+	case ts.graph:
+		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: len(strconv.Itoa(runtime.NumCPU() - 1))})
+	case ts.function:
+		primary = output.NewText(f, "function")
+	case ts.profile || ts.stack:
+		primary = nil
+	default:
+		primary = output.NewText(f, "nop")
+	}
+	var ws []output.Writer
+	if primary != nil {
+		ws = append(ws, primary)
+	}
+	if ts.profile {
+		p := output.NewProfile(f)
+		if primary == nil {
+			primary = p
+		}
+		ws = append(ws, p)
+	}
+	if primary == nil { // the stack tracer alone: its report comes at the end
+		primary = &commentsOnly{w: bufio.NewWriter(f)}
+		ws = append(ws, primary)
+	}
+	if len(ws) == 1 {
+		return primary, primary
+	}
+	return primary, output.Tee(ws...)
+}
+
+// addTracer starts the function tracer, feeding the sink.
+func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
+	if !ts.any() {
+		return nil
+	}
+	info, err := t.TraceFunctions(probe.FuncTraceOptions{
+		Filter: o.filter, Notrace: o.notrace, GraphFunction: o.graphFunc, MaxDepth: o.maxDepth,
+		Returns: ts.returns(), Stack: ts.stack, Callers: ts.function,
+		Handler: func(ev *probe.FuncEvent) {
+			if ts.stack && !ts.graph && !ts.profile && !ts.function {
+				return // only the deepest stacks, at the end
+			}
+			s.stream.Send(output.Record{
+				Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,
+				Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane,
+			})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.traced = info
+	s.stack = ts.stack
+	return nil
+}
+
+var recordKind = [...]output.Kind{
+	probe.FuncEntry:  output.KindEntry,
+	probe.FuncReturn: output.KindReturn,
+	probe.FuncLost:   output.KindLost,
+}
+
+// skippedNote says which selected functions could not be traced, briefly.
+func skippedNote(info *probe.FuncTraceInfo) string {
+	const shown = 5
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d functions not traced: ", len(info.Skipped))
+	for i, sk := range info.Skipped {
+		if i == shown {
+			fmt.Fprintf(&b, ", and %d more", len(info.Skipped)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s)", sk.Func, sk.Reason)
+	}
+	return b.String()
+}
+
+func stackReport(us []probe.StackUsage) []output.StackUsage {
+	out := make([]output.StackUsage, 0, len(us))
+	for _, u := range us {
+		su := output.StackUsage{Tid: u.Tid, Comm: u.Comm, Used: u.Used}
+		for _, f := range u.Frames {
+			su.Frames = append(su.Frames, output.StackFrame{Location: f.Location, Used: f.Used})
+		}
+		out = append(out, su)
+	}
+	return out
+}
+
+// commentsOnly is the trace of the stack tracer alone: no events, only
+// the notes at the end.
+type commentsOnly struct{ w *bufio.Writer }
+
+func (c *commentsOnly) Write(*output.Record) error { return nil }
+func (c *commentsOnly) Comment(s string) error {
+	_, err := fmt.Fprintf(c.w, "# %s\n", s)
+	return err
+}
+func (c *commentsOnly) Flush() error  { return c.w.Flush() }
+func (c *commentsOnly) Finish() error { return c.w.Flush() }
