@@ -38,8 +38,9 @@ type Graph struct {
 	last   struct {
 		printed bool // a line was printed: the lane below is valid
 		lane    int64
-		comm    string
-		tid     int
+		comm      string
+		tid       int
+		goroutine int64
 	}
 	buf []byte // what one call writes
 }
@@ -154,15 +155,15 @@ func (g *Graph) startLine(r *Record, d int64, depth int) {
 	if g.last.printed && g.last.lane != r.Lane {
 		g.buf = append(g.buf, " ------------------------------------------\n"...)
 		g.buf = g.appendCPU(g.buf, r.CPU)
-		g.buf = appendProc(g.buf, g.last.comm, g.last.tid)
+		g.buf = appendProc(g.buf, g.last.comm, g.last.tid, g.last.goroutine)
 		g.buf = append(g.buf, " => "...)
-		g.buf = appendProc(g.buf, r.Comm, r.Tid)
+		g.buf = appendProc(g.buf, r.Comm, r.Tid, r.Goroutine)
 		g.buf = append(g.buf, "\n ------------------------------------------\n\n"...)
 	}
-	g.last.printed, g.last.lane, g.last.comm, g.last.tid = true, r.Lane, r.Comm, r.Tid
+	g.last.printed, g.last.lane, g.last.comm, g.last.tid, g.last.goroutine = true, r.Lane, r.Comm, r.Tid, r.Goroutine
 
 	g.buf = g.appendCPU(g.buf, r.CPU)
-	g.buf = appendProc(g.buf, r.Comm, r.Tid)
+	g.buf = appendProc(g.buf, r.Comm, r.Tid, r.Goroutine)
 	g.buf = append(g.buf, " | "...)
 	if d == noDuration {
 		g.buf = append(g.buf, "              |  "...)
@@ -179,10 +180,14 @@ func (g *Graph) appendCPU(dst []byte, cpu int) []byte {
 }
 
 // appendProc appends the kernel's funcgraph-proc column: comm cut to 7
-// bytes, then comm-tid centred in 14 characters.
-func appendProc(dst []byte, comm string, tid int) []byte {
+// bytes, then comm-tid centred in 14 characters. A Go call stack belongs
+// to its goroutine, whichever thread runs it: comm-gID.
+func appendProc(dst []byte, comm string, tid int, goroutine int64) []byte {
 	comm = comm[:min(len(comm), 7)]
 	pid := strconv.Itoa(tid)
+	if goroutine != 0 {
+		pid = "g" + strconv.FormatInt(goroutine, 10)
+	}
 	spaces := max(14-(len(comm)+1+len(pid)), 0)
 	dst = appendSpaces(dst, spaces/2)
 	dst = append(append(append(dst, comm...), '-'), pid...)

@@ -284,8 +284,15 @@ func TestProcColumn(t *testing.T) {
 		{"loop", 1234567890, "loop-1234567890"},
 		{"", 5, "      -5      "},
 	} {
-		if got := string(appendProc(nil, c.comm, c.tid)); got != c.want {
+		if got := string(appendProc(nil, c.comm, c.tid, 0)); got != c.want {
 			t.Errorf("appendProc(%q, %d) = %q, want %q", c.comm, c.tid, got, c.want)
 		}
+	}
+}
+
+// A Go call stack is a goroutine's: the column names it, not the thread.
+func TestProcColumnGoroutine(t *testing.T) {
+	if got, want := string(appendProc(nil, "server", 4242, 17)), "  server-g17  "; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -42,6 +42,7 @@ type Record struct {
 	Depth     int    // nesting level of the call, 0 = outermost traced call
 	EntryTime int64  // KindReturn: when the call began
 	Lane      int64  // the call stack the event belongs to: the thread, or for Go the goroutine
+	Goroutine int64  // the Go goroutine id, or 0
 }
 
 // Writer is one output format.

@@ -8,7 +8,8 @@ import (
 // in a Go program, one goroutine's): the shadow stack of return probes and
 // of the function tracer.
 type callStack struct {
-	lane   int64 // what the stack belongs to: the thread, or the goroutine
+	lane      int64 // what the stack belongs to: the thread, or the goroutine
+	goroutine int64 // the goroutine's id, if known
 	frames []shadowFrame
 	// Counts over frames, so that an entry decides what to do in O(1).
 	depth    int // frames the function tracer reports: the next one's nesting level
@@ -100,7 +101,7 @@ func (t *Tracer) lose(cs *callStack, hit *Hit) {
 		t.unhijack(&f)
 	}
 	if f.mode&frameRecorded != 0 {
-		t.ft.emit(FuncLost, &f, hit, cs.lane)
+		t.ft.emit(FuncLost, &f, hit, cs)
 	}
 }
 

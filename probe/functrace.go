@@ -35,6 +35,7 @@ type FuncEvent struct {
 	CPU       int
 	Time      int64 // CLOCK_MONOTONIC nanoseconds
 	Lane      int64 // the call stack: the thread, or for Go the goroutine
+	Goroutine int64 // the Go goroutine id, when known; else 0
 	Func      string
 	Caller    string // FuncEntry of the function tracer: the calling function
 	Depth     int    // nesting level, 0 for the outermost reported call
@@ -125,6 +126,9 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 			t.dropIfEmpty(st)
 		}
 		t.ft = nil
+	}
+	if isGo(t.space.Main()) {
+		t.findGoid(t.space.Main())
 	}
 	needTrampoline := false
 	for _, c := range funcs {
@@ -422,9 +426,9 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		f.mode |= frameGraph
 	}
 	if o.Callers {
-		t.ft.emitEntry(f, hit, cs.lane, t.callerName(f.ret))
+		t.ft.emitEntry(f, hit, cs, t.callerName(f.ret))
 	} else {
-		t.ft.emit(FuncEntry, f, hit, cs.lane)
+		t.ft.emit(FuncEntry, f, hit, cs)
 	}
 }
 
@@ -435,7 +439,7 @@ func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit) {
 	if ret, ok := t.readWord(regs.Rsp); ok {
 		f.ret = ret
 	}
-	t.ft.emitEntry(&f, hit, int64(hit.Tid), t.callerName(f.ret))
+	t.ft.emitEntry(&f, hit, &callStack{lane: int64(hit.Tid)}, t.callerName(f.ret))
 }
 
 // callerName names the function a return address is in.
@@ -453,14 +457,14 @@ func (t *Tracer) callerName(ret uint64) string {
 	return name
 }
 
-// emit hands one event about frame f to the handler.
-func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, lane int64) {
+// emit hands one event about frame f of cs to the handler.
+func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *callStack) {
 	if ft == nil || ft.opts.Handler == nil {
 		return
 	}
 	ev := &ft.ev
 	*ev = FuncEvent{Kind: kind, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
-		Lane: lane, Func: f.fn.name, Depth: f.depth}
+		Lane: cs.lane, Goroutine: cs.goroutine, Func: f.fn.name, Depth: f.depth}
 	if kind == FuncReturn {
 		ev.EntryTime = f.time
 	}
@@ -468,11 +472,11 @@ func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, lane in
 }
 
 // emitEntry is the function tracer's event: an entry and its caller.
-func (ft *funcTracer) emitEntry(f *shadowFrame, hit *Hit, lane int64, caller string) {
+func (ft *funcTracer) emitEntry(f *shadowFrame, hit *Hit, cs *callStack, caller string) {
 	if ft.opts.Handler == nil {
 		return
 	}
 	ft.ev = FuncEvent{Kind: FuncEntry, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
-		Lane: lane, Func: f.fn.name, Depth: f.depth, Caller: caller}
+		Lane: cs.lane, Goroutine: cs.goroutine, Func: f.fn.name, Depth: f.depth, Caller: caller}
 	ft.opts.Handler(&ft.ev)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/symbols"
 )
 
 // The function tracer in Go programs never rewrites a return address (the
@@ -24,15 +26,38 @@ const goStackTop = 1 << 62
 // is followed by thread instead.
 func (t *Tracer) goStack(tid int, regs *unix.PtraceRegs) (*callStack, uint64) {
 	if g := regs.R14; g != 0 {
-		var b [16]byte
-		if _, err := t.proc.ReadAt(b[:], int64(g)); err == nil {
+		// One read for the stack bounds and, when its place is known,
+		// the goroutine id: a g is reused by later goroutines, an id
+		// is not.
+		b := t.gbuf[:16]
+		if t.goidOff > 0 {
+			b = t.gbuf[:t.goidOff+8]
+		}
+		if _, err := t.proc.ReadAt(b, int64(g)); err == nil {
 			lo, hi := binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
 			if lo < regs.Rsp && regs.Rsp <= hi && hi-lo <= 1<<30 {
-				return t.goLane(int64(g), int64(g), goStackTop), goStackTop - (hi - regs.Rsp)
+				lane, goid := int64(g), int64(0)
+				if t.goidOff > 0 {
+					goid = int64(binary.LittleEndian.Uint64(b[t.goidOff:]))
+					lane = goid
+				}
+				cs := t.goLane(lane, lane, goStackTop)
+				cs.goroutine = goid
+				return cs, goStackTop - (hi - regs.Rsp)
 			}
 		}
 	}
 	return t.goLane(-int64(tid), int64(tid), 0), regs.Rsp
+}
+
+// maxGoidOff bounds the read of a g at each Go event.
+const maxGoidOff = 512
+
+// findGoid learns where runtime.g keeps the goroutine id, from DWARF.
+func (t *Tracer) findGoid(m *symbols.Mapped) {
+	if off, err := m.StructFieldOffset("runtime.g", "goid"); err == nil && off >= 16 && off <= maxGoidOff {
+		t.goidOff = int(off)
+	}
 }
 
 func (t *Tracer) goLane(key, lane int64, base uint64) *callStack {

@@ -92,7 +92,7 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 // tracer.
 func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
 	if f.mode&frameRecorded != 0 {
-		t.ft.emit(FuncReturn, f, hit, cs.lane)
+		t.ft.emit(FuncReturn, f, hit, cs)
 	}
 	if len(f.site.returns) == 0 {
 		return

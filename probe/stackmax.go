@@ -115,7 +115,7 @@ func (t *Tracer) threadGone(tid int) {
 			f := cs.pop()
 			t.lostReturns++
 			if f.mode&frameRecorded != 0 {
-				t.ft.emit(FuncLost, &f, &hit, cs.lane)
+				t.ft.emit(FuncLost, &f, &hit, cs)
 			}
 		}
 	}

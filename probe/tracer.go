@@ -63,6 +63,8 @@ type Tracer struct {
 	trampoline  uint64 // the int3 hijacked returns come back through
 	shadow      map[int]*callStack // per thread, for hijacked returns
 	goStacks    map[int64]*callStack // per goroutine, for Go's function tracer
+	goidOff     int                  // offset of runtime.g's goid; 0 if unknown
+	gbuf        [maxGoidOff + 8]byte
 	ft          *funcTracer
 	wheres      map[whereKey]string
 	lostReturns uint64

@@ -114,7 +114,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 			}
 			s.stream.Send(output.Record{
 				Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,
-				Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane,
+				Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane, Goroutine: ev.Goroutine,
 			})
 		},
 	})
