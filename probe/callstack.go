@@ -17,6 +17,29 @@ type callStack struct {
 	notrace  int // live --notrace calls
 	unhooked int // frames whose return address an unwinder has been given back
 	max      stackMax
+	// recent are the last frames popped: a function that returns twice
+	// (setjmp-like, not known as such) comes back to the trampoline
+	// after its frame is gone, and must still go home.
+	recent [8]struct{ sp, ret uint64 }
+	next   int
+}
+
+func (cs *callStack) remember(f *shadowFrame) {
+	if f.hijacked {
+		cs.recent[cs.next] = struct{ sp, ret uint64 }{f.sp, f.ret}
+		cs.next = (cs.next + 1) % len(cs.recent)
+	}
+}
+
+// recalled returns the return address of a recently popped frame whose
+// slot was at sp.
+func (cs *callStack) recalled(sp uint64) (uint64, bool) {
+	for _, r := range cs.recent {
+		if r.sp == sp && r.ret != 0 {
+			return r.ret, true
+		}
+	}
+	return 0, false
 }
 
 // frameMode says what the function tracer does with a call.
@@ -63,6 +86,7 @@ func (cs *callStack) pop() shadowFrame {
 	f := cs.frames[len(cs.frames)-1]
 	cs.frames = cs.frames[:len(cs.frames)-1]
 	cs.count(&f, -1)
+	cs.remember(&f)
 	return f
 }
 

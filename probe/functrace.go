@@ -180,8 +180,20 @@ func unsafeToTrace(name string, goMod, returns bool) string {
 		return "Go runtime internals"
 	case returns && unwinders[name] != 0:
 		return "an unwinder: the return addresses it reads must be real"
+	case returns && returnsTwice[name]:
+		return "returns twice: it saves its return address"
 	}
 	return ""
+}
+
+// returnsTwice are the functions that save their return address to come
+// back to it later (setjmp's longjmp, vfork's child): a hijacked one would
+// come back to the trampoline with no frame.
+var returnsTwice = map[string]bool{
+	"setjmp": true, "_setjmp": true, "__setjmp": true, "sigsetjmp": true, "__sigsetjmp": true,
+	"getcontext": true, "__getcontext": true, "savectx": true,
+	"vfork": true, "__vfork": true, "__libc_vfork": true,
+	"fork": true, "__fork": true, "__libc_fork": true, "_Fork": true,
 }
 
 // hookFunction puts the tracer's probes on one function: its entry and,

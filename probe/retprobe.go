@@ -71,6 +71,14 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 		t.dropDead(cs, slot, true, &hit)
 	}
 	if cs == nil || cs.top() == nil || cs.top().sp != slot {
+		if cs != nil {
+			if ret, ok := cs.recalled(slot); ok {
+				regs.Rip = ret // a second return of a frame gone
+				t.proc.SetRegs(tid, regs)
+				t.proc.Cont(tid, 0)
+				return
+			}
+		}
 		// No frame of ours returns here (a stack switched under us):
 		// nowhere to send the thread, which would die of the trap.
 		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, regs.Rsp)

@@ -163,7 +163,7 @@ func cmdRun(args []string) (int, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
-	sink, err := openSink(&o, ts)
+	sink, err := openSink(&o, ts, len(parsed) > 0)
 	if err != nil {
 		return 1, err
 	}
@@ -231,7 +231,7 @@ func cmdAttach(args []string) (int, error) {
 	if err != nil {
 		return failure(err)
 	}
-	sink, err := openSink(&o, ts)
+	sink, err := openSink(&o, ts, len(parsed) > 0)
 	if err != nil {
 		return 1, err
 	}
@@ -300,7 +300,7 @@ type sink struct {
 	stack  bool                 // the stack tracer's report is owed
 }
 
-func openSink(o *options, ts tracers) (*sink, error) {
+func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 	f := os.Stdout
 	if o.out != "" {
 		var err error
@@ -308,7 +308,7 @@ func openSink(o *options, ts tracers) (*sink, error) {
 			return nil, err
 		}
 	}
-	primary, all := newWriter(f, ts, o)
+	primary, all := newWriter(f, ts, o, probes)
 	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all)}, nil
 }
 

@@ -68,15 +68,13 @@ func parseTracers(o *options) (tracers, error) {
 
 // newWriter picks the trace format: function_graph draws everything it is
 // given, probe events included; the profile's table follows the trace.
-func newWriter(f io.Writer, ts tracers, o *options) (primary, all output.Writer) {
+func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all output.Writer) {
 	switch {
 	case ts.graph:
 		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: len(strconv.Itoa(runtime.NumCPU() - 1))})
 	case ts.function:
 		primary = output.NewText(f, "function")
-	case ts.profile || ts.stack:
-		primary = nil
-	default:
+	case probes || !ts.any():
 		primary = output.NewText(f, "nop")
 	}
 	var ws []output.Writer
