@@ -415,7 +415,7 @@ func containsModule(ms []*symbols.Mapped, m *symbols.Mapped) bool {
 }
 
 // displayName is how the tracer names a function: C++ names demangled.
-var displayName = func(name string) string { return name }
+var displayName = symbols.DisplayName
 
 // traceEnter decides, at the entry of fn, what the tracer does with the
 // call, as ftrace's graph entry does: nothing inside a notrace call,
