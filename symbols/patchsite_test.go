@@ -124,19 +124,23 @@ func wantProfilingSites(t *testing.T, path string) []PatchSite {
 
 // wantPatchableSites computes the -fpatchable-function-entry=n,before
 // sites of the test program's functions from their symbols, and checks
-// that the n bytes there are nops.
+// that there are nops: before of them ahead of the symbol, the rest at the
+// entry, after an endbr64 under -fcf-protection.
 func wantPatchableSites(t *testing.T, path string, n, before int) []PatchSite {
 	t.Helper()
 	m := openTestModule(t, path)
 	var want []PatchSite
 	for _, fn := range progFuncSymbols(t, path) {
 		addr := fn.Value - uint64(before)
-		code, err := m.ReadCode(addr, uint64(n))
+		code, err := m.ReadCode(addr, uint64(n+len(endbr64)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(code, bytes.Repeat([]byte{0x90}, n)) {
-			t.Fatalf("%s: %d bytes at %s-%d are % x, not nops", path, n, fn.Name, before, code)
+		if entry := code[before:]; bytes.HasPrefix(entry, endbr64) {
+			code = append(code[:before], entry[len(endbr64):]...)
+		}
+		if !bytes.Equal(code[:n], bytes.Repeat([]byte{0x90}, n)) {
+			t.Fatalf("%s: the bytes at %s-%d are % x, not %d nops", path, fn.Name, before, code, n)
 		}
 		want = append(want, PatchSite{Addr: addr, Kind: PatchableNops, Func: fn.Name, Offset: -int64(before)})
 	}
@@ -166,9 +170,15 @@ func TestPatchSites(t *testing.T) {
 		{"mcount-pie", "-pg " + pie, "", nil},
 		{"mcount-recorded", "-pg -mrecord-mcount " + nopie, mcountLocSection, nil},
 		{"mcount-static", "-pg -static", "", nil},
+		{"mcount-O2", "-O2 -pg " + nopie, "", nil},
+		{"mcount-cet", "-pg -fcf-protection " + nopie, "", nil},
+		{"fentry-nop-cet", "-pg -mfentry -mnop-mcount -fcf-protection " + nopie, "", nil},
+		{"fentry-O2-pie", "-O2 -pg -mfentry " + pie, "", nil},
 		{"patchable", "-fpatchable-function-entry=5 " + pie, patchableSection, []int{5, 0}},
 		{"patchable-before", "-fpatchable-function-entry=5,2 " + pie, patchableSection, []int{5, 2}},
 		{"patchable-before-nopie", "-fpatchable-function-entry=3,1 " + nopie, patchableSection, []int{3, 1}},
+		// Under CET the nops go around the endbr64 at the symbol.
+		{"patchable-before-cet", "-fpatchable-function-entry=5,2 -fcf-protection " + pie, patchableSection, []int{5, 2}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
