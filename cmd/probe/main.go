@@ -171,10 +171,7 @@ func cmdRun(args []string) (int, error) {
 	if err != nil {
 		return failure(err)
 	}
-	if err := addProbes(t, parsed, sink); err == nil {
-		err = addTracer(t, ts, &o, sink)
-	}
-	if err != nil {
+	if err := addAll(t, parsed, ts, &o, sink); err != nil {
 		t.Kill() // it has not run a single instruction of its own
 		return failure(err)
 	}
@@ -245,10 +242,7 @@ func cmdAttach(args []string) (int, error) {
 		return failure(err)
 	}
 	defer t.Detach() // also on a panic of ours
-	if err := addProbes(t, parsed, sink); err == nil {
-		err = addTracer(t, ts, &o, sink)
-	}
-	if err != nil {
+	if err := addAll(t, parsed, ts, &o, sink); err != nil {
 		t.Detach()
 		return failure(err)
 	}
@@ -338,6 +332,14 @@ func (s *sink) close(t *probe.Tracer) error {
 		}
 	}
 	return err
+}
+
+// addAll installs the probes, then the function tracer.
+func addAll(t *probe.Tracer, specs []*probe.Spec, ts tracers, o *options, s *sink) error {
+	if err := addProbes(t, specs, s); err != nil {
+		return err
+	}
+	return addTracer(t, ts, o, s)
 }
 
 func addProbes(t *probe.Tracer, specs []*probe.Spec, s *sink) error {
