@@ -26,7 +26,8 @@ import (
 const usage = `usage:
   probe run    [flags] [SPEC ...] -- CMD [ARGS ...]   launch CMD and trace it
   probe attach [flags] PID [SPEC ...]                 attach to a running process
-  probe list   PID|BINARY [GLOB]                      functions that can be probed
+  probe list   PID|BINARY [GLOB]                      functions that can be probed (and
+                                                     their mcount/patchable sites)
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
