@@ -136,30 +136,37 @@ func (t *Text) Finish() error { return t.Flush() }
 type Stream struct {
 	records chan Record
 	done    chan error
+	failed  chan struct{} // closed at the first write error
 	w       Writer
 }
 
 // NewStream starts the writing goroutine.
 func NewStream(w Writer) *Stream {
-	s := &Stream{records: make(chan Record, 8192), done: make(chan error, 1), w: w}
+	s := &Stream{records: make(chan Record, 8192), done: make(chan error, 1), failed: make(chan struct{}), w: w}
 	go s.run()
 	return s
 }
 
 func (s *Stream) run() {
 	var err error
-	for r := range s.records {
-		if e := s.w.Write(&r); e != nil && err == nil {
+	fail := func(e error) {
+		if e != nil && err == nil {
 			err = e
+			close(s.failed)
 		}
-		if len(s.records) == 0 {
-			if e := s.w.Flush(); e != nil && err == nil {
-				err = e
+	}
+	for r := range s.records {
+		// After a failure records are still taken, so that the tracer
+		// never blocks on a reader who has gone.
+		if err == nil {
+			fail(s.w.Write(&r))
+			if len(s.records) == 0 && err == nil {
+				fail(s.w.Flush())
 			}
 		}
 	}
-	if e := s.w.Flush(); e != nil && err == nil {
-		err = e
+	if err == nil {
+		fail(s.w.Flush())
 	}
 	s.done <- err
 }
@@ -167,6 +174,10 @@ func (s *Stream) run() {
 // Send queues a record. It blocks when the writer falls behind rather than
 // drop an event.
 func (s *Stream) Send(r Record) { s.records <- r }
+
+// Failed is closed when a write has failed (the reader of a pipe has gone):
+// time to stop tracing.
+func (s *Stream) Failed() <-chan struct{} { return s.failed }
 
 // Close writes what is queued and returns the first write error.
 func (s *Stream) Close() error {

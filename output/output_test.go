@@ -2,7 +2,9 @@ package output
 
 import (
 	"bytes"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/probedbg/probe/probe"
 )
@@ -127,4 +129,27 @@ func (th thread) probe(t int64, event, where string, fields ...probe.Field) Reco
 	r := th.record(KindProbe, t)
 	r.Event, r.Where, r.Fields = event, where, fields
 	return r
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write(*Record) error  { return errors.New("broken pipe") }
+func (failingWriter) Comment(string) error { return nil }
+func (failingWriter) Flush() error         { return nil }
+func (failingWriter) Finish() error        { return nil }
+
+// A failed write is signalled, and later records are still taken.
+func TestStreamFailed(t *testing.T) {
+	s := NewStream(failingWriter{})
+	for range 10000 {
+		s.Send(Record{})
+	}
+	select {
+	case <-s.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no failure signalled")
+	}
+	if err := s.Close(); err == nil || err.Error() != "broken pipe" {
+		t.Errorf("Close: %v, want broken pipe", err)
+	}
 }

@@ -54,6 +54,10 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 
 func main() {
+	// A reader of our output that goes away (probe ... | head) must end
+	// the trace with a detach, not kill us with probes installed: with
+	// SIGPIPE ignored the write fails and the sink says so.
+	signal.Ignore(unix.SIGPIPE)
 	code, err := run(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", oneLine(err))
@@ -189,8 +193,21 @@ func cmdRun(args []string) (int, error) {
 		}
 	}()
 	t.Start()
-	status, loopErr := t.Wait()
-	if err := sink.close(t); err != nil {
+	var status probe.ExitStatus
+	var loopErr error
+	select {
+	case <-t.Done():
+		status, loopErr = t.Wait()
+	case <-sink.stream.Failed():
+		// Nobody reads the trace: the program goes on untraced, and
+		// we wait for it as its parent.
+		t.Detach()
+		status, loopErr = t.Wait()
+		if !status.Exited {
+			status = waitChild(t.Pid())
+		}
+	}
+	if err := sink.close(t); err != nil && !errors.Is(err, unix.EPIPE) {
 		return 1, err
 	}
 	if loopErr != nil {
@@ -256,12 +273,13 @@ func cmdAttach(args []string) (int, error) {
 	case <-sigs:
 	case <-timeout:
 	case <-t.Done():
+	case <-sink.stream.Failed():
 	}
 	if err := t.Detach(); err != nil {
 		return 1, err
 	}
 	_, loopErr := t.Wait()
-	if err := sink.close(t); err != nil {
+	if err := sink.close(t); err != nil && !errors.Is(err, unix.EPIPE) {
 		return 1, err
 	}
 	if loopErr != nil {
@@ -416,4 +434,20 @@ func cmdList(args []string) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// waitChild reaps a launched program we have detached from.
+func waitChild(pid int) probe.ExitStatus {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	es := probe.ExitStatus{Exited: true, Code: ws.ExitStatus()}
+	if ws.Signaled() {
+		es.Signaled, es.Signal = true, ws.Signal()
+	}
+	return es
 }
