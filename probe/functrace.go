@@ -438,7 +438,7 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		f.mode |= frameGraph
 	}
 	if o.Callers {
-		t.ft.emitEntry(f, hit, cs, t.callerName(f.ret))
+		t.ft.emitEntry(f, hit, cs.lane, cs.goroutine, t.callerName(f.ret))
 	} else {
 		t.ft.emit(FuncEntry, f, hit, cs)
 	}
@@ -451,7 +451,7 @@ func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit) {
 	if ret, ok := t.readWord(regs.Rsp); ok {
 		f.ret = ret
 	}
-	t.ft.emitEntry(&f, hit, &callStack{lane: int64(hit.Tid)}, t.callerName(f.ret))
+	t.ft.emitEntry(&f, hit, int64(hit.Tid), 0, t.callerName(f.ret))
 }
 
 // callerName names the function a return address is in.
@@ -484,11 +484,11 @@ func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *cal
 }
 
 // emitEntry is the function tracer's event: an entry and its caller.
-func (ft *funcTracer) emitEntry(f *shadowFrame, hit *Hit, cs *callStack, caller string) {
+func (ft *funcTracer) emitEntry(f *shadowFrame, hit *Hit, lane, goroutine int64, caller string) {
 	if ft.opts.Handler == nil {
 		return
 	}
 	ft.ev = FuncEvent{Kind: FuncEntry, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
-		Lane: cs.lane, Goroutine: cs.goroutine, Func: f.fn.name, Depth: f.depth, Caller: caller}
+		Lane: lane, Goroutine: goroutine, Func: f.fn.name, Depth: f.depth, Caller: caller}
 	ft.opts.Handler(&ft.ev)
 }

@@ -49,10 +49,11 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
 		return
 	}
 	if tail {
-		if len(cs.frames) == 0 {
+		caller := cs.top()
+		if caller == nil || caller.sp != regs.Rsp {
 			return // the caller's frame is gone: nobody to return with
 		}
-		f.ret = cs.top().ret
+		f.ret = caller.ret
 	} else if !t.writeWord(regs.Rsp, t.trampoline) {
 		return
 	}
