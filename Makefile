@@ -19,3 +19,8 @@ test:
 
 clean:
 	rm -rf $(BIN)
+
+# Per-hit cost against the ptrace floor, measured in the same run
+# (bench/run.sh [HITS [RUNS]]; see README, Speed).
+bench:
+	bench/run.sh
