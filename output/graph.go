@@ -36,8 +36,8 @@ type Graph struct {
 	lanes  map[int64]*graphLane
 	seq    uint64 // arrival order of held-back entries
 	last   struct {
-		printed bool // a line was printed: the lane below is valid
-		lane    int64
+		printed   bool // a line was printed: the lane below is valid
+		lane      int64
 		comm      string
 		tid       int
 		goroutine int64

@@ -43,7 +43,7 @@ type Profile struct {
 	funcs    map[string]*funcStat
 	lanes    map[int64][]openCall // per lane, the calls open, by depth
 	active   map[laneFunc]int     // calls open per lane and function: recursion
-	comments []string          // held back to go under the table
+	comments []string             // held back to go under the table
 	finished bool
 }
 

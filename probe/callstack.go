@@ -10,7 +10,7 @@ import (
 type callStack struct {
 	lane      int64 // what the stack belongs to: the thread, or the goroutine
 	goroutine int64 // the goroutine's id, if known
-	frames []shadowFrame
+	frames    []shadowFrame
 	// Counts over frames, so that an entry decides what to do in O(1).
 	depth    int // frames the function tracer reports: the next one's nesting level
 	graph    int // live --graph-function calls

@@ -60,8 +60,8 @@ type Tracer struct {
 	detached bool
 	lostHits uint64
 
-	trampoline  uint64 // the int3 hijacked returns come back through
-	shadow      map[int]*callStack // per thread, for hijacked returns
+	trampoline  uint64               // the int3 hijacked returns come back through
+	shadow      map[int]*callStack   // per thread, for hijacked returns
 	goStacks    map[int64]*callStack // per goroutine, for Go's function tracer
 	goidOff     int                  // offset of runtime.g's goid; 0 if unknown
 	gbuf        [maxGoidOff + 8]byte
