@@ -110,18 +110,18 @@ func (cs *callStack) count(f *shadowFrame, d int) {
 // below pos, and the one at pos unless atPosLive. Each is a lost return.
 func (t *Tracer) dropDead(cs *callStack, pos uint64, atPosLive bool, hit *Hit) {
 	for f := cs.top(); f != nil && (f.sp < pos || f.sp == pos && !atPosLive); f = cs.top() {
-		t.lose(cs, hit)
+		t.lose(cs, hit, true)
 	}
 }
 
-// lose pops a frame whose return will never come. If its slot still
-// holds the trampoline the original goes back: the frame is dead, or we
-// are wrong about it (a handler on an alternate stack above this one), and
-// then the program must still return to the right place.
-func (t *Tracer) lose(cs *callStack, hit *Hit) {
+// lose pops a frame whose return will never come. With restore, if its
+// slot still holds the trampoline the original goes back: the frame is
+// dead, or we are wrong about it (a handler on an alternate stack above
+// this one), and then the program must still return to the right place.
+func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 	f := cs.pop()
 	t.lostReturns++
-	if f.hijacked && !f.unhooked {
+	if restore && f.hijacked && !f.unhooked {
 		t.unhijack(&f)
 	}
 	if f.mode&frameRecorded != 0 {

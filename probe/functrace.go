@@ -209,7 +209,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, e
 	if c.fn.isGo {
 		off = singlestep.GoStackCheckEnd(code)
 	}
-	at := t.funcSite(m, sym, code, off)
+	at := funcSite(m, sym, code, off)
 	var sites []*site
 	st, err := t.siteAt(anchor, at)
 	if err != nil {
@@ -225,7 +225,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, e
 		return sites, nil // never returns: entries only
 	}
 	for _, a := range rets {
-		st, err := t.siteAt(anchor, t.funcSite(m, sym, code, int(a-sym.Addr-m.Bias)))
+		st, err := t.siteAt(anchor, funcSite(m, sym, code, int(a-sym.Addr-m.Bias)))
 		if err != nil {
 			return sites, err
 		}
@@ -235,7 +235,8 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, e
 	return sites, nil
 }
 
-func (t *Tracer) funcSite(m *symbols.Mapped, sym symbols.Symbol, code []byte, off int) resolved {
+// funcSite is the place off bytes into function sym, whose code is code.
+func funcSite(m *symbols.Mapped, sym symbols.Symbol, code []byte, off int) resolved {
 	return resolved{addr: sym.Addr + m.Bias + uint64(off), module: m, sym: sym, code: code[off:],
 		where: fmt.Sprintf("%s+%#x/%#x", sym.Name, off, sym.Size)}
 }
@@ -438,7 +439,7 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		f.mode |= frameGraph
 	}
 	if o.Callers {
-		t.ft.emitEntry(f, hit, cs.lane, cs.goroutine, t.callerName(f.ret))
+		t.ft.send(FuncEntry, f, hit, cs.lane, cs.goroutine, t.callerName(f.ret))
 	} else {
 		t.ft.emit(FuncEntry, f, hit, cs)
 	}
@@ -451,7 +452,7 @@ func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit) {
 	if ret, ok := t.readWord(regs.Rsp); ok {
 		f.ret = ret
 	}
-	t.ft.emitEntry(&f, hit, int64(hit.Tid), 0, t.callerName(f.ret))
+	t.ft.send(FuncEntry, &f, hit, int64(hit.Tid), 0, t.callerName(f.ret))
 }
 
 // callerName names the function a return address is in.
@@ -471,24 +472,21 @@ func (t *Tracer) callerName(ret uint64) string {
 
 // emit hands one event about frame f of cs to the handler.
 func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *callStack) {
-	if ft == nil || ft.opts.Handler == nil {
-		return
+	if ft != nil {
+		ft.send(kind, f, hit, cs.lane, cs.goroutine, "")
 	}
-	ev := &ft.ev
-	*ev = FuncEvent{Kind: kind, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
-		Lane: cs.lane, Goroutine: cs.goroutine, Func: f.fn.name, Depth: f.depth}
-	if kind == FuncReturn {
-		ev.EntryTime = f.time
-	}
-	ft.opts.Handler(ev)
 }
 
-// emitEntry is the function tracer's event: an entry and its caller.
-func (ft *funcTracer) emitEntry(f *shadowFrame, hit *Hit, lane, goroutine int64, caller string) {
+// send builds the event in the reused scratch and hands it over; caller
+// names the calling function, for the function tracer.
+func (ft *funcTracer) send(kind FuncEventKind, f *shadowFrame, hit *Hit, lane, goroutine int64, caller string) {
 	if ft.opts.Handler == nil {
 		return
 	}
-	ft.ev = FuncEvent{Kind: FuncEntry, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
+	ft.ev = FuncEvent{Kind: kind, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
 		Lane: lane, Goroutine: goroutine, Func: f.fn.name, Depth: f.depth, Caller: caller}
+	if kind == FuncReturn {
+		ft.ev.EntryTime = f.time
+	}
 	ft.opts.Handler(&ft.ev)
 }

@@ -107,9 +107,7 @@ func (t *Tracer) installReturn(anchor int, p *Probe, r resolved) error {
 		return badInput(fmt.Errorf("%s: %w", r.where, err))
 	}
 	for _, a := range rets {
-		off := a - r.addr
-		at := resolved{addr: a, module: r.module, sym: r.sym, code: r.code[off:],
-			where: fmt.Sprintf("%s+%#x/%#x", r.sym.Name, a-r.module.Bias-r.sym.Addr, r.sym.Size)}
+		at := funcSite(r.module, r.sym, r.code, int(a-r.addr))
 		if err := t.attachSite(anchor, p, at, func(st *site) { st.retInsns = append(st.retInsns, p) }); err != nil {
 			return err
 		}
@@ -119,12 +117,9 @@ func (t *Tracer) installReturn(anchor int, p *Probe, r resolved) error {
 
 // attachSite adds p to the site at r (created if new) with add.
 func (t *Tracer) attachSite(anchor int, p *Probe, r resolved, add func(*site)) error {
-	st := t.sites[r.addr]
-	if st == nil {
-		var err error
-		if st, err = t.newSite(anchor, r); err != nil {
-			return err
-		}
+	st, err := t.siteAt(anchor, r)
+	if err != nil {
+		return err
 	}
 	add(st)
 	st.post = st.post || p.handler.Post != nil
@@ -231,12 +226,8 @@ func (t *Tracer) detachSites(p *Probe) error {
 		for _, q := range st.probes {
 			st.post = st.post || q.handler.Post != nil
 		}
-		if !st.empty() {
-			continue
-		}
-		delete(t.sites, st.addr)
-		if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil && first == nil {
-			first = fmt.Errorf("restore %s: %w", p.Where, err)
+		if err := t.dropIfEmpty(st); err != nil && first == nil {
+			first = err
 		}
 	}
 	p.sites = nil

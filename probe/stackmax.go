@@ -112,11 +112,7 @@ func (t *Tracer) threadGone(tid int) {
 		}
 		t.retireStack(cs)
 		for cs.top() != nil {
-			f := cs.pop()
-			t.lostReturns++
-			if f.mode&frameRecorded != 0 {
-				t.ft.emit(FuncLost, &f, &hit, cs)
-			}
+			t.lose(cs, &hit, false) // the stack is gone with the thread
 		}
 	}
 	delete(t.shadow, tid)

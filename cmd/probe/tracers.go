@@ -43,17 +43,21 @@ func parseTracers(o *options) (tracers, error) {
 	if ts.function && ts.graph {
 		return ts, fmt.Errorf("--tracer: function and function_graph cannot run together")
 	}
+	type flagSet struct {
+		name string
+		set  bool
+	}
 	if !ts.any() {
-		for flag, set := range map[string]bool{"--filter": len(o.filter) > 0, "--notrace": len(o.notrace) > 0} {
-			if set {
-				return ts, fmt.Errorf("%s needs --tracer", flag)
+		for _, f := range []flagSet{{"--filter", len(o.filter) > 0}, {"--notrace", len(o.notrace) > 0}} {
+			if f.set {
+				return ts, fmt.Errorf("%s needs --tracer", f.name)
 			}
 		}
 	}
 	if !ts.returns() {
-		for flag, set := range map[string]bool{"--graph-function": len(o.graphFunc) > 0, "--max-depth": o.maxDepth != 0, "--graph-time-threshold": o.threshold != 0} {
-			if set {
-				return ts, fmt.Errorf("%s needs --tracer function_graph, profile or stack", flag)
+		for _, f := range []flagSet{{"--graph-function", len(o.graphFunc) > 0}, {"--max-depth", o.maxDepth != 0}, {"--graph-time-threshold", o.threshold != 0}} {
+			if f.set {
+				return ts, fmt.Errorf("%s needs --tracer function_graph, profile or stack", f.name)
 			}
 		}
 	}
@@ -103,19 +107,20 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	if !ts.any() {
 		return nil
 	}
-	info, err := t.TraceFunctions(probe.FuncTraceOptions{
+	opts := probe.FuncTraceOptions{
 		Filter: o.filter, Notrace: o.notrace, GraphFunction: o.graphFunc, MaxDepth: o.maxDepth,
 		Returns: ts.returns(), Stack: ts.stack, Callers: ts.function,
-		Handler: func(ev *probe.FuncEvent) {
-			if ts.stack && !ts.graph && !ts.profile && !ts.function {
-				return // only the deepest stacks, at the end
-			}
+	}
+	// The stack tracer alone reports at the end: no event per call.
+	if ts.function || ts.graph || ts.profile {
+		opts.Handler = func(ev *probe.FuncEvent) {
 			s.stream.Send(output.Record{
 				Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,
 				Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane, Goroutine: ev.Goroutine,
 			})
-		},
-	})
+		}
+	}
+	info, err := t.TraceFunctions(opts)
 	if err != nil {
 		return err
 	}
