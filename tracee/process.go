@@ -41,6 +41,10 @@ type Process struct {
 	mem     *os.File
 	threads map[int]*Thread
 	syscall uint64 // address of a `syscall` instruction, for injection
+
+	// Slept says whether the last Wait had to sleep: no stop was
+	// waiting when it was called.
+	Slept bool
 }
 
 // Thread is one traced thread and what we know of its stop state.
@@ -61,6 +65,7 @@ type Thread struct {
 // thread appears, and leaves them all running. Threads created later are
 // traced through PTRACE_O_TRACECLONE.
 func Attach(pid int) (*Process, error) {
+	quietChildStops()
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
@@ -152,6 +157,7 @@ func taskIDs(pid int) ([]int, error) {
 // before the dynamic linker runs: probes can be installed before any code
 // of the program executes.
 func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
+	quietChildStops()
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, err
@@ -252,12 +258,12 @@ func (p *Process) WriteAt(b []byte, addr int64) (int, error) { return p.mem.Writ
 
 // GetRegs reads the general registers of a stopped thread.
 func (p *Process) GetRegs(tid int, regs *unix.PtraceRegs) error {
-	return unix.PtraceGetRegs(tid, regs)
+	return ptraceGetRegs(tid, regs)
 }
 
 // SetRegs writes the general registers of a stopped thread.
 func (p *Process) SetRegs(tid int, regs *unix.PtraceRegs) error {
-	return unix.PtraceSetRegs(tid, regs)
+	return ptraceSetRegs(tid, regs)
 }
 
 // Siginfo returns the siginfo of the signal a thread is stopped for.

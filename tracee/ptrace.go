@@ -8,8 +8,14 @@ import (
 
 // x/sys/unix wraps only the ptrace requests with no data argument; SEIZE
 // needs options, and SINGLESTEP/DETACH/LISTEN need the signal to deliver.
+//
+// Every ptrace request returns without sleeping, so it is made as a raw
+// system call: the Go runtime is not told (entersyscall/exitsyscall), and
+// our P is never handed to another thread while the kernel switches to the
+// tracee (which, with placement, happens inside PTRACE_CONT): a hand-off
+// costs a futex wake-up of another thread per hit.
 func ptrace(req, tid int, addr, data uintptr) error {
-	_, _, errno := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), addr, data, 0, 0)
+	_, _, errno := unix.RawSyscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), addr, data, 0, 0)
 	if errno != 0 {
 		return errno
 	}
@@ -32,4 +38,12 @@ func ptraceGetSiginfo(tid int, info *unix.Siginfo) error {
 
 func ptraceSetSiginfo(tid int, info *unix.Siginfo) error {
 	return ptrace(unix.PTRACE_SETSIGINFO, tid, 0, uintptr(unsafe.Pointer(info)))
+}
+
+func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
+	return ptrace(unix.PTRACE_GETREGS, tid, 0, uintptr(unsafe.Pointer(regs)))
+}
+
+func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
+	return ptrace(unix.PTRACE_SETREGS, tid, 0, uintptr(unsafe.Pointer(regs)))
 }

@@ -3,6 +3,7 @@ package tracee
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,7 +47,15 @@ type Event struct {
 func (p *Process) Wait() (Event, error) {
 	for {
 		var ws unix.WaitStatus
-		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		// Most often a stop is already there (placement puts us back on
+		// the CPU when the tracee traps): take it without telling the
+		// runtime, as ptrace requests are made. Only a wait that sleeps
+		// goes through the runtime, which may give our P away meanwhile.
+		tid, err := wait4Now(&ws)
+		p.Slept = err == nil && tid == 0
+		if p.Slept {
+			tid, err = unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		}
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -175,4 +184,13 @@ func (p *Process) WaitThread(tid int) (Event, error) {
 			return ev, nil
 		}
 	}
+}
+
+// wait4Now is wait4(-1, WNOHANG) as a raw system call: it never sleeps.
+func wait4Now(ws *unix.WaitStatus) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_WAIT4, ^uintptr(0), uintptr(unsafe.Pointer(ws)), unix.WALL|unix.WNOTHREAD|unix.WNOHANG, 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
 }
