@@ -10,6 +10,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/probedbg/probe/probe"
 )
@@ -130,19 +132,33 @@ func (t *Text) Flush() error {
 
 func (t *Text) Finish() error { return t.Flush() }
 
-// Stream decouples formatting from the ptrace thread: records are queued
-// and written by a goroutine, flushed whenever the queue runs dry so that
-// a live trace shows up at once.
+// Stream decouples formatting from the ptrace thread. Records are
+// appended to a batch under a mutex (no channel operation, no wake-up of
+// another thread per event); a goroutine takes the whole batch every
+// FlushInterval while records keep coming, formats and flushes it, and
+// sleeps when they stop. A live trace shows up within FlushInterval.
 type Stream struct {
-	records chan Record
-	done    chan error
-	failed  chan struct{} // closed at the first write error
-	w       Writer
+	mu     sync.Mutex
+	batch  []Record
+	closed bool
+	room   *sync.Cond    // signalled when the writer has taken a batch
+	wake   chan struct{} // the first record after a quiet spell, or Close
+	done   chan error
+	failed chan struct{} // closed at the first write error
+	w      Writer
 }
+
+// FlushInterval bounds how long a record waits to be written.
+const FlushInterval = 10 * time.Millisecond
+
+// maxBatch bounds the records queued: past it Send waits for the writer
+// rather than drop an event or grow without end.
+const maxBatch = 1 << 16
 
 // NewStream starts the writing goroutine.
 func NewStream(w Writer) *Stream {
-	s := &Stream{records: make(chan Record, 8192), done: make(chan error, 1), failed: make(chan struct{}), w: w}
+	s := &Stream{wake: make(chan struct{}, 1), done: make(chan error, 1), failed: make(chan struct{}), w: w}
+	s.room = sync.NewCond(&s.mu)
 	go s.run()
 	return s
 }
@@ -155,25 +171,60 @@ func (s *Stream) run() {
 			close(s.failed)
 		}
 	}
-	for r := range s.records {
-		// After a failure records are still taken, so that the tracer
-		// never blocks on a reader who has gone.
-		if err == nil {
-			fail(s.w.Write(&r))
-			if len(s.records) == 0 && err == nil {
+	var spare []Record
+	for {
+		<-s.wake
+		for {
+			s.mu.Lock()
+			batch, closed := s.batch, s.closed
+			s.batch = spare[:0]
+			s.room.Broadcast()
+			s.mu.Unlock()
+			// After a failure records are still taken, so that the
+			// tracer never blocks on a reader who has gone.
+			for i := range batch {
+				if err == nil {
+					fail(s.w.Write(&batch[i]))
+				}
+			}
+			if err == nil {
 				fail(s.w.Flush())
 			}
+			clear(batch) // drop references to fields
+			spare = batch
+			if closed {
+				s.done <- err
+				return
+			}
+			if len(batch) == 0 {
+				break // quiet: sleep until the next record
+			}
+			time.Sleep(FlushInterval)
 		}
 	}
-	if err == nil {
-		fail(s.w.Flush())
-	}
-	s.done <- err
 }
 
 // Send queues a record. It blocks when the writer falls behind rather than
 // drop an event.
-func (s *Stream) Send(r Record) { s.records <- r }
+func (s *Stream) Send(r Record) {
+	s.mu.Lock()
+	for len(s.batch) >= maxBatch && !s.closed {
+		s.room.Wait()
+	}
+	s.batch = append(s.batch, r)
+	first := len(s.batch) == 1
+	s.mu.Unlock()
+	if first {
+		s.ring()
+	}
+}
+
+func (s *Stream) ring() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
 
 // Failed is closed when a write has failed (the reader of a pipe has gone):
 // time to stop tracing.
@@ -181,6 +232,9 @@ func (s *Stream) Failed() <-chan struct{} { return s.failed }
 
 // Close writes what is queued and returns the first write error.
 func (s *Stream) Close() error {
-	close(s.records)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.ring()
 	return <-s.done
 }
