@@ -15,6 +15,7 @@ func (t *Tracer) detachAll(anchor int) {
 		return
 	}
 	t.detached = true
+	t.place.Release() // detach must not wait behind other tasks
 	ringing := t.closeQueue()
 	held := map[int]int{} // tid -> signal to deliver when let go
 	if anchor != 0 {

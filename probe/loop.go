@@ -30,6 +30,7 @@ func (t *Tracer) loop() {
 func (t *Tracer) dispatch(ev tracee.Event) {
 	switch ev.Kind {
 	case tracee.EventTrap:
+		t.place.Hit(ev.Tid, t.now(), t.proc.Slept)
 		t.onTrap(ev.Tid)
 	case tracee.EventSignal:
 		t.onSignal(ev.Tid, ev.Sig)
@@ -112,9 +113,22 @@ func (t *Tracer) onTrap(tid int) {
 	if len(s.captures) > 0 {
 		t.capture(tid, s, &hit)
 	}
-	if s.insn.Kind == singlestep.Emulate {
+	t.runDisplaced(tid, s, regs, &hit)
+}
+
+// runDisplaced resumes a thread stopped at site s, running the instruction
+// the breakpoint displaced: emulated, boosted from its slot, or stepped
+// there (post-handlers run after the step).
+func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit) {
+	switch {
+	case s.run == runBoost && !s.post:
+		regs.Rip = s.slot
+		t.proc.SetRegs(tid, regs)
+		t.proc.Cont(tid, 0)
+		return
+	case s.run == runEmulate:
 		if err := s.insn.Emulate(regs, t.proc); err == nil {
-			t.runPost(s, &hit)
+			t.runPost(s, hit)
 			t.proc.SetRegs(tid, regs)
 			t.proc.Cont(tid, 0)
 			return
@@ -140,7 +154,11 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
 		comm = tracee.Comm(t.pid, tid)
 		t.comms[tid] = comm
 	}
-	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: getcpu(), Regs: regs, Mem: t.proc}
+	cpu := t.place.CPU()
+	if cpu < 0 {
+		cpu = getcpu()
+	}
+	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: cpu, Regs: regs, Mem: t.proc}
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {

@@ -55,6 +55,8 @@ type Tracer struct {
 	comms    map[int]string
 	xol      []*xolArea
 	regs     unix.PtraceRegs
+	place    *tracee.Placer
+	tuning   Tuning
 	monoBase int64
 	wallBase time.Time
 	detached bool
@@ -169,6 +171,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 			return
 		}
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
+		t.place = tracee.NewPlacer(proc.Pid, true)
 		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize}
 		errc <- nil
 		t.serve()
@@ -187,6 +190,7 @@ func (t *Tracer) serve() {
 			t.loopErr = fmt.Errorf("internal error: %v", r)
 			t.emergencyDetach()
 		}
+		t.place.Release()
 		t.retireAll()
 		t.closeQueue()
 		t.proc.Close()
@@ -208,6 +212,29 @@ func (t *Tracer) serve() {
 	t.anchor = 0
 	t.proc.Cont(anchor, 0)
 	t.loop()
+}
+
+// Tuning switches off speed-ups, for comparison and for tests that prove
+// the fast paths give the same results as the slow ones.
+type Tuning struct {
+	// NoBoost single-steps every displaced instruction that is not
+	// emulated, instead of running it from a slot followed by a jump back.
+	NoBoost bool
+	// NoPlacement leaves the ptrace thread wherever the scheduler puts it
+	// instead of following the tracee thread it serves (tracee.Placer).
+	NoPlacement bool
+}
+
+// SetTuning applies to probes installed afterwards (NoBoost) and at once
+// (NoPlacement).
+func (t *Tracer) SetTuning(tu Tuning) error {
+	return t.do(func(int) error {
+		t.tuning = tu
+		if tu.NoPlacement {
+			t.place.Release()
+		}
+		return nil
+	})
 }
 
 // Pid returns the traced process id.
