@@ -134,13 +134,14 @@ func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
 	if err != nil {
 		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 	}
-	st := &site{addr: r.addr, insn: insn, where: r.where}
+	st := &site{addr: r.addr, insn: insn, where: r.where, run: t.runMode(insn)}
 	// Emulated instructions get a slot too, when they can run out of line
 	// (all but relative branches): the fallback when emulation cannot
-	// touch the stack.
+	// touch the stack. A boosted copy can be stepped as well: the step
+	// stops before the jump back.
 	if slot, err := t.allocSlot(anchor, r.addr); err != nil {
 		return nil, err
-	} else if code, err := insn.XOL(slot); err != nil {
+	} else if code, err := slotCode(insn, slot); err != nil {
 		if insn.Kind != singlestep.Emulate {
 			return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 		}
@@ -164,6 +165,29 @@ func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
 	}
 	t.sites[r.addr] = st
 	return st, nil
+}
+
+// runMode picks the cheapest way to run insn: emulation when it touches
+// registers only; otherwise a boosted copy when it can run out of line
+// without a stop; otherwise emulation or a single-step.
+func (t *Tracer) runMode(insn *singlestep.Insn) runMode {
+	switch {
+	case insn.Kind == singlestep.Emulate && insn.RegistersOnly():
+		return runEmulate
+	case !t.tuning.NoBoost && insn.CanBoost():
+		return runBoost
+	case insn.Kind == singlestep.Emulate:
+		return runEmulate
+	}
+	return runStep
+}
+
+// slotCode is what goes in insn's slot: the boosted copy when it has one.
+func slotCode(insn *singlestep.Insn, slot uint64) ([]byte, error) {
+	if insn.CanBoost() {
+		return insn.XOLBoosted(slot)
+	}
+	return insn.XOL(slot)
 }
 
 // allocSlot returns a free XOL slot within reach of addr, mapping a new

@@ -99,6 +99,7 @@ type site struct {
 	orig     byte // the byte the breakpoint replaced
 	insn     *singlestep.Insn
 	slot     uint64   // XOL copy, for singlestep.Step instructions
+	run      runMode  // how the displaced instruction runs
 	probes   []*Probe // entry probes: handlers around this instruction
 	returns  []*Probe // return probes of the function entered here
 	retInsns []*Probe // Go return probes of a function returning by this RET
@@ -111,6 +112,19 @@ type site struct {
 	fnRet  *traceFunc   // a RET of Go function fnRet, for the function tracer
 	unwind unwindAction // an unwinder's entry: hijacked returns are given back
 }
+
+// runMode is how a site's displaced instruction runs after the handlers.
+type runMode uint8
+
+const (
+	// runEmulate: the tracer applies it to the registers (and stack).
+	runEmulate runMode = iota
+	// runBoost: from the slot, followed by a jump back; no second stop.
+	// Sites with a post-handler step instead, as kprobes stops boosting.
+	runBoost
+	// runStep: single-stepped in the slot, then fixed up.
+	runStep
+)
 
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {

@@ -411,6 +411,19 @@ func (in *Insn) Fixup(regs *unix.PtraceRegs, mem Memory, slotAddr uint64) error 
 	return nil
 }
 
+// RegistersOnly reports whether Emulate changes registers only: no stack
+// access (nops, mov between registers, add/sub to rsp, jumps). For those,
+// emulation costs nothing beyond the register write the resume needs
+// anyway; push, pop, call and ret need a tracee memory access, which costs
+// more than running a boosted copy.
+func (in *Insn) RegistersOnly() bool {
+	switch in.arch.emu {
+	case emuNop, emuMovReg, emuAddRSP, emuSubRSP, emuJmp, emuJcc, emuLoop:
+		return true
+	}
+	return false
+}
+
 // CanBoost reports whether the instruction can run out of line without a
 // single-step, followed by a jump back (XOLBoosted): true for what can run
 // out of line except indirect calls, whose pushed return address would

@@ -43,6 +43,10 @@ flags:
   --graph-function GLOB     trace only inside these functions
   --max-depth N             trace calls nested at most N deep
   --graph-time-threshold D  show only calls lasting D or more, e.g. 50us
+  --no-boost                single-step displaced instructions instead of
+                            running them from a slot with a jump back
+  --no-placement            do not move the tracer next to the tracee
+                            thread it serves (see README, Speed)
 `
 
 // exitError carries the exit status for an error; bad input is 2.
@@ -103,6 +107,9 @@ type options struct {
 	graphFunc globList
 	maxDepth  int
 	threshold time.Duration
+
+	noBoost     bool
+	noPlacement bool
 }
 
 // globList is a flag that may be given many times.
@@ -131,6 +138,8 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.Var(&o.graphFunc, "graph-function", "")
 	fs.IntVar(&o.maxDepth, "max-depth", 0, "")
 	fs.DurationVar(&o.threshold, "graph-time-threshold", 0, "")
+	fs.BoolVar(&o.noBoost, "no-boost", false, "")
+	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
@@ -355,6 +364,9 @@ func (s *sink) close(t *probe.Tracer) error {
 
 // addAll installs the probes, then the function tracer.
 func addAll(t *probe.Tracer, specs []*probe.Spec, ts tracers, o *options, s *sink) error {
+	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoPlacement: o.noPlacement}); err != nil {
+		return err
+	}
 	if err := addProbes(t, specs, s); err != nil {
 		return err
 	}
