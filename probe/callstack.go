@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"encoding/binary"
 )
 
 // callStack is one thread's stack of calls whose returns we wait for (or,
@@ -139,18 +138,12 @@ func (t *Tracer) unhijack(f *shadowFrame) bool {
 }
 
 func (t *Tracer) readWord(addr uint64) (uint64, bool) {
-	var b [8]byte
-	if _, err := t.proc.ReadAt(b[:], int64(addr)); err != nil {
-		return 0, false
-	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	w, err := t.proc.ReadWord(addr)
+	return w, err == nil
 }
 
 func (t *Tracer) writeWord(addr, v uint64) bool {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], v)
-	_, err := t.proc.WriteAt(b[:], int64(addr))
-	return err == nil
+	return t.proc.WriteWord(addr, v) == nil
 }
 
 // threadStack returns tid's shadow stack, made on first use.

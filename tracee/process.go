@@ -42,6 +42,8 @@ type Process struct {
 	threads map[int]*Thread
 	syscall uint64 // address of a `syscall` instruction, for injection
 
+	lastStop int // the thread Wait last reported stopped
+
 	// Slept says whether the last Wait had to sleep: no stop was
 	// waiting when it was called.
 	Slept bool

@@ -124,6 +124,7 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 	}
 	t.Stopped = true
 	t.GroupStopped = false
+	p.lastStop = tid
 	sig := int(ws.StopSignal())
 	ev := Event{Tid: tid, Sig: sig, Status: ws}
 	// The ptrace event is in bits 16-23 (status>>16); Go's TrapCause
