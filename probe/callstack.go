@@ -1,7 +1,6 @@
 package probe
 
-import (
-)
+import ()
 
 // callStack is one thread's stack of calls whose returns we wait for (or,
 // in a Go program, one goroutine's): the shadow stack of return probes and
