@@ -1,7 +1,5 @@
 package probe
 
-import ()
-
 // callStack is one thread's stack of calls whose returns we wait for (or,
 // in a Go program, one goroutine's): the shadow stack of return probes and
 // of the function tracer.
