@@ -43,11 +43,12 @@ type Placer struct {
 	orig      unix.CPUSet // our affinity before placement
 	disabled  bool
 
-	mu     sync.Mutex // placed and cpu, shared with the watchdog
-	placed bool
-	cpu    int // the CPU we are pinned to, when placed
-	seen   atomic.Int64
-	stop   chan struct{} // ends the watchdog
+	mu      sync.Mutex // placed and cpu, shared with the watchdog
+	placed  bool
+	stalled bool // the watchdog unplaced us
+	cpu     int  // the CPU we are pinned to, when placed
+	seen    atomic.Int64
+	stop    chan struct{} // ends the watchdog
 
 	hits        int
 	hot         int // the thread that hit last
@@ -66,7 +67,7 @@ const (
 	placeWindow      = 100e6 // ns between checks
 	placeMinRate     = 1000  // hits per second worth placing for
 	placeStall       = 20e6  // ns without a hit after which the watchdog unplaces
-	followEvery      = 256   // hits between checks of the tracee's CPU
+	followEvery      = 1024  // hits between checks of the tracee's CPU
 	followGap        = 1e6   // ns: at most one check per this, when slept
 	placeBackoffMin  = 500e6
 	placeBackoffMax  = 16e9
@@ -145,29 +146,42 @@ func (p *Placer) decide(now int64) {
 	elapsed := now - p.windowStart
 	fast := int64(p.hits)*1e9/elapsed >= placeMinRate
 	p.mu.Lock()
-	placed := p.placed
+	placed, stalled := p.placed, p.stalled
+	p.stalled = false
 	p.mu.Unlock()
+	p.window = placeWindow
 	switch {
+	case placed && p.starved(elapsed):
+		// Another task holds the CPU (a starved thread also sees
+		// few hits: this comes before the rate check).
+		p.unplace()
+		p.retryAt = now + p.backoff
+		p.backoff = min(p.backoff*2, placeBackoffMax)
+	case stalled:
+		// No hit for a while: the tracee went quiet, or we could not
+		// run at all. Try again later, without growing the back-off
+		// (quiet spells are common).
+		p.retryAt = now + placeBackoffMin
 	case placed && !fast:
 		p.unplace()
 	case placed:
-		exec, ok1 := p.threadExec(p.watched)
-		delay, ok2 := selfRunDelay(p.self)
-		if ok1 && ok2 && delay-p.startDelay > (exec-p.startExec)*3/2+elapsed/10 {
-			// Starved: another task holds the CPU.
-			p.unplace()
-			p.retryAt = now + p.backoff
-			p.backoff = min(p.backoff*2, placeBackoffMax)
-			break
-		}
 		p.follow(p.hot)
 	case fast && now >= p.retryAt:
 		if cpu, ok := p.threadCPU(p.hot); ok {
 			p.place(cpu)
+			p.window = placeFirstWindow // a bad bet shows soon
 		}
 	}
-	p.window = placeWindow
 	p.startWindow(now)
+}
+
+// starved reports whether, in the window just ended, we sat runnable for
+// well beyond the time the watched tracee thread ran: on our CPU, only
+// that thread should run ahead of us.
+func (p *Placer) starved(elapsed int64) bool {
+	exec, ok1 := p.threadExec(p.watched)
+	delay, ok2 := selfRunDelay(p.self)
+	return ok1 && ok2 && delay-p.startDelay > (exec-p.startExec)*3/2+elapsed/10
 }
 
 func (p *Placer) place(cpu int) {
@@ -234,6 +248,7 @@ func (p *Placer) watch(stop chan struct{}) {
 		case <-stop: // unplaced meanwhile
 		default:
 			p.unplaceLocked()
+			p.stalled = true
 		}
 		p.mu.Unlock()
 		return
