@@ -62,6 +62,7 @@ type Module struct {
 	funcNames  []string // distinct function names, for Suggest
 
 	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
+	code  codeCache  // the file's bytes read by ReadCode
 
 	profiling  profilingMarks // -pg runtime symbols seen while loading (patchsite.go)
 	sitesOnce  sync.Once
@@ -217,12 +218,51 @@ func (m *Module) ReadCode(addr, size uint64) ([]byte, error) {
 			return nil, fmt.Errorf("read %s: 0x%x bytes at 0x%x run past the end of the segment at 0x%x", m.Path, size, addr, p.Vaddr)
 		}
 		buf := make([]byte, size)
-		if _, err := m.file.ReadAt(buf, int64(p.Off+(addr-p.Vaddr))); err != nil {
+		if err := m.code.readAt(m.file, buf, int64(p.Off+(addr-p.Vaddr))); err != nil {
 			return nil, fmt.Errorf("read %s at 0x%x: %w", m.Path, addr, err)
 		}
 		return buf, nil
 	}
 	return nil, fmt.Errorf("read %s: address 0x%x is not in a loadable segment with file data", m.Path, addr)
+}
+
+// codeCache keeps the file's bytes that ReadCode has read, in aligned
+// chunks: the function tracer reads every function of a module one by
+// one, which would otherwise be a pread each.
+type codeCache struct {
+	mu     sync.Mutex
+	chunks map[int64][]byte // chunk number -> its bytes (short at the end of the file)
+}
+
+const codeChunk = 64 << 10
+
+// readAt fills buf from file offset off, through the cache.
+func (c *codeCache) readAt(f *os.File, buf []byte, off int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(buf) > 0 {
+		n := off / codeChunk
+		chunk, ok := c.chunks[n]
+		if !ok {
+			chunk = make([]byte, codeChunk)
+			got, err := f.ReadAt(chunk, n*codeChunk)
+			if err != nil && !(errors.Is(err, io.EOF) && got > 0) {
+				return err
+			}
+			chunk = chunk[:got]
+			if c.chunks == nil {
+				c.chunks = map[int64][]byte{}
+			}
+			c.chunks[n] = chunk
+		}
+		in := int(off - n*codeChunk)
+		if in >= len(chunk) {
+			return io.ErrUnexpectedEOF
+		}
+		k := copy(buf, chunk[in:])
+		buf, off = buf[k:], off+int64(k)
+	}
+	return nil
 }
 
 func (m *Module) loadSymbols() error {
