@@ -42,9 +42,11 @@ func (t *Tracer) detachAll(anchor int) {
 		t.swallowDoorbell(held)
 	}
 	t.restoreReturns()
-	for addr, st := range t.sites {
-		t.proc.WriteAt([]byte{st.orig}, int64(addr))
+	sites := make([]*site, 0, len(t.sites))
+	for _, st := range t.sites {
+		sites = append(sites, st)
 	}
+	t.restoreSites(sites)
 	for tid, sig := range held {
 		if t.proc.Thread(tid) == nil {
 			continue

@@ -120,11 +120,17 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
 	info := &FuncTraceInfo{}
 	var installed []*site
+	var batch siteBatch // the new sites, written together
+	written := false
 	undo := func() {
+		if !written {
+			// Nothing of the batch is in memory yet: only forget it.
+			t.forgetSites(batch.sites)
+		}
 		for _, st := range installed {
 			st.fn, st.fnRet = nil, nil
-			t.dropIfEmpty(st)
 		}
+		t.dropEmpty(installed)
 		t.ft = nil
 	}
 	if isGo(t.space.Main()) {
@@ -136,7 +142,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, c.skip})
 			continue
 		}
-		sites, err := t.hookFunction(anchor, c, opts.Returns)
+		sites, err := t.hookFunction(anchor, c, opts.Returns, &batch)
 		installed = append(installed, sites...)
 		var in *inputError
 		switch {
@@ -154,6 +160,11 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 		undo()
 		return info, badInput(errors.New("no function selected could be probed"))
 	}
+	if err := t.writeSites(&batch); err != nil {
+		undo()
+		return nil, err
+	}
+	written = true
 	if needTrampoline {
 		if err := t.ensureTrampoline(anchor, funcs[0].module.Start); err != nil {
 			undo()
@@ -197,9 +208,9 @@ var returnsTwice = map[string]bool{
 }
 
 // hookFunction puts the tracer's probes on one function: its entry and,
-// for Go with returns, each RET. A bad-input error means the function is
-// skipped.
-func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, error) {
+// for Go with returns, each RET; new sites join b, to be written with the
+// others. A bad-input error means the function is skipped.
+func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatch) ([]*site, error) {
 	m, sym := c.module, c.sym
 	code, err := m.ReadCode(sym.Addr, sym.Size)
 	if err != nil {
@@ -211,7 +222,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, e
 	}
 	at := funcSite(m, sym, code, off)
 	var sites []*site
-	st, err := t.siteAt(anchor, at)
+	st, err := t.siteIn(anchor, at, b)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +236,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool) ([]*site, e
 		return sites, nil // never returns: entries only
 	}
 	for _, a := range rets {
-		st, err := t.siteAt(anchor, funcSite(m, sym, code, int(a-sym.Addr-m.Bias)))
+		st, err := t.siteIn(anchor, funcSite(m, sym, code, int(a-sym.Addr-m.Bias)), b)
 		if err != nil {
 			return sites, err
 		}
@@ -247,6 +258,27 @@ func (t *Tracer) siteAt(anchor int, r resolved) (*site, error) {
 		return st, nil
 	}
 	return t.newSite(anchor, r)
+}
+
+// siteIn returns the site at r, made in b if new.
+func (t *Tracer) siteIn(anchor int, r resolved, b *siteBatch) (*site, error) {
+	if st := t.sites[r.addr]; st != nil {
+		return st, nil
+	}
+	return t.addSite(anchor, r, b)
+}
+
+// dropEmpty takes out the sites of sts nothing uses any more, their bytes
+// put back together.
+func (t *Tracer) dropEmpty(sts []*site) error {
+	var drop []*site
+	for _, st := range sts {
+		if st.empty() && t.sites[st.addr] == st {
+			delete(t.sites, st.addr)
+			drop = append(drop, st)
+		}
+	}
+	return t.restoreSites(drop)
 }
 
 // dropIfEmpty takes out a site nothing uses any more.

@@ -130,6 +130,20 @@ func (t *Tracer) attachSite(anchor int, p *Probe, r resolved, add func(*site)) e
 // newSite analyses the instruction at r, gives it an XOL slot if it must
 // be stepped, and writes the breakpoint.
 func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
+	var b siteBatch
+	st, err := t.addSite(anchor, r, &b)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.writeSites(&b); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// addSite makes the site at r as newSite does, but leaves its slot and
+// breakpoint to be written with the rest of b (writeSites).
+func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 	insn, err := singlestep.Analyze(r.code, r.addr)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
@@ -146,23 +160,14 @@ func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
 			return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 		}
 		t.freeSlot(slot)
-	} else if _, err := t.proc.WriteAt(code, int64(slot)); err != nil {
-		return nil, fmt.Errorf("write XOL slot: %w", err)
 	} else {
+		b.slots = append(b.slots, slotWrite{slot, code})
 		st.slot = slot
 	}
-	// The live byte, not the file's: what we must put back.
-	var orig [1]byte
-	if _, err := t.proc.ReadAt(orig[:], int64(r.addr)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", r.where, err)
-	}
-	if orig[0] != insn.Bytes[0] {
-		return nil, fmt.Errorf("%s: code in memory differs from the file (already patched by someone else?)", r.where)
-	}
-	st.orig = orig[0]
-	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(r.addr)); err != nil {
-		return nil, fmt.Errorf("write breakpoint at %s: %w", r.where, err)
-	}
+	// What we must put back: writeBreakpoints checks that memory still
+	// holds the file's byte.
+	st.orig = insn.Bytes[0]
+	b.sites = append(b.sites, st)
 	t.sites[r.addr] = st
 	return st, nil
 }
