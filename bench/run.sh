@@ -4,7 +4,8 @@
 # Builds bench/work.c (the tracee) and bench/floor.c (the floor tracer:
 # trap + wait4 + PTRACE_CONT, nothing else), times each variant RUNS times
 # and prints medians in microseconds per hit and as ratios to the floor.
-# Peers (ltrace, gdb dprintf) are timed too when installed.
+# Peers (ltrace, gdb dprintf, uftrace, perf with kernel uprobes) are
+# timed too when installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hits=${1:-20000}
@@ -14,6 +15,9 @@ mkdir -p "$out"
 make -s build
 gcc -O2 -o "$out/floor" bench/floor.c
 gcc -O0 -g -pthread -o "$out/work" bench/work.c
+if command -v uftrace >/dev/null; then
+	gcc -O0 -g -pg -pthread -o "$out/work-pg" bench/work.c
+fi
 probe=bin/probe
 work=$out/work
 
@@ -49,13 +53,30 @@ row() { # row NAME NS_TOTAL BASE_NS
 }
 row "floor, tracer on the tracee's CPU" "$floor_same" "$base"
 row "floor, tracer on any CPU" "$floor_any" "$base"
-row "probe p:leaf a=%di b=%si" "$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
-row "probe r:leaf \$retval" "$(median "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" "$hits" 1)" "$base"
+entry=$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)
+row "probe p:leaf a=%di b=%si" "$entry" "$base"
+row "  --no-boost (push %rbp emulated)" "$(median "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
+row "  --no-placement" "$(median "$probe" run --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
+row "probe r:leaf \$retval (per call)" "$(median "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" "$hits" 1)" "$base"
 row "probe --tracer function_graph (per call)" "$(median "$probe" run -o /dev/null --tracer function_graph --filter leaf -- "$work" "$hits" 1)" "$base"
-row "probe p:leaf, 4 threads (per hit)" "$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" $((hits / 4)) 4)" "$base4"
+row "floor, 4 threads (per hit)" "$(median "$out/floor" "$work" $((hits / 4)) 4 floor)" "$base4"
+four=$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" $((hits / 4)) 4)
+row "probe p:leaf, 4 threads (per hit)" "$four" "$base4"
+awk -v a="$(((four - base4) / hits))" -v b="$(((entry - base) / hits))" \
+	'BEGIN { printf "%-44s %19.2f\n", "  4 threads per hit / 1 thread per hit", a / b }'
 if command -v ltrace >/dev/null; then
 	row "ltrace -x leaf" "$(median ltrace -o /dev/null -x leaf "$work" "$hits" 1)" "$base"
 fi
 if command -v gdb >/dev/null; then
 	row "gdb dprintf leaf" "$(median gdb -q -batch -ex 'dprintf leaf,"%ld\n",a' -ex run --args "$work" "$hits" 1)" "$base"
+fi
+if command -v uftrace >/dev/null; then
+	row "uftrace (recompiled -pg, not attached)" "$(median uftrace record -d "$out/uftrace.data" "$out/work-pg" "$hits" 1)" "$base"
+fi
+# Kernel uprobes, recorded by perf: the in-kernel reference (root only).
+if command -v perf >/dev/null && perf probe -q -x "$work" leaf 2>/dev/null; then
+	trap 'perf probe -q -d "probe_work:*" 2>/dev/null' EXIT
+	perf probe -q -x "$work" 'leaf%return' 2>/dev/null || true
+	row "perf record, kernel uprobe on leaf" "$(median perf record -q -e probe_work:leaf -o "$out/perf.data" -- "$work" "$hits" 1)" "$base"
+	row "perf record, kernel uretprobe on leaf" "$(median perf record -q -e probe_work:leaf__return -o "$out/perf.data" -- "$work" "$hits" 1)" "$base"
 fi
