@@ -65,6 +65,14 @@ type shadowFrame struct {
 	unhooked bool // ... and given back for an unwinder to read
 }
 
+// topOrNil is top for a stack that may not exist yet.
+func (cs *callStack) topOrNil() *shadowFrame {
+	if cs == nil {
+		return nil
+	}
+	return cs.top()
+}
+
 func (cs *callStack) top() *shadowFrame {
 	if len(cs.frames) == 0 {
 		return nil

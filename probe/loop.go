@@ -185,6 +185,13 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 		t.proc.Step(tid, 0)
 		return
 	}
+	if regs.Rip == s.slot {
+		// A rep-prefixed string instruction stops after each
+		// iteration with rip still at its start: one hit per
+		// execution, so step on until it is done.
+		t.proc.Step(tid, 0)
+		return
+	}
 	delete(t.stepping, tid)
 	s.insn.Fixup(regs, t.proc, s.slot)
 	if s.post {
@@ -217,6 +224,7 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 func (t *Tracer) onSignal(tid, sig int) {
 	s := t.stepping[tid]
 	if sig != int(unix.SIGSTOP) && s == nil {
+		t.leaveSlot(tid)
 		t.proc.Cont(tid, sig)
 		return
 	}
@@ -248,6 +256,40 @@ func (t *Tracer) onSignal(tid, sig int) {
 	}
 	t.proc.Defer(tid, info)
 	t.proc.Step(tid, 0)
+}
+
+// leaveSlot moves a thread that takes a signal inside a boosted copy back
+// to the probed code, so that its handler sees the address the program
+// knows: the probed instruction when the copy has not completed (it
+// faulted, or the signal came first), the one after it at the jump back.
+// The handler then returns there and the program goes on as it would.
+func (t *Tracer) leaveSlot(tid int) {
+	if len(t.xol) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
+		return
+	}
+	rip := t.regs.Rip
+	inXOL := false
+	for _, a := range t.xol {
+		inXOL = inXOL || a.base <= rip && rip < a.base+a.size
+	}
+	if !inXOL {
+		return
+	}
+	for _, st := range t.sites {
+		if st.slot == 0 || rip < st.slot || rip >= st.slot+singlestep.SlotSize {
+			continue
+		}
+		switch rip - st.slot {
+		case 0:
+			t.regs.Rip = st.addr
+		case uint64(st.insn.Len):
+			t.regs.Rip = st.addr + uint64(st.insn.Len)
+		default:
+			return
+		}
+		t.proc.SetRegs(tid, &t.regs)
+		return
+	}
 }
 
 // resume restarts a thread held for commands: a thread in the middle of a

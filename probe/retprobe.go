@@ -68,6 +68,9 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 	slot := regs.Rsp - 8
 	hit := t.newHit(tid, regs)
 	cs := t.shadow[tid]
+	if f := cs.topOrNil(); f != nil && f.sp < slot && slot-f.sp <= 0xffff && t.popsOnReturn(f.site, slot-f.sp) {
+		slot = f.sp // it returned with ret $n
+	}
 	if cs != nil {
 		t.dropDead(cs, slot, true, &hit)
 	}
@@ -95,6 +98,21 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 	regs.Rip = ret
 	t.proc.SetRegs(tid, regs)
 	t.proc.Cont(tid, 0)
+}
+
+// popsOnReturn reports whether the function entered at s can return with
+// `ret $n`. Only asked when a return lands above the top frame.
+func (t *Tracer) popsOnReturn(s *site, n uint64) bool {
+	m := t.space.ModuleAt(s.addr)
+	if m == nil {
+		return false
+	}
+	sym, ok := m.SymbolAt(s.addr - m.Bias)
+	if !ok || sym.Size == 0 || sym.Addr+m.Bias != s.addr {
+		return false
+	}
+	code, err := m.ReadCode(sym.Addr, sym.Size)
+	return err == nil && singlestep.ReturnsPopping(code, sym.Addr, n)
 }
 
 // returned reports a frame's return: its return probes, the function

@@ -462,3 +462,17 @@ func (in *Insn) String() string {
 	}
 	return fmt.Sprintf("%#x: %s", in.Addr, text)
 }
+
+// ReturnsPopping reports whether the function code (at addr) has a
+// `ret $n`: its caller's frame is then n bytes above the return-address
+// slot when it returns.
+func ReturnsPopping(code []byte, addr uint64, n uint64) bool {
+	starts, _ := Boundaries(code, addr)
+	for _, a := range starts {
+		in, err := Analyze(code[a-addr:], a)
+		if err == nil && in.arch.emu == emuRet && uint64(in.arch.imm) == n {
+			return true
+		}
+	}
+	return false
+}
