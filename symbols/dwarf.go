@@ -16,10 +16,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
@@ -42,12 +44,18 @@ type DebugInfo struct {
 	// caches (line-table state machines, function lookup maps, type and
 	// DIE-tree caches).
 	mu sync.Mutex
-	bi *proc.BinaryInfo
+	// The DWARF is read by the first method that needs it (load): for a
+	// big Go binary that is most of a second, which a probe whose
+	// fetch-args are all registers must not pay.
+	loaded  bool
+	loadErr error
+	entry   uint64 // the module's runtime entry point, where delve places it
+	bi      *proc.BinaryInfo
 
-	// dw is the same DWARF read with the standard library. delve does not
-	// expose the DIE of a function (Function.offset and Image.dwarf are
-	// unexported), and we need it for DW_AT_frame_base, DW_AT_decl_line and
-	// the parameter list.
+	// dw is the DWARF as the standard library reads it, for the DIE of a
+	// function (delve's Function.offset is unexported), which we need for
+	// DW_AT_frame_base, DW_AT_decl_line and the parameter list: delve's
+	// own copy (delveDWARF).
 	dw *dwarf.Data
 	// dwarfPath is the file the DWARF came from (the module or its
 	// separate debug file).
@@ -76,8 +84,9 @@ type debugLoad struct {
 	err  error
 }
 
-// Debug returns the module's DWARF placed at the module's load bias. It is
-// loaded on first use and kept until the module is closed.
+// Debug returns the module's DWARF placed at the module's load bias, or
+// ErrNoDebugInfo. The DWARF itself is read when first used, and kept
+// until the module is closed; an error reading it comes from that use.
 func (m *Mapped) Debug() (*DebugInfo, error) {
 	c := &m.Module.debug
 	c.mu.Lock()
@@ -101,10 +110,13 @@ func (m *Module) closeDebug() {
 	defer c.mu.Unlock()
 	for _, l := range c.byBias {
 		l.once.Do(func() { l.err = fmt.Errorf("%s: %w", m.Path, os.ErrClosed) })
-		if l.d != nil {
-			l.d.mu.Lock()
-			l.d.bi.Close()
-			l.d.mu.Unlock()
+		if d := l.d; d != nil {
+			d.mu.Lock()
+			if d.bi != nil {
+				d.bi.Close()
+			}
+			d.loaded, d.loadErr = true, fmt.Errorf("%s: %w", m.Path, os.ErrClosed)
+			d.mu.Unlock()
 		}
 	}
 	c.byBias = nil
@@ -112,13 +124,9 @@ func (m *Module) closeDebug() {
 
 var quietDelve sync.Once
 
+// loadDebugInfo finds the module's DWARF (in itself or a separate debug
+// file); load reads it.
 func loadDebugInfo(mod *Module, name string, bias uint64) (*DebugInfo, error) {
-	// delve logs load problems at error level to stderr by default; a
-	// library must not write there. This is process-wide, but delve is
-	// used nowhere else in this program.
-	quietDelve.Do(func() {
-		logflags.SetLoggerFactory(func(bool, logflags.Fields, io.Writer) logflags.Logger { return discardLogger{} })
-	})
 	if mod.elf == nil || mod.file == nil {
 		return nil, fmt.Errorf("%s: module is closed", mod.Path)
 	}
@@ -134,9 +142,6 @@ func loadDebugInfo(mod *Module, name string, bias uint64) (*DebugInfo, error) {
 	if dwarfPath == "" {
 		return nil, fmt.Errorf("%s: %w", name, ErrNoDebugInfo)
 	}
-
-	// attaching=true: never ask debuginfod servers over the network.
-	bi := proc.NewBinaryInfo("linux", runtime.GOARCH, true)
 	// The first image of a BinaryInfo is taken to be the executable and
 	// placed by its runtime entry point (static base = entry - e_entry);
 	// one BinaryInfo per module keeps every module "the executable" of its
@@ -146,34 +151,70 @@ func loadDebugInfo(mod *Module, name string, bias uint64) (*DebugInfo, error) {
 		// delve cannot tell "bias 0" from "unknown" for such a file.
 		return nil, fmt.Errorf("%s: cannot place DWARF of a position-independent file with no entry point at bias 0", name)
 	}
-	if err := bi.LoadBinaryInfo(mod.Path, entry, DebugDirs); err != nil {
+	return &DebugInfo{mod: mod, name: name, bias: bias, dwarfPath: dwarfPath, entry: entry}, nil
+}
+
+// load reads the DWARF, once; d.mu is held. Every method calls it first.
+func (d *DebugInfo) load() error {
+	if !d.loaded {
+		d.loaded = true
+		d.loadErr = d.read()
+	}
+	return d.loadErr
+}
+
+func (d *DebugInfo) read() error {
+	// delve logs load problems at error level to stderr by default; a
+	// library must not write there. This is process-wide, but delve is
+	// used nowhere else in this program.
+	quietDelve.Do(func() {
+		logflags.SetLoggerFactory(func(bool, logflags.Fields, io.Writer) logflags.Logger { return discardLogger{} })
+	})
+	// attaching=true: never ask debuginfod servers over the network.
+	bi := proc.NewBinaryInfo("linux", runtime.GOARCH, true)
+	if err := bi.LoadBinaryInfo(d.mod.Path, d.entry, DebugDirs); err != nil {
 		bi.Close()
-		return nil, fmt.Errorf("%s: load DWARF: %w", name, err)
+		return fmt.Errorf("%s: load DWARF: %w", d.name, err)
 	}
 	if len(bi.Images) == 0 || bi.Images[0].Stripped() {
 		bi.Close()
-		return nil, fmt.Errorf("%s: %w", name, ErrNoDebugInfo)
+		return fmt.Errorf("%s: %w", d.name, ErrNoDebugInfo)
 	}
 	if err := bi.Images[0].LoadError(); err != nil && len(bi.Functions) == 0 {
 		bi.Close()
-		return nil, fmt.Errorf("%s: load DWARF: %w", name, err)
+		return fmt.Errorf("%s: load DWARF: %w", d.name, err)
 	}
-
-	ef, err := elf.Open(dwarfPath)
-	if err != nil {
-		bi.Close()
-		return nil, fmt.Errorf("%s: %w", name, err)
+	dw := delveDWARF(bi.Images[0])
+	if dw == nil {
+		ef, err := elf.Open(d.dwarfPath)
+		if err != nil {
+			bi.Close()
+			return fmt.Errorf("%s: %w", d.name, err)
+		}
+		dw, err = ef.DWARF()
+		ef.Close()
+		if err != nil {
+			bi.Close()
+			return fmt.Errorf("%s: read DWARF of %s: %w", d.name, d.dwarfPath, err)
+		}
 	}
-	dw, err := ef.DWARF()
-	ef.Close()
-	if err != nil {
-		bi.Close()
-		return nil, fmt.Errorf("%s: read DWARF of %s: %w", name, dwarfPath, err)
-	}
-	d := &DebugInfo{mod: mod, name: name, bias: bias, bi: bi, dw: dw, dwarfPath: dwarfPath}
+	d.bi, d.dw = bi, dw
 	bp := proc.NewBreakpointMap()
-	d.fake = fakeProcess{bi: bi, mem: codeMemory{mod: mod, bias: bias}, bps: &bp, entry: entry}
-	return d, nil
+	d.fake = fakeProcess{bi: bi, mem: codeMemory{mod: d.mod, bias: d.bias}, bps: &bp, entry: d.entry}
+	return nil
+}
+
+// delveDWARF returns the DWARF delve has read for img, or nil. Reading
+// it again ourselves would decompress a Go binary's DWARF a second time,
+// which costs as much as a fifth of the whole load; delve keeps it in the
+// unexported Image.dwarf. delve is pinned, and TestDelveDWARFShared says
+// when an upgrade moves the field (we would then read our own copy).
+func delveDWARF(img *proc.Image) *dwarf.Data {
+	f := reflect.ValueOf(img).Elem().FieldByName("dwarf")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*dwarf.Data]() {
+		return nil
+	}
+	return *(**dwarf.Data)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
 func hasDWARF(f *elf.File) bool {
@@ -266,6 +307,9 @@ func isC(fn *proc.Function) bool { return strings.HasPrefix(fn.Name, "C.") }
 func (d *DebugInfo) FuncAt(pc uint64) (name string, entry uint64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.load() != nil {
+		return "", 0, false
+	}
 	fn := d.bi.PCToFunc(pc)
 	if fn == nil {
 		return "", 0, false
@@ -277,6 +321,9 @@ func (d *DebugInfo) FuncAt(pc uint64) (name string, entry uint64, ok bool) {
 func (d *DebugInfo) Files() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.load() != nil {
+		return nil
+	}
 	return slices.Clone(d.bi.Sources)
 }
 
@@ -307,6 +354,9 @@ func (d *DebugInfo) matchSources(file string) []string {
 func (d *DebugInfo) LineAddrs(file string, line int) ([]uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.load(); err != nil {
+		return nil, err
+	}
 	srcs := d.matchSources(file)
 	if len(srcs) == 0 {
 		return nil, fmt.Errorf("no source file %q in the DWARF of %s", file, d.name)
@@ -391,6 +441,9 @@ func (d *DebugInfo) FuncLineAddrs(fnName string, rline int) ([]uint64, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.load(); err != nil {
+		return nil, err
+	}
 	fns := d.lookupFunc(fnName)
 	if len(fns) == 0 {
 		return nil, fmt.Errorf("no DWARF function %q in %s", fnName, d.name)
@@ -580,6 +633,9 @@ func (d *DebugInfo) abstractDeclLine(name string) (string, int) {
 func (d *DebugInfo) AfterPrologue(fnEntry uint64) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.load(); err != nil {
+		return 0, err
+	}
 	fn := d.bi.PCToFunc(fnEntry)
 	if fn == nil {
 		return 0, fmt.Errorf("no DWARF function at 0x%x in %s", fnEntry, d.name)
@@ -717,6 +773,9 @@ func (d *DebugInfo) withOrigin(e *dwarf.Entry) *dwarf.Entry {
 func (d *DebugInfo) Params(pc uint64) ([]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.load(); err != nil {
+		return nil, err
+	}
 	fn := d.bi.PCToFunc(pc)
 	if fn == nil {
 		return nil, fmt.Errorf("no DWARF function at 0x%x in %s", pc, d.name)

@@ -73,6 +73,9 @@ var loadCfg = proc.LoadConfig{
 func (d *DebugInfo) Var(pc uint64, expr string) (v *Var, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.load(); err != nil {
+		return nil, err
+	}
 	defer recoverDelve(&err, "compile "+expr)
 	fn := d.bi.PCToFunc(pc)
 	if fn == nil {
