@@ -90,9 +90,10 @@ type exactLayout struct {
 
 var labelRE = regexp.MustCompile(`^at(\d*|n)_(\w+)$`)
 
-// readExactLayout reads the functions and labels of forms.S from the
-// symbol table and their instructions from objdump.
-func readExactLayout(t testing.TB, path string) *exactLayout {
+// readFuncs reads the functions of the ELF file path that keep wants
+// from its symbol table, and their instructions from objdump; it returns
+// them by address, with the whole symbol table.
+func readFuncs(t testing.TB, path string, keep func(name string) bool) ([]*exactFunc, []elf.Symbol) {
 	t.Helper()
 	f, err := elf.Open(path)
 	if err != nil {
@@ -103,36 +104,64 @@ func readExactLayout(t testing.TB, path string) *exactLayout {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &exactLayout{}
-	type mark struct {
-		name string
-		addr uint64
-	}
-	var marks []mark
+	var funcs []*exactFunc
 	for _, s := range syms {
-		switch {
-		case elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 &&
-			(strings.HasPrefix(s.Name, "x_") || strings.HasPrefix(s.Name, "h_") || strings.HasPrefix(s.Name, "ra_")):
-			l.funcs = append(l.funcs, &exactFunc{name: s.Name, addr: s.Value, size: s.Size})
-		case labelRE.MatchString(s.Name):
-			marks = append(marks, mark{s.Name, s.Value})
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 && keep(s.Name) {
+			funcs = append(funcs, &exactFunc{name: s.Name, addr: s.Value, size: s.Size})
 		}
 	}
-	sort.Slice(l.funcs, func(i, j int) bool { return l.funcs[i].addr < l.funcs[j].addr })
-	in := func(a uint64) *exactFunc {
-		for _, fn := range l.funcs {
-			if fn.addr <= a && a < fn.addr+fn.size {
-				return fn
-			}
-		}
-		return nil
+	sort.Slice(funcs, func(i, j int) bool { return funcs[i].addr < funcs[j].addr })
+	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", path).Output()
+	if err != nil {
+		t.Fatalf("objdump %s: %v", path, err)
 	}
-	for _, m := range marks {
-		fn := in(m.addr)
+	insnRE := regexp.MustCompile(`^\s*([0-9a-f]+):\s+(\S.*)$`)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		m := insnRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		a, _ := strconv.ParseUint(m[1], 16, 64)
+		if fn := funcAt(funcs, a); fn != nil {
+			fn.insns = append(fn.insns, exactInsn{off: a - fn.addr, text: strings.Join(strings.Fields(m[2]), " ")})
+		}
+	}
+	for _, fn := range funcs {
+		if len(fn.insns) == 0 {
+			t.Fatalf("objdump %s: no instructions in %s", path, fn.name)
+		}
+	}
+	return funcs, syms
+}
+
+// funcAt returns the function of funcs (by address) that holds a.
+func funcAt(funcs []*exactFunc, a uint64) *exactFunc {
+	i := sort.Search(len(funcs), func(i int) bool { return funcs[i].addr+funcs[i].size > a })
+	if i < len(funcs) && funcs[i].addr <= a {
+		return funcs[i]
+	}
+	return nil
+}
+
+// readExactLayout reads the functions and labels of forms.S.
+func readExactLayout(t testing.TB, path string) *exactLayout {
+	t.Helper()
+	l := &exactLayout{}
+	var syms []elf.Symbol
+	l.funcs, syms = readFuncs(t, path, func(name string) bool {
+		return strings.HasPrefix(name, "x_") || strings.HasPrefix(name, "h_") || strings.HasPrefix(name, "ra_")
+	})
+	for _, s := range syms {
+		g := labelRE.FindStringSubmatch(s.Name)
+		if g == nil {
+			continue
+		}
+		fn := funcAt(l.funcs, s.Value)
 		if fn == nil {
-			t.Fatalf("%s: label %s at %#x is in no form", path, m.name, m.addr)
+			t.Fatalf("%s: label %s at %#x is in no form", path, s.Name, s.Value)
 		}
-		g := labelRE.FindStringSubmatch(m.name)
 		per := 1
 		switch g[1] {
 		case "":
@@ -141,31 +170,9 @@ func readExactLayout(t testing.TB, path string) *exactLayout {
 		default:
 			per, _ = strconv.Atoi(g[1])
 		}
-		l.labels = append(l.labels, exactLabel{name: g[2], fn: fn, off: m.addr - fn.addr, perIter: per})
+		l.labels = append(l.labels, exactLabel{name: g[2], fn: fn, off: s.Value - fn.addr, perIter: per})
 	}
 	sort.Slice(l.labels, func(i, j int) bool { return l.labels[i].fn.addr+l.labels[i].off < l.labels[j].fn.addr+l.labels[j].off })
-
-	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", path).Output()
-	if err != nil {
-		t.Fatalf("objdump %s: %v", path, err)
-	}
-	insnRE := regexp.MustCompile(`^\s*([0-9a-f]+):\s+(\S.*)$`)
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		m := insnRE.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		a, _ := strconv.ParseUint(m[1], 16, 64)
-		if fn := in(a); fn != nil {
-			fn.insns = append(fn.insns, exactInsn{off: a - fn.addr, text: strings.Join(strings.Fields(m[2]), " ")})
-		}
-	}
-	for _, fn := range l.funcs {
-		if len(fn.insns) == 0 {
-			t.Fatalf("objdump %s: no instructions in %s", path, fn.name)
-		}
-	}
 	for _, lb := range l.labels {
 		found := false
 		for _, in := range lb.fn.insns {
@@ -324,4 +331,100 @@ func firstDiff(a, b []string, aName, bName string) string {
 		return fmt.Sprintf("%s has %d events, %s %d (equal up to the shorter)", aName, len(a), bName, len(b))
 	}
 	return ""
+}
+
+// ---------------------------------------------------------------------
+// The Go tracee.
+
+var goExactTracee struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// goExactBin returns the path of testdata/exact/goexact, built on first use.
+func goExactBin(t testing.TB) string {
+	t.Helper()
+	goExactTracee.once.Do(func() {
+		goExactTracee.path = filepath.Join(binDir, "exact", "goexact")
+		goExactTracee.err = build(repoRoot, "go", "build", "-o", goExactTracee.path, "./integration/testdata/exact/goexact")
+	})
+	if goExactTracee.err != nil {
+		t.Fatalf("building goexact: %v", goExactTracee.err)
+	}
+	return goExactTracee.path
+}
+
+// goExactFuncs are the functions of goexact that are probed; goexact
+// prints how many times each was called.
+var goExactFuncs = []string{"main.drive", "main.leaf", "main.frame", "main.rec", "main.add", "main.sub", "main.mul", "main.sq.area", "main.tri.area", "main.sw"}
+
+var jbeRE = regexp.MustCompile(`^jbe [0-9a-f]+ <(.+)\+0x([0-9a-f]+)>$`)
+
+// goStackCheck returns the offsets of the stack check a Go function
+// starts with (up to its jbe) and of the morestack call it branches to
+// (the jbe's target to the end), and the offset of the first instruction
+// after the check: the body, which runs once per call. A goroutine may
+// go through the check more than once per call (sysmon asks for
+// preemption through the stack guard, at any time), so those offsets are
+// probed but their events are not compared.
+func (f *exactFunc) goStackCheck() (check map[uint64]bool, body uint64) {
+	check = map[uint64]bool{}
+	for i, in := range f.insns {
+		if i > 3 {
+			break
+		}
+		m := jbeRE.FindStringSubmatch(in.text)
+		if m == nil || m[1] != f.name {
+			continue
+		}
+		target, _ := strconv.ParseUint(m[2], 16, 64)
+		for j, in2 := range f.insns {
+			if j <= i || in2.off >= target {
+				check[in2.off] = true
+			}
+		}
+		return check, f.insns[i+1].off
+	}
+	return check, 0
+}
+
+// goExactEvents returns the events as "NAME (LOC) ARGS" in the order they
+// happened, but for those at a stack check.
+func goExactEvents(evs []event, funcs []*exactFunc) []string {
+	skip := map[string]bool{}
+	for _, f := range funcs {
+		check, _ := f.goStackCheck()
+		for off := range check {
+			skip[f.loc(off)] = true
+		}
+	}
+	var out []string
+	for _, e := range evs {
+		if !skip[e.loc] {
+			out = append(out, e.name+" ("+e.loc+")"+e.rest)
+		}
+	}
+	return out
+}
+
+var goCallsRE = regexp.MustCompile(`(main\.[\w.]+)=(\d+)`)
+
+// goExactCalls parses goexact's "calls main.leaf=N ..." line.
+func goExactCalls(t testing.TB, stdout string) map[string]int {
+	t.Helper()
+	calls := map[string]int{}
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(line, "calls ") {
+			for _, m := range goCallsRE.FindAllStringSubmatch(line, -1) {
+				calls[m[1]], _ = strconv.Atoi(m[2])
+			}
+		}
+	}
+	for _, fn := range goExactFuncs {
+		if calls[fn] == 0 {
+			t.Fatalf("goexact: no calls of %s in\n%s", fn, stdout)
+		}
+	}
+	return calls
 }

@@ -2,10 +2,13 @@
  * forms.S and prints a checksum of what each one left in the registers,
  * the flags and memory, so that a displaced instruction run wrongly under
  * probe changes the output.
- *   exact N [THREADS]
- * Each of THREADS threads (default: main alone) calls every form N times
- * with the same inputs: the first ones edge values, then pseudo-random
- * ones. Prints per form "NAME sum=HEX", then the counts the test needs
+ *   exact N [THREADS [signals]]
+ * Each of THREADS threads (0, the default: main alone) calls every form N
+ * times with the same inputs: the first ones edge values, then
+ * pseudo-random ones. With "signals", another thread sends each of them
+ * SIGUSR1 every 50 us while they run; the handler (on an alternate stack:
+ * some forms move rsp off the stack) only counts them, and the output
+ * does not depend on how many came. Prints per form "NAME sum=HEX", then the counts the test needs
  * ("hits NAME K" for labels whose executions depend on the inputs, and
  * "fault ..."), identical for any number of threads but the totals.
  *
@@ -71,6 +74,10 @@ static long n;
 static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t barrier;
 
+static int signals;
+static volatile int finished;          /* workers done */
+static __thread volatile long usr1;    /* SIGUSR1s taken */
+
 static __thread sigjmp_buf fault_jmp;
 static __thread uint64_t fault_rip, fault_addr, fault_rdx;
 
@@ -82,6 +89,38 @@ static void on_segv(int sig, siginfo_t *si, void *uc_)
 	fault_rdx = uc->uc_mcontext.gregs[REG_RDX];
 	fault_addr = (uint64_t)si->si_addr;
 	siglongjmp(fault_jmp, 1);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	usr1++;
+}
+
+/* Signals go to the alternate stack: a form may hold any value in rsp. */
+static void altstack(void)
+{
+	stack_t ss = {.ss_sp = malloc(1 << 16), .ss_size = 1 << 16};
+	if (ss.ss_sp == NULL || sigaltstack(&ss, NULL) != 0) {
+		perror("exact: sigaltstack");
+		exit(1);
+	}
+}
+
+static void *signaller(void *arg)
+{
+	pthread_t *targets = arg;
+	int n = 0;
+	while (targets[n])
+		n++;
+	pthread_barrier_wait(&barrier);
+	struct timespec ts = {0, 50000};
+	while (!finished) {
+		for (int i = 0; i < n; i++)
+			pthread_kill(targets[i], SIGUSR1);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
 }
 
 static uint64_t next(uint64_t *s)
@@ -170,43 +209,64 @@ static void run_one(struct result *res, size_t k, long i)
 static void *worker(void *arg)
 {
 	struct result *res = arg;
+	if (signals)
+		altstack();
 	pthread_barrier_wait(&barrier);
 	for (long i = 0; i < n; i++)
 		for (size_t k = 0; k < NFORMS; k++)
 			run_one(res, k, i);
+	__atomic_add_fetch(&finished, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: exact N [THREADS]\n");
+		fprintf(stderr, "usage: exact N [THREADS [signals]]\n");
 		return 2;
 	}
 	n = atol(argv[1]);
 	int threads = argc > 2 ? atoi(argv[2]) : 0;
 	if (threads < 0 || threads > 16)
 		threads = 0;
+	signals = argc > 3 && strcmp(argv[3], "signals") == 0;
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_segv;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigaction(SIGSEGV, &sa, NULL);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_ONSTACK | SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
 
 	static struct result res[16];
-	pthread_t th[16];
+	static pthread_t th[17]; /* the workers, then 0 for the signaller */
+	pthread_t sig;
+	int workers = threads == 0 ? 1 : threads;
+	pthread_barrier_init(&barrier, NULL, workers + signals);
 	if (threads == 0) {
-		pthread_barrier_init(&barrier, NULL, 1);
+		th[0] = pthread_self();
+		if (signals)
+			pthread_create(&sig, NULL, signaller, th);
 		worker(&res[0]);
-		threads = 1;
 	} else {
-		pthread_barrier_init(&barrier, NULL, threads);
 		for (int t = 0; t < threads; t++)
 			pthread_create(&th[t], NULL, worker, &res[t]);
-		for (int t = 0; t < threads; t++)
-			pthread_join(th[t], NULL);
+		if (signals)
+			pthread_create(&sig, NULL, signaller, th);
 	}
+	/* The workers stay joinable until the signaller is done with them. */
+	while (finished < workers) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	if (signals)
+		pthread_join(sig, NULL);
+	for (int t = 0; t < threads; t++)
+		pthread_join(th[t], NULL);
+	threads = workers;
 
 	struct result tot;
 	memset(&tot, 0, sizeof tot);
