@@ -21,7 +21,7 @@ import (
 // and each instruction under test must be hit exactly as often as it runs.
 
 // exactIters is how many times the tracee calls each form (per thread).
-const exactIters = 12
+const exactIters = 16
 
 // exactKnownBugs are the cases left out because probe gets them wrong
 // today, with the bug: a label of forms.S (the probe on its instruction
@@ -192,6 +192,7 @@ func TestExact(t *testing.T) {
 		wantLabelHits(t, "default", lay, def.evs, skip, rep, exactIters)
 		wantLabelHits(t, "--no-boost", lay, step.evs, skip, rep, exactIters)
 		wantSameEvents(t, def, step, "default", "--no-boost")
+		wantBothWays(t, lay, def.threads[0])
 	})
 
 	// The same with a return probe on every function: the entry runs the
@@ -248,6 +249,43 @@ func TestExact(t *testing.T) {
 			wantSameEvents(t, exactRun{threads: def.threads[:1]}, exactRun{threads: step.threads[:1]}, "default", "--no-boost")
 		}
 	})
+}
+
+// wantBothWays checks that each conditional branch under test was
+// taken and not taken: the events after its own show two places.
+func wantBothWays(t *testing.T, l *exactLayout, seq []string) {
+	t.Helper()
+	locOf := func(line string) string {
+		_, rest, _ := strings.Cut(line, " (")
+		loc, _, _ := strings.Cut(rest, ")")
+		return loc
+	}
+	next := map[string]map[string]bool{}
+	for i := 0; i+1 < len(seq); i++ {
+		from := locOf(seq[i])
+		if next[from] == nil {
+			next[from] = map[string]bool{}
+		}
+		next[from][locOf(seq[i+1])] = true
+	}
+	for _, lb := range l.labels {
+		var text string
+		for _, in := range lb.fn.insns {
+			if in.off == lb.off {
+				text = in.text
+			}
+		}
+		mnem, _, _ := strings.Cut(text, " ")
+		branch := mnem == "loop" || mnem == "loope" || mnem == "loopne" || mnem == "jrcxz" ||
+			strings.HasPrefix(mnem, "j") && mnem != "jmp"
+		// frame_jcc tests the flags of sub rsp on the real stack: never zero, never below.
+		if !branch || lb.name == "frame_jcc" {
+			continue
+		}
+		if n := len(next[lb.loc()]); n != 2 {
+			t.Errorf("%s (%s, %s): the events after its own show %d places, want 2 (taken and not)", lb.name, lb.loc(), text, n)
+		}
+	}
 }
 
 // wantReturnHits checks the count of each function's return events: one
