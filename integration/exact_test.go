@@ -29,9 +29,7 @@ const exactIters = 16
 // "test:NAME" (a whole subtest). TestExactKnownBugs runs the first two
 // kinds alone; PROBE_EXACT_BUGS=1 runs them all. Delete an entry once its
 // bug is fixed.
-var exactKnownBugs = map[string]string{
-	"test:signals": "an asynchronous signal that reaches a thread as it resumes into a boosted copy (rip at the slot, the copy not run yet) is delivered at the probed address: the handler returns to the int3 and the probe fires a second time for one execution",
-}
+var exactKnownBugs = map[string]string{}
 
 // skipKnownBug skips the test while name is in exactKnownBugs, unless
 // PROBE_EXACT_BUGS is set.

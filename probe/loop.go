@@ -224,7 +224,7 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 func (t *Tracer) onSignal(tid, sig int) {
 	s := t.stepping[tid]
 	if sig != int(unix.SIGSTOP) && s == nil {
-		t.leaveSlot(tid)
+		t.leaveSlot(tid, sig)
 		t.proc.Cont(tid, sig)
 		return
 	}
@@ -260,10 +260,11 @@ func (t *Tracer) onSignal(tid, sig int) {
 
 // leaveSlot moves a thread that takes a signal inside a boosted copy back
 // to the probed code, so that its handler sees the address the program
-// knows: the probed instruction when the copy has not completed (it
-// faulted, or the signal came first), the one after it at the jump back.
-// The handler then returns there and the program goes on as it would.
-func (t *Tracer) leaveSlot(tid int) {
+// knows: the probed instruction when the copy faulted (re-run, it meets
+// the probe again, as the original would fault again), the one after it
+// at the jump back. A signal that comes before the copy has run leaves
+// the thread in the slot: sent back, it would hit the probe twice.
+func (t *Tracer) leaveSlot(tid, sig int) {
 	if len(t.xol) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
 		return
 	}
@@ -281,6 +282,10 @@ func (t *Tracer) leaveSlot(tid int) {
 		}
 		switch rip - st.slot {
 		case 0:
+			info, err := t.proc.Siginfo(tid)
+			if err != nil || !isFault(sig, info) {
+				return
+			}
 			t.regs.Rip = st.addr
 		case uint64(st.insn.Len):
 			t.regs.Rip = st.addr + uint64(st.insn.Len)
