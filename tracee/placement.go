@@ -48,6 +48,7 @@ type Placer struct {
 	stalled bool // the watchdog unplaced us
 	cpu     int  // the CPU we are pinned to, when placed
 	seen    atomic.Int64
+	stall   time.Duration // no hits this long and the watchdog unplaces
 	stop    chan struct{} // ends the watchdog
 
 	hits        int
@@ -76,7 +77,7 @@ const (
 // NewPlacer prepares placement of the calling thread near pid's threads.
 // With enabled false, or a single CPU, it does nothing.
 func NewPlacer(pid int, enabled bool) *Placer {
-	p := &Placer{pid: pid, self: unix.Gettid(), cpu: -1, backoff: placeBackoffMin, disabled: !enabled, window: placeFirstWindow}
+	p := &Placer{pid: pid, self: unix.Gettid(), cpu: -1, backoff: placeBackoffMin, disabled: !enabled, window: placeFirstWindow, stall: placeStall}
 	if err := unix.SchedGetaffinity(0, &p.orig); err != nil || p.orig.Count() < 2 {
 		p.disabled = true // nowhere else to go
 	}
@@ -229,7 +230,7 @@ func (p *Placer) unplaceLocked() {
 // placeStall. A SCHED_IDLE thread behind a busy task may not run for a long
 // time; a normal one gets its share at once, or moves to an idle CPU.
 func (p *Placer) watch(stop chan struct{}) {
-	tick := time.NewTicker(placeStall)
+	tick := time.NewTicker(p.stall)
 	defer tick.Stop()
 	last := p.seen.Load()
 	for {
