@@ -45,6 +45,17 @@ type Event struct {
 // and returns what happened. Only tracees of the calling OS thread are
 // waited for (__WNOTHREAD): other tracers in this process are not disturbed.
 func (p *Process) Wait() (Event, error) {
+	ev, _, err := p.wait(true)
+	return ev, err
+}
+
+// WaitNonBlocking is Wait that returns ok=false at once when no thread has
+// anything to report.
+func (p *Process) WaitNonBlocking() (Event, bool, error) {
+	return p.wait(false)
+}
+
+func (p *Process) wait(block bool) (Event, bool, error) {
 	for {
 		var ws unix.WaitStatus
 		// Most often a stop is already there (placement puts us back on
@@ -54,6 +65,9 @@ func (p *Process) Wait() (Event, error) {
 		tid, err := wait4Now(&ws)
 		p.Slept = err == nil && tid == 0
 		if p.Slept {
+			if !block {
+				return Event{}, false, nil
+			}
 			tid, err = unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
 		}
 		if err != nil {
@@ -63,34 +77,9 @@ func (p *Process) Wait() (Event, error) {
 			if errors.Is(err, unix.ECHILD) {
 				// Nothing left to wait for: every thread is gone.
 				p.threads = map[int]*Thread{}
-				return Event{Kind: EventExit, Tid: p.Pid}, nil
-			}
-			return Event{}, fmt.Errorf("wait: %w", err)
-		}
-		if ev, ok := p.classify(tid, ws); ok {
-			return ev, nil
-		}
-	}
-}
-
-// WaitNonBlocking is Wait that returns ok=false at once when no thread has
-// anything to report.
-func (p *Process) WaitNonBlocking() (Event, bool, error) {
-	for {
-		var ws unix.WaitStatus
-		tid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if errors.Is(err, unix.ECHILD) {
-				p.threads = map[int]*Thread{}
 				return Event{Kind: EventExit, Tid: p.Pid}, true, nil
 			}
 			return Event{}, false, fmt.Errorf("wait: %w", err)
-		}
-		if tid == 0 {
-			return Event{}, false, nil
 		}
 		if ev, ok := p.classify(tid, ws); ok {
 			return ev, true, nil
