@@ -252,12 +252,17 @@ func funcSite(m *symbols.Mapped, sym symbols.Symbol, code []byte, off int) resol
 		where: fmt.Sprintf("%s+%#x/%#x", sym.Name, off, sym.Size)}
 }
 
-// siteAt returns the site at r, made if new.
+// siteAt returns the site at r, made and written if new.
 func (t *Tracer) siteAt(anchor int, r resolved) (*site, error) {
-	if st := t.sites[r.addr]; st != nil {
-		return st, nil
+	var b siteBatch
+	st, err := t.siteIn(anchor, r, &b)
+	if err != nil {
+		return nil, err
 	}
-	return t.newSite(anchor, r)
+	if err := t.writeSites(&b); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // siteIn returns the site at r, made in b if new.
@@ -279,18 +284,6 @@ func (t *Tracer) dropEmpty(sts []*site) error {
 		}
 	}
 	return t.restoreSites(drop)
-}
-
-// dropIfEmpty takes out a site nothing uses any more.
-func (t *Tracer) dropIfEmpty(st *site) error {
-	if !st.empty() || t.sites[st.addr] != st {
-		return nil
-	}
-	delete(t.sites, st.addr)
-	if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil {
-		return fmt.Errorf("restore %s: %w", st.where, err)
-	}
-	return nil
 }
 
 // crtGlue are the functions the toolchain adds to every C program: not

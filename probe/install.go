@@ -127,22 +127,8 @@ func (t *Tracer) attachSite(anchor int, p *Probe, r resolved, add func(*site)) e
 	return nil
 }
 
-// newSite analyses the instruction at r, gives it an XOL slot if it must
-// be stepped, and writes the breakpoint.
-func (t *Tracer) newSite(anchor int, r resolved) (*site, error) {
-	var b siteBatch
-	st, err := t.addSite(anchor, r, &b)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.writeSites(&b); err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
-// addSite makes the site at r as newSite does, but leaves its slot and
-// breakpoint to be written with the rest of b (writeSites).
+// addSite analyses the instruction at r and gives it an XOL slot; its slot
+// and breakpoint are written with the rest of b (writeSites).
 func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 	insn, err := singlestep.Analyze(r.code, r.addr)
 	if err != nil {
@@ -245,7 +231,6 @@ func (t *Tracer) uninstall(p *Probe) error {
 
 // detachSites takes p off each of its sites, removing those left empty.
 func (t *Tracer) detachSites(p *Probe) error {
-	var first error
 	for _, st := range p.sites {
 		st.probes = without(st.probes, p)
 		st.returns = without(st.returns, p)
@@ -255,12 +240,10 @@ func (t *Tracer) detachSites(p *Probe) error {
 		for _, q := range st.probes {
 			st.post = st.post || q.handler.Post != nil
 		}
-		if err := t.dropIfEmpty(st); err != nil && first == nil {
-			first = err
-		}
 	}
+	err := t.dropEmpty(p.sites)
 	p.sites = nil
-	return first
+	return err
 }
 
 func without(ps []*Probe, p *Probe) []*Probe {
