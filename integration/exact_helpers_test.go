@@ -205,10 +205,10 @@ func (l *exactLayout) label(t testing.TB, name string) exactLabel {
 const exactRegs = "ax=%ax bx=%bx cx=%cx dx=%dx si=%si di=%di bp=%bp sp=%sp r8=%r8 r9=%r9 r10=%r10 r11=%r11 r12=%r12 r13=%r13 r14=%r14 r15=%r15 fl=%flags"
 
 // exactSpecs returns a probe on every instruction of every function but
-// those at the locations in skip (and ud2, which cannot be probed),
+// ud2 (which cannot be probed),
 // fetching every register, and the word on top of the stack when top is
 // set; with returns, a return probe on every x_ and h_ function too.
-func (l *exactLayout) exactSpecs(skip map[string]bool, top, returns bool) []string {
+func (l *exactLayout) exactSpecs(top, returns bool) []string {
 	args := exactRegs
 	if top {
 		args += " s0=+0(%sp):x64"
@@ -216,12 +216,12 @@ func (l *exactLayout) exactSpecs(skip map[string]bool, top, returns bool) []stri
 	var specs []string
 	for _, fn := range l.funcs {
 		for _, in := range fn.insns {
-			if skip[fn.loc(in.off)] || in.text == "ud2" {
+			if in.text == "ud2" {
 				continue
 			}
 			specs = append(specs, fmt.Sprintf("p:%s+%#x %s", fn.name, in.off, args))
 		}
-		if returns && !strings.HasPrefix(fn.name, "ra_") && !skip["r:"+fn.name] {
+		if returns && !strings.HasPrefix(fn.name, "ra_") {
 			specs = append(specs, fmt.Sprintf("r:%s %s", fn.name, exactRegs))
 		}
 	}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -22,23 +21,6 @@ import (
 
 // exactIters is how many times the tracee calls each form (per thread).
 const exactIters = 16
-
-// exactKnownBugs are the cases left out because probe gets them wrong
-// today, with the bug: a label of forms.S (the probe on its instruction
-// is left out of the main runs), "r:FUNC" (a return probe, likewise), or
-// "test:NAME" (a whole subtest). TestExactKnownBugs runs the first two
-// kinds alone; PROBE_EXACT_BUGS=1 runs them all. Delete an entry once its
-// bug is fixed.
-var exactKnownBugs = map[string]string{}
-
-// skipKnownBug skips the test while name is in exactKnownBugs, unless
-// PROBE_EXACT_BUGS is set.
-func skipKnownBug(t *testing.T, name string) {
-	t.Helper()
-	if bug, ok := exactKnownBugs[name]; ok && os.Getenv("PROBE_EXACT_BUGS") == "" {
-		t.Skipf("known bug: %s (PROBE_EXACT_BUGS=1 runs it)", bug)
-	}
-}
 
 // exactRun is one run of the tracee under probe.
 type exactRun struct {
@@ -112,32 +94,12 @@ func untracedExact(t *testing.T, path string, env []string, args ...string) resu
 	return r
 }
 
-// skipLocs returns the locations of the labels in exactKnownBugs, and
-// its "r:FUNC" entries as they are.
-func (l *exactLayout) skipLocs() map[string]bool {
-	skip := map[string]bool{}
-	for _, lb := range l.labels {
-		if _, ok := exactKnownBugs[lb.name]; ok {
-			skip[lb.loc()] = true
-		}
-	}
-	for k := range exactKnownBugs {
-		if strings.HasPrefix(k, "r:") {
-			skip[k] = true
-		}
-	}
-	return skip
-}
-
 // wantLabelHits checks the hit count of every label that was probed: its
 // executions per iteration times iters, or what the tracee reported.
-func wantLabelHits(t *testing.T, mode string, l *exactLayout, evs []event, skip map[string]bool, rep exactReport, iters int) {
+func wantLabelHits(t *testing.T, mode string, l *exactLayout, evs []event, rep exactReport, iters int) {
 	t.Helper()
 	got := countByLoc(evs)
 	for _, lb := range l.labels {
-		if skip[lb.loc()] {
-			continue
-		}
 		want := lb.perIter * iters
 		if lb.perIter == 0 {
 			n, ok := rep.hits[lb.name]
@@ -170,7 +132,6 @@ func TestExact(t *testing.T) {
 	needSetarch(t)
 	path := exactBin(t)
 	lay := readExactLayout(t, path)
-	skip := lay.skipLocs()
 	iters := strconv.Itoa(exactIters)
 	base := untracedExact(t, path, nil, iters)
 	rep := parseExactReport(t, base.stdout)
@@ -181,14 +142,14 @@ func TestExact(t *testing.T) {
 	// Every instruction probed, its state (and the top of the stack) fetched.
 	t.Run("entry", func(t *testing.T) {
 		t.Parallel()
-		specs := lay.exactSpecs(skip, true, false)
+		specs := lay.exactSpecs(true, false)
 		def := runExact(t, path, nil, base, nil, specs, iters)
 		step := runExact(t, path, nil, base, []string{"--no-boost"}, specs, iters)
 		if len(def.threads) != 1 {
 			t.Fatalf("events from %d threads, want 1", len(def.threads))
 		}
-		wantLabelHits(t, "default", lay, def.evs, skip, rep, exactIters)
-		wantLabelHits(t, "--no-boost", lay, step.evs, skip, rep, exactIters)
+		wantLabelHits(t, "default", lay, def.evs, rep, exactIters)
+		wantLabelHits(t, "--no-boost", lay, step.evs, rep, exactIters)
 		wantSameEvents(t, def, step, "default", "--no-boost")
 		wantBothWays(t, lay, def.threads[0])
 	})
@@ -197,12 +158,12 @@ func TestExact(t *testing.T) {
 	// displaced instruction after rewriting the return address.
 	t.Run("return", func(t *testing.T) {
 		t.Parallel()
-		specs := lay.exactSpecs(skip, false, true)
+		specs := lay.exactSpecs(false, true)
 		def := runExact(t, path, nil, base, nil, specs, iters)
 		step := runExact(t, path, nil, base, []string{"--no-boost"}, specs, iters)
 		for _, run := range []exactRun{def, step} {
-			wantLabelHits(t, run.mode, lay, run.evs, skip, rep, exactIters)
-			wantReturnHits(t, run.mode, lay, run.evs, skip, rep, exactIters)
+			wantLabelHits(t, run.mode, lay, run.evs, rep, exactIters)
+			wantReturnHits(t, run.mode, lay, run.evs, rep, exactIters)
 		}
 		wantSameEvents(t, def, step, "default", "--no-boost")
 	})
@@ -211,13 +172,12 @@ func TestExact(t *testing.T) {
 	// stopped at a probe: they are delivered as it resumes, in a slot.
 	t.Run("signals", func(t *testing.T) {
 		t.Parallel()
-		skipKnownBug(t, "test:signals")
 		args := []string{iters, "0", "signals"}
-		specs := lay.exactSpecs(skip, true, false)
+		specs := lay.exactSpecs(true, false)
 		def := runExact(t, path, nil, base, nil, specs, args...)
 		step := runExact(t, path, nil, base, []string{"--no-boost"}, specs, args...)
-		wantLabelHits(t, "default", lay, def.evs, skip, rep, exactIters)
-		wantLabelHits(t, "--no-boost", lay, step.evs, skip, rep, exactIters)
+		wantLabelHits(t, "default", lay, def.evs, rep, exactIters)
+		wantLabelHits(t, "--no-boost", lay, step.evs, rep, exactIters)
 		wantSameEvents(t, def, step, "default", "--no-boost")
 	})
 
@@ -228,14 +188,14 @@ func TestExact(t *testing.T) {
 		args := []string{strconv.Itoa(titers), strconv.Itoa(threads)}
 		tbase := untracedExact(t, path, nil, args...)
 		trep := parseExactReport(t, tbase.stdout)
-		specs := lay.exactSpecs(skip, true, false)
+		specs := lay.exactSpecs(true, false)
 		def := runExact(t, path, nil, tbase, nil, specs, args...)
 		step := runExact(t, path, nil, tbase, []string{"--no-boost"}, specs, args...)
 		for _, run := range []exactRun{def, step} {
 			if len(run.threads) != threads {
 				t.Fatalf("events from %d threads, want %d", len(run.threads), threads)
 			}
-			wantLabelHits(t, run.mode, lay, run.evs, skip, trep, titers*threads)
+			wantLabelHits(t, run.mode, lay, run.evs, trep, titers*threads)
 			// Each thread did what every other did.
 			for i := 1; i < threads; i++ {
 				if d := firstDiff(run.threads[0], run.threads[i], "thread 0", fmt.Sprintf("thread %d", i)); d != "" {
@@ -289,7 +249,7 @@ func wantBothWays(t *testing.T, l *exactLayout, seq []string) {
 // wantReturnHits checks the count of each function's return events: one
 // per iteration for a form, but x_fault, which returns only when it did
 // not fault; h_leaf is called by x_call_rel and jumped to by x_o2_tail.
-func wantReturnHits(t *testing.T, mode string, l *exactLayout, evs []event, skip map[string]bool, rep exactReport, iters int) {
+func wantReturnHits(t *testing.T, mode string, l *exactLayout, evs []event, rep exactReport, iters int) {
 	t.Helper()
 	got := map[string]int{}
 	for _, e := range evs {
@@ -298,7 +258,7 @@ func wantReturnHits(t *testing.T, mode string, l *exactLayout, evs []event, skip
 		}
 	}
 	for _, fn := range l.funcs {
-		if strings.HasPrefix(fn.name, "ra_") || skip["r:"+fn.name] {
+		if strings.HasPrefix(fn.name, "ra_") {
 			continue
 		}
 		want := iters
@@ -314,54 +274,13 @@ func wantReturnHits(t *testing.T, mode string, l *exactLayout, evs []event, skip
 	}
 }
 
-// TestExactKnownBugs runs, for each entry of exactKnownBugs, the probe on
-// that label alone in the mode that gets it wrong.
-func TestExactKnownBugs(t *testing.T) {
-	t.Parallel()
-	needSetarch(t)
-	path := exactBin(t)
-	lay := readExactLayout(t, path)
-	names := make([]string, 0, len(exactKnownBugs))
-	for name := range exactKnownBugs {
-		if !strings.HasPrefix(name, "test:") {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	iters := strconv.Itoa(exactIters)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			skipKnownBug(t, name)
-			base := untracedExact(t, path, nil, iters)
-			rep := parseExactReport(t, base.stdout)
-			for _, flags := range [][]string{nil, {"--no-boost"}} {
-				if fn, ok := strings.CutPrefix(name, "r:"); ok {
-					run := runExact(t, path, nil, base, flags, []string{"r:" + fn + " " + exactRegs}, iters)
-					only := &exactLayout{}
-					for _, f := range lay.funcs {
-						if f.name == fn {
-							only.funcs = append(only.funcs, f)
-						}
-					}
-					wantReturnHits(t, run.mode, only, run.evs, nil, rep, exactIters)
-					continue
-				}
-				lb := lay.label(t, name)
-				only := &exactLayout{funcs: lay.funcs, labels: []exactLabel{lb}}
-				run := runExact(t, path, nil, base, flags, []string{fmt.Sprintf("p:%s+%#x %s", lb.fn.name, lb.off, exactRegs)}, iters)
-				wantLabelHits(t, run.mode, only, run.evs, nil, rep, exactIters)
-			}
-		})
-	}
-}
-
-// needSetarch skips the test where ASLR cannot be turned off for the
+// needSetarch fails the test where ASLR cannot be turned off for the
 // tracee: the flags of rsp arithmetic and an aligned stack pointer depend
 // on where the stack is, and runs are compared value for value.
 func needSetarch(t *testing.T) {
 	t.Helper()
 	if err := exec.Command("setarch", "x86_64", "-R", "true").Run(); err != nil {
-		t.Skipf("setarch x86_64 -R (util-linux) does not work here: %v", err)
+		t.Fatalf("setarch x86_64 -R (util-linux, in every Debian) does not work here: %v", err)
 	}
 }
 
@@ -382,13 +301,9 @@ func TestExactGo(t *testing.T) {
 		t.Fatalf("goexact: found %d of the functions %v", len(funcs), goExactFuncs)
 	}
 	const iters = "16"
-	// Go's asynchronous preemption sends SIGURG every 10 ms a goroutine
-	// runs: with the bug of the signals subtest, a probe can fire twice.
-	var env []string
-	if _, ok := exactKnownBugs["test:signals"]; ok && os.Getenv("PROBE_EXACT_BUGS") == "" {
-		env = []string{"GODEBUG=asyncpreemptoff=1"}
-	}
-	base := untracedExact(t, path, env, iters)
+	// Go's asynchronous preemption (SIGURG every 10 ms a goroutine runs)
+	// stays on: signals landing in boosted slots are part of the test.
+	base := untracedExact(t, path, nil, iters)
 	calls := goExactCalls(t, base.stdout)
 	checked := 0
 	for _, f := range funcs {
@@ -420,7 +335,7 @@ func TestExactGo(t *testing.T) {
 			}
 			var seqs [2][]string
 			for i, flags := range [][]string{nil, {"--no-boost"}} {
-				run := runExact(t, path, env, base, flags, specs, iters)
+				run := runExact(t, path, nil, base, flags, specs, iters)
 				got := countByLoc(run.evs)
 				rets := map[string]int{}
 				for _, e := range run.evs {
