@@ -29,6 +29,38 @@ func currentCPU() int {
 	return int(cpu)
 }
 
+// firstCPU is the lowest CPU in set.
+func firstCPU(set unix.CPUSet) int {
+	for cpu := 0; ; cpu++ {
+		if set.IsSet(cpu) {
+			return cpu
+		}
+	}
+}
+
+// placer returns a Placer for this process, or nil when placement is off
+// because the thread may run on one CPU only: then it checks that the
+// Placer does nothing.
+func placer(t *testing.T) *Placer {
+	p := NewPlacer(os.Getpid(), true)
+	var set unix.CPUSet
+	unix.SchedGetaffinity(0, &set)
+	if set.Count() >= 2 {
+		if p.disabled {
+			t.Fatalf("placement off with %d CPUs allowed", set.Count())
+		}
+		return p
+	}
+	if !p.disabled || p.CPU() != -1 {
+		t.Fatalf("placement on with one CPU allowed")
+	}
+	p.Hit(1, 1, true)
+	if p.CPU() != -1 {
+		t.Fatalf("a disabled Placer placed")
+	}
+	return nil
+}
+
 func policy(t *testing.T) uint32 {
 	a, err := unix.SchedGetAttr(0, 0)
 	if err != nil {
@@ -41,10 +73,13 @@ func policy(t *testing.T) uint32 {
 // columns, even for a thread whose name holds ") (" and spaces.
 func TestPlacerReadsProc(t *testing.T) {
 	onOwnThread(t, func() {
-		var one unix.CPUSet
-		one.Set(0)
+		var all, one unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &all); err != nil {
+			t.Fatal(err)
+		}
+		one.Set(firstCPU(all))
 		if err := unix.SchedSetaffinity(0, &one); err != nil {
-			t.Skipf("cannot pin: %v", err) // a cpuset without CPU 0
+			t.Fatal(err)
 		}
 		name := []byte("a) (b c\x00")
 		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0); err != nil {
@@ -71,20 +106,18 @@ func TestPlacerReadsProc(t *testing.T) {
 // TestPlacerPlacesAndRestores: placing makes the thread SCHED_IDLE on one
 // CPU; Release puts policy and affinity back.
 func TestPlacerPlacesAndRestores(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("one CPU: placement is off")
-	}
 	onOwnThread(t, func() {
-		p := NewPlacer(os.Getpid(), true)
-		if p.disabled {
-			t.Skip("placement disabled here (affinity allows one CPU)")
+		p := placer(t)
+		if p == nil {
+			return
 		}
 		p.stall = time.Hour // no hits here: keep the watchdog out of it
-		p.place(1)
+		cpu := firstCPU(p.orig)
+		p.place(cpu)
 		var set unix.CPUSet
 		unix.SchedGetaffinity(0, &set)
-		if pol := policy(t); pol != unix.SCHED_IDLE || set.Count() != 1 || !set.IsSet(1) || p.CPU() != 1 {
-			t.Errorf("placed: policy %d, affinity %d CPUs (CPU 1 %v), CPU() %d", pol, set.Count(), set.IsSet(1), p.CPU())
+		if pol := policy(t); pol != unix.SCHED_IDLE || set.Count() != 1 || !set.IsSet(cpu) || p.CPU() != cpu {
+			t.Errorf("placed on %d: policy %d, affinity %d CPUs (CPU %d %v), CPU() %d", cpu, pol, set.Count(), cpu, set.IsSet(cpu), p.CPU())
 		}
 		p.Release()
 		unix.SchedGetaffinity(0, &set)
@@ -98,15 +131,12 @@ func TestPlacerPlacesAndRestores(t *testing.T) {
 // back as a normal one from outside, and the next decision waits before
 // placing again.
 func TestPlacerWatchdog(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("one CPU: placement is off")
-	}
 	onOwnThread(t, func() {
-		p := NewPlacer(os.Getpid(), true)
-		if p.disabled {
-			t.Skip("placement disabled here")
+		p := placer(t)
+		if p == nil {
+			return
 		}
-		p.place(0)
+		p.place(firstCPU(p.orig))
 		deadline := time.Now().Add(2 * time.Second)
 		for p.CPU() != -1 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
