@@ -1,21 +1,27 @@
 /* The floor of a ptrace probe: trace CMD (bench/work ... floor, whose
  * leaf executes int3 itself) and answer each trap with PTRACE_CONT and
  * nothing else. Threads are followed with PTRACE_O_TRACECLONE.
- *   floor CMD [ARGS...]     prints the number of traps on stderr
+ *   floor [-r] CMD [ARGS...]     prints the number of traps on stderr
+ * With -r each trap also costs a PTRACE_GETREGS and a PTRACE_SETREGS: the
+ * least a probe that reads its arguments and moves rip can pay.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
+	int regs = argc > 1 && strcmp(argv[1], "-r") == 0;
+	char **cmd = argv + 1 + regs;
 	pid_t pid = fork();
 	if (pid == 0) {
 		ptrace(PTRACE_TRACEME, 0, 0, 0);
-		execvp(argv[1], argv + 1);
+		execvp(cmd[0], cmd);
 		_exit(127);
 	}
 	int status;
@@ -37,8 +43,14 @@ int main(int argc, char **argv)
 			continue;
 		}
 		int sig = WSTOPSIG(status);
-		if (sig == SIGTRAP && (status >> 16) == 0)
+		if (sig == SIGTRAP && (status >> 16) == 0) {
 			traps++, sig = 0;
+			if (regs) {
+				struct user_regs_struct r;
+				ptrace(PTRACE_GETREGS, tid, 0, &r);
+				ptrace(PTRACE_SETREGS, tid, 0, &r);
+			}
+		}
 		else if (sig == SIGTRAP || sig == SIGSTOP)
 			sig = 0; /* clone events, new threads' first stop */
 		ptrace(PTRACE_CONT, tid, 0, sig);

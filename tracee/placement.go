@@ -61,6 +61,11 @@ type Placer struct {
 	lastFollow  int64
 	backoff     int64
 	retryAt     int64
+
+	statOpen bool // statFd is the open stat file of statTid
+	statFd   int
+	statTid  int
+	statBuf  [1024]byte
 }
 
 const (
@@ -263,6 +268,7 @@ func (p *Placer) Release() {
 		return
 	}
 	p.unplace()
+	p.closeStat()
 	p.disabled = true
 }
 
@@ -273,24 +279,67 @@ func setPolicy(tid int, policy uint32) error {
 	return unix.SchedSetAttr(tid, &attr, 0)
 }
 
-// threadCPU is the CPU tid last ran on (field 39 of its stat).
+// threadCPU is the CPU tid last ran on (field 39 of its stat). It is read
+// often while following, so the stat file of the last thread asked about
+// stays open and is re-read with one pread into a fixed buffer.
 func (p *Placer) threadCPU(tid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", p.pid, tid))
-	if err != nil {
+	if !p.statOpen || p.statTid != tid {
+		p.closeStat()
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/task/%d/stat", p.pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, false
+		}
+		p.statFd, p.statTid, p.statOpen = fd, tid, true
+	}
+	n, err := unix.Pread(p.statFd, p.statBuf[:], 0)
+	if err != nil || n <= 0 {
+		p.closeStat() // the thread is gone
 		return 0, false
 	}
+	return statCPU(p.statBuf[:n])
+}
+
+func (p *Placer) closeStat() {
+	if p.statOpen {
+		unix.Close(p.statFd)
+	}
+	p.statOpen = false
+}
+
+// statCPU parses the processor field out of a /proc stat line.
+func statCPU(b []byte) (int, bool) {
 	// The command name (field 2) may hold spaces: count from its ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, false
 	}
-	fields := bytes.Fields(b[i+1:])
 	const processor = 39 - 3 // fields after the name start at field 3
-	if len(fields) <= processor {
-		return 0, false
+	field := 0
+	for j := i + 1; j < len(b); {
+		for j < len(b) && b[j] == ' ' {
+			j++
+		}
+		k := j
+		for k < len(b) && b[k] != ' ' && b[k] != '\n' {
+			k++
+		}
+		if k == j {
+			break
+		}
+		if field == processor {
+			cpu := 0
+			for _, c := range b[j:k] {
+				if c < '0' || c > '9' {
+					return 0, false
+				}
+				cpu = cpu*10 + int(c-'0')
+			}
+			return cpu, true
+		}
+		field++
+		j = k
 	}
-	cpu, err := strconv.Atoi(string(fields[processor]))
-	return cpu, err == nil
+	return 0, false
 }
 
 // threadExec is the time tid has run, in ns.

@@ -38,6 +38,16 @@ func firstCPU(set unix.CPUSet) int {
 	}
 }
 
+func lastCPU(set unix.CPUSet) int {
+	last := -1
+	for cpu := 0; cpu < 1024; cpu++ {
+		if set.IsSet(cpu) {
+			last = cpu
+		}
+	}
+	return last
+}
+
 // placer returns a Placer for this process, or nil when placement is off
 // because the thread may run on one CPU only: then it checks that the
 // Placer does nothing.
@@ -90,6 +100,18 @@ func TestPlacerReadsProc(t *testing.T) {
 		if !ok || cpu != currentCPU() {
 			t.Errorf("threadCPU = %d, %v; running on %d", cpu, ok, currentCPU())
 		}
+		// The stat file stays open between calls: a move must still show.
+		if other := lastCPU(all); other != firstCPU(all) {
+			one.Zero()
+			one.Set(other)
+			if err := unix.SchedSetaffinity(0, &one); err != nil {
+				t.Fatal(err)
+			}
+			if cpu, ok := p.threadCPU(p.self); !ok || cpu != other {
+				t.Errorf("after moving to CPU %d, threadCPU = %d, %v", other, cpu, ok)
+			}
+		}
+		p.closeStat()
 		exec1, ok1 := p.threadExec(p.self)
 		for end := time.Now().Add(5 * time.Millisecond); time.Now().Before(end); {
 		}
