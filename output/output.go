@@ -37,6 +37,9 @@ type Record struct {
 	Event  string // the event name, e.g. p_work_0
 	Where  string // sym+0xoff/0xsize, or caller+0xoff/0xsize <- func
 	Fields []probe.Field
+	// Stack is the user stack at a probe hit, innermost frame first, each
+	// "sym+0xoff/0xsize [module]" (the stacktrace action); nil otherwise.
+	Stack []string
 
 	// Function tracer events.
 	Func      string // the traced function

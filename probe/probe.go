@@ -87,6 +87,14 @@ type Probe struct {
 	hits     atomic.Uint64
 }
 
+// SetEnabled turns the probe's handlers on or off; a disabled probe stays
+// installed (its hits cost a round trip but run nothing), as ftrace's
+// per-event enable file. Safe from any goroutine and from handlers.
+func (p *Probe) SetEnabled(on bool) { p.enabled.Store(on) }
+
+// Enabled reports whether the probe's handlers run.
+func (p *Probe) Enabled() bool { return p.enabled.Load() }
+
 // Hits returns how many times the probe fired.
 func (p *Probe) Hits() uint64 { return p.hits.Load() }
 
