@@ -8,6 +8,8 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
+require github.com/goccy/go-yaml v1.19.2
+
 require (
 	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/go-delve/delve v1.27.2

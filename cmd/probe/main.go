@@ -28,12 +28,16 @@ const usage = `usage:
   probe attach [flags] PID [SPEC ...]                 attach to a running process
   probe list   PID|BINARY [GLOB]                      functions that can be probed (and
                                                      their mcount/patchable sites)
+  probe run|attach --script FILE.yaml ...             probes, tracer and output from a
+                                                     script (see README, Scripts)
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
 
 flags:
   -o FILE                   write events to FILE instead of standard output
+  --script FILE.yaml        probes, tracer and output from a script; flags
+                            override it, SPECs add to its probes
   --duration D              detach after D (attach), e.g. 5s
   --tracer T[,T]            nop, function, function_graph, profile, stack
   --filter GLOB             functions to trace (MOD:GLOB for a library's);
@@ -110,6 +114,9 @@ type options struct {
 
 	noBoost     bool
 	noPlacement bool
+
+	script string
+	set    map[string]bool // the flags given, which a script does not override
 }
 
 // globList is a flag that may be given many times.
@@ -140,10 +147,13 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.DurationVar(&o.threshold, "graph-time-threshold", 0, "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
+	fs.StringVar(&o.script, "script", "", "")
+	o.set = map[string]bool{}
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
 		}
+		fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 		if args = fs.Args(); len(args) == 0 {
 			return o, pos, cmd, nil
 		}
@@ -168,6 +178,11 @@ func cmdRun(args []string) (int, error) {
 	}
 	if len(argv) == 0 {
 		return bad("missing -- CMD (usage: probe run [flags] [SPEC ...] -- CMD [ARGS ...])")
+	}
+	if o.script != "" {
+		if specs, err = applyScript(&o, specs, false); err != nil {
+			return bad("%v", err)
+		}
 	}
 	parsed, err := parseSpecs(specs)
 	if err != nil {
@@ -243,6 +258,13 @@ func cmdAttach(args []string) (int, error) {
 	pid, err := strconv.Atoi(pos[0])
 	if err != nil || pid <= 0 {
 		return bad("bad PID %q", pos[0])
+	}
+	if o.script != "" {
+		specs, err := applyScript(&o, pos[1:], true)
+		if err != nil {
+			return bad("%v", err)
+		}
+		pos = append(pos[:1], specs...)
 	}
 	ts, err := parseTracers(&o)
 	if err != nil {
