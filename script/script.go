@@ -147,7 +147,9 @@ type loader struct {
 
 func (l *loader) pos(n ast.Node) Pos {
 	tk := n.GetToken()
-	if m, ok := n.(*ast.MappingNode); ok && len(m.Values) > 0 {
+	if m, ok := n.(*ast.MappingNode); ok && m.IsFlowStyle {
+		tk = m.Start // the "{"
+	} else if ok && len(m.Values) > 0 {
 		tk = m.Values[0].Key.GetToken()
 	}
 	if mv, ok := n.(*ast.MappingValueNode); ok {
@@ -178,6 +180,14 @@ type entry struct {
 	key   string
 	keyN  ast.Node
 	value ast.Node
+}
+
+func isMapping(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return true
+	}
+	return false
 }
 
 // mapping reads a mapping whose keys must be among known.
@@ -336,6 +346,9 @@ func (l *loader) tracer(n ast.Node, t *Tracer) error {
 		return l.tracerNames(n, t)
 	}
 	es, err := l.mapping(n, "tracer", tracerKeys)
+	if err != nil && isMapping(n) {
+		return err
+	}
 	if err != nil {
 		return l.errAt(n, "tracer: want a tracer name (%s) or a mapping with keys %s, got %s",
 			strings.Join(Tracers, ", "), quoteList(tracerKeys), describe(n))
@@ -402,6 +415,9 @@ func (l *loader) output(n ast.Node, o *Output) error {
 		return nil
 	}
 	es, err := l.mapping(n, "output", outputKeys)
+	if err != nil && isMapping(n) {
+		return err
+	}
 	if err != nil {
 		return l.errAt(n, "output: want a file name or a mapping with keys %s, got %s", quoteList(outputKeys), describe(n))
 	}
@@ -440,16 +456,20 @@ func (l *loader) probes(n ast.Node, s *Script) error {
 // piece is a part of a probe's text and the node it came from, so that a
 // validator's complaint about a token lands on the right node.
 type piece struct {
-	text string
-	node ast.Node
+	text  string
+	node  ast.Node
+	alias []string // other spellings of the same token in the text
 }
 
 // probe reads one probe: a string in the CLI grammar, or a mapping.
 func (l *loader) probe(n ast.Node, what string) (Probe, error) {
+	if err := l.plain(n); err != nil {
+		return Probe{}, err
+	}
 	var pieces []piece
 	var words []string // the text in the CLI grammar
 	add := func(text string, n ast.Node) {
-		pieces = append(pieces, piece{text, n})
+		pieces = append(pieces, piece{text, n, nil})
 		words = append(words, text)
 	}
 	switch n.(type) {
@@ -461,6 +481,9 @@ func (l *loader) probe(n ast.Node, what string) (Probe, error) {
 		add(text, n)
 	default:
 		es, err := l.mapping(n, what, probeKeys)
+		if err != nil && isMapping(n) {
+			return Probe{}, err
+		}
 		if err != nil {
 			return Probe{}, l.errAt(n, "%s: want a probe (a mapping with keys %s, or a string such as \"p:work i\"), got %s",
 				what, quoteList(probeKeys), describe(n))
@@ -502,16 +525,16 @@ func (l *loader) probe(n ast.Node, what string) (Probe, error) {
 				if err != nil {
 					return Probe{}, err
 				}
-				pieces = append(pieces, piece{name, ev.value}, piece{at, loc.value})
 				group := name
 				if !strings.Contains(name, "/") {
 					// The grammar tells p:EVENT from p:LOCATION by the
 					// group: give the default one.
 					group = "probe/" + name
 				}
+				pieces = append(pieces, piece{name, ev.value, []string{kind + ":" + group, group}}, piece{at, loc.value, nil})
 				words = append(words, kind+":"+group, at)
 			} else {
-				pieces = append(pieces, piece{at, loc.value})
+				pieces = append(pieces, piece{at, loc.value, []string{kind + ":" + at}})
 				words = append(words, kind+":"+at)
 			}
 		}
@@ -577,7 +600,7 @@ func findPiece(pieces []piece, token string) ast.Node {
 		return nil
 	}
 	for _, p := range pieces {
-		if p.node != nil && (p.text == token || contains(strings.Fields(p.text), token)) {
+		if p.node != nil && (p.text == token || contains(p.alias, token) || contains(strings.Fields(p.text), token)) {
 			return p.node
 		}
 	}
@@ -602,10 +625,7 @@ func (l *loader) action(n ast.Node, what string) (string, error) {
 	}
 	es, err := l.mapping(n, what, actionKeys)
 	if err != nil {
-		if _, isMap := n.(*ast.MappingValueNode); isMap {
-			return "", err
-		}
-		if _, isMap := n.(*ast.MappingNode); isMap {
+		if isMapping(n) {
 			return "", err
 		}
 		return "", l.errAt(n, "%s: want an action: %s, or a mapping with one of %s, got %s",
@@ -636,6 +656,9 @@ func (l *loader) action(n ast.Node, what string) (string, error) {
 		return "hist:" + field, err
 	}
 	hs, err := l.mapping(e.value, what, histKeys)
+	if err != nil && isMapping(e.value) {
+		return "", err
+	}
 	if err != nil {
 		return "", l.errAt(e.value, "%s: want a field name or a mapping with keys %s, got %s", what, quoteList(histKeys), describe(e.value))
 	}
