@@ -560,7 +560,8 @@ func (l *loader) probe(n ast.Node, what string) (Probe, error) {
 				return Probe{}, l.errAt(f.value, "%s.if: want a filter expression such as \"size > 64\"", what)
 			}
 			words = append(words, "if")
-			add(expr, f.value)
+			pieces = append(pieces, piece{expr, f.value, []string{"if"}})
+			words = append(words, expr)
 		}
 		if a, ok := get["actions"]; ok {
 			seq, ok := a.value.(*ast.SequenceNode)

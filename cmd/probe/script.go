@@ -42,7 +42,7 @@ func applyScript(o *options, cliSpecs []string, attach bool) ([]string, error) {
 		// The tracers' rules (function_graph with function...) live in
 		// parseTracers: say where the script broke one.
 		if _, err := parseTracers(o); err != nil {
-			return nil, fmt.Errorf("%s: tracer: %v", s.Tracer.Pos, err)
+			return nil, fmt.Errorf("%s: %v", s.Tracer.Pos, err)
 		}
 	}
 	if !o.set["o"] && s.Output.File != "" {
