@@ -110,6 +110,10 @@ func (g *Graph) Write(r *Record) error {
 		g.buf = fmt.Appendf(g.buf, "/* %s: (%s)", r.Event, r.Where)
 		g.buf = probe.AppendFields(g.buf, r.Fields)
 		g.buf = append(g.buf, " */\n"...)
+		for _, f := range r.Stack { // a stacktrace action's frames, a comment each
+			g.startLine(r, noDuration, lane.open)
+			g.buf = fmt.Appendf(g.buf, "/* => %s */\n", f)
+		}
 	}
 	return g.end(r, lane)
 }

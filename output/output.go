@@ -97,6 +97,9 @@ func (t *Text) Write(r *Record) error {
 	case KindProbe:
 		b = fmt.Appendf(t.prefix(r), "%s: (%s)", r.Event, r.Where)
 		b = probe.AppendFields(b, r.Fields)
+		for _, f := range r.Stack { // ftrace's stacktrace trigger: one frame a line
+			b = append(append(b, "\n => "...), f...)
+		}
 	case KindEntry:
 		b = append(t.prefix(r), r.Func...)
 		// The kernel leaves the parent out when it has no address for it.

@@ -158,7 +158,7 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
 	if cpu < 0 {
 		cpu = getcpu()
 	}
-	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: cpu, Regs: regs, Mem: t.proc}
+	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: cpu, Regs: regs, Mem: t.proc, tracer: t}
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {

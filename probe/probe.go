@@ -59,6 +59,8 @@ type Hit struct {
 	// Fields are the probe's fetch-args, read at this hit (nil in a
 	// post-handler).
 	Fields []Field
+
+	tracer *Tracer // for Stack
 }
 
 // Memory is the tracee's memory.
@@ -97,6 +99,10 @@ func (p *Probe) Enabled() bool { return p.enabled.Load() }
 
 // Hits returns how many times the probe fired.
 func (p *Probe) Hits() uint64 { return p.hits.Load() }
+
+// FieldNames returns the names of the probe's fetch-args, in the order of
+// Hit.Fields.
+func (p *Probe) FieldNames() []string { return p.args.Names() }
 
 // Name returns GROUP/EVENT.
 func (p *Probe) Name() string { return p.Group + "/" + p.Event }

@@ -63,6 +63,7 @@ type Module struct {
 
 	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
 	code  codeCache  // the file's bytes read by ReadCode
+	cfi   cfiCache   // call frame information, for unwinding (cfi.go)
 
 	profiling  profilingMarks // -pg runtime symbols seen while loading (patchsite.go)
 	sitesOnce  sync.Once

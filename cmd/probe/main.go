@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/symbols"
@@ -33,6 +34,9 @@ const usage = `usage:
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
+It may end with actions: 'SPEC [if FILTER] => ACTION ...', ACTION one of
+print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace,
+traceon, traceoff, enable:EVENT, disable:EVENT (see README, Actions).
 
 flags:
   -o FILE                   write events to FILE instead of standard output
@@ -319,21 +323,6 @@ func cmdAttach(args []string) (int, error) {
 	return 0, nil
 }
 
-func parseSpecs(texts []string) ([]*probe.Spec, error) {
-	if len(texts) == 0 {
-		return nil, nil
-	}
-	specs := make([]*probe.Spec, 0, len(texts))
-	for _, s := range texts {
-		sp, err := probe.ParseSpec(s)
-		if err != nil {
-			return nil, err
-		}
-		specs = append(specs, sp)
-	}
-	return specs, nil
-}
-
 // sink is where events go: a formatter fed off the ptrace thread.
 type sink struct {
 	file   *os.File
@@ -341,6 +330,7 @@ type sink struct {
 	all    output.Writer // events go here
 	stream *output.Stream
 	traced *probe.FuncTraceInfo // what the function tracer installed
+	acts   *action.Session      // the probes' actions (actions.go)
 	stack  bool                 // the stack tracer's report is owed
 }
 
@@ -353,7 +343,7 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 		}
 	}
 	primary, all := newWriter(f, ts, o, probes)
-	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all)}, nil
+	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all), acts: action.NewSession()}, nil
 }
 
 func (s *sink) close(t *probe.Tracer) error {
@@ -365,6 +355,9 @@ func (s *sink) close(t *probe.Tracer) error {
 		if e := output.WriteStack(s.file, stackReport(t.StackUsage())); err == nil {
 			err = e
 		}
+	}
+	if e := s.drawActions(); err == nil {
+		err = e
 	}
 	if s.traced != nil && len(s.traced.Skipped) > 0 {
 		s.writer.Comment(skippedNote(s.traced))
@@ -385,7 +378,7 @@ func (s *sink) close(t *probe.Tracer) error {
 }
 
 // addAll installs the probes, then the function tracer.
-func addAll(t *probe.Tracer, specs []*probe.Spec, ts tracers, o *options, s *sink) error {
+func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink) error {
 	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoPlacement: o.noPlacement}); err != nil {
 		return err
 	}
@@ -393,23 +386,6 @@ func addAll(t *probe.Tracer, specs []*probe.Spec, ts tracers, o *options, s *sin
 		return err
 	}
 	return addTracer(t, ts, o, s)
-}
-
-func addProbes(t *probe.Tracer, specs []*probe.Spec, s *sink) error {
-	for _, sp := range specs {
-		_, err := t.AddSpec(sp, probe.Handler{Pre: func(h *probe.Hit) {
-			s.stream.Send(output.Record{
-				Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
-				Event: h.Probe.Event, Where: h.Where,
-				// Fields live only during the handler: keep a copy.
-				Fields: append([]probe.Field(nil), h.Fields...),
-			})
-		}})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func cmdList(args []string) (int, error) {

@@ -1,0 +1,175 @@
+// Package action is what a probe does at a hit besides printing: count,
+// hist, stacktrace, traceon/traceoff, enable/disable, as ftrace's event
+// triggers. The CLI, the REPL and YAML scripts share one grammar:
+//
+//	SPEC [if FILTER] [=> ACTION ...]
+//	'p:malloc size=%di:u64 if size > 64 => count:comm hist:size stacktrace'
+//
+// Parse the action texts, Compile them for a probe within a Session, run
+// the Plan from the probe's handler, and Draw the counts and histograms.
+package action
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/probedbg/probe/probe"
+)
+
+// Kind is what one action does.
+type Kind int
+
+const (
+	Print      Kind = iota // print the event
+	Count                  // count hits, by the values of Keys
+	Hist                   // histogram of Field
+	Stacktrace             // print the event and the user stack
+	TraceOn                // turn event printing on for all probes
+	TraceOff               // ... and off
+	Enable                 // enable the probe named Event
+	Disable                // disable it
+)
+
+// Action is one parsed action token.
+type Action struct {
+	Kind  Kind
+	Text  string   // the token as written
+	Keys  []string // Count: fetch-arg names or comm, tid, cpu; none: one total
+	Field string   // Hist: a fetch-arg name, or "duration"
+	Step  uint64   // Hist: the bucket width of a linear histogram; 0 for log2
+	Event string   // Enable, Disable: [GRP/]EVENT
+}
+
+// Duration is the Hist field that is a return probe's call duration (ns).
+const Duration = "duration"
+
+// Error is a bad action; it is a probe.ErrBadInput.
+type Error struct {
+	Token  string
+	Reason string
+}
+
+func (e *Error) Error() string        { return fmt.Sprintf("bad action %q: %s", e.Token, e.Reason) }
+func (e *Error) Is(target error) bool { return target == probe.ErrBadInput }
+func bad(tok, format string, a ...any) error {
+	return &Error{Token: tok, Reason: fmt.Sprintf(format, a...)}
+}
+
+// Split cuts a probe text at its "=>": the spec (with any filter) before,
+// the actions after. A "=>" inside a quoted string of the filter does not
+// count. has is false when there is no "=>".
+func Split(text string) (spec, actions string, has bool) {
+	var quote byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0 && c == '\\':
+			i++ // an escaped character, the quote included
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '=' && i+1 < len(text) && text[i+1] == '>':
+			return strings.TrimSpace(text[:i]), strings.TrimSpace(text[i+2:]), true
+		}
+	}
+	return text, "", false
+}
+
+// Parse parses whitespace-separated action tokens. It checks the syntax
+// only; Compile checks the names against a probe.
+func Parse(text string) ([]Action, error) {
+	toks := strings.Fields(text)
+	acts := make([]Action, 0, len(toks))
+	for _, tok := range toks {
+		a, err := parseOne(tok)
+		if err != nil {
+			return nil, err
+		}
+		acts = append(acts, a)
+	}
+	return acts, nil
+}
+
+func parseOne(tok string) (Action, error) {
+	name, arg, hasArg := strings.Cut(tok, ":")
+	a := Action{Text: tok}
+	noArg := func(k Kind) (Action, error) {
+		if hasArg {
+			return a, bad(tok, "%s takes no argument", name)
+		}
+		a.Kind = k
+		return a, nil
+	}
+	switch name {
+	case "print":
+		return noArg(Print)
+	case "stacktrace":
+		return noArg(Stacktrace)
+	case "traceon":
+		return noArg(TraceOn)
+	case "traceoff":
+		return noArg(TraceOff)
+	case "count":
+		a.Kind = Count
+		if !hasArg {
+			return a, nil
+		}
+		for _, k := range strings.Split(arg, ",") {
+			if !isIdent(k) {
+				return a, bad(tok, "bad key %q (want a fetch-arg name, comm, tid or cpu)", k)
+			}
+			a.Keys = append(a.Keys, k)
+		}
+		return a, nil
+	case "hist":
+		a.Kind = Hist
+		field, mode, hasMode := strings.Cut(arg, ":")
+		if !hasArg || !isIdent(field) {
+			return a, bad(tok, "want hist:FIELD[:log2|:linear=STEP]")
+		}
+		a.Field = field
+		switch {
+		case !hasMode || mode == "log2":
+		case strings.HasPrefix(mode, "linear="):
+			step, err := strconv.ParseUint(strings.TrimPrefix(mode, "linear="), 0, 64)
+			if err != nil || step == 0 {
+				return a, bad(tok, "bad STEP %q (want a positive integer)", strings.TrimPrefix(mode, "linear="))
+			}
+			a.Step = step
+		default:
+			return a, bad(tok, "unknown histogram kind %q (want log2 or linear=STEP)", mode)
+		}
+		return a, nil
+	case "enable", "disable":
+		a.Kind = Enable
+		if name == "disable" {
+			a.Kind = Disable
+		}
+		grp, ev, hasGrp := strings.Cut(arg, "/")
+		if !hasGrp {
+			grp, ev = "", arg
+		}
+		if !hasArg || !isIdent(ev) || hasGrp && !isIdent(grp) {
+			return a, bad(tok, "want %s:[GRP/]EVENT", name)
+		}
+		a.Event = arg
+		return a, nil
+	}
+	return a, bad(tok, "unknown action (want print, count, hist, stacktrace, traceon, traceoff, enable or disable)")
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

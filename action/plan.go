@@ -1,0 +1,282 @@
+package action
+
+import (
+	"math/bits"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/probedbg/probe/probe"
+)
+
+// Session is the actions of every probe of one trace: the tracing switch
+// that traceon/traceoff flip, and the probes' aggregates, in the order
+// they were compiled. Safe from any goroutine.
+type Session struct {
+	tracingOff atomic.Bool // zero value: tracing on
+	mu         sync.Mutex
+	plans      []*Plan
+}
+
+// NewSession returns a session with tracing on.
+func NewSession() *Session { return &Session{} }
+
+// Tracing reports whether events print (ftrace's tracing_on).
+func (s *Session) Tracing() bool { return !s.tracingOff.Load() }
+
+// SetTracing turns event printing on or off for all probes.
+func (s *Session) SetTracing(on bool) { s.tracingOff.Store(!on) }
+
+// Probe is what Compile checks an action list against.
+type Probe struct {
+	Event  string   // GRP/EVENT, for the tables' titles
+	Fields []string // its fetch-arg names
+	Return bool     // a return probe: hist:duration is allowed
+}
+
+// Plan is the compiled actions of one probe. Run it from the probe's
+// Pre handler, on the ptrace thread.
+type Plan struct {
+	session  *Session
+	probe    Probe
+	acts     []Action
+	print    bool // the event prints (when tracing is on)
+	stack    bool
+	counts   []*counter
+	hists    []*histogram
+	switches []toggle // enable/disable, bound by Bind
+	traceSet bool     // traceon or traceoff is listed
+	traceTo  bool     // the last one listed: on?
+
+	mu     sync.Mutex // guards counts and hists: Draw runs on other goroutines
+	keyBuf []byte
+}
+
+type toggle struct {
+	event string
+	on    bool
+	p     *probe.Probe
+}
+
+// Compile checks acts against p (every KEY and FIELD a fetch-arg of p,
+// duration only on a return probe) and returns its Plan, added to the
+// session's tables. No actions means print.
+func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
+	pl := &Plan{session: s, probe: p, acts: acts, print: len(acts) == 0}
+	has := func(name string) bool {
+		for _, f := range p.Fields {
+			if f == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, a := range acts {
+		switch a.Kind {
+		case Print:
+			pl.print = true
+		case Stacktrace:
+			pl.print, pl.stack = true, true
+		case TraceOn, TraceOff:
+			pl.traceSet, pl.traceTo = true, a.Kind == TraceOn
+		case Count:
+			for _, k := range a.Keys {
+				if k != "comm" && k != "tid" && k != "cpu" && !has(k) {
+					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, tid, cpu)", k, p.Event, fieldList(p.Fields))
+				}
+			}
+			pl.counts = append(pl.counts, &counter{act: a, counts: make(map[string]*uint64)})
+		case Hist:
+			switch {
+			case has(a.Field):
+			case a.Field == Duration && p.Return:
+			case a.Field == Duration:
+				return nil, bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
+			default:
+				return nil, bad(a.Text, "%s is not a field of %s (fields: %s)", a.Field, p.Event, fieldList(p.Fields))
+			}
+			pl.hists = append(pl.hists, &histogram{act: a, linear: make(map[int64]uint64)})
+		case Enable, Disable:
+			pl.switches = append(pl.switches, toggle{event: a.Event, on: a.Kind == Enable})
+		}
+	}
+	s.mu.Lock()
+	s.plans = append(s.plans, pl)
+	s.mu.Unlock()
+	return pl, nil
+}
+
+func fieldList(f []string) string {
+	if len(f) == 0 {
+		return "none"
+	}
+	s := f[0]
+	for _, n := range f[1:] {
+		s += ", " + n
+	}
+	return s
+}
+
+// Events returns the events the plan enables or disables, for a caller
+// to check before attaching.
+func (pl *Plan) Events() []string {
+	var ev []string
+	for _, t := range pl.switches {
+		ev = append(ev, t.event)
+	}
+	return ev
+}
+
+// Bind finds the probes that enable/disable act on; lookup returns nil
+// for an unknown event.
+func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
+	for i := range pl.switches {
+		t := &pl.switches[i]
+		if t.p = lookup(t.event); t.p == nil {
+			verb := "disable"
+			if t.on {
+				verb = "enable"
+			}
+			return bad(verb+":"+t.event, "no probe has the event name %s", t.event)
+		}
+	}
+	return nil
+}
+
+// Stack reports whether the plan wants the user stack at each hit.
+func (pl *Plan) Stack() bool { return pl.stack }
+
+// Remove takes the plan's tables out of the session (its probe was deleted).
+func (pl *Plan) Remove() {
+	s := pl.session
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.plans {
+		if p == pl {
+			s.plans = append(s.plans[:i], s.plans[i+1:]...)
+			return
+		}
+	}
+}
+
+// Run applies the actions to a hit and reports whether the event is to
+// be printed (with its stack if Stack). The trace switches act first, so
+// the hit that turns tracing on prints and the one that turns it off
+// does not.
+func (pl *Plan) Run(h *probe.Hit) (print bool) {
+	if pl.traceSet {
+		pl.session.SetTracing(pl.traceTo)
+	}
+	for _, t := range pl.switches {
+		if t.p != nil {
+			t.p.SetEnabled(t.on)
+		}
+	}
+	if len(pl.counts) > 0 || len(pl.hists) > 0 {
+		pl.mu.Lock()
+		for _, c := range pl.counts {
+			pl.keyBuf = c.add(h, pl.keyBuf[:0])
+		}
+		for _, hg := range pl.hists {
+			if v, ok := histValue(h, hg.act.Field); ok {
+				hg.add(v)
+			}
+		}
+		pl.mu.Unlock()
+	}
+	return pl.print && pl.session.Tracing()
+}
+
+// counter is one count action's table: key text -> hits.
+type counter struct {
+	act    Action
+	counts map[string]*uint64 // pointers: a lookup by string(buf) does not allocate
+	total  uint64
+}
+
+func (c *counter) add(h *probe.Hit, buf []byte) []byte {
+	c.total++
+	for i, k := range c.act.Keys {
+		if i > 0 {
+			buf = append(buf, ", "...)
+		}
+		buf = append(append(buf, k...), '=')
+		switch k {
+		case "comm":
+			buf = append(buf, h.Comm...)
+		case "tid":
+			buf = strconv.AppendInt(buf, int64(h.Tid), 10)
+		case "cpu":
+			buf = strconv.AppendInt(buf, int64(h.CPU), 10)
+		default:
+			if f := field(h, k); f != nil {
+				buf = f.Value.AppendText(buf)
+			}
+		}
+	}
+	if n, ok := c.counts[string(buf)]; ok {
+		*n++
+	} else {
+		n := uint64(1)
+		c.counts[string(buf)] = &n
+	}
+	return buf
+}
+
+func field(h *probe.Hit, name string) *probe.Field {
+	for i := range h.Fields {
+		if h.Fields[i].Name == name {
+			return &h.Fields[i]
+		}
+	}
+	return nil
+}
+
+// histValue is the number a hist action counts at h: a numeric field
+// (fields that are strings or faulted are skipped), or the duration.
+func histValue(h *probe.Hit, name string) (int64, bool) {
+	if f := field(h, name); f != nil {
+		v := f.Value
+		if v.Faulted() || v.Type().IsString() || v.Len() > 0 {
+			return 0, false
+		}
+		if v.Type().Signed() {
+			return v.Int(), true
+		}
+		return int64(min(v.Uint(), 1<<63-1)), true
+	}
+	if name == Duration && h.Return != nil && h.Return.EntryTime != 0 {
+		return h.Time - h.Return.EntryTime, true
+	}
+	return 0, false
+}
+
+// histogram is one hist action's buckets. log2 as bpftrace's hist():
+// [0], [1], [2, 4), [4, 8) ...; negative values in one bucket below.
+type histogram struct {
+	act      Action
+	log2     [65]uint64 // index 0: value 0; i: [2^(i-1), 2^i)
+	negative uint64
+	linear   map[int64]uint64 // bucket index (value / step, floored) -> count
+	total    uint64
+	sum      int64
+}
+
+func (hg *histogram) add(v int64) {
+	hg.total++
+	hg.sum += v
+	if hg.act.Step > 0 {
+		step := int64(min(hg.act.Step, 1<<62))
+		b := v / step
+		if v < 0 && v%step != 0 {
+			b--
+		}
+		hg.linear[b]++
+		return
+	}
+	if v < 0 {
+		hg.negative++
+		return
+	}
+	hg.log2[bits.Len64(uint64(v))]++
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/probedbg/probe/action"
+	"github.com/probedbg/probe/output"
+	"github.com/probedbg/probe/probe"
+)
+
+// maxStackFrames bounds a stacktrace action's unwind.
+const maxStackFrames = 64
+
+// probeDef is one probe text as the CLI, the REPL and YAML scripts take
+// it: 'SPEC [if FILTER] [=> ACTION ...]'.
+type probeDef struct {
+	Text    string
+	Spec    *probe.Spec
+	Actions []action.Action
+	// fields are the fetch-arg names known before attaching; fieldsOpen
+	// when some are only known once compiled in the process (DWARF
+	// names, $params), and the actions are checked then.
+	fields     []string
+	fieldsOpen bool
+}
+
+// parseProbeDef parses a probe text and checks its actions against the
+// probe's fetch-args, without touching any process.
+func parseProbeDef(text string) (*probeDef, error) {
+	specText, actText, _ := action.Split(text)
+	sp, err := probe.ParseSpec(specText)
+	if err != nil {
+		return nil, err
+	}
+	acts, err := action.Parse(actText)
+	if err != nil {
+		return nil, err
+	}
+	d := &probeDef{Text: text, Spec: sp, Actions: acts}
+	d.fields, d.fieldsOpen = staticFieldNames(sp.Args)
+	if !d.fieldsOpen {
+		// A throwaway session: only the checks are wanted here.
+		if _, err := action.NewSession().Compile(d.target(d.fields), acts); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *probeDef) target(fields []string) action.Probe {
+	return action.Probe{Event: d.Spec.Group + "/" + d.Spec.Event, Fields: fields, Return: d.Spec.Kind == probe.KindReturn}
+}
+
+// staticFieldNames names the fetch-args that need no process to compile
+// (registers, stack slots, memory at them): all of them, or open.
+func staticFieldNames(tokens []string) (names []string, open bool) {
+	for i, tok := range tokens {
+		if tok == "if" {
+			tokens = tokens[:i]
+			break
+		}
+	}
+	if a, err := probe.CompileArgs(tokens, probe.CompileEnv{}); err == nil {
+		return a.Names(), false
+	}
+	return nil, true
+}
+
+// parseSpecs parses the command line's probe texts; enable/disable must
+// name one of them.
+func parseSpecs(texts []string) ([]*probeDef, error) {
+	defs := make([]*probeDef, 0, len(texts))
+	for _, s := range texts {
+		d, err := parseProbeDef(s)
+		if err != nil {
+			return nil, err
+		}
+		defs = append(defs, d)
+	}
+	for _, d := range defs {
+		for _, a := range d.Actions {
+			if (a.Kind == action.Enable || a.Kind == action.Disable) && findDef(defs, a.Event) == nil {
+				return nil, &action.Error{Token: a.Text, Reason: fmt.Sprintf("no probe has the event name %s", a.Event)}
+			}
+		}
+	}
+	return defs, nil
+}
+
+func findDef(defs []*probeDef, event string) *probeDef {
+	for _, d := range defs {
+		if d.Spec.Event == event || d.Spec.Group+"/"+d.Spec.Event == event {
+			return d
+		}
+	}
+	return nil
+}
+
+// addProbes installs the probes with their actions' handler, then binds
+// enable/disable to the probes they name.
+func addProbes(t *probe.Tracer, defs []*probeDef, s *sink) error {
+	plans := make([]*action.Plan, 0, len(defs))
+	for _, d := range defs {
+		_, pl, err := addProbe(t, d, s)
+		if err != nil {
+			return err
+		}
+		plans = append(plans, pl)
+	}
+	lookup := func(event string) *probe.Probe {
+		for _, p := range t.Probes() {
+			if p.Event == event || p.Name() == event {
+				return p
+			}
+		}
+		return nil
+	}
+	for _, pl := range plans {
+		if err := pl.Bind(lookup); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addProbe installs one probe whose hits run its actions and, when they
+// print, go to the sink. The REPL and YAML loader call it for each probe
+// and Bind the returned plan once the probes it names exist.
+func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan, error) {
+	// The plan is compiled before the probe goes in when the field names
+	// are known; otherwise right after, and until then hits are ignored.
+	var plan atomic.Pointer[action.Plan]
+	if !d.fieldsOpen {
+		pl, err := s.acts.Compile(d.target(d.fields), d.Actions)
+		if err != nil {
+			return nil, nil, err
+		}
+		plan.Store(pl)
+	}
+	p, err := t.AddSpec(d.Spec, probe.Handler{Pre: func(h *probe.Hit) {
+		pl := plan.Load()
+		if pl == nil || !pl.Run(h) {
+			return
+		}
+		r := output.Record{
+			Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
+			Event: h.Probe.Event, Where: h.Where,
+			// Fields live only during the handler: keep a copy.
+			Fields: append([]probe.Field(nil), h.Fields...),
+		}
+		if pl.Stack() {
+			frames := h.Stack(maxStackFrames)
+			r.Stack = make([]string, len(frames))
+			for i, f := range frames {
+				r.Stack[i] = f.Text
+			}
+		}
+		s.stream.Send(r)
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if pl := plan.Load(); pl != nil {
+		return p, pl, nil
+	}
+	pl, err := s.acts.Compile(d.target(p.FieldNames()), d.Actions)
+	if err != nil {
+		t.Remove(p)
+		return nil, nil, err
+	}
+	plan.Store(pl)
+	return p, pl, nil
+}
+
+// drawActions prints the counts and histograms after the trace, as
+// ftrace's hist files are read at the end.
+func (s *sink) drawActions() error {
+	if !s.acts.HasTables() {
+		return nil
+	}
+	if err := s.writer.Flush(); err != nil {
+		return err
+	}
+	var b strings.Builder
+	s.acts.Draw(&b)
+	_, err := s.file.WriteString(b.String())
+	return err
+}

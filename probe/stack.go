@@ -1,0 +1,124 @@
+package probe
+
+import (
+	"fmt"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+)
+
+// Frame is one entry of a hit's user stack trace.
+type Frame struct {
+	PC uint64 // the hit's pc for the first frame, then return addresses
+	// Text is "sym+0xoff/0xsize [module]", as ftrace's stacktrace
+	// trigger prints a frame ("0x..." when no symbol covers PC).
+	Text string
+}
+
+// maxFrameSize bounds how far one frame may move the stack pointer; a
+// larger step means the unwind went wrong (a stale frame pointer).
+const maxFrameSize = 1 << 24
+
+// Stack unwinds the hitting thread's user stack, innermost first, at
+// most max frames: the call frame information (.eh_frame, .debug_frame)
+// says where each caller's return address is, and a function without
+// any is walked by its frame pointer. Return addresses the tracer has
+// replaced by its trampoline (return probes, function_graph) are shown
+// as the original callers. Call it only from a handler.
+func (h *Hit) Stack(max int) []Frame {
+	t := h.tracer
+	if t == nil || h.Regs == nil || max <= 0 {
+		return nil
+	}
+	pc, sp, bp := h.Regs.Rip, h.Regs.Rsp, h.Regs.Rbp
+	if h.Return != nil && t.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.trampoline {
+		// At the trampoline the function has returned: the stack is
+		// the caller's, with the original return address as its pc.
+		pc = h.Return.Caller
+	}
+	cs := t.shadow[h.Tid]
+	frames := make([]Frame, 0, min(max, 32))
+	caller := false // pc is a return address: look it up at pc-1, in the call
+	for len(frames) < max && pc != 0 {
+		look := pc
+		if caller {
+			look = pc - 1
+		}
+		m := t.space.ModuleAt(look)
+		frames = append(frames, Frame{PC: pc, Text: describeFrame(m, pc, look)})
+		if m == nil {
+			break
+		}
+		var slot, cfa uint64
+		rule, ok := m.CallerRule(look)
+		switch {
+		case ok && rule.Outermost:
+			return frames
+		case ok:
+			base := sp
+			if rule.CFAFromRBP {
+				base = bp
+			}
+			cfa = uint64(int64(base) + rule.CFAOffset)
+			slot = uint64(int64(cfa) + rule.RetOffset)
+			if rule.RBPSaved {
+				w, ok := t.readWord(uint64(int64(cfa) + rule.RBPOffset))
+				if !ok {
+					return frames
+				}
+				bp = w
+			}
+		default:
+			// No CFI: the frame pointer chain, [rbp] the caller's rbp
+			// and [rbp+8] the return address.
+			if bp < sp || bp-sp > maxFrameSize {
+				return frames
+			}
+			slot, cfa = bp+8, bp+16
+			w, ok := t.readWord(bp)
+			if !ok {
+				return frames
+			}
+			bp = w
+		}
+		if cfa <= sp || cfa-sp > maxFrameSize {
+			return frames
+		}
+		ret, ok := t.readWord(slot)
+		if !ok {
+			return frames
+		}
+		if ret == t.trampoline && ret != 0 {
+			ret = cs.hijackedAt(slot)
+		}
+		pc, sp, caller = ret, cfa, true
+	}
+	return frames
+}
+
+// hijackedAt returns the original return address of the shadow frame
+// whose return-address slot is slot, or 0.
+func (cs *callStack) hijackedAt(slot uint64) uint64 {
+	if cs == nil {
+		return 0
+	}
+	for i := len(cs.frames) - 1; i >= 0; i-- {
+		if f := &cs.frames[i]; f.sp == slot && f.hijacked {
+			return f.ret
+		}
+	}
+	return 0
+}
+
+// describeFrame formats pc as "sym+0xoff/0xsize [module]"; the symbol is
+// the one containing look (pc-1 for a return address, which may be just
+// past the end of a function ending in a call that does not return).
+func describeFrame(m *symbols.Mapped, pc, look uint64) string {
+	if m == nil {
+		return fmt.Sprintf("0x%x", pc)
+	}
+	if sym, ok := m.SymbolAt(look - m.Bias); ok {
+		return fmt.Sprintf("%s+0x%x/0x%x [%s]", sym.Name, pc-m.Bias-sym.Addr, sym.Size, m.Name)
+	}
+	return fmt.Sprintf("0x%x [%s]", pc, m.Name)
+}
