@@ -1,0 +1,284 @@
+package action
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/probedbg/probe/probe"
+)
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		in, spec, acts string
+		has            bool
+	}{
+		{"p:work", "p:work", "", false},
+		{"p:work => count", "p:work", "count", true},
+		{"p:work n=%di if n > 3 => count:n hist:n", "p:work n=%di if n > 3", "count:n hist:n", true},
+		{`p:work $comm if comm == "a=>b" => print`, `p:work $comm if comm == "a=>b"`, "print", true},
+		{`p:work $comm if comm == "a\"=>b" => print`, `p:work $comm if comm == "a\"=>b"`, "print", true},
+		{`p:work $comm if comm == "a=>b"`, `p:work $comm if comm == "a=>b"`, "", false},
+		{"p:work n=%di if n >= 3=>count", "p:work n=%di if n >= 3", "count", true},
+	} {
+		spec, acts, has := Split(tc.in)
+		if spec != tc.spec || acts != tc.acts || has != tc.has {
+			t.Errorf("Split(%q) = %q, %q, %v; want %q, %q, %v", tc.in, spec, acts, has, tc.spec, tc.acts, tc.has)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	acts, err := Parse("print count count:comm,n hist:n hist:n:log2 hist:duration:linear=100 stacktrace traceon traceoff enable:ev disable:grp/ev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Action{
+		{Kind: Print, Text: "print"},
+		{Kind: Count, Text: "count"},
+		{Kind: Count, Text: "count:comm,n", Keys: []string{"comm", "n"}},
+		{Kind: Hist, Text: "hist:n", Field: "n"},
+		{Kind: Hist, Text: "hist:n:log2", Field: "n"},
+		{Kind: Hist, Text: "hist:duration:linear=100", Field: "duration", Step: 100},
+		{Kind: Stacktrace, Text: "stacktrace"},
+		{Kind: TraceOn, Text: "traceon"},
+		{Kind: TraceOff, Text: "traceoff"},
+		{Kind: Enable, Text: "enable:ev", Event: "ev"},
+		{Kind: Disable, Text: "disable:grp/ev", Event: "grp/ev"},
+	}
+	if len(acts) != len(want) {
+		t.Fatalf("got %d actions, want %d", len(acts), len(want))
+	}
+	for i := range want {
+		a, w := acts[i], want[i]
+		if a.Kind != w.Kind || a.Text != w.Text || strings.Join(a.Keys, ",") != strings.Join(w.Keys, ",") || a.Field != w.Field || a.Step != w.Step || a.Event != w.Event {
+			t.Errorf("action %d = %+v, want %+v", i, a, w)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ in, token string }{
+		{"frob", "frob"},
+		{"count frob:x", "frob:x"},
+		{"count:", "count:"},
+		{"count:a,,b", "count:a,,b"},
+		{"count:1a", "count:1a"},
+		{"hist", "hist"},
+		{"hist:", "hist:"},
+		{"hist:n:linear=0", "hist:n:linear=0"},
+		{"hist:n:linear=x", "hist:n:linear=x"},
+		{"hist:n:linear=-5", "hist:n:linear=-5"},
+		{"hist:n:cubic", "hist:n:cubic"},
+		{"print:x", "print:x"},
+		{"stacktrace:5", "stacktrace:5"},
+		{"enable", "enable"},
+		{"disable:a/b/c", "disable:a/b/c"},
+		{"enable:/x", "enable:/x"},
+	} {
+		_, err := Parse(tc.in)
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Token != tc.token || !errors.Is(err, probe.ErrBadInput) {
+			t.Errorf("Parse(%q) = %v; want a bad-input error naming %q", tc.in, err, tc.token)
+		}
+	}
+}
+
+func TestCompileChecks(t *testing.T) {
+	entry := Probe{Event: "probe/p_work_0", Fields: []string{"n", "s"}}
+	ret := Probe{Event: "probe/r_work_0", Fields: []string{"arg1"}, Return: true}
+	for _, tc := range []struct {
+		p     Probe
+		in    string
+		token string // "" when it compiles
+	}{
+		{entry, "count:n,comm,tid,cpu hist:n hist:s:linear=4", ""},
+		{entry, "count:x", "count:x"},
+		{entry, "count:n,x", "count:n,x"},
+		{entry, "hist:x", "hist:x"},
+		{entry, "hist:duration", "hist:duration"},
+		{ret, "hist:duration hist:arg1", ""},
+		{ret, "hist:comm", "hist:comm"},
+	} {
+		acts, err := Parse(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewSession().Compile(tc.p, acts)
+		var ae *Error
+		switch {
+		case tc.token == "" && err != nil:
+			t.Errorf("Compile(%q): %v", tc.in, err)
+		case tc.token != "" && (!errors.As(err, &ae) || ae.Token != tc.token):
+			t.Errorf("Compile(%q) = %v; want an error naming %q", tc.in, err, tc.token)
+		}
+	}
+}
+
+func hit(comm string, tid int, n int64) *probe.Hit {
+	return &probe.Hit{Comm: comm, Tid: tid, Fields: []probe.Field{{Name: "n", Value: probe.UintValue(probe.TypeS64, uint64(n))}}}
+}
+
+func compile(t *testing.T, s *Session, p Probe, text string) *Plan {
+	t.Helper()
+	acts, err := Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := s.Compile(p, acts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+func TestCountAndHistDraw(t *testing.T) {
+	s := NewSession()
+	pl := compile(t, s, Probe{Event: "probe/p_work_0", Fields: []string{"n"}}, "count:comm count:n hist:n hist:n:linear=10")
+	values := []int64{0, 1, 2, 3, 5, 8, 13, 21, 21, -4}
+	for i, v := range values {
+		comm := "a"
+		if i%3 == 0 {
+			comm = "b"
+		}
+		if pl.Run(hit(comm, 100+i, v)) {
+			t.Fatal("an event with only count/hist actions printed")
+		}
+	}
+	var b strings.Builder
+	if err := s.Draw(&b); err != nil {
+		t.Fatal(err)
+	}
+	bar := func(n int) string { return strings.Repeat("@", n) + strings.Repeat(" ", barWidth-n) }
+	want := "# count:comm of probe/p_work_0: 10 hits, 2 keys\n" +
+		"comm=a        6 |" + bar(40) + "|\n" +
+		"comm=b        4 |" + bar(26) + "|\n" +
+		"# count:n of probe/p_work_0: 10 hits, 9 keys\n" +
+		"n=21        2 |" + bar(40) + "|\n" +
+		"n=-4        1 |" + bar(20) + "|\n" +
+		"n=0         1 |" + bar(20) + "|\n" +
+		"n=1         1 |" + bar(20) + "|\n" +
+		"n=13        1 |" + bar(20) + "|\n" +
+		"n=2         1 |" + bar(20) + "|\n" +
+		"n=3         1 |" + bar(20) + "|\n" +
+		"n=5         1 |" + bar(20) + "|\n" +
+		"n=8         1 |" + bar(20) + "|\n" +
+		"# hist:n of probe/p_work_0 (log2): 10 values, sum 70\n" +
+		"(..., 0)        1 |" + bar(20) + "|\n" +
+		"[0]             1 |" + bar(20) + "|\n" +
+		"[1]             1 |" + bar(20) + "|\n" +
+		"[2, 4)          2 |" + bar(40) + "|\n" +
+		"[4, 8)          1 |" + bar(20) + "|\n" +
+		"[8, 16)         2 |" + bar(40) + "|\n" +
+		"[16, 32)        2 |" + bar(40) + "|\n" +
+		"# hist:n:linear=10 of probe/p_work_0 (linear, step 10): 10 values, sum 70\n" +
+		"[-10, 0)        1 |" + bar(6) + "|\n" +
+		"[0, 10)         6 |" + bar(40) + "|\n" +
+		"[10, 20)        1 |" + bar(6) + "|\n" +
+		"[20, 30)        2 |" + bar(13) + "|\n"
+	if got := b.String(); got != want {
+		t.Errorf("Draw:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestDurationHist(t *testing.T) {
+	s := NewSession()
+	pl := compile(t, s, Probe{Event: "probe/r_work_0", Return: true}, "hist:duration")
+	for _, d := range []int64{1000, 1500, 3000} {
+		pl.Run(&probe.Hit{Time: 10000 + d, Return: &probe.Return{EntryTime: 10000}})
+	}
+	var b strings.Builder
+	s.Draw(&b)
+	if !strings.Contains(b.String(), "3 values, sum 5500\n[512, 1024)         1 |") ||
+		!strings.Contains(b.String(), "[1024, 2048)        1 |") || !strings.Contains(b.String(), "[2048, 4096)        1 |") {
+		t.Errorf("Draw:\n%s", b.String())
+	}
+}
+
+func TestPrintAndTraceSwitches(t *testing.T) {
+	s := NewSession()
+	ev := Probe{Event: "probe/p_tick_0"}
+	plain := compile(t, s, ev, "")
+	counted := compile(t, s, ev, "count")
+	printed := compile(t, s, ev, "count print")
+	stack := compile(t, s, ev, "stacktrace")
+	off := compile(t, s, Probe{Event: "probe/p_off_0"}, "traceoff")
+	on := compile(t, s, Probe{Event: "probe/p_on_0"}, "print traceon")
+	h := hit("a", 1, 0)
+	if !plain.Run(h) || counted.Run(h) || !printed.Run(h) || !stack.Run(h) || !stack.Stack() || plain.Stack() {
+		t.Fatal("print decisions wrong with tracing on")
+	}
+	if off.Run(h) || s.Tracing() {
+		t.Fatal("traceoff printed or did not turn tracing off")
+	}
+	if plain.Run(h) || printed.Run(h) || stack.Run(h) {
+		t.Fatal("an event printed with tracing off")
+	}
+	if !on.Run(h) || !s.Tracing() || !plain.Run(h) {
+		t.Fatal("traceon's own event did not print, or tracing stayed off")
+	}
+}
+
+func TestEnableDisable(t *testing.T) {
+	s := NewSession()
+	pl := compile(t, s, Probe{Event: "probe/p_off_0"}, "disable:p_tick_0 enable:grp/other")
+	target, other := &probe.Probe{Event: "p_tick_0"}, &probe.Probe{Group: "grp", Event: "other"}
+	target.SetEnabled(true)
+	err := pl.Bind(func(ev string) *probe.Probe {
+		switch ev {
+		case "p_tick_0":
+			return target
+		case "grp/other":
+			return other
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Run(hit("a", 1, 0))
+	if target.Enabled() || !other.Enabled() {
+		t.Errorf("after the hit: p_tick_0 enabled %v (want false), other %v (want true)", target.Enabled(), other.Enabled())
+	}
+	err = compile(t, s, Probe{Event: "x"}, "enable:nosuch").Bind(func(string) *probe.Probe { return nil })
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Token != "enable:nosuch" {
+		t.Errorf("Bind of an unknown event = %v", err)
+	}
+}
+
+// TestDrawWhileCounting is for -race: the ptrace thread counts while the
+// REPL's stats draws.
+func TestDrawWhileCounting(t *testing.T) {
+	s := NewSession()
+	pl := compile(t, s, Probe{Event: "probe/p_work_0", Fields: []string{"n"}}, "count:n hist:n")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20000; i++ {
+			pl.Run(hit("a", 1, int64(i%7)))
+		}
+	}()
+	for i := 0; i < 50; i++ {
+		var b strings.Builder
+		s.Draw(&b)
+	}
+	wg.Wait()
+	var b strings.Builder
+	s.Draw(&b)
+	if !strings.Contains(b.String(), "# count:n of probe/p_work_0: 20000 hits, 7 keys\n") {
+		t.Errorf("Draw:\n%s", b.String())
+	}
+}
+
+func TestCountAllocs(t *testing.T) {
+	s := NewSession()
+	pl := compile(t, s, Probe{Event: "probe/p_work_0", Fields: []string{"n"}}, "count:comm,n hist:n")
+	h := hit("a", 1, 5)
+	pl.Run(h)
+	if n := testing.AllocsPerRun(100, func() { pl.Run(h) }); n != 0 {
+		t.Errorf("a hit of a known key allocates %v times", n)
+	}
+}
