@@ -63,7 +63,7 @@ func (pl *Plan) draw(w io.Writer) {
 			}
 			return strings.Compare(a.label, b.label)
 		})
-		fmt.Fprintf(w, "# %s of %s: %d hits, %d keys\n", c.act.Text, pl.probe.Event, c.total, len(rows))
+		fmt.Fprintf(w, "# %s of %s: %d hits, %d %s\n", c.act.Text, pl.probe.Event, c.total, len(rows), plural(len(rows), "key", "keys"))
 		drawRows(w, rows)
 	}
 	for _, hg := range pl.hists {
@@ -149,4 +149,11 @@ func drawRows(w io.Writer, rows []row) {
 		}
 		fmt.Fprintf(w, "%-*s %8d |%s%s|\n", width, r.label, r.n, strings.Repeat("@", bar), strings.Repeat(" ", barWidth-bar))
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

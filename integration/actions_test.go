@@ -100,7 +100,7 @@ func TestActionCountHist(t *testing.T) {
 				t.Errorf("events printed without print in their actions:\n%s", r.stdout)
 			}
 			comm := filepath.Base(actionsBin(t, pie))
-			sameRows(t, "count:comm", tableRows(t, r.stdout, "count:comm of probe/p_sized_0: 13 hits, 1 keys"),
+			sameRows(t, "count:comm", tableRows(t, r.stdout, "count:comm of probe/p_sized_0: 13 hits, 1 key"),
 				map[string]int{"comm=" + comm: len(actionSizes)})
 			bySize, log2, linear := map[string]int{}, map[string]int{}, map[string]int{}
 			for _, s := range actionSizes {

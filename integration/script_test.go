@@ -60,9 +60,22 @@ func TestScriptExample(t *testing.T) {
 	ret := func(sq int) want { return want{"work_done", "worker <- work", fmt.Sprintf(" sq=%d", sq)} }
 	entry := func(i int) want { return want{"p_work_0", workLoc(t, counter, 0), fmt.Sprintf(" i=%d", i)} }
 	wants := []want{ret(0), ret(1), entry(2), ret(4), entry(3), ret(9)}
+	// The return probe's count and histogram close the trace.
+	bar := func(n int) string { return "|" + strings.Repeat("@", n) + strings.Repeat(" ", 40-n) + "|" }
+	wantTables := []string{
+		"# count:comm of probe/work_done: 4 hits, 1 key",
+		"comm=counter        4 " + bar(40),
+		"# hist:sq:linear=4 of probe/work_done (linear, step 4): 4 values, sum 14",
+		"[0, 4)         2 " + bar(40),
+		"[4, 8)         1 " + bar(20),
+		"[8, 12)        1 " + bar(20),
+	}
 	evLines := lines[1:]
-	if len(evLines) != len(wants)+1 {
-		t.Fatalf("counter.trace: %d lines after the worker's, want %d events\n%s", len(evLines), len(wants)+1, data)
+	if len(evLines) != len(wants)+1+len(wantTables) {
+		t.Fatalf("counter.trace: %d lines after the worker's, want %d events and %d table lines\n%s", len(evLines), len(wants)+1, len(wantTables), data)
+	}
+	if got := strings.Join(evLines[len(wants)+1:], "\n"); got != strings.Join(wantTables, "\n") {
+		t.Errorf("counter.trace: the tables are\n%s\nwant\n%s", got, strings.Join(wantTables, "\n"))
 	}
 	for i, w := range wants {
 		e, ok := parseEvent(evLines[i])
@@ -109,7 +122,34 @@ func TestScriptAttach(t *testing.T) {
 		t.Errorf("the script's output file was written although -o was given")
 	}
 	waitFree(t, s, nil)
+	// The count closes the file: "# count of probe/p_work_0: N hits, 1 key"
+	// and one row; N must be the number of events printed.
+	data, err := os.ReadFile(cliOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.TrimSuffix(string(data), "\n")
+	cut := strings.LastIndex(text, "\n# count of probe/p_work_0: ")
+	if cut < 0 {
+		t.Fatalf("no count table at the end of the trace:\n%s", limit(text))
+	}
+	var hits int
+	table := strings.Split(text[cut+1:], "\n")
+	// Hits that came while detaching are only counted in a note after it.
+	for len(table) > 2 && strings.HasSuffix(table[len(table)-1], " lost while detaching") {
+		table = table[:len(table)-1]
+	}
+	if n, _ := fmt.Sscanf(table[0], "# count of probe/p_work_0: %d hits, 1 key", &hits); n != 1 || len(table) != 2 ||
+		!strings.HasPrefix(table[1], fmt.Sprintf("total %8d |", hits)) {
+		t.Errorf("count table:\n%s", strings.Join(table, "\n"))
+	}
+	if err := os.WriteFile(cliOut, []byte(text[:cut+1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	evs := parseEventsFile(t, cliOut)
+	if len(evs) != hits {
+		t.Errorf("%d events printed, the count says %d hits", len(evs), hits)
+	}
 	checkAttachEvents(t, evs, workers, window{w0, w1}, "p_work_0", workLoc(t, bin("spin", o0pie), 0))
 	if total := s.finish(t); total < len(evs) {
 		t.Errorf("spin made %d calls but there are %d events", total, len(evs))
@@ -133,15 +173,15 @@ var badScripts = []struct{ name, src, want string }{
 	{"bad filter", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    if: y > 1\n",
 		`4:9: bad probe "p:work x=%di if y > 1": bad filter "y > 1": unknown field "y" (fields: x, comm)`},
 	{"unknown action", "probes:\n  - at: work\n    actions: [print, bogus]\n",
-		`3:22: unknown action "bogus" (want print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace, traceon, traceoff, enable:EVENT, disable:EVENT)`},
+		`3:22: bad action "bogus": unknown action (want print, count, hist, stacktrace, traceon, traceoff, enable or disable)`},
 	{"unknown action key", "probes:\n  - at: work\n    actions: [{counts: [comm]}]\n",
 		`3:16: probes[0].actions[0]: unknown key "counts" (want "count", "hist", "enable", "disable")`},
 	{"count key not fetched", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    actions: [{count: [y]}]\n",
-		`4:15: action "count:y": key "y" is not a field of p_work_0 (fields: x, comm, tid, cpu)`},
+		`4:15: bad action "count:y": y is not a field of probe/p_work_0 (fields: x; or comm, tid, cpu)`},
 	{"duration on entry", "probes:\n  - at: work\n    actions: [{hist: duration}]\n",
-		`3:15: action "hist:duration": duration needs a return probe (r:), not p_work_0`},
+		`3:15: bad action "hist:duration": duration is only known at a return probe (r:), and probe/p_work_0 is an entry probe`},
 	{"bad step", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    actions: [{hist: {field: x, scale: linear, step: 0}}]\n",
-		`4:15: action "hist:x:linear=0": bad step "0" (want a positive whole number)`},
+		`4:15: bad action "hist:x:linear=0": bad STEP "0" (want a positive integer)`},
 }
 
 // TestScriptBadFiles: each invalid script is refused before the tracee is

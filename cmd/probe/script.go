@@ -3,10 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 
+	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/script"
 )
@@ -61,29 +60,17 @@ func applyScript(o *options, cliSpecs []string, attach bool) ([]string, error) {
 	}
 	var specs []string
 	for _, p := range s.Probes {
-		spec, _ := splitActions(p.Text)
-		specs = append(specs, spec)
+		specs = append(specs, p.Text)
 	}
 	return append(specs, cliSpecs...), nil
 }
 
-// splitActions cuts a probe text at "=>": SPEC [if FILTER] => ACTION ...
-func splitActions(text string) (spec string, actions []string) {
-	words := strings.Fields(text)
-	for i, w := range words {
-		if w == "=>" {
-			return strings.Join(words[:i], " "), words[i+1:]
-		}
-	}
-	return text, nil
-}
-
 // validateProbeText checks a probe text without a process: the spec's
 // grammar, the fetch-args' syntax and types, the filter when no field
-// needs DWARF, and the actions. What needs the process (symbols, DWARF
-// names) is checked when the probe is added.
+// needs DWARF, and the actions against the fields. What needs the process
+// (symbols, DWARF names) is checked when the probe is added.
 func validateProbeText(text string) error {
-	specText, actions := splitActions(text)
+	specText, actText, _ := action.Split(text)
 	sp, err := probe.ParseSpec(specText)
 	if err != nil {
 		var se *probe.SpecError
@@ -96,12 +83,15 @@ func validateProbeText(text string) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range actions {
-		if err := checkAction(a, sp, fields); err != nil {
-			return &script.TokenError{Token: a, Err: err}
-		}
+	acts, err := action.Parse(actText)
+	if err == nil && fields != nil {
+		_, err = action.NewSession().Compile(action.Probe{Event: sp.Group + "/" + sp.Event, Fields: fields, Return: sp.Kind == probe.KindReturn}, acts)
 	}
-	return nil
+	var ae *action.Error
+	if errors.As(err, &ae) {
+		return &script.TokenError{Token: ae.Token, Err: err}
+	}
+	return err
 }
 
 // anyVar stands for a DWARF variable when checking fetch-args without
@@ -111,9 +101,9 @@ type anyVar struct{}
 func (anyVar) Read(*probe.HitEnv) (uint64, string, error) { return 0, "", nil }
 
 // checkArgs compiles the fetch-args with stand-ins for symbols and DWARF
-// and returns the field names (nil when $params hides them). A filter is
-// compiled too unless a field is a DWARF name, whose type decides how it
-// compares.
+// and returns the field names (nil when $params hides them; empty when
+// there are none). A filter is compiled too unless a field is a DWARF
+// name, whose type decides how it compares.
 func checkArgs(sp *probe.Spec) (fields []string, err error) {
 	args, hasFilter := sp.Args, false
 	for i, tok := range args {
@@ -147,7 +137,7 @@ func checkArgs(sp *probe.Spec) (fields []string, err error) {
 	if params {
 		return nil, nil
 	}
-	return compiled.Names(), nil
+	return append([]string{}, compiled.Names()...), nil // known, even if none
 }
 
 // dwarfNames reports whether a fetch-arg names a DWARF variable.
@@ -161,65 +151,4 @@ func dwarfNames(tokens []string) bool {
 		}
 	}
 	return false
-}
-
-var (
-	eventNameRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*/)?[A-Za-z_][A-Za-z0-9_]*$`)
-	histRE      = regexp.MustCompile(`^hist:([^:]+)(:log2|:linear=(.*))?$`)
-)
-
-// checkAction checks one action word against the grammar:
-// print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace,
-// traceon, traceoff, enable:EVENT, disable:EVENT. fields are the probe's
-// field names (nil: not known without the process).
-func checkAction(a string, sp *probe.Spec, fields []string) error {
-	known := func(what, name string, extra ...string) error {
-		if fields == nil {
-			return nil
-		}
-		for _, f := range append(fields, extra...) {
-			if f == name {
-				return nil
-			}
-		}
-		return fmt.Errorf("action %q: %s %q is not a field of %s (fields: %s)", a, what, name, sp.Event, strings.Join(append(fields, extra...), ", "))
-	}
-	name, arg, hasArg := strings.Cut(a, ":")
-	switch {
-	case !hasArg && (name == "print" || name == "count" || name == "stacktrace" || name == "traceon" || name == "traceoff"):
-		return nil
-	case name == "count" && hasArg:
-		for _, k := range strings.Split(arg, ",") {
-			if k == "" {
-				return fmt.Errorf("action %q: empty key (want count:KEY[,KEY...])", a)
-			}
-			if err := known("key", k, "comm", "tid", "cpu"); err != nil {
-				return err
-			}
-		}
-		return nil
-	case (name == "enable" || name == "disable") && hasArg:
-		if !eventNameRE.MatchString(arg) {
-			return fmt.Errorf("action %q: want %s:EVENT, an event name", a, name)
-		}
-		return nil
-	case name == "hist":
-		m := histRE.FindStringSubmatch(a)
-		if m == nil {
-			return fmt.Errorf("action %q: want hist:FIELD[:log2|:linear=STEP]", a)
-		}
-		if m[2] != "" && m[2] != ":log2" {
-			if step, err := strconv.ParseUint(m[3], 10, 63); err != nil || step == 0 {
-				return fmt.Errorf("action %q: bad step %q (want a positive whole number)", a, m[3])
-			}
-		}
-		if m[1] == "duration" {
-			if sp.Kind != probe.KindReturn {
-				return fmt.Errorf("action %q: duration needs a return probe (r:), not %s", a, sp.Event)
-			}
-			return nil
-		}
-		return known("field", m[1])
-	}
-	return fmt.Errorf("unknown action %q (want print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace, traceon, traceoff, enable:EVENT, disable:EVENT)", a)
 }
