@@ -174,6 +174,49 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	return info, nil
 }
 
+// StopTracingFunctions removes the function tracer from a running Tracer
+// (ftrace's "echo nop > current_tracer"): every site it alone used is
+// taken out and the calls it is inside of are forgotten. A hijacked
+// return still on a stack keeps coming back through the trampoline, as
+// the kernel keeps a task's return stack after function_graph is
+// unregistered: it is sent home silently (or to a return probe that also
+// waits for it), and a detach puts it back like any other. Afterwards
+// TraceFunctions may start another. Without a function tracer it does
+// nothing.
+func (t *Tracer) StopTracingFunctions() error {
+	return t.do(func(int) error { return t.removeFuncTracer() })
+}
+
+func (t *Tracer) removeFuncTracer() error {
+	if t.ft == nil {
+		return nil
+	}
+	var used []*site
+	for _, st := range t.sites {
+		if st.fn != nil || st.fnRet != nil {
+			st.fn, st.fnRet = nil, nil
+			used = append(used, st)
+		}
+	}
+	// The stack tracer's deepest points so far stay reported.
+	t.retireAll()
+	t.pastStacks = append(t.pastStacks, t.ft.stacks...)
+	for _, cs := range t.shadow {
+		for i := range cs.frames {
+			f := &cs.frames[i]
+			cs.count(f, -1)
+			f.fn, f.mode, f.depth = nil, 0, 0
+			cs.count(f, 1) // an unhooked frame stays counted as one
+		}
+		cs.max = stackMax{base: cs.max.base}
+	}
+	// Go calls are followed only for the function tracer, at entries and
+	// RETs that are going: nothing on those stacks is anyone's any more.
+	t.goStacks = make(map[int64]*callStack)
+	t.ft = nil
+	return t.dropEmpty(used)
+}
+
 // candidate is a function selected for tracing.
 type candidate struct {
 	module *symbols.Mapped

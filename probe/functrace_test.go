@@ -2,7 +2,9 @@ package probe
 
 import (
 	"errors"
+	"sync"
 	"testing"
+	"time"
 )
 
 // The function tracer through the library: exact event counts, well
@@ -130,4 +132,85 @@ func equalCounts(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestStopTracingFunctions switches tracers on a running process: main's
+// return, hijacked by the first function_graph, is in flight across the
+// switch and must still come home; the second tracer starts its own
+// nesting from zero and the program's result is unchanged.
+func TestStopTracingFunctions(t *testing.T) {
+	bin := buildTraced(t)
+	tr, output := launch(t, bin, "300", "1000")
+	var mu sync.Mutex
+	phase := 1
+	counts := [3]map[FuncEventKind]int{{}, {}, {}}
+	depths := map[int]bool{}
+	handler := func(ev *FuncEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[phase][ev.Kind]++
+		if phase == 2 {
+			depths[ev.Depth] = true
+		}
+	}
+	if _, err := tr.TraceFunctions(FuncTraceOptions{Returns: true, Handler: handler}); err != nil {
+		t.Fatal(err)
+	}
+	tr.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := counts[1][FuncEntry]
+		mu.Unlock()
+		if n >= 20 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tr.StopTracingFunctions(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	phase = 0 // nothing may arrive while no tracer runs
+	mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	if err := tr.StopTracingFunctions(); err != nil { // a second stop does nothing
+		t.Fatal(err)
+	}
+	mu.Lock()
+	phase = 2
+	mu.Unlock()
+	info, err := tr.TraceFunctions(FuncTraceOptions{Returns: true, Filter: []string{"work,other"}, Handler: handler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Functions != 2 {
+		t.Errorf("second tracer traced %d functions, want 2", info.Functions)
+	}
+	status, err := tr.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !status.Exited || status.Code != 0 {
+		t.Fatalf("status %+v", status)
+	}
+	if got, want := output(), untraced(t, bin, "300"); got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	if len(counts[0]) != 0 {
+		t.Errorf("events while no tracer ran: %v", counts[0])
+	}
+	// main's entry was seen, its return (after the switch) was not.
+	if c := counts[1]; c[FuncEntry] < 20 || c[FuncReturn] != c[FuncEntry]-1 && c[FuncReturn] != c[FuncEntry]-2 || c[FuncLost] != 0 {
+		t.Errorf("first tracer: %v, want entries >= 20 and every return but main's (and perhaps one call in flight)", c)
+	}
+	if c := counts[2]; c[FuncEntry] == 0 || c[FuncReturn] != c[FuncEntry] || c[FuncLost] != 0 {
+		t.Errorf("second tracer: %v, want entries each with its return", c)
+	}
+	if len(depths) != 1 || !depths[0] {
+		t.Errorf("second tracer depths %v, want only 0: main's old frame is not its", depths)
+	}
+	if lost := tr.LostReturns(); lost != 0 {
+		t.Errorf("%d lost returns", lost)
+	}
 }

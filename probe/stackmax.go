@@ -130,10 +130,10 @@ func (t *Tracer) commOf(tid int) string {
 // it after Wait or Detach.
 func (t *Tracer) StackUsage() []StackUsage {
 	<-t.done
-	if t.ft == nil {
-		return nil
+	out := append([]StackUsage(nil), t.pastStacks...)
+	if t.ft != nil {
+		out = append(out, t.ft.stacks...)
 	}
-	out := append([]StackUsage(nil), t.ft.stacks...)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Tid != out[j].Tid {
 			return out[i].Tid < out[j].Tid

@@ -68,6 +68,7 @@ type Tracer struct {
 	goidOff     int                  // offset of runtime.g's goid; 0 if unknown
 	gbuf        [maxGoidOff + 8]byte
 	ft          *funcTracer
+	pastStacks  []StackUsage // the stack tracer's, from function tracers stopped
 	wheres      map[whereKey]string
 	lostReturns uint64
 
