@@ -3,12 +3,16 @@ module github.com/probedbg/probe
 go 1.26.0
 
 require (
+	github.com/ergochat/readline v0.1.3
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.47.0
 )
 
 require github.com/goccy/go-yaml v1.19.2
+
+require golang.org/x/text v0.40.0 // indirect
 
 require (
 	github.com/cilium/ebpf v0.22.0 // indirect

@@ -27,6 +27,8 @@ import (
 const usage = `usage:
   probe run    [flags] [SPEC ...] -- CMD [ARGS ...]   launch CMD and trace it
   probe attach [flags] PID [SPEC ...]                 attach to a running process
+                                                     (no SPEC on a terminal, or --repl:
+                                                     an interactive session; type help)
   probe list   PID|BINARY [GLOB]                      functions that can be probed (and
                                                      their mcount/patchable sites)
   probe run|attach --script FILE.yaml ...             probes, tracer and output from a
@@ -55,6 +57,8 @@ flags:
                             running them from a slot with a jump back
   --no-placement            do not move the tracer next to the tracee
                             thread it serves (see README, Speed)
+  --repl                    attach: read commands (add, del, tracer, ...)
+                            from standard input, terminal or not
 `
 
 // exitError carries the exit status for an error; bad input is 2.
@@ -121,6 +125,7 @@ type options struct {
 
 	script string
 	set    map[string]bool // the flags given, which a script does not override
+	repl   bool
 }
 
 // globList is a flag that may be given many times.
@@ -153,6 +158,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.StringVar(&o.script, "script", "", "")
 	o.set = map[string]bool{}
+	fs.BoolVar(&o.repl, "repl", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
@@ -274,12 +280,16 @@ func cmdAttach(args []string) (int, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
-	if len(pos) == 1 && !ts.any() {
-		return bad("no probes given (usage: probe attach [flags] PID SPEC ...)")
+	interactive := replWanted(&o, pos[1:], ts)
+	if len(pos) == 1 && !ts.any() && !interactive {
+		return bad("no probes given (usage: probe attach [flags] PID SPEC ..., or --repl)")
 	}
 	parsed, err := parseSpecs(pos[1:])
 	if err != nil {
 		return failure(err)
+	}
+	if interactive {
+		return replAttach(pid, &o, ts, parsed)
 	}
 	sink, err := openSink(&o, ts, len(parsed) > 0)
 	if err != nil {

@@ -1,0 +1,707 @@
+package main
+
+// The REPL: `probe attach PID` with no spec on a terminal, or with --repl
+// (commands then come from stdin, terminal or not). The process keeps
+// running while commands add and remove probes and switch tracers; events
+// stream above the prompt.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ergochat/readline"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/probedbg/probe/output"
+	"github.com/probedbg/probe/probe"
+)
+
+const replHelp = `commands:
+  add SPEC                  add a probe (the full grammar, e.g. p:work x=%di:s32)
+  del EVENT                 remove a probe
+  enable EVENT | disable EVENT
+                            turn a probe's events on or off (it stays installed)
+  list                      probes with their hit counts
+  functions [GLOB]          functions that can be probed (MOD:GLOB for a library's)
+  tracer NAME               switch the tracer: nop, function, function_graph, profile
+  filter [GLOB|-]           functions the tracer traces (- : all); none: show
+  graph-function [GLOB|-]   trace only inside these functions (- : everywhere)
+  stats                     hits, lost returns, events not printed
+  output FILE|- [FORMAT]    write events to FILE (- : back here); FORMAT text
+  pause | resume            stop / restart printing events
+  source FILE               run a file of commands, one a line
+  detach | quit             let the process go and leave (also Ctrl-D)
+  help                      this text
+`
+
+// replCommands are the command names, for completion.
+var replCommands = []string{"add", "del", "enable", "disable", "list", "functions", "tracer",
+	"filter", "graph-function", "stats", "output", "pause", "resume", "source", "detach", "quit", "help"}
+
+// replWanted says whether attach opens the REPL: --repl, or neither a spec
+// nor a tracer with a terminal on stdin.
+func replWanted(o *options, specs []string, ts tracers) bool {
+	return o.repl || len(specs) == 0 && !ts.any() && term.IsTerminal(int(os.Stdin.Fd()))
+}
+
+// session is one REPL on one attached process.
+type session struct {
+	t    *probe.Tracer
+	o    options // the current tracer's filters
+	ts   tracers // the current tracer
+	sink *sink
+	gate *gate
+
+	term   io.Writer // the terminal (through readline when it draws a prompt)
+	errs   io.Writer
+	file   *os.File // output FILE, or nil: events go to term
+	format string
+
+	mu    sync.Mutex        // guards probes: completion reads it from readline's goroutine
+	specs map[string]string // event -> spec text, as typed
+	funcs []string          // the main executable's functions, for completion
+
+	quit bool
+}
+
+// gate is the trace writer of a section: events pass unless printing is
+// paused, when they are counted instead.
+type gate struct {
+	mu        sync.Mutex
+	w         output.Writer
+	paused    bool
+	unprinted uint64
+}
+
+func (g *gate) Write(r *output.Record) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.paused {
+		g.unprinted++
+		return nil
+	}
+	return g.w.Write(r)
+}
+
+func (g *gate) Comment(s string) error { g.mu.Lock(); defer g.mu.Unlock(); return g.w.Comment(s) }
+func (g *gate) Flush() error           { g.mu.Lock(); defer g.mu.Unlock(); return g.w.Flush() }
+func (g *gate) Finish() error          { g.mu.Lock(); defer g.mu.Unlock(); return g.w.Finish() }
+
+// replAttach attaches to pid and runs the REPL until detach, EOF or the
+// process's end. specs and the tracer of the command line are installed
+// first.
+func replAttach(pid int, o *options, ts tracers, specs []*probeDef) (int, error) {
+	if o.out != "" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			return 1, err
+		}
+		defer f.Close()
+		return replRun(pid, o, ts, specs, f)
+	}
+	return replRun(pid, o, ts, specs, nil)
+}
+
+func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) (int, error) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	defer signal.Stop(sigs)
+	t, err := probe.Attach(pid)
+	if err != nil {
+		return failure(err)
+	}
+	defer t.Detach() // also on a panic of ours
+	s := &session{t: t, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}}
+	if main := t.Symbols().Main(); main != nil {
+		for _, fn := range main.Functions() {
+			s.funcs = append(s.funcs, fn.Name)
+		}
+		sort.Strings(s.funcs)
+	}
+	lines, closeInput, err := s.openInput()
+	if err != nil {
+		return 1, err
+	}
+	defer closeInput()
+	s.openSection()
+	if err := addAll(t, specs, ts, o, s.sink); err != nil {
+		s.closeSection()
+		return failure(err)
+	}
+	for _, sp := range specs {
+		s.specs[sp.Spec.Event] = sp.Text
+	}
+	t.Start()
+	for !s.quit {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				s.quit = true // EOF: detach cleanly
+				break
+			}
+			s.exec(line)
+		case <-sigs:
+			s.quit = true
+		case <-t.Done():
+			s.quit = true
+		case <-s.sink.stream.Failed():
+			s.quit = true
+		}
+	}
+	if err := t.Detach(); err != nil {
+		return 1, err
+	}
+	_, loopErr := t.Wait()
+	s.sink.file = os.Stdout // the stack report, if any, comes here
+	if s.file != nil {
+		s.sink.file = s.file
+	}
+	err = s.sink.close(t)
+	if err != nil && !errors.Is(err, unix.EPIPE) {
+		return 1, err
+	}
+	if loopErr != nil {
+		return 1, loopErr
+	}
+	return 0, nil
+}
+
+// openInput starts reading commands: with line editing, history and
+// completion on a terminal, plain lines otherwise.
+func (s *session) openInput() (<-chan string, func(), error) {
+	lines := make(chan string)
+	stop := make(chan struct{})
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		s.term, s.errs = os.Stdout, os.Stderr
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(os.Stdin)
+			for sc.Scan() {
+				select {
+				case lines <- sc.Text():
+				case <-stop:
+					return
+				}
+			}
+		}()
+		return lines, func() { close(stop) }, nil
+	}
+	rl, err := readline.NewFromConfig(&readline.Config{
+		Prompt:       "probe> ",
+		HistoryFile:  historyFile(),
+		AutoComplete: completer{s},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	s.term, s.errs = rl.Stdout(), rl.Stderr()
+	go func() {
+		defer close(lines)
+		for {
+			line, err := rl.ReadLine()
+			switch {
+			case errors.Is(err, readline.ErrInterrupt):
+				continue // Ctrl-C clears the line, as shells do
+			case err != nil: // Ctrl-D, or closed
+				return
+			}
+			select {
+			case lines <- line:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return lines, func() { close(stop); rl.Close() }, nil
+}
+
+// historyFile is where the REPL's history is kept across sessions:
+// $XDG_STATE_HOME/probe/history, or ~/.probe_history.
+func historyFile() string {
+	if dir := os.Getenv("XDG_STATE_HOME"); dir != "" {
+		dir = filepath.Join(dir, "probe")
+		if os.MkdirAll(dir, 0o700) == nil {
+			return filepath.Join(dir, "history")
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".probe_history")
+	}
+	return "" // no history kept
+}
+
+// exec runs one command line; its errors are reported and the session
+// goes on.
+func (s *session) exec(line string) {
+	if err := s.run(line); err != nil {
+		fmt.Fprintf(s.errs, "probe: %s\n", oneLine(err))
+	}
+}
+
+func (s *session) run(line string) error {
+	line = strings.TrimSpace(line)
+	if line == "" || strings.HasPrefix(line, "#") {
+		return nil
+	}
+	cmd, rest, _ := strings.Cut(line, " ")
+	rest = strings.TrimSpace(rest)
+	args := strings.Fields(rest)
+	switch cmd {
+	case "add":
+		return s.add(rest)
+	case "del", "enable", "disable":
+		if len(args) != 1 {
+			return fmt.Errorf("usage: %s EVENT", cmd)
+		}
+		return s.onEvent(cmd, args[0])
+	case "list":
+		return s.list()
+	case "functions":
+		return s.functions(args)
+	case "tracer":
+		if len(args) != 1 {
+			return fmt.Errorf("usage: tracer nop|function|function_graph|profile (now %s)", s.ts.name())
+		}
+		o := s.o
+		o.tracers = args[0]
+		return s.retrace(o)
+	case "filter", "graph-function":
+		return s.setGlobs(cmd, args)
+	case "stats":
+		return s.stats()
+	case "output":
+		return s.output(args)
+	case "pause", "resume":
+		s.gate.mu.Lock()
+		s.gate.paused = cmd == "pause"
+		n := s.gate.unprinted
+		s.gate.unprinted = 0
+		s.gate.mu.Unlock()
+		if cmd == "resume" && n > 0 {
+			fmt.Fprintf(s.term, "%d events were not printed while paused\n", n)
+		}
+		return nil
+	case "source":
+		if len(args) != 1 {
+			return errors.New("usage: source FILE")
+		}
+		return s.source(args[0])
+	case "detach", "quit", "exit":
+		s.quit = true
+		return nil
+	case "help", "?":
+		io.WriteString(s.term, replHelp)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (type help)", cmd)
+}
+
+// add installs one probe. The whole text goes to the spec parser: the
+// grammar, filters and actions are its business.
+func (s *session) add(text string) error {
+	if text == "" {
+		return errors.New("usage: add SPEC")
+	}
+	specs, err := parseSpecs([]string{text})
+	if err != nil {
+		return err
+	}
+	if err := addProbes(s.t, specs, s.sink); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.specs[specs[0].Spec.Event] = text
+	s.mu.Unlock()
+	fmt.Fprintf(s.term, "added %s\n", specs[0].Spec.Event)
+	return nil
+}
+
+// findProbe finds a probe by EVENT or GROUP/EVENT.
+func (s *session) findProbe(name string) (*probe.Probe, error) {
+	var names []string
+	for _, p := range s.t.Probes() {
+		if p.Event == name || p.Name() == name {
+			return p, nil
+		}
+		names = append(names, p.Event)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no event %q: no probes yet", name)
+	}
+	return nil, fmt.Errorf("no event %q (have %s)", name, strings.Join(names, ", "))
+}
+
+func (s *session) onEvent(cmd, name string) error {
+	p, err := s.findProbe(name)
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "del":
+		if err := s.t.Remove(p); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		delete(s.specs, p.Event)
+		s.mu.Unlock()
+		fmt.Fprintf(s.term, "deleted %s (%d hits)\n", p.Event, p.Hits())
+	default:
+		p.SetEnabled(cmd == "enable")
+		fmt.Fprintf(s.term, "%sd %s\n", cmd, p.Event)
+	}
+	return nil
+}
+
+func (s *session) probes() []*probe.Probe {
+	ps := s.t.Probes()
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name() < ps[j].Name() })
+	return ps
+}
+
+func (s *session) list() error {
+	ps := s.probes()
+	if len(ps) == 0 {
+		fmt.Fprintln(s.term, "no probes")
+		return nil
+	}
+	var b strings.Builder
+	for _, p := range ps {
+		state := "enabled"
+		if !p.Enabled() {
+			state = "disabled"
+		}
+		s.mu.Lock()
+		text := s.specs[p.Event]
+		s.mu.Unlock()
+		fmt.Fprintf(&b, "%-20s %-8s hits=%-8d %-24s %s\n", p.Name(), state, p.Hits(), p.Where, text)
+	}
+	io.WriteString(s.term, b.String())
+	return nil
+}
+
+func (s *session) functions(args []string) error {
+	if len(args) > 1 {
+		return errors.New("usage: functions [GLOB]")
+	}
+	space := s.t.Symbols()
+	m, glob := space.Main(), "*"
+	if len(args) == 1 {
+		glob = args[0]
+		if i := strings.IndexByte(glob, ':'); i > 0 && !strings.HasPrefix(glob[i:], "::") {
+			var err error
+			if m, err = space.FindModule(glob[:i]); err != nil {
+				return err
+			}
+			glob = glob[i+1:]
+		}
+	}
+	if _, err := path.Match(glob, ""); err != nil {
+		return fmt.Errorf("bad pattern %q", glob)
+	}
+	var b strings.Builder
+	n := 0
+	for _, fn := range m.Functions() {
+		if ok, _ := path.Match(glob, fn.Name); ok {
+			fmt.Fprintf(&b, "%s\n", fn.Name)
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no function of %s matches %q", m.Name, glob)
+	}
+	io.WriteString(s.term, b.String())
+	return nil
+}
+
+// setGlobs sets --filter or --graph-function and, when a tracer runs,
+// restarts it with them, as a write to set_ftrace_filter applies at once.
+func (s *session) setGlobs(cmd string, args []string) error {
+	o := s.o
+	list := &o.filter
+	if cmd == "graph-function" {
+		list = &o.graphFunc
+	}
+	switch {
+	case len(args) == 0:
+		if len(*list) == 0 {
+			fmt.Fprintf(s.term, "%s: all\n", cmd)
+		} else {
+			fmt.Fprintf(s.term, "%s: %s\n", cmd, list.String())
+		}
+		return nil
+	case len(args) == 1 && args[0] == "-":
+		*list = nil
+	default:
+		*list = append(globList(nil), args...)
+	}
+	if use := applicable(o, s.ts); !s.ts.any() || equalGlobs(use.filter, applicable(s.o, s.ts).filter) && equalGlobs(use.graphFunc, applicable(s.o, s.ts).graphFunc) {
+		// Nothing the running tracer uses changed: kept for the next.
+		s.o = o
+		return nil
+	}
+	return s.retrace(o)
+}
+
+func equalGlobs(a, b globList) bool { return a.String() == b.String() }
+
+// retrace switches to the tracer and filters of o. Like ftrace, which
+// resets the buffer, the new tracer starts a new section with its own
+// header. On failure the previous tracer runs on.
+func (s *session) retrace(o options) error {
+	ts, err := parseTracers(&options{tracers: o.tracers})
+	if err != nil {
+		return err
+	}
+	if ts.stack && !s.ts.stack {
+		return errors.New("tracer stack: give --tracer stack on the command line (its report comes at detach)")
+	}
+	// Filters stay set across tracers, as ftrace's files do; a tracer
+	// is given those that apply to it.
+	use := applicable(o, ts)
+	if _, err := parseTracers(&use); err != nil {
+		return err
+	}
+	return s.newSection(func() error {
+		if err := addTracer(s.t, ts, &use, s.sink); err != nil {
+			return err
+		}
+		s.o, s.ts = o, ts
+		return nil
+	}, ts, &o)
+}
+
+// applicable drops from o the filters tracer ts has no use for.
+func applicable(o options, ts tracers) options {
+	if !ts.any() {
+		o.filter, o.notrace = nil, nil
+	}
+	if !ts.returns() {
+		o.graphFunc, o.maxDepth, o.threshold = nil, 0, 0
+	}
+	return o
+}
+
+// newSection ends the current section of the trace and starts another
+// with start, which installs the tracer; if start fails the previous
+// tracer is put back. The function tracer is off and every probe quiet
+// while the sink changes: their handlers read it at each hit.
+func (s *session) newSection(start func() error, ts tracers, o *options) error {
+	var quieted []*probe.Probe
+	for _, p := range s.t.Probes() {
+		if p.Enabled() {
+			p.SetEnabled(false)
+			quieted = append(quieted, p)
+		}
+	}
+	defer func() {
+		for _, p := range quieted {
+			p.SetEnabled(true)
+		}
+	}()
+	s.t.Probes() // a round trip of the ptrace thread: no handler runs now
+	if err := s.t.StopTracingFunctions(); err != nil {
+		return err
+	}
+	s.closeSection()
+	prevO, prevTs := s.o, s.ts
+	s.o, s.ts = *o, ts
+	s.openSection()
+	if err := start(); err != nil {
+		// Nothing was written to the new section: give it the
+		// previous tracer's writer back and restart that tracer.
+		s.o, s.ts = prevO, prevTs
+		primary, all := s.newWriter()
+		s.gate.w, s.sink.writer = all, primary
+		use := applicable(s.o, s.ts)
+		if e := addTracer(s.t, s.ts, &use, s.sink); e != nil {
+			return fmt.Errorf("%w; and the previous tracer could not be restarted: %v", err, e)
+		}
+		return err
+	}
+	return nil
+}
+
+// out is where events go now.
+func (s *session) out() io.Writer {
+	if s.file != nil {
+		return s.file
+	}
+	return s.term
+}
+
+// openSection starts a section of the trace for the current tracer.
+func (s *session) openSection() {
+	primary, all := s.newWriter()
+	paused := s.gate != nil && s.gate.paused
+	s.gate = &gate{w: all, paused: paused}
+	st := &sink{writer: primary, all: s.gate, stream: output.NewStream(s.gate), stack: s.ts.stack}
+	if s.sink != nil {
+		st.traced = s.sink.traced
+	}
+	s.sink = st
+}
+
+// newWriter is the hook of `output FILE FORMAT`: every format comes from
+// newWriter; text is the one it has now.
+func (s *session) newWriter() (primary, all output.Writer) {
+	o := applicable(s.o, s.ts)
+	return newWriter(s.out(), s.ts, &o, true)
+}
+
+// closeSection writes out what the section's stream holds.
+func (s *session) closeSection() {
+	s.sink.stream.Close()
+	s.gate.Finish()
+	if s.sink.traced != nil && len(s.sink.traced.Skipped) > 0 {
+		s.gate.Comment(skippedNote(s.sink.traced))
+		s.gate.Flush()
+	}
+	s.sink.traced = nil
+}
+
+func (s *session) stats() error {
+	var b strings.Builder
+	var total uint64
+	for _, p := range s.probes() {
+		fmt.Fprintf(&b, "%-20s hits=%d\n", p.Name(), p.Hits())
+		total += p.Hits()
+	}
+	fmt.Fprintf(&b, "probe hits: %d\n", total)
+	fmt.Fprintf(&b, "tracer: %s\n", s.ts.name())
+	fmt.Fprintf(&b, "lost returns: %d\n", s.t.LostReturns())
+	s.gate.mu.Lock()
+	fmt.Fprintf(&b, "events not printed (paused): %d\n", s.gate.unprinted)
+	s.gate.mu.Unlock()
+	// Hook: the counts and histograms of actions print here once they land.
+	io.WriteString(s.term, b.String())
+	return nil
+}
+
+// output moves the trace to FILE ("-": back to the terminal) in a new
+// section.
+func (s *session) output(args []string) error {
+	if len(args) < 1 || len(args) > 2 {
+		return errors.New("usage: output FILE|- [FORMAT]")
+	}
+	format := "text"
+	if len(args) == 2 {
+		format = args[1]
+	}
+	if format != "text" {
+		return fmt.Errorf("output: unknown format %q (want text)", format)
+	}
+	var f *os.File
+	if args[0] != "-" {
+		var err error
+		if f, err = os.Create(args[0]); err != nil {
+			return err
+		}
+	}
+	// The old section ends in the old file; the new one opens on f.
+	old := s.file
+	s.file, s.format = f, format
+	o, ts := s.o, s.ts
+	use := applicable(o, ts)
+	err := s.newSection(func() error { return addTracer(s.t, ts, &use, s.sink) }, ts, &o)
+	if old != nil {
+		old.Close()
+	}
+	return err
+}
+
+// source runs a file of REPL commands, one a line, stopping at the first
+// that fails.
+func (s *session) source(name string) error {
+	if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
+		return sourceYAML(s, name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if s.quit {
+			return nil
+		}
+		if err := s.run(line); err != nil {
+			return fmt.Errorf("%s:%d: %w", name, i+1, err)
+		}
+	}
+	return nil
+}
+
+// sourceYAML is the hook for YAML probe scripts (issue 6): the loader
+// being built elsewhere applies a script to a running session here.
+var sourceYAML = func(s *session, name string) error {
+	return fmt.Errorf("source %s: YAML scripts are not supported yet", name)
+}
+
+// name is the tracer's name as the tracer command takes it.
+func (ts tracers) name() string {
+	var names []string
+	for _, n := range []struct {
+		on   bool
+		name string
+	}{{ts.function, "function"}, {ts.graph, "function_graph"}, {ts.profile, "profile"}, {ts.stack, "stack"}} {
+		if n.on {
+			names = append(names, n.name)
+		}
+	}
+	if len(names) == 0 {
+		return "nop"
+	}
+	return strings.Join(names, ",")
+}
+
+// completer completes command names, then each command's argument:
+// function names, event names, tracer names.
+type completer struct{ s *session }
+
+func (c completer) Do(line []rune, pos int) ([][]rune, int) {
+	text := string(line[:pos])
+	i := strings.LastIndexByte(text, ' ')
+	word := text[i+1:]
+	var cands []string
+	if i < 0 {
+		cands = replCommands
+	} else {
+		cmd, _, _ := strings.Cut(strings.TrimSpace(text), " ")
+		switch cmd {
+		case "add":
+			// p:FUNC, r:FUNC, p:GRP/EVENT FUNC: complete after the last ':'.
+			if j := strings.LastIndexByte(word, ':'); j >= 0 {
+				word = word[j+1:]
+			}
+			cands = c.s.funcs
+		case "functions", "filter", "graph-function":
+			cands = c.s.funcs
+		case "del", "enable", "disable":
+			c.s.mu.Lock()
+			for ev := range c.s.specs {
+				cands = append(cands, ev)
+			}
+			c.s.mu.Unlock()
+			sort.Strings(cands)
+		case "tracer":
+			cands = []string{"nop", "function", "function_graph", "profile"}
+		}
+	}
+	var out [][]rune
+	for _, cand := range cands {
+		if strings.HasPrefix(cand, word) {
+			out = append(out, []rune(cand[len(word):]+" "))
+		}
+	}
+	return out, len([]rune(word))
+}
