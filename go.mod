@@ -3,6 +3,7 @@ module github.com/probedbg/probe
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/ergochat/readline v0.1.3
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	golang.org/x/arch v0.32.0

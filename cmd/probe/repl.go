@@ -545,11 +545,11 @@ func (s *session) openSection() {
 	primary, all := s.newWriter()
 	paused := s.gate != nil && s.gate.paused
 	s.gate = &gate{w: all, paused: paused}
-	st := &sink{writer: primary, all: s.gate, stream: output.NewStream(s.gate), stack: s.ts.stack}
-	if s.sink != nil {
-		st.traced = s.sink.traced
+	if s.sink == nil {
+		s.sink = &sink{}
 	}
-	s.sink = st
+	// The same sink, changed in place: the probes' handlers hold it.
+	s.sink.writer, s.sink.all, s.sink.stream, s.sink.stack = primary, s.gate, output.NewStream(s.gate), s.ts.stack
 }
 
 // newWriter is the hook of `output FILE FORMAT`: every format comes from

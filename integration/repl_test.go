@@ -1,0 +1,323 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// Tests of the REPL (probe attach with no spec on a terminal, or --repl),
+// driven through a pseudo-terminal and through piped stdin, on a running
+// spin. The tracee must survive every session and count right after.
+
+// replSession is the probe binary in REPL mode with its input and the
+// output it has written so far (stdout and stderr together).
+type replSession struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  syncBuf
+	tty  bool
+	done chan struct{}
+	code int
+}
+
+func startREPL(t *testing.T, env []string, tty bool, args ...string) *replSession {
+	t.Helper()
+	r := &replSession{tty: tty, done: make(chan struct{})}
+	r.cmd = exec.Command(probeBin, args...)
+	r.cmd.Env = append(os.Environ(), env...)
+	if tty {
+		r.cmd.Env = append(r.cmd.Env, "TERM=xterm")
+		ptmx, err := pty.StartWithSize(r.cmd, &pty.Winsize{Rows: 50, Cols: 250})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.in = ptmx
+		go func() {
+			// A terminal answers readline's cursor position query
+			// (DSR, ESC [6n) with ESC [row;colR.
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := ptmx.Read(buf)
+				r.out.Write(buf[:n])
+				if strings.Contains(string(buf[:n]), "\x1b[6n") {
+					io.WriteString(ptmx, "\x1b[1;1R")
+				}
+				if err != nil { // EIO once the child is gone
+					break
+				}
+			}
+			r.cmd.Wait()
+			r.code = exitCode(r.cmd.ProcessState)
+			ptmx.Close()
+			close(r.done)
+		}()
+	} else {
+		in, err := r.cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.in = in
+		r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			r.cmd.Wait()
+			r.code = exitCode(r.cmd.ProcessState)
+			close(r.done)
+		}()
+	}
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			r.cmd.Process.Kill()
+			<-r.done
+		}
+	})
+	return r
+}
+
+// send types a line (on the terminal: and Enter).
+func (r *replSession) send(t *testing.T, line string) {
+	t.Helper()
+	end := "\n"
+	if r.tty {
+		end = "\r"
+	}
+	if _, err := io.WriteString(r.in, line+end); err != nil {
+		t.Fatalf("send %q: %v", line, err)
+	}
+}
+
+var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+
+// text is the output so far, terminal escapes and prompts taken out.
+func (r *replSession) text() string {
+	s := ansiRE.ReplaceAllString(r.out.String(), "")
+	s = strings.ReplaceAll(s, " \b", "") // readline erasing its prompt
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.ReplaceAll(s, "probe> ", "")
+}
+
+// waitFor waits until the output matches re and returns the submatches
+// of its last match.
+func (r *replSession) waitFor(t *testing.T, re string) []string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := rx.FindAllStringSubmatch(r.text(), -1); m != nil {
+			return m[len(m)-1]
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("probe exited (status %d) before printing %q; output:\n%s", r.code, re, limit(r.text()))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probe did not print %q within 20s; output:\n%s", re, limit(r.text()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// events parses the event lines printed so far.
+func (r *replSession) events() []event {
+	var evs []event
+	for _, line := range strings.Split(r.text(), "\n") {
+		if ev, ok := parseEvent(line); ok {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
+}
+
+func (r *replSession) waitEvents(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(r.events()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d events within 20s; output:\n%s", n, limit(r.text()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (r *replSession) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.code
+	case <-time.After(20 * time.Second):
+		t.Fatalf("probe did not exit within 20s; output:\n%s", limit(r.text()))
+	}
+	return -1
+}
+
+// replScenario is the whole session the issue asks for, on spin with one
+// worker: add, events with exact content, list with hit counts that
+// match, disable/enable, function_graph, del, a bad command and a bad
+// spec, detach.
+func replScenario(t *testing.T, r *replSession, s *spinProc, loc string) {
+	r.send(t, "add p:work k=%di:s64")
+	r.waitFor(t, `added p_work_0\n`)
+	r.waitEvents(t, 20)
+	r.send(t, "disable p_work_0")
+	r.waitFor(t, `disabled p_work_0\n`)
+	time.Sleep(200 * time.Millisecond) // the queued events are printed
+	r.send(t, "list")
+	hits, _ := strconv.Atoi(r.waitFor(t, `probe/p_work_0 +disabled +hits=(\d+) +`+regexp.QuoteMeta(loc)+` +p:work k=%di:s64\n`)[1])
+	time.Sleep(200 * time.Millisecond)
+	evs := r.events()
+	if len(evs) != hits {
+		t.Fatalf("%d events printed, list says hits=%d", len(evs), hits)
+	}
+	// Every call of work is seen while enabled: k counts up by one.
+	first := -1
+	for i, ev := range evs {
+		var k int
+		if _, err := fmt.Sscanf(ev.rest, " k=%d", &k); err != nil || ev.name != "p_work_0" || ev.loc != loc || ev.comm != "spin-w0" {
+			t.Fatalf("event %d: %q, want spin-w0 ... p_work_0: (%s) k=N", i, ev.line, loc)
+		}
+		if i == 0 {
+			first = k
+		} else if k != first+i {
+			t.Fatalf("event %d: k=%d, want %d (a call was missed): %q", i, k, first+i, ev.line)
+		}
+	}
+	// Disabled: no more events; enabled again: they come back.
+	time.Sleep(100 * time.Millisecond)
+	if n := len(r.events()); n != hits {
+		t.Fatalf("%d events while disabled", n-hits)
+	}
+	r.send(t, "enable p_work_0")
+	r.waitFor(t, `enabled p_work_0\n`)
+	r.waitEvents(t, hits+10)
+
+	r.send(t, "filter work")
+	r.send(t, "tracer function_graph")
+	r.waitFor(t, `# tracer: function_graph\n`)
+	r.waitFor(t, `\d\)\s+spin-w0-\d+\s+\|\s+[+!#*@$ ]\s*\d+\.\d+ us\s+\|\s+work\(\);\n`)
+	r.send(t, "tracer nop")
+	// A new nop section after the graph, where the probe's events go on.
+	r.waitFor(t, `# tracer: function_graph\n`)
+	afterGraph := func() string {
+		text := r.text()
+		return text[strings.LastIndex(text, "# tracer: function_graph\n"):]
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !regexp.MustCompile(`# tracer: nop\n#           TASK-PID     CPU#  TIMESTAMP  FUNCTION\n(?:.*\n)*?.*p_work_0: \(` + regexp.QuoteMeta(loc) + `\) k=\d+\n`).MatchString(afterGraph()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no nop section with events after function_graph; output:\n%s", limit(afterGraph()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	r.send(t, "del p_work_0")
+	r.waitFor(t, `deleted p_work_0 \(\d+ hits\)\n`)
+	r.send(t, "frob")
+	r.waitFor(t, `probe: unknown command "frob" \(type help\)\n`)
+	r.send(t, "add p:nosuchfunc")
+	r.waitFor(t, `probe: .*"nosuchfunc".*\n`)
+	r.send(t, "list")
+	r.waitFor(t, `no probes\n`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	checkSurvives(t, s)
+}
+
+// checkSurvives checks that spin runs on untraced and ends right.
+func checkSurvives(t *testing.T, s *spinProc) {
+	t.Helper()
+	waitFree(t, s, nil)
+	time.Sleep(200 * time.Millisecond)
+	if s.exited() {
+		t.Fatalf("spin exited after the detach:\n%v", s.res)
+	}
+	s.finish(t)
+}
+
+func TestREPLPiped(t *testing.T) {
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	r := startREPL(t, nil, false, "attach", "--repl", strconv.Itoa(s.pid()))
+	replScenario(t, r, s, workLoc(t, bin("spin", o0pie), 0))
+}
+
+func TestREPLTerminal(t *testing.T) {
+	s := startSpin(t, o2pie, 1, 60*time.Second)
+	// No spec and a terminal: the REPL, without --repl.
+	r := startREPL(t, []string{"XDG_STATE_HOME=" + t.TempDir(), "HOME=" + t.TempDir()}, true, "attach", strconv.Itoa(s.pid()))
+	replScenario(t, r, s, workLoc(t, bin("spin", o2pie), 0))
+}
+
+// TestREPLPipedEOF: the end of the commands detaches cleanly.
+func TestREPLPipedEOF(t *testing.T) {
+	s := startSpin(t, o0nopie, 1, 60*time.Second)
+	r := startREPL(t, nil, false, "attach", "--repl", strconv.Itoa(s.pid()), "p:work")
+	r.waitEvents(t, 5)
+	r.in.Close()
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	checkSurvives(t, s)
+}
+
+// TestREPLHistoryAndCompletion: history is kept across sessions, and Tab
+// completes commands and function names.
+func TestREPLHistoryAndCompletion(t *testing.T) {
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	state := t.TempDir()
+	env := []string{"XDG_STATE_HOME=" + state, "HOME=" + t.TempDir()}
+	pid := strconv.Itoa(s.pid())
+
+	r := startREPL(t, env, true, "attach", pid)
+	r.send(t, "stats")
+	r.waitFor(t, `probe hits: 0\n`)
+	// Tab completes "lis" to "list " and "p:wor" to the function work.
+	io.WriteString(r.in, "lis\t\r")
+	r.waitFor(t, `no probes\n`)
+	io.WriteString(r.in, "add p:wor\t\r")
+	r.waitFor(t, `added p_work_0\n`)
+	r.waitEvents(t, 3)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	hist, err := os.ReadFile(filepath.Join(state, "probe", "history"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "stats\nlist \nadd p:work \ndetach\n"; string(hist) != want {
+		t.Fatalf("history file %q, want %q", hist, want)
+	}
+
+	// A second session: Up, Up brings back "add p:work ".
+	r = startREPL(t, env, true, "attach", pid)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(r.out.String(), "probe> "); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no prompt within 20s; output:\n%s", limit(r.out.String()))
+		}
+	}
+	io.WriteString(r.in, "\x1b[A\x1b[A\r")
+	r.waitFor(t, `added p_work_0\n`)
+	r.waitEvents(t, 3)
+	r.send(t, "quit")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	checkSurvives(t, s)
+}
