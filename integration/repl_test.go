@@ -321,3 +321,42 @@ func TestREPLHistoryAndCompletion(t *testing.T) {
 	}
 	checkSurvives(t, s)
 }
+
+// TestREPLActionsAndSource: a YAML script sourced into a session adds its
+// probe with its count action; stats draws the count, which equals the
+// hits list reports; del takes the table away with the probe.
+func TestREPLActionsAndSource(t *testing.T) {
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	yaml := filepath.Join(t.TempDir(), "count.yaml")
+	if err := os.WriteFile(yaml, []byte("probes:\n  - at: work\n    args: ['k=%di:s64']\n    actions: [count]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startREPL(t, nil, false, "attach", "--repl", strconv.Itoa(s.pid()))
+	r.send(t, "source "+yaml)
+	r.waitFor(t, `added p_work_0\n`)
+	time.Sleep(300 * time.Millisecond)
+	r.send(t, "disable p_work_0")
+	r.waitFor(t, `disabled p_work_0\n`)
+	r.send(t, "list")
+	hits := r.waitFor(t, `probe/p_work_0 +disabled +hits=(\d+) `)[1]
+	r.send(t, "stats")
+	table := r.waitFor(t, `# count of probe/p_work_0: (\d+) hits, 1 key\ntotal +(\d+) \|@+\|\n`)
+	if table[1] != hits || table[2] != hits || hits == "0" {
+		t.Errorf("stats counts %s (row %s), list says hits=%s", table[1], table[2], hits)
+	}
+	if evs := r.events(); len(evs) != 0 {
+		t.Errorf("a count without print printed %d events, e.g. %q", len(evs), evs[0].line)
+	}
+	r.send(t, "del p_work_0")
+	r.waitFor(t, `deleted p_work_0 `)
+	r.send(t, "stats")
+	r.waitFor(t, `probe hits: 0\n(.*\n){3}`)
+	if n := strings.Count(r.text(), "# count of"); n != 1 {
+		t.Errorf("after del, stats still draws the count (%d tables in all)", n)
+	}
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	checkSurvives(t, s)
+}

@@ -22,8 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/script"
 )
 
 const replHelp = `commands:
@@ -67,9 +69,10 @@ type session struct {
 	file   *os.File // output FILE, or nil: events go to term
 	format string
 
-	mu    sync.Mutex        // guards probes: completion reads it from readline's goroutine
-	specs map[string]string // event -> spec text, as typed
-	funcs []string          // the main executable's functions, for completion
+	mu    sync.Mutex              // guards probes: completion reads it from readline's goroutine
+	specs map[string]string       // event -> spec text, as typed
+	plans map[string]*action.Plan // event -> its actions, added in the REPL
+	funcs []string                // the main executable's functions, for completion
 
 	quit bool
 }
@@ -121,7 +124,7 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 		return failure(err)
 	}
 	defer t.Detach() // also on a panic of ours
-	s := &session{t: t, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}}
+	s := &session{t: t, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}, plans: map[string]*action.Plan{}}
 	if main := t.Symbols().Main(); main != nil {
 		for _, fn := range main.Functions() {
 			s.funcs = append(s.funcs, fn.Name)
@@ -312,17 +315,35 @@ func (s *session) add(text string) error {
 	if text == "" {
 		return errors.New("usage: add SPEC")
 	}
-	specs, err := parseSpecs([]string{text})
+	d, err := parseProbeDef(text)
 	if err != nil {
 		return err
 	}
-	if err := addProbes(s.t, specs, s.sink); err != nil {
+	p, pl, err := addProbe(s.t, d, s.sink)
+	if err != nil {
+		return err
+	}
+	// enable:/disable: may name any probe of the session, added before.
+	if err := pl.Bind(s.lookup); err != nil {
+		pl.Remove()
+		s.t.Remove(p)
 		return err
 	}
 	s.mu.Lock()
-	s.specs[specs[0].Spec.Event] = text
+	s.specs[p.Event] = text
+	s.plans[p.Event] = pl
 	s.mu.Unlock()
-	fmt.Fprintf(s.term, "added %s\n", specs[0].Spec.Event)
+	fmt.Fprintf(s.term, "added %s\n", p.Event)
+	return nil
+}
+
+// lookup finds a probe by EVENT or GROUP/EVENT, or nil.
+func (s *session) lookup(name string) *probe.Probe {
+	for _, p := range s.t.Probes() {
+		if p.Event == name || p.Name() == name {
+			return p
+		}
+	}
 	return nil
 }
 
@@ -354,6 +375,10 @@ func (s *session) onEvent(cmd, name string) error {
 		}
 		s.mu.Lock()
 		delete(s.specs, p.Event)
+		if pl := s.plans[p.Event]; pl != nil {
+			pl.Remove() // its counts and histograms go with it
+			delete(s.plans, p.Event)
+		}
 		s.mu.Unlock()
 		fmt.Fprintf(s.term, "deleted %s (%d hits)\n", p.Event, p.Hits())
 	default:
@@ -546,7 +571,7 @@ func (s *session) openSection() {
 	paused := s.gate != nil && s.gate.paused
 	s.gate = &gate{w: all, paused: paused}
 	if s.sink == nil {
-		s.sink = &sink{}
+		s.sink = &sink{acts: action.NewSession()}
 	}
 	// The same sink, changed in place: the probes' handlers hold it.
 	s.sink.writer, s.sink.all, s.sink.stream, s.sink.stack = primary, s.gate, output.NewStream(s.gate), s.ts.stack
@@ -583,9 +608,8 @@ func (s *session) stats() error {
 	s.gate.mu.Lock()
 	fmt.Fprintf(&b, "events not printed (paused): %d\n", s.gate.unprinted)
 	s.gate.mu.Unlock()
-	// Hook: the counts and histograms of actions print here once they land.
 	io.WriteString(s.term, b.String())
-	return nil
+	return s.sink.acts.Draw(s.term)
 }
 
 // output moves the trace to FILE ("-": back to the terminal) in a new
@@ -641,10 +665,40 @@ func (s *session) source(name string) error {
 	return nil
 }
 
-// sourceYAML is the hook for YAML probe scripts (issue 6): the loader
-// being built elsewhere applies a script to a running session here.
-var sourceYAML = func(s *session, name string) error {
-	return fmt.Errorf("source %s: YAML scripts are not supported yet", name)
+// sourceYAML applies a probe script to the running session: its filters
+// and tracer as the filter, graph-function and tracer commands would, its
+// output as the output command, then its probes as add. It is checked
+// whole first, so a bad script changes nothing.
+func sourceYAML(s *session, name string) error {
+	sc, err := script.Load(name, validateProbeText)
+	if err != nil {
+		return err
+	}
+	if sc.DurationPos.Line != 0 {
+		return fmt.Errorf("%s: duration: not for a REPL session (detach when done)", sc.DurationPos)
+	}
+	var cmds []string
+	for _, g := range sc.Tracer.Filter {
+		cmds = append(cmds, "filter "+g)
+	}
+	for _, g := range sc.Tracer.GraphFunction {
+		cmds = append(cmds, "graph-function "+g)
+	}
+	if len(sc.Tracer.Names) > 0 {
+		cmds = append(cmds, "tracer "+strings.Join(sc.Tracer.Names, ","))
+	}
+	if sc.Output.File != "" {
+		cmds = append(cmds, strings.TrimSpace("output "+sc.Output.File+" "+sc.Output.Format))
+	}
+	for _, p := range sc.Probes {
+		cmds = append(cmds, "add "+p.Text)
+	}
+	for _, c := range cmds {
+		if err := s.run(c); err != nil {
+			return fmt.Errorf("%s: %s: %w", name, c, err)
+		}
+	}
+	return nil
 }
 
 // name is the tracer's name as the tracer command takes it.
