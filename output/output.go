@@ -146,8 +146,9 @@ func (t *Text) Finish() error { return t.Flush() }
 type Stream struct {
 	mu     sync.Mutex
 	batch  []Record
+	limit  int    // records a batch holds; past it they are dropped
+	lost   uint64 // records dropped because the batch was full
 	closed bool
-	room   *sync.Cond    // signalled when the writer has taken a batch
 	wake   chan struct{} // the first record after a quiet spell, or Close
 	done   chan error
 	failed chan struct{} // closed at the first write error
@@ -157,14 +158,19 @@ type Stream struct {
 // FlushInterval bounds how long a record waits to be written.
 const FlushInterval = 10 * time.Millisecond
 
-// maxBatch bounds the records queued: past it Send waits for the writer
-// rather than drop an event or grow without end.
-const maxBatch = 1 << 16
+// DefaultBuffer bounds the records queued for the writer. Past it records
+// are dropped and counted, as ftrace's ring buffer overruns, rather than
+// stall the tracee's threads behind a slow reader.
+const DefaultBuffer = 1 << 16
 
-// NewStream starts the writing goroutine.
-func NewStream(w Writer) *Stream {
-	s := &Stream{wake: make(chan struct{}, 1), done: make(chan error, 1), failed: make(chan struct{}), w: w}
-	s.room = sync.NewCond(&s.mu)
+// NewStream starts the writing goroutine, with a buffer of DefaultBuffer
+// records.
+func NewStream(w Writer) *Stream { return NewStreamSize(w, DefaultBuffer) }
+
+// NewStreamSize starts the writing goroutine, with a buffer of size
+// records (at least 1).
+func NewStreamSize(w Writer, size int) *Stream {
+	s := &Stream{limit: max(size, 1), wake: make(chan struct{}, 1), done: make(chan error, 1), failed: make(chan struct{}), w: w}
 	go s.run()
 	return s
 }
@@ -184,7 +190,6 @@ func (s *Stream) run() {
 			s.mu.Lock()
 			batch, closed := s.batch, s.closed
 			s.batch = spare[:0]
-			s.room.Broadcast()
 			s.mu.Unlock()
 			// After a failure records are still taken, so that the
 			// tracer never blocks on a reader who has gone.
@@ -210,12 +215,14 @@ func (s *Stream) run() {
 	}
 }
 
-// Send queues a record. It blocks when the writer falls behind rather than
-// drop an event.
+// Send queues a record. It never blocks: when the writer has fallen a
+// whole buffer behind, the record is dropped and counted (Lost).
 func (s *Stream) Send(r Record) {
 	s.mu.Lock()
-	for len(s.batch) >= maxBatch && !s.closed {
-		s.room.Wait()
+	if len(s.batch) >= s.limit {
+		s.lost++
+		s.mu.Unlock()
+		return
 	}
 	s.batch = append(s.batch, r)
 	first := len(s.batch) == 1
@@ -231,6 +238,16 @@ func (s *Stream) ring() {
 	default:
 	}
 }
+
+// Lost returns the number of records dropped because the buffer was full.
+func (s *Stream) Lost() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// LostNote is the comment that reports n dropped records.
+func LostNote(n uint64) string { return fmt.Sprintf("%d events lost (buffer full)", n) }
 
 // Failed is closed when a write has failed (the reader of a pipe has gone):
 // time to stop tracing.
