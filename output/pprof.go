@@ -96,9 +96,10 @@ func (p *Pprof) profile() *profile.Profile {
 		DefaultSampleType: "time",
 		PeriodType:        &profile.ValueType{Type: "time", Unit: "nanoseconds"},
 		Period:            1,
-		TimeNanos:         p.first,
-		DurationNanos:     max(p.stacks.last-p.first, 0),
-		Comments:          p.comments,
+		// TimeNanos is left out: pprof reads it as wall time, and records
+		// carry CLOCK_MONOTONIC.
+		DurationNanos: max(p.stacks.last-p.first, 0),
+		Comments:      p.comments,
 	}
 	locs := map[string]*profile.Location{}
 	location := func(fn string) *profile.Location {

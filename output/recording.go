@@ -56,15 +56,14 @@ type Recorder struct {
 	err      error
 }
 
-// NewRecorder writes the recording's header and info to w.
-func NewRecorder(w io.Writer, info RecordingInfo) (*Recorder, error) {
+// NewRecorder starts a recording on w with its header and info; a
+// failure to write them is returned by the first Write or Flush.
+func NewRecorder(w io.Writer, info RecordingInfo) *Recorder {
 	b := bufio.NewWriterSize(w, 64<<10)
 	fmt.Fprintf(b, "%s%d\n", recordingMagic, recordingVersion)
 	r := &Recorder{w: b, enc: gob.NewEncoder(b)}
-	if err := r.enc.Encode(&info); err != nil {
-		return nil, err
-	}
-	return r, nil
+	r.err = r.enc.Encode(&info)
+	return r
 }
 
 func (r *Recorder) put(e *recordingEntry) error {
@@ -116,7 +115,7 @@ func OpenRecording(r io.Reader) (*Recording, error) {
 	}
 	rec := &Recording{dec: gob.NewDecoder(br)}
 	if err := rec.dec.Decode(&rec.Info); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotRecording, err)
+		return nil, fmt.Errorf("%w: its header is cut short or damaged (%v)", ErrNotRecording, err)
 	}
 	return rec, nil
 }

@@ -147,6 +147,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		r := output.Record{
 			Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
 			Event: h.Probe.Event, Where: h.Where,
+			EntryTime: returnEntry(h),
 			// Fields live only during the handler: keep a copy.
 			Fields: append([]probe.Field(nil), h.Fields...),
 		}

@@ -33,6 +33,9 @@ const usage = `usage:
                                                      their mcount/patchable sites)
   probe run|attach --script FILE.yaml ...             probes, tracer and output from a
                                                      script (see README, Scripts)
+  probe record -o FILE [flags] [SPEC ...] -- CMD     record a trace of CMD to FILE
+  probe record -o FILE [flags] PID [SPEC ...]        record a trace of a running process
+  probe report [--format F] [-o OUT] FILE            print or convert a recorded trace
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
@@ -44,6 +47,9 @@ flags:
   -o FILE                   write events to FILE instead of standard output
   --script FILE.yaml        probes, tracer and output from a script; flags
                             override it, SPECs add to its probes
+  --format F                text (ftrace's, the default), json (one object a
+                            line), chrome (Perfetto, chrome://tracing), pprof
+                            or folded (flame graphs; both function_graph)
   --duration D              detach after D (attach), e.g. 5s
   --tracer T[,T]            nop, function, function_graph, profile, stack
   --filter GLOB             functions to trace (MOD:GLOB for a library's);
@@ -97,16 +103,20 @@ func run(args []string) (code int, err error) {
 	}
 	switch args[0] {
 	case "run":
-		return cmdRun(args[1:])
+		return cmdRun(args[1:], false)
 	case "attach":
-		return cmdAttach(args[1:])
+		return cmdAttach(args[1:], false)
 	case "list":
 		return cmdList(args[1:])
+	case "record":
+		return cmdRecord(args[1:])
+	case "report":
+		return cmdReport(args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0, nil
 	}
-	return 2, fmt.Errorf("unknown command %q (want run, attach or list)", args[0])
+	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record or report)", args[0])
 }
 
 type options struct {
@@ -123,9 +133,12 @@ type options struct {
 	noBoost     bool
 	noPlacement bool
 
-	script string
-	set    map[string]bool // the flags given, which a script does not override
-	repl   bool
+	script   string
+	set      map[string]bool // the flags given, which a script does not override
+	repl     bool
+	format   string // --format; "" is text
+	record   bool   // probe record: the trace goes to a recording
+	cpuWidth int    // probe report: the recording machine's CPU column
 }
 
 // globList is a flag that may be given many times.
@@ -159,6 +172,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.StringVar(&o.script, "script", "", "")
 	o.set = map[string]bool{}
 	fs.BoolVar(&o.repl, "repl", false, "")
+	fs.StringVar(&o.format, "format", "", "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
@@ -181,11 +195,12 @@ func failure(err error) (int, error) {
 	return 1, err
 }
 
-func cmdRun(args []string) (int, error) {
+func cmdRun(args []string, record bool) (int, error) {
 	o, specs, argv, err := parseFlags(args)
 	if err != nil {
 		return bad("%v", err)
 	}
+	o.record = record
 	if len(argv) == 0 {
 		return bad("missing -- CMD (usage: probe run [flags] [SPEC ...] -- CMD [ARGS ...])")
 	}
@@ -254,11 +269,12 @@ func cmdRun(args []string) (int, error) {
 	return status.Code, nil
 }
 
-func cmdAttach(args []string) (int, error) {
+func cmdAttach(args []string, record bool) (int, error) {
 	o, pos, rest, err := parseFlags(args)
 	if err != nil {
 		return bad("%v", err)
 	}
+	o.record = record
 	if len(rest) > 0 {
 		return bad("unexpected -- %s: attach takes a PID, not a command", strings.Join(rest, " "))
 	}
@@ -342,6 +358,7 @@ type sink struct {
 	traced *probe.FuncTraceInfo // what the function tracer installed
 	acts   *action.Session      // the probes' actions (actions.go)
 	stack  bool                 // the stack tracer's report is owed
+	text   bool                 // the trace is ftrace's text: the stack report may follow it
 }
 
 func openSink(o *options, ts tracers, probes bool) (*sink, error) {
@@ -353,7 +370,7 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 		}
 	}
 	primary, all := newWriter(f, ts, o, probes)
-	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all), acts: action.NewSession()}, nil
+	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all), acts: action.NewSession(), text: o.textFormat()}, nil
 }
 
 func (s *sink) close(t *probe.Tracer) error {
@@ -361,7 +378,7 @@ func (s *sink) close(t *probe.Tracer) error {
 	if e := s.all.Finish(); err == nil {
 		err = e
 	}
-	if s.stack {
+	if s.stack && s.text {
 		if e := output.WriteStack(s.file, stackReport(t.StackUsage())); err == nil {
 			err = e
 		}
@@ -374,6 +391,9 @@ func (s *sink) close(t *probe.Tracer) error {
 	}
 	if lost := t.LostHits(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
+	}
+	if lost := s.stream.Lost(); lost > 0 {
+		s.writer.Comment(output.LostNote(lost))
 	}
 	if lost := t.LostReturns(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns lost (frames abandoned by longjmp or an exception)", lost))

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/probedbg/probe/output"
@@ -67,15 +65,18 @@ func parseTracers(o *options) (tracers, error) {
 	if o.threshold < 0 {
 		return ts, fmt.Errorf("--graph-time-threshold %s: want a positive duration", o.threshold)
 	}
-	return ts, nil
+	return ts, checkFormat(o, ts)
 }
 
 // newWriter picks the trace format: function_graph draws everything it is
 // given, probe events included; the profile's table follows the trace.
 func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all output.Writer) {
+	if w := formatWriter(f, ts, o, probes); w != nil {
+		return w, w
+	}
 	switch {
 	case ts.graph:
-		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: len(strconv.Itoa(runtime.NumCPU() - 1))})
+		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: cpuWidth(o)})
 	case ts.function:
 		primary = output.NewText(f, "function")
 	case probes || !ts.any():

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/output"
+	"github.com/probedbg/probe/probe"
+)
+
+// checkFormat checks --format against the tracers and the destination.
+func checkFormat(o *options, ts tracers) error {
+	switch o.format {
+	case "", "text", "json", "chrome":
+	case "pprof", "folded":
+		// Their stacks are built from calls and returns.
+		if ts.function || ts.stack && !ts.graph && !ts.profile {
+			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns), not %s", o.format, o.tracers)
+		}
+		if o.format == "folded" && !ts.returns() {
+			return fmt.Errorf("--format folded: needs --tracer function_graph")
+		}
+	default:
+		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof or folded)", o.format)
+	}
+	if o.format != "" && o.format != "text" && ts.stack && !ts.graph && !ts.profile {
+		return fmt.Errorf("--format %s: the stack tracer's report is text only", o.format)
+	}
+	if o.format == "pprof" && o.out == "" && isTerminal(os.Stdout) {
+		return fmt.Errorf("--format pprof: the profile is binary; give -o FILE or redirect the output")
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// textFormat reports whether the trace is ftrace's text.
+func (o *options) textFormat() bool { return (o.format == "" || o.format == "text") && !o.record }
+
+// formatWriter returns the writer of a format other than text, or nil.
+func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Writer {
+	if o.record {
+		return output.NewRecorder(f, output.RecordingInfo{
+			Tracers: o.tracers, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
+		})
+	}
+	switch o.format {
+	case "json":
+		return output.NewJSON(f)
+	case "chrome":
+		return output.NewChrome(f, ts.returns())
+	case "pprof":
+		return output.NewPprof(f)
+	case "folded":
+		return output.NewFolded(f)
+	}
+	return nil
+}
+
+// cpuWidth is the digits of function_graph's CPU column: this machine's,
+// or for a report the recording machine's.
+func cpuWidth(o *options) int {
+	if o.cpuWidth > 0 {
+		return o.cpuWidth
+	}
+	return len(strconv.Itoa(runtime.NumCPU() - 1))
+}
+
+// returnEntry is when a return probe's call began, 0 for an entry probe
+// or when unknown.
+func returnEntry(h *probe.Hit) int64 {
+	if h.Return == nil {
+		return 0
+	}
+	return h.Return.EntryTime
+}
