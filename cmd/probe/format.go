@@ -15,6 +15,9 @@ import (
 
 // checkFormat checks --format against the tracers and the destination.
 func checkFormat(o *options, ts tracers) error {
+	if o.buffer < 1 {
+		return fmt.Errorf("--buffer-size %d: want at least 1 event", o.buffer)
+	}
 	switch o.format {
 	case "", "text", "json", "chrome":
 	case "pprof", "folded":

@@ -47,6 +47,8 @@ flags:
   -o FILE                   write events to FILE instead of standard output
   --script FILE.yaml        probes, tracer and output from a script; flags
                             override it, SPECs add to its probes
+  --buffer-size N           events held for the writer (default 65536); past
+                            them events are dropped and counted
   --format F                text (ftrace's, the default), json (one object a
                             line), chrome (Perfetto, chrome://tracing), pprof
                             or folded (flame graphs; both function_graph)
@@ -139,6 +141,7 @@ type options struct {
 	format   string // --format; "" is text
 	record   bool   // probe record: the trace goes to a recording
 	cpuWidth int    // probe report: the recording machine's CPU column
+	buffer   int    // --buffer-size: events held for the writer
 }
 
 // globList is a flag that may be given many times.
@@ -173,6 +176,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	o.set = map[string]bool{}
 	fs.BoolVar(&o.repl, "repl", false, "")
 	fs.StringVar(&o.format, "format", "", "")
+	fs.IntVar(&o.buffer, "buffer-size", output.DefaultBuffer, "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
@@ -370,7 +374,7 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 		}
 	}
 	primary, all := newWriter(f, ts, o, probes)
-	return &sink{file: f, writer: primary, all: all, stream: output.NewStream(all), acts: action.NewSession(), text: o.textFormat()}, nil
+	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat()}, nil
 }
 
 func (s *sink) close(t *probe.Tracer) error {

@@ -14,7 +14,7 @@ import (
 // cmdReport prints a recording (probe record) as the live trace would
 // have, or converts it with --format.
 func cmdReport(args []string) (int, error) {
-	var o options
+	o := options{buffer: output.DefaultBuffer}
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "o", "", "")
