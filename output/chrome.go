@@ -21,6 +21,7 @@ type Chrome struct {
 	started  bool
 	n        int                   // events written
 	lanes    map[int64]*chromeLane // by Record.Lane
+	tracks   map[chromeTrack]bool  // named
 	last     int64                 // latest time seen, ns
 	comments []string
 	finished bool
@@ -28,9 +29,11 @@ type Chrome struct {
 	err      error
 }
 
+type chromeTrack struct{ pid, tid int }
+
 type chromeLane struct {
-	pid, tid int
-	open     []chromeCall // by depth
+	chromeTrack
+	open []chromeCall // by depth
 }
 
 type chromeCall struct {
@@ -55,26 +58,35 @@ type chromeEvent struct {
 // will be followed by their returns (function_graph), so that they are
 // drawn as calls rather than as instants (the function tracer).
 func NewChrome(w io.Writer, calls bool) *Chrome {
-	return &Chrome{w: bufio.NewWriterSize(w, 64<<10), calls: calls, lanes: map[int64]*chromeLane{}}
+	return &Chrome{w: bufio.NewWriterSize(w, 64<<10), calls: calls, lanes: map[int64]*chromeLane{}, tracks: map[chromeTrack]bool{}}
 }
 
 func micros(ns int64) float64 { return float64(ns) / 1e3 }
 
-// track returns the lane's track, naming it when first seen: a thread is
-// its tid, a Go goroutine gets a track of its own beyond any tid.
-func (c *Chrome) track(r *Record) *chromeLane {
-	l := c.lanes[r.Lane]
-	if l != nil {
-		return l
-	}
-	l = &chromeLane{pid: r.Pid, tid: r.Tid}
+// track returns the thread track of r, naming it when first seen: a
+// thread is its tid, a Go goroutine gets a track of its own beyond any
+// tid.
+func (c *Chrome) track(r *Record) chromeTrack {
+	k := chromeTrack{pid: r.Pid, tid: r.Tid}
 	name := r.Comm + "-" + strconv.Itoa(r.Tid)
 	if r.Goroutine != 0 {
-		l.tid = goroutineTrack + int(r.Goroutine)
+		k.tid = goroutineTrack + int(r.Goroutine)
 		name = r.Comm + "-g" + strconv.FormatInt(r.Goroutine, 10)
 	}
-	c.lanes[r.Lane] = l
-	c.emit(&chromeEvent{Name: "thread_name", Ph: "M", Pid: l.pid, Tid: l.tid, Args: map[string]any{"name": name}})
+	if !c.tracks[k] {
+		c.tracks[k] = true
+		c.emit(&chromeEvent{Name: "thread_name", Ph: "M", Pid: k.pid, Tid: k.tid, Args: map[string]any{"name": name}})
+	}
+	return k
+}
+
+// lane returns the open calls of r's call stack.
+func (c *Chrome) lane(r *Record, k chromeTrack) *chromeLane {
+	l := c.lanes[r.Lane]
+	if l == nil {
+		l = &chromeLane{chromeTrack: k}
+		c.lanes[r.Lane] = l
+	}
 	return l
 }
 
@@ -83,9 +95,10 @@ const goroutineTrack = 1 << 30
 
 func (c *Chrome) Write(r *Record) error {
 	c.last = max(c.last, r.Time)
-	l := c.track(r)
+	k := c.track(r)
 	switch r.Kind {
 	case KindProbe:
+		l := k
 		args := fieldMap(r.Fields)
 		if args == nil {
 			args = map[string]any{}
@@ -96,6 +109,7 @@ func (c *Chrome) Write(r *Record) error {
 		}
 		c.emit(&chromeEvent{Name: r.Event, Cat: "probe", Ph: "i", Scope: "t", Ts: micros(r.Time), Pid: l.pid, Tid: l.tid, Args: args})
 	case KindEntry:
+		l := c.lane(r, k)
 		if !c.calls {
 			args := map[string]any{}
 			if r.Caller != "" {
@@ -112,6 +126,7 @@ func (c *Chrome) Write(r *Record) error {
 		}
 		l.open = append(l.open, chromeCall{fn: r.Func, start: r.Time})
 	case KindReturn:
+		l := c.lane(r, k)
 		c.closeFrom(l, r.Depth+1, r.Time, "unfinished")
 		start := r.EntryTime
 		if r.Depth < len(l.open) {
@@ -119,6 +134,7 @@ func (c *Chrome) Write(r *Record) error {
 		}
 		c.complete(l, r.Func, start, r.Time, "")
 	case KindLost:
+		l := c.lane(r, k)
 		c.closeFrom(l, r.Depth, r.Time, "return lost")
 	}
 	return c.err
