@@ -10,10 +10,7 @@ import (
 func record(t *testing.T, recs []Record) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	r, err := NewRecorder(&b, RecordingInfo{Tracers: "function_graph", CPUWidth: 1, Probes: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := NewRecorder(&b, RecordingInfo{Tracers: "function_graph", CPUWidth: 1, Probes: true})
 	writeAll(t, r, recs)
 	return b.Bytes()
 }
