@@ -186,6 +186,16 @@ func (s *sink) drawActions() error {
 	}
 	var b strings.Builder
 	s.acts.Draw(&b)
+	if !s.text {
+		// JSON, Chrome, pprof and recordings keep notes in their own
+		// way: the tables go there as comments, a line each.
+		for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+			if err := s.writer.Comment(line); err != nil {
+				return err
+			}
+		}
+		return s.writer.Flush()
+	}
 	_, err := s.file.WriteString(b.String())
 	return err
 }

@@ -39,9 +39,10 @@ const replHelp = `commands:
   filter [GLOB|-]           functions the tracer traces (- : all); none: show
   graph-function [GLOB|-]   trace only inside these functions (- : everywhere)
   stats                     hits, lost returns, events not printed
-  output FILE|- [FORMAT]    write events to FILE (- : back here); FORMAT text
+  output FILE|- [FORMAT]    write events to FILE (- : back here); FORMAT text|json
   pause | resume            stop / restart printing events
-  source FILE               run a file of commands, one a line
+  source FILE               run a file of commands, one a line, or a
+                            probe script (FILE.yaml: see README, Scripts)
   detach | quit             let the process go and leave (also Ctrl-D)
   help                      this text
 `
@@ -484,7 +485,7 @@ func equalGlobs(a, b globList) bool { return a.String() == b.String() }
 // resets the buffer, the new tracer starts a new section with its own
 // header. On failure the previous tracer runs on.
 func (s *session) retrace(o options) error {
-	ts, err := parseTracers(&options{tracers: o.tracers})
+	ts, err := parseTracers(&options{tracers: o.tracers, format: o.format, buffer: o.buffer, out: o.out})
 	if err != nil {
 		return err
 	}
@@ -577,8 +578,8 @@ func (s *session) openSection() {
 	s.sink.writer, s.sink.all, s.sink.stream, s.sink.stack = primary, s.gate, output.NewStream(s.gate), s.ts.stack
 }
 
-// newWriter is the hook of `output FILE FORMAT`: every format comes from
-// newWriter; text is the one it has now.
+// newWriter makes the current section's writer, in the format of the
+// last output command.
 func (s *session) newWriter() (primary, all output.Writer) {
 	o := applicable(s.o, s.ts)
 	return newWriter(s.out(), s.ts, &o, true)
@@ -622,8 +623,10 @@ func (s *session) output(args []string) error {
 	if len(args) == 2 {
 		format = args[1]
 	}
-	if format != "text" {
-		return fmt.Errorf("output: unknown format %q (want text)", format)
+	// A session's trace is made of sections (one per tracer): formats
+	// that are one document for a whole trace are for run and record.
+	if format != "text" && format != "json" {
+		return fmt.Errorf("output: format %q: the REPL writes text or json (chrome, pprof and folded: use probe record, then probe report)", format)
 	}
 	var f *os.File
 	if args[0] != "-" {
@@ -634,7 +637,7 @@ func (s *session) output(args []string) error {
 	}
 	// The old section ends in the old file; the new one opens on f.
 	old := s.file
-	s.file, s.format = f, format
+	s.file, s.format, s.o.format = f, format, format
 	o, ts := s.o, s.ts
 	use := applicable(o, ts)
 	err := s.newSection(func() error { return addTracer(s.t, ts, &use, s.sink) }, ts, &o)

@@ -47,8 +47,12 @@ func applyScript(o *options, cliSpecs []string, attach bool) ([]string, error) {
 	if !o.set["o"] && s.Output.File != "" {
 		o.out = s.Output.File
 	}
-	if f := s.Output.Format; f != "" && f != "text" {
-		return nil, fmt.Errorf("%s: output.format %q: this build writes text only", s.Output.Pos, f)
+	if f := s.Output.Format; f != "" && !o.set["format"] {
+		o.format = f
+		// Some formats need some tracers (checkFormat): say where.
+		if _, err := parseTracers(o); err != nil && strings.HasPrefix(err.Error(), "--format") {
+			return nil, fmt.Errorf("%s: %v", s.Output.Pos, err)
+		}
 	}
 	if s.DurationPos.Line != 0 {
 		if !attach {
