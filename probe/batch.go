@@ -3,6 +3,7 @@ package probe
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/probedbg/probe/singlestep"
@@ -129,12 +130,18 @@ func (t *Tracer) writeBreakpoints(sites []*site) error {
 // or byte by byte where a run cannot be read (a module unmapped since).
 // It returns the first error.
 func (t *Tracer) restoreSites(sites []*site) error {
+	return t.restoreSitesIn(t.proc, sites)
+}
+
+// restoreSitesIn is restoreSites into mem, a process whose text is a copy
+// of ours (a forked child): the runs are read from ours.
+func (t *Tracer) restoreSitesIn(mem io.WriterAt, sites []*site) error {
 	var first error
 	runs, _ := t.readRuns(sites)
 	for _, r := range runs {
 		if r.orig == nil {
 			for _, st := range r.sites {
-				if _, err := t.proc.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil && first == nil {
+				if _, err := mem.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil && first == nil {
 					first = fmt.Errorf("restore %s: %w", st.where, err)
 				}
 			}
@@ -143,7 +150,7 @@ func (t *Tracer) restoreSites(sites []*site) error {
 		for _, st := range r.sites {
 			r.bytes[st.addr-r.lo] = st.orig
 		}
-		if _, err := t.proc.WriteAt(r.bytes, int64(r.lo)); err != nil && first == nil {
+		if _, err := mem.WriteAt(r.bytes, int64(r.lo)); err != nil && first == nil {
 			first = fmt.Errorf("restore %s: %w", r.sites[0].where, err)
 		}
 	}

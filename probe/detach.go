@@ -107,9 +107,17 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 	case tracee.EventExit:
 		delete(held, tid)
 		delete(t.stepping, tid)
+		if ev.Forked {
+			return
+		}
 		t.threadGone(tid)
 		if tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
+		}
+	case tracee.EventFork:
+		held[tid] = 0
+		if t.releaseChild(ev) {
+			held[ev.NewTid] = 0 // shares our memory: let go with us
 		}
 	case tracee.EventTrap:
 		held[tid] = 0

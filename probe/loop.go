@@ -36,8 +36,17 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:
 		t.proc.Listen(ev.Tid)
+	case tracee.EventFork:
+		t.onFork(ev)
+	case tracee.EventExec: // a vfork child leaves our memory
+		delete(t.forkedReturns, ev.Tid)
+		t.proc.Detach(ev.Tid, 0)
 	case tracee.EventExit:
 		delete(t.stepping, ev.Tid)
+		if ev.Forked {
+			delete(t.forkedReturns, ev.Tid)
+			return
+		}
 		t.threadGone(ev.Tid)
 		delete(t.comms, ev.Tid)
 		if ev.Tid == t.pid || !t.proc.Alive() {
@@ -68,6 +77,10 @@ func (t *Tracer) onTrap(tid int) {
 	}
 	if s := t.stepping[tid]; s != nil {
 		t.onStepDone(tid, s, regs)
+		return
+	}
+	if t.isForked(tid) {
+		t.onForkedTrap(tid, regs)
 		return
 	}
 	addr := regs.Rip - singlestep.BreakpointPCAdjust
@@ -162,7 +175,7 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {
-	if !s.post {
+	if !s.post || t.isForked(hit.Tid) {
 		return
 	}
 	for _, p := range s.probes {

@@ -72,6 +72,8 @@ type Tracer struct {
 	wheres      map[whereKey]string
 	lostReturns uint64
 
+	forkedReturns map[int][]forkedReturn // per adopted vfork child
+
 	env       HitEnv                     // scratch for fetching, reused every hit
 	fields    []Field                    // scratch for fetched fields
 	returning map[*Probe][]capturedValue // entry values of the frame returning now
@@ -154,6 +156,8 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		shadow:   make(map[int]*callStack),
 		goStacks: make(map[int64]*callStack),
 		wheres:   make(map[whereKey]string),
+
+		forkedReturns: make(map[int][]forkedReturn),
 	}
 	errc := make(chan error, 1)
 	go func() {

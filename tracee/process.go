@@ -44,6 +44,10 @@ type Process struct {
 
 	lastStop int // the thread Wait last reported stopped
 
+	// early holds the first stops of forked children reported before
+	// their parent's fork event, for TakeChild and Adopt.
+	early map[int]unix.WaitStatus
+
 	// Slept says whether the last Wait had to sleep: no stop was
 	// waiting when it was called.
 	Slept bool
@@ -57,6 +61,9 @@ type Thread struct {
 	// GroupStopped: the thread sits in a group-stop (SIGSTOP, SIGTSTP...),
 	// parked with PTRACE_LISTEN as gdb does.
 	GroupStopped bool
+	// Forked: not a thread of the process but a child that shares its
+	// memory (vfork), traced until it execs or exits; see Adopt.
+	Forked bool
 	// pending holds signals for the tracee that arrived while we could not
 	// deliver them (during an injected syscall or an out-of-line step);
 	// they are delivered, siginfo intact, at the next resume.
@@ -71,7 +78,7 @@ func Attach(pid int) (*Process, error) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
-	p := &Process{Pid: pid, threads: make(map[int]*Thread)}
+	p := &Process{Pid: pid, threads: make(map[int]*Thread), early: make(map[int]unix.WaitStatus)}
 	for {
 		tids, err := taskIDs(pid)
 		if err != nil {
@@ -83,7 +90,7 @@ func Attach(pid int) (*Process, error) {
 			if p.threads[tid] != nil {
 				continue
 			}
-			err := ptraceSeize(tid, unix.PTRACE_O_TRACECLONE)
+			err := ptraceSeize(tid, traceOptions)
 			if errors.Is(err, unix.ESRCH) {
 				continue // exited between the listing and the seize
 			}
@@ -201,7 +208,7 @@ func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
 	if _, err := unix.Wait4(pid, &ws, unix.WALL|unix.WUNTRACED, nil); err != nil || !ws.Stopped() {
 		return fail(fmt.Errorf("child did not stop: %v", err))
 	}
-	if err := ptraceSeize(pid, unix.PTRACE_O_TRACECLONE|unix.PTRACE_O_EXITKILL); err != nil {
+	if err := ptraceSeize(pid, traceOptions|unix.PTRACE_O_EXITKILL); err != nil {
 		return fail(err)
 	}
 	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
@@ -210,7 +217,7 @@ func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
 	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
 		return fail(err)
 	}
-	p := &Process{Pid: pid, Launched: true, threads: map[int]*Thread{pid: {Tid: pid, Stopped: true}}}
+	p := &Process{Pid: pid, Launched: true, threads: map[int]*Thread{pid: {Tid: pid, Stopped: true}}, early: make(map[int]unix.WaitStatus)}
 	if err := p.openMem(); err != nil {
 		return fail(err)
 	}
@@ -244,7 +251,7 @@ func (p *Process) Alive() bool { return len(p.threads) > 0 }
 // AnyStopped returns a thread in a ptrace-stop other than a group-stop, or nil.
 func (p *Process) AnyStopped() *Thread {
 	for _, t := range p.threads {
-		if t.Stopped && !t.GroupStopped {
+		if t.Stopped && !t.GroupStopped && !t.Forked {
 			return t
 		}
 	}
@@ -376,6 +383,9 @@ func (p *Process) Release() {
 		}
 		ptraceDetach(tid, sig)
 	}
+	for pid := range p.early {
+		ptraceDetach(pid, 0)
+	}
 	p.threads = map[int]*Thread{}
 	p.Close()
 }
@@ -407,16 +417,18 @@ func (p *Process) Hold() (int, error) {
 				break
 			}
 			switch ev.Kind {
-			case EventStop, EventGroupStop, EventTrap:
-				return tid, nil
 			case EventSignal:
 				if info, err := p.Siginfo(tid); err == nil {
 					p.Defer(tid, info)
 				}
-				return tid, nil
-			case EventClone:
-				return tid, nil
+			case EventFork:
+				// Hold serves callers with nothing installed in the
+				// child's memory yet: it goes untouched.
+				if c, err := p.TakeChild(ev.NewTid); err == nil {
+					c.Release()
+				}
 			}
+			return tid, nil
 		}
 	}
 	return 0, fmt.Errorf("pid %d: no thread could be stopped", p.Pid)
@@ -429,8 +441,8 @@ func (p *Process) holdOrder() []int {
 	if t := p.threads[p.Pid]; t != nil && !isZombie(p.Pid, p.Pid) {
 		order = append(order, p.Pid)
 	}
-	for tid := range p.threads {
-		if tid != p.Pid && !isZombie(p.Pid, tid) {
+	for tid, t := range p.threads {
+		if tid != p.Pid && !t.Forked && !isZombie(p.Pid, tid) {
 			order = append(order, tid)
 		}
 	}

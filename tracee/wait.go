@@ -28,6 +28,14 @@ const (
 	// EventExit: the thread is gone. For the thread-group leader this is
 	// the end of the process: Event.Status has its exit status.
 	EventExit
+	// EventFork: the thread created process Event.NewTid (fork, vfork, or
+	// clone without CLONE_THREAD), held at its first stop: the caller
+	// must TakeChild it or, if Event.SharedMemory, Adopt it.
+	EventFork
+	// EventExec: a Forked child has exec'd: it no longer shares our memory.
+	EventExec
+	// EventSyscall: a syscall-enter or syscall-exit stop (PTRACE_SYSCALL).
+	EventSyscall
 	// EventOther: a ptrace event this package does not classify yet.
 	EventOther
 )
@@ -39,6 +47,10 @@ type Event struct {
 	Sig    int
 	NewTid int
 	Status unix.WaitStatus
+	// SharedMemory: for EventFork, the child shares our address space.
+	SharedMemory bool
+	// Forked: the event is about a Forked child, not a thread of ours.
+	Forked bool
 }
 
 // Wait blocks until a traced thread changes state, updates the thread table
@@ -93,19 +105,32 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 	t := p.threads[tid]
 	if ws.Exited() || ws.Signaled() {
 		if t == nil && tid != p.Pid {
+			delete(p.early, tid)
 			return Event{}, false
 		}
 		delete(p.threads, tid)
+		forked := t != nil && t.Forked
 		if tid == p.Pid {
-			// The leader is reaped last: the whole process is gone.
-			p.threads = map[int]*Thread{}
+			// The leader is reaped last: the whole process is gone
+			// (but a vfork child may outlive it).
+			for id, th := range p.threads {
+				if !th.Forked {
+					delete(p.threads, id)
+				}
+			}
 		}
-		return Event{Kind: EventExit, Tid: tid, Status: ws}, true
+		return Event{Kind: EventExit, Tid: tid, Status: ws, Forked: forked}, true
 	}
 	if !ws.Stopped() {
 		return Event{}, false
 	}
 	if t == nil {
+		if tg := threadGroup(tid); tg != p.Pid {
+			// A forked child's first stop, before its parent's fork
+			// event: kept for TakeChild or Adopt.
+			p.early[tid] = ws
+			return Event{}, false
+		}
 		// A new thread can report its first stop before its creator
 		// reports the clone event.
 		t = &Thread{Tid: tid}
@@ -115,12 +140,15 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 	t.GroupStopped = false
 	p.lastStop = tid
 	sig := int(ws.StopSignal())
-	ev := Event{Tid: tid, Sig: sig, Status: ws}
+	ev := Event{Tid: tid, Sig: sig, Status: ws, Forked: t.Forked}
 	// The ptrace event is in bits 16-23 (status>>16); Go's TrapCause
 	// reads it only for SIGTRAP, but a group-stop reports its own signal.
 	switch int(ws>>16) & 0xff {
 	case 0:
-		if sig == int(unix.SIGTRAP) {
+		if sig == int(unix.SIGTRAP)|0x80 {
+			ev.Kind = EventSyscall // TRACESYSGOOD's mark
+			ev.Sig = int(unix.SIGTRAP)
+		} else if sig == int(unix.SIGTRAP) {
 			ev.Kind = EventTrap
 		} else {
 			ev.Kind = EventSignal
@@ -133,15 +161,26 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 		default:
 			ev.Kind = EventStop
 		}
-	case unix.PTRACE_EVENT_CLONE:
-		ev.Kind = EventClone
+	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
 		msg, err := unix.PtraceGetEventMsg(tid)
-		if err == nil {
-			ev.NewTid = int(msg)
+		if err != nil {
+			ev.Kind = EventOther
+			break
+		}
+		ev.NewTid = int(msg)
+		// clone without CLONE_THREAD and a signal other than SIGCHLD
+		// is reported as a clone, yet makes a process.
+		if int(ws>>16)&0xff == unix.PTRACE_EVENT_CLONE && !t.Forked && threadGroup(ev.NewTid) == p.Pid {
+			ev.Kind = EventClone
 			if p.threads[ev.NewTid] == nil {
 				p.threads[ev.NewTid] = &Thread{Tid: ev.NewTid}
 			}
+			break
 		}
+		ev.Kind = EventFork
+		ev.SharedMemory = sameMemory(tid, ev.NewTid, int(ws>>16)&0xff == unix.PTRACE_EVENT_VFORK)
+	case unix.PTRACE_EVENT_EXEC:
+		ev.Kind = EventExec
 	default:
 		ev.Kind = EventOther
 	}

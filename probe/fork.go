@@ -1,0 +1,118 @@
+package probe
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// A process forked by a traced thread is not followed, and must run as if
+// we were not there. A child with its own copy of our memory (fork) gets
+// the original bytes back before it runs an instruction, then goes. A
+// child that shares our memory (vfork, clone with CLONE_VM) cannot: the
+// text is the parent's too, and the parent's other threads keep running
+// into its probes. Like the kernel's uprobes (uprobe_copy_process), we
+// keep the breakpoints and serve the child's hits without reporting them
+// until it execs or exits.
+
+// onFork cleans or adopts the child of a fork, then resumes both.
+func (t *Tracer) onFork(ev tracee.Event) {
+	if t.releaseChild(ev) {
+		t.proc.Cont(ev.NewTid, 0)
+	}
+	t.resume(ev.Tid)
+}
+
+// releaseChild makes the new process ev.NewTid safe: cleaned and let go,
+// or adopted and left stopped (adopted=true), sharing our memory.
+func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
+	if ev.SharedMemory {
+		if t.proc.Adopt(ev.NewTid) != nil {
+			return false
+		}
+		// The child runs on the parent's stack: returns hijacked there
+		// lead it to the trampoline, and must go home as the parent's
+		// would (the kernel copies the return instances for vfork).
+		var rets []forkedReturn
+		if cs := t.shadow[ev.Tid]; cs != nil {
+			for _, f := range cs.frames {
+				if f.hijacked && !f.unhooked {
+					rets = append(rets, forkedReturn{sp: f.sp, ret: f.ret})
+				}
+			}
+		}
+		t.forkedReturns[ev.NewTid] = rets
+		return true
+	}
+	child, err := t.proc.TakeChild(ev.NewTid)
+	if err != nil {
+		return false // gone before its first stop
+	}
+	sites := make([]*site, 0, len(t.sites))
+	for _, s := range t.sites {
+		sites = append(sites, s)
+	}
+	t.restoreSitesIn(child, sites)
+	// Its stack is a copy of the forking thread's, hijacked returns and all.
+	if cs := t.shadow[ev.Tid]; cs != nil {
+		for _, f := range cs.frames {
+			if f.hijacked && !f.unhooked {
+				unhijackIn(child, f.sp, f.ret, t.trampoline)
+			}
+		}
+	}
+	child.Release()
+	return false
+}
+
+// forkedReturn is a return address hijacked on a stack a vfork child
+// shares with its parent.
+type forkedReturn struct{ sp, ret uint64 }
+
+func unhijackIn(child *tracee.Child, sp, ret, trampoline uint64) {
+	var b [8]byte
+	if _, err := child.ReadAt(b[:], int64(sp)); err != nil || binary.LittleEndian.Uint64(b[:]) != trampoline {
+		return
+	}
+	binary.LittleEndian.PutUint64(b[:], ret)
+	child.WriteAt(b[:], int64(sp))
+}
+
+// onForkedTrap serves a vfork child on one of our breakpoints: the
+// displaced instruction runs, and nothing is reported.
+func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
+	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	if addr == t.trampoline && t.trampoline != 0 {
+		slot := regs.Rsp - 8
+		rets := t.forkedReturns[tid]
+		for i := len(rets) - 1; i >= 0; i-- {
+			if rets[i].sp == slot {
+				regs.Rip = rets[i].ret
+				t.forkedReturns[tid] = rets[:i]
+				t.proc.SetRegs(tid, regs)
+				t.proc.Cont(tid, 0)
+				return
+			}
+		}
+		t.proc.Cont(tid, int(unix.SIGTRAP))
+		return
+	}
+	s := t.sites[addr]
+	if s == nil {
+		t.onForeignTrap(tid, regs)
+		return
+	}
+	regs.Rip = addr
+	hit := Hit{Pid: t.pid, Tid: tid, Regs: regs, Mem: t.proc}
+	t.runDisplaced(tid, s, regs, &hit)
+}
+
+// isForked reports whether tid is an adopted vfork child, not a thread of
+// the traced process.
+func (t *Tracer) isForked(tid int) bool {
+	th := t.proc.Thread(tid)
+	return th != nil && th.Forked
+}
