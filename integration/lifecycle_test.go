@@ -1,8 +1,13 @@
 package integration
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Tests of the process lifecycle under probes: children, syscalls,
@@ -46,5 +51,127 @@ func TestForkChildrenNotFollowed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSyscallProbes: p:/r:sys_openat and sys_open fire at the system
+// call's entry and exit with its arguments and result; glibc's open() is
+// the openat system call, the raw open system call is sys_open.
+func TestSyscallProbes(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "syscalls", o2pie)
+	file := filepath.Join(t.TempDir(), "present")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	evs := tracedSyscalls(t, []string{
+		`p:sys_openat dfd=$arg1:s32 path=+0($arg2):string flags=$arg3:x32`, `r:sys_openat $retval:s64`,
+		`p:sys_open path=+0($arg1):string flags=$arg2:x32`, `r:sys_open $retval:s64`,
+	}, exe, file, missing)
+	var got []string
+	for _, e := range evs {
+		line := e.name + ": (" + e.loc + ")" + e.rest
+		if e.retFunc != "" {
+			// Where the system call returned to is libc's business.
+			line = fmt.Sprintf("%s: (%s) <- %s%s", e.name, e.sym, e.retFunc, e.rest)
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		fmt.Sprintf(`p_sys_openat_0: (sys_openat) dfd=-100 path="%s" flags=0x0`, file),
+		`r_sys_openat_0: (%s) <- sys_openat arg1=3`,
+		fmt.Sprintf(`p_sys_openat_0: (sys_openat) dfd=-100 path="%s" flags=0x0`, missing),
+		`r_sys_openat_0: (%s) <- sys_openat arg1=-2`,
+		fmt.Sprintf(`p_sys_open_0: (sys_open) path="%s" flags=0x80000`, file),
+		`r_sys_open_0: (syscall) <- sys_open arg1=4`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		w := want[i]
+		if strings.Contains(w, "(%s)") {
+			// glibc's open wrapper: open, open64 or __libc_open64.
+			w = strings.Replace(w, "%s", evs[i].sym, 1)
+			if !strings.Contains(evs[i].sym, "open") {
+				t.Errorf("event %d returns to %q, want glibc's open", i, evs[i].sym)
+			}
+		}
+		if got[i] != w {
+			t.Errorf("event %d:\n got %s\nwant %s", i, got[i], w)
+		}
+	}
+}
+
+// tracedSyscalls is traced for syscall probes, whose entry location is
+// the system call's name, not SYM+0xOFF/0xSIZE.
+func tracedSyscalls(t *testing.T, specs []string, cmd ...string) []event {
+	t.Helper()
+	want := runCmd(t, nil, cmd[0], cmd[1:]...)
+	ev := filepath.Join(t.TempDir(), "events")
+	args := append(append(append([]string{"run", "-o", ev}, specs...), "--"), cmd...)
+	got := probe(t, args...)
+	if got.code != want.code || got.stdout != want.stdout || got.stderr != want.stderr {
+		t.Fatalf("probe %q:\n%v\nwant the same as untraced:\n%v", args, got, want)
+	}
+	data, err := os.ReadFile(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, evs, other := splitOutput(string(data))
+	if len(other) != 0 {
+		t.Errorf("lines that are not events: %q", other)
+	}
+	return evs
+}
+
+// TestSyscallProbeAttachREADME: the README's example, on a running process.
+func TestSyscallProbeAttachREADME(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "syscalls", o2pie)
+	dir := t.TempDir()
+	file, stop := filepath.Join(dir, "present"), filepath.Join(dir, "stop")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := startBg(t, nil, exe, "loop", file, stop)
+	tr.waitStdout(t, "ready\n", 10*time.Second)
+	r := probe(t, "attach", "--duration", "1s", strconv.Itoa(tr.pid()),
+		`p:sys_openat dfd=$arg1:s32 path=+0($arg2):string flags=$arg3:x32`, `r:sys_openat $retval:s64`)
+	if r.code != 0 {
+		t.Fatalf("probe attach: %v", r)
+	}
+	_, evs, other := splitOutput(r.stdout)
+	if len(other) != 0 {
+		t.Errorf("lines that are not events: %q", other)
+	}
+	if len(evs) < 10 {
+		t.Fatalf("%d events in 1s, want a pair per 20 ms:\n%v", len(evs), r)
+	}
+	// A pair per open; the first and last may be cut by attach and detach.
+	for i, e := range evs {
+		switch e.name {
+		case "p_sys_openat_0":
+			if want := fmt.Sprintf(` dfd=-100 path="%s" flags=0x80000`, file); e.loc != "sys_openat" || e.rest != want {
+				t.Errorf("entry %q, want (sys_openat)%s", e.line, want)
+			}
+			if i+1 < len(evs) && evs[i+1].name != "r_sys_openat_0" {
+				t.Errorf("entry not followed by its return: %q, %q", e.line, evs[i+1].line)
+			}
+		case "r_sys_openat_0":
+			if e.retFunc != "sys_openat" || e.rest != " arg1=3" {
+				t.Errorf("return %q, want <- sys_openat arg1=3", e.line)
+			}
+		default:
+			t.Errorf("unexpected event %q", e.line)
+		}
+		if e.tid != tr.pid() {
+			t.Errorf("event of thread %d, want %d", e.tid, tr.pid())
+		}
+	}
+	os.WriteFile(stop, nil, 0o644)
+	if res := tr.wait(t, 10*time.Second); res.code != 0 {
+		t.Errorf("tracee after detach: %v", res)
 	}
 }

@@ -23,6 +23,9 @@ import (
 // CompileEnv is what compiling fetch-args needs from the tracer.
 type CompileEnv struct {
 	Return bool // compiling for a return probe: $retval allowed
+	// Syscall: compiling for a syscall probe: $argN are the system
+	// call's arguments (six, in registers).
+	Syscall bool
 	// ResolveSymbol gives the runtime address of a data or function
 	// symbol, for @SYM.
 	ResolveSymbol func(name string) (uint64, error)
@@ -656,7 +659,12 @@ func (c *compiler) parseVar(tok, s string, f *fetchArg) error {
 		if c.env.Return {
 			return argErr(tok, "%s is only available in an entry probe: at a return the argument registers no longer hold the arguments", s)
 		}
-		if n <= uint64(len(fetchArgRegs)) {
+		if c.env.Syscall {
+			if n > uint64(len(syscallArgRegs)) {
+				return argErr(tok, "bad argument number %q (a system call has $arg1 to $arg%d)", s, len(syscallArgRegs))
+			}
+			f.base, f.reg = baseReg, regDesc{idx: syscallArgRegs[n-1], width: 64}
+		} else if n <= uint64(len(fetchArgRegs)) {
 			f.base, f.reg = baseReg, regDesc{idx: fetchArgRegs[n-1], width: 64}
 		} else {
 			// [sp] is the return address at a function's entry; the 7th

@@ -34,6 +34,17 @@ var fetchArgRegs = [6]uint8{
 	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R9)),
 }
 
+// syscallArgRegs hold a system call's arguments at its entry (the kernel's
+// x86-64 syscall ABI: r10 instead of rcx, which syscall overwrites).
+var syscallArgRegs = [6]uint8{
+	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rdi)),
+	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rsi)),
+	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rdx)),
+	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R10)),
+	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R8)),
+	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R9)),
+}
+
 // regDesc is a register or a part of one: (word >> shift) cut to width bits.
 type regDesc struct {
 	idx   uint8

@@ -36,6 +36,12 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 	if t.probes[name] != nil {
 		return nil, badInput(fmt.Errorf("event %s already exists", name))
 	}
+	if name, nr, ok, err := t.syscallLoc(s); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return t.installSyscall(s, name, nr, h)
+	}
 	rs, err := t.resolve(s)
 	if err != nil {
 		return nil, err
@@ -226,6 +232,10 @@ func within(a, b, d uint64) bool {
 // frame already hijacked still returns through the trampoline.
 func (t *Tracer) uninstall(p *Probe) error {
 	delete(t.probes, p.Name())
+	if p.onEnable != nil {
+		t.uninstallSyscall(p)
+		return nil
+	}
 	return t.detachSites(p)
 }
 

@@ -36,6 +36,8 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:
 		t.proc.Listen(ev.Tid)
+	case tracee.EventSyscall:
+		t.onSyscall(ev.Tid)
 	case tracee.EventFork:
 		t.onFork(ev)
 	case tracee.EventExec: // a vfork child leaves our memory

@@ -87,12 +87,18 @@ type Probe struct {
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool
 	hits     atomic.Uint64
+	syscall  int    // the system call of a syscall probe (sys_NAME)
+	onEnable func() // told of SetEnabled: syscall probes
 }
 
 // SetEnabled turns the probe's handlers on or off; a disabled probe stays
 // installed (its hits cost a round trip but run nothing), as ftrace's
 // per-event enable file. Safe from any goroutine and from handlers.
-func (p *Probe) SetEnabled(on bool) { p.enabled.Store(on) }
+func (p *Probe) SetEnabled(on bool) {
+	if p.enabled.Swap(on) != on && p.onEnable != nil {
+		p.onEnable()
+	}
+}
 
 // Enabled reports whether the probe's handlers run.
 func (p *Probe) Enabled() bool { return p.enabled.Load() }

@@ -73,6 +73,7 @@ type Tracer struct {
 	lostReturns uint64
 
 	forkedReturns map[int][]forkedReturn // per adopted vfork child
+	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
 
 	env       HitEnv                     // scratch for fetching, reused every hit
 	fields    []Field                    // scratch for fetched fields

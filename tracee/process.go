@@ -48,6 +48,8 @@ type Process struct {
 	// their parent's fork event, for TakeChild and Adopt.
 	early map[int]unix.WaitStatus
 
+	syscallStops bool // resume with PTRACE_SYSCALL: see SetSyscallStops
+
 	// Slept says whether the last Wait had to sleep: no stop was
 	// waiting when it was called.
 	Slept bool
@@ -301,7 +303,7 @@ func (p *Process) Cont(tid, sig int) error {
 		sig = p.takePending(t)
 	}
 	t.Stopped = false
-	return ptraceCont(tid, sig)
+	return ptrace(p.resumeRequest(t), tid, 0, uintptr(sig))
 }
 
 // takePending arranges for the first deferred signal to be delivered by the

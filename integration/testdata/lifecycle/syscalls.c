@@ -1,0 +1,27 @@
+// syscalls: opens files through glibc (which calls openat) and through
+// the raw open system call. With "loop", it prints "ready" and opens its
+// file every 20 ms until the stop file appears.
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "loop") == 0) {
+		printf("ready\n");
+		fflush(stdout);
+		while (access(argv[3], F_OK) != 0) {
+			int fd = open(argv[2], O_RDONLY | O_CLOEXEC);
+			close(fd);
+			usleep(20000);
+		}
+		return 0;
+	}
+	int fd = open(argv[1], O_RDONLY);
+	int missing = open(argv[2], O_RDONLY);
+	long raw = syscall(SYS_open, argv[1], O_RDONLY | O_CLOEXEC);
+	printf("fds %d %d %ld\n", fd, missing, raw);
+	return 0;
+}
