@@ -175,3 +175,30 @@ func TestSyscallProbeAttachREADME(t *testing.T) {
 		t.Errorf("tracee after detach: %v", res)
 	}
 }
+
+// TestThreadChurn: 1,000 short threads each hit a probe once; no hit is
+// lost or doubled.
+func TestThreadChurn(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "churn", o2pie)
+	evs := traced(t, nil, []string{"p:work"}, exe, "1000")
+	if n := countByName(evs)["p_work_0"]; n != 1000 || len(evs) != 1000 {
+		t.Errorf("%d work hits (%d events), want 1000", n, len(evs))
+	}
+	if n := len(countByTID(evs)); n != 1000 {
+		t.Errorf("hits from %d threads, want 1000", n)
+	}
+}
+
+// TestSignalLoad: SIGUSR1 sent to a thread spinning in probed code and
+// SIGALRM from a timer reach their handlers, which are probed (entry and
+// return), exactly as often as untraced.
+func TestSignalLoad(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "signals", o0pie) // at -O2 the handler tail-calls handled(), which then returns to libc's __restore_rt, a symbol without a size
+	evs := traced(t, nil, []string{"p:handled", "r:handled", "p:work"}, exe, "2000")
+	got := countByName(evs)
+	if got["p_handled_0"] != 2200 || got["r_handled_0"] != 2200 || got["p_work_0"] < 200 {
+		t.Errorf("hits %v, want p_handled_0 and r_handled_0 2200 each, p_work_0 at least 200", got)
+	}
+}
