@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -200,5 +201,63 @@ func TestSignalLoad(t *testing.T) {
 	got := countByName(evs)
 	if got["p_handled_0"] != 2200 || got["r_handled_0"] != 2200 || got["p_work_0"] < 200 {
 		t.Errorf("hits %v, want p_handled_0 and r_handled_0 2200 each, p_work_0 at least 200", got)
+	}
+}
+
+// TestAttachTraceeKilled: a process killed by a signal while probes (and
+// syscall stops) are in it is reported as such; probe exits cleanly.
+func TestAttachTraceeKilled(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "syscalls", o2pie)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "present")
+	os.WriteFile(file, nil, 0o644)
+	tr := startBg(t, nil, exe, "loop", file, filepath.Join(dir, "stop"))
+	tr.waitStdout(t, "ready\n", 10*time.Second)
+	pr := startProbe(t, "attach", strconv.Itoa(tr.pid()), `p:sys_openat path=+0($arg2):string`, "p:main")
+	pr.waitStdout(t, "p_sys_openat_0", 10*time.Second)
+	tr.signal(t, syscall.SIGKILL)
+	r := pr.wait(t, 10*time.Second)
+	if want := fmt.Sprintf("probe: pid %d killed by SIGKILL\n", tr.pid()); r.code != 0 || r.stderr != want {
+		t.Errorf("probe attach: %v\nwant exit 0 and stderr %q", r, want)
+	}
+	if res := tr.wait(t, 5*time.Second); res.code != 128+9 {
+		t.Errorf("tracee: %v, want killed by SIGKILL", res)
+	}
+}
+
+// TestSyscallProbeStopCont: SIGSTOP stops a process under syscall probes
+// as it would untraced (no syscall runs, no event) and SIGCONT resumes it.
+func TestSyscallProbeStopCont(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "syscalls", o2pie)
+	dir := t.TempDir()
+	file, stop := filepath.Join(dir, "present"), filepath.Join(dir, "stop")
+	os.WriteFile(file, nil, 0o644)
+	tr := startBg(t, nil, exe, "loop", file, stop)
+	tr.waitStdout(t, "ready\n", 10*time.Second)
+	pr := startProbe(t, "attach", strconv.Itoa(tr.pid()), `p:sys_openat path=+0($arg2):string`)
+	pr.waitStdout(t, "p_sys_openat_0", 10*time.Second)
+	tr.signal(t, syscall.SIGSTOP)
+	time.Sleep(200 * time.Millisecond)
+	before := strings.Count(pr.stdout.String(), "\n")
+	time.Sleep(300 * time.Millisecond)
+	if after := strings.Count(pr.stdout.String(), "\n"); after != before {
+		t.Errorf("%d events while the process was stopped", after-before)
+	}
+	tr.signal(t, syscall.SIGCONT)
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(pr.stdout.String(), "\n") < before+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no events after SIGCONT:\n%s", pr.stdout.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.WriteFile(stop, nil, 0o644)
+	if res := tr.wait(t, 10*time.Second); res.code != 0 {
+		t.Errorf("tracee: %v", res)
+	}
+	if r := pr.wait(t, 10*time.Second); r.code != 0 || r.stderr != "" {
+		t.Errorf("probe attach: %v", r)
 	}
 }

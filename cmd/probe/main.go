@@ -343,12 +343,16 @@ func cmdAttach(args []string, record bool) (int, error) {
 	if err := t.Detach(); err != nil {
 		return 1, err
 	}
-	_, loopErr := t.Wait()
+	status, loopErr := t.Wait()
 	if err := sink.close(t); err != nil && !errors.Is(err, unix.EPIPE) {
 		return 1, err
 	}
 	if loopErr != nil {
 		return 1, loopErr
+	}
+	if status.Signaled {
+		// Not our failure, but worth saying: the trace ends here.
+		fmt.Fprintf(os.Stderr, "probe: pid %d killed by %s\n", pid, unix.SignalName(status.Signal))
 	}
 	return 0, nil
 }
