@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -259,5 +260,23 @@ func TestSyscallProbeStopCont(t *testing.T) {
 	}
 	if r := pr.wait(t, 10*time.Second); r.code != 0 || r.stderr != "" {
 		t.Errorf("probe attach: %v", r)
+	}
+}
+
+// TestThreadChurnMemory: probe's memory does not grow with the number of
+// threads that came and went (thread state is dropped at each exit).
+func TestThreadChurnMemory(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "churn", o2pie)
+	maxRSS := func(threads int) int64 {
+		cmd := exec.Command(probeBin, "run", "-o", os.DevNull, "p:work", "--", exe, strconv.Itoa(threads))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+		}
+		return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
+	}
+	small, large := maxRSS(1000), maxRSS(10000)
+	if large > small+small/4 {
+		t.Errorf("probe's max RSS %d KiB after 10,000 threads, %d KiB after 1,000: it grows with the threads", large, small)
 	}
 }
