@@ -38,7 +38,8 @@ const usage = `usage:
   probe report [--format F] [-o OUT] FILE            print or convert a recorded trace
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
-'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work'.
+'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work',
+'p:sys_openat' (a system call, when no symbol has that name).
 It may end with actions: 'SPEC [if FILTER] => ACTION ...', ACTION one of
 print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace,
 traceon, traceoff, enable:EVENT, disable:EVENT (see README, Actions).
