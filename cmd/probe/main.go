@@ -316,15 +316,11 @@ func cmdAttach(args []string, record bool) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	// Signals are caught before attaching so that none can kill us with
-	// probes installed.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
-	defer signal.Stop(sigs)
-	t, err := probe.Attach(pid)
+	t, sigs, stopSignals, err := attachCatching(pid)
 	if err != nil {
 		return failure(err)
 	}
+	defer stopSignals()
 	defer t.Detach() // also on a panic of ours
 	if err := addAll(t, parsed, ts, &o, sink); err != nil {
 		t.Detach()
@@ -356,6 +352,19 @@ func cmdAttach(args []string, record bool) (int, error) {
 		fmt.Fprintf(os.Stderr, "probe: pid %d killed by %s\n", pid, unix.SignalName(status.Signal))
 	}
 	return 0, nil
+}
+
+// attachCatching attaches to pid with SIGINT, SIGTERM and SIGHUP caught
+// first, so that none can kill us with probes installed; stop ends the
+// catching.
+func attachCatching(pid int) (t *probe.Tracer, sigs <-chan os.Signal, stop func(), err error) {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	if t, err = probe.Attach(pid); err != nil {
+		signal.Stop(c)
+		return nil, nil, nil, err
+	}
+	return t, c, func() { signal.Stop(c) }, nil
 }
 
 // sink is where events go: a formatter fed off the ptrace thread.

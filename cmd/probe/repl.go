@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path"
 	"path/filepath"
 	"sort"
@@ -117,13 +116,11 @@ func replAttach(pid int, o *options, ts tracers, specs []*probeDef) (int, error)
 }
 
 func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) (int, error) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
-	defer signal.Stop(sigs)
-	t, err := probe.Attach(pid)
+	t, sigs, stopSignals, err := attachCatching(pid)
 	if err != nil {
 		return failure(err)
 	}
+	defer stopSignals()
 	defer t.Detach() // also on a panic of ours
 	s := &session{t: t, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}, plans: map[string]*action.Plan{}}
 	if main := t.Symbols().Main(); main != nil {
