@@ -38,6 +38,15 @@ func firstCPU(set unix.CPUSet) int {
 	}
 }
 
+// threadCPUTime is the calling thread's user+system time.
+func threadCPUTime(t *testing.T) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func lastCPU(set unix.CPUSet) int {
 	last := -1
 	for cpu := 0; cpu < 1024; cpu++ {
@@ -112,8 +121,10 @@ func TestPlacerReadsProc(t *testing.T) {
 			}
 		}
 		p.closeStat()
+		// Spin for 5 ms of this thread's CPU time by its rusage, not of
+		// wall time: on a loaded machine the two differ by any amount.
 		exec1, ok1 := p.threadExec(p.self)
-		for end := time.Now().Add(5 * time.Millisecond); time.Now().Before(end); {
+		for start := threadCPUTime(t); threadCPUTime(t)-start < 5*time.Millisecond; {
 		}
 		exec2, ok2 := p.threadExec(p.self)
 		if !ok1 || !ok2 || exec2-exec1 < int64(time.Millisecond) {
