@@ -473,5 +473,11 @@ func TestListBinary(t *testing.T) {
 		if want := listEntry(work.Value, work.Size, "gowork", "main.work") + "\n"; r.code != 0 || r.stdout != want {
 			t.Errorf("probe list gowork 'main.wor*': want exit status 0 and stdout %q, got\n%v", want, r)
 		}
+		// As in ftrace, * runs over '/': Go's package paths have them.
+		init0 := funcSym(t, goworkBin, "internal/bytealg.init.0")
+		r = probe(t, "list", goworkBin, "internal*bytealg.init.0")
+		if want := listEntry(init0.Value, init0.Size, "gowork", "internal/bytealg.init.0") + "\n"; r.code != 0 || r.stdout != want {
+			t.Errorf("probe list gowork 'internal*bytealg.init.0': want exit status 0 and stdout %q, got\n%v", want, r)
+		}
 	})
 }

@@ -487,6 +487,11 @@ func compare[T int64 | uint64](op filterOp, a, b T) bool {
 	return false
 }
 
+// GlobMatch reports whether name matches pattern as ftrace's
+// set_ftrace_filter and event filters match: by the kernel's glob_match,
+// where * also runs over '/', so Go's "net/http.*" selects what it says.
+func GlobMatch(pattern, name string) bool { return globMatch(pattern, name) }
+
 // globMatch is the kernel's glob_match (lib/glob.c): the pattern matches
 // all of str; * any run, ? one byte, [abc], [a-z] and [!...] classes (a
 // malformed class is literal), \ quotes the next byte.

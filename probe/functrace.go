@@ -3,7 +3,6 @@ package probe
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -376,9 +375,6 @@ func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
 				}
 				g.modules, g.pattern = []*symbols.Mapped{m}, text[i+1:]
 			}
-			if _, err := path.Match(g.pattern, ""); err != nil {
-				return nil, badInput(fmt.Errorf("%s %q: bad pattern", flag, text))
-			}
 			gs = append(gs, g)
 		}
 	}
@@ -391,10 +387,8 @@ func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string) bool {
 		if !g.covers(m) {
 			continue
 		}
-		if ok, _ := path.Match(g.pattern, name); !ok {
-			if ok, _ = path.Match(g.pattern, display); !ok {
-				continue
-			}
+		if !globMatch(g.pattern, name) && !globMatch(g.pattern, display) {
+			continue
 		}
 		g.matched, hit = true, true
 	}

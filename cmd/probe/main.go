@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -443,9 +442,6 @@ func cmdList(args []string) (int, error) {
 	glob := "*"
 	if len(args) == 2 {
 		glob = args[1]
-		if _, err := path.Match(glob, ""); err != nil {
-			return bad("bad pattern %q", glob)
-		}
 	}
 	var space *symbols.Space
 	var err error
@@ -481,7 +477,7 @@ func cmdList(args []string) (int, error) {
 			sites[fnAddr] = append(sites[fnAddr], fmt.Sprintf("%s@%s0x%x", s.Kind, sign, off))
 		}
 		for _, fn := range m.Functions() {
-			if ok, _ := path.Match(glob, fn.Name); !ok {
+			if !probe.GlobMatch(glob, fn.Name) {
 				continue
 			}
 			fmt.Fprintf(w, "0x%016x 0x%x %s %s", fn.Addr+m.Bias, fn.Size, m.Name, fn.Name)

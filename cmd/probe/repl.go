@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -429,13 +428,10 @@ func (s *session) functions(args []string) error {
 			glob = glob[i+1:]
 		}
 	}
-	if _, err := path.Match(glob, ""); err != nil {
-		return fmt.Errorf("bad pattern %q", glob)
-	}
 	var b strings.Builder
 	n := 0
 	for _, fn := range m.Functions() {
-		if ok, _ := path.Match(glob, fn.Name); ok {
+		if probe.GlobMatch(glob, fn.Name) {
 			fmt.Fprintf(&b, "%s\n", fn.Name)
 			n++
 		}
