@@ -26,11 +26,15 @@ type probeDef struct {
 	fieldsOpen bool
 }
 
-// parseProbeDef parses a probe text and checks its actions against the
-// probe's fetch-args, without touching any process.
+// parseProbeDef parses a probe text and checks its fetch-args, filter and
+// actions as far as can be done without a process (checkArgs).
 func parseProbeDef(text string) (*probeDef, error) {
 	specText, actText, _ := action.Split(text)
 	sp, err := probe.ParseSpec(specText)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := checkArgs(sp)
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +42,7 @@ func parseProbeDef(text string) (*probeDef, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &probeDef{Text: text, Spec: sp, Actions: acts}
-	d.fields, d.fieldsOpen = staticFieldNames(sp.Args)
+	d := &probeDef{Text: text, Spec: sp, Actions: acts, fields: fields, fieldsOpen: fields == nil}
 	if !d.fieldsOpen {
 		// A throwaway session: only the checks are wanted here.
 		if _, err := action.NewSession().Compile(d.target(d.fields), acts); err != nil {
@@ -51,21 +54,6 @@ func parseProbeDef(text string) (*probeDef, error) {
 
 func (d *probeDef) target(fields []string) action.Probe {
 	return action.Probe{Event: d.Spec.Group + "/" + d.Spec.Event, Fields: fields, Return: d.Spec.Kind == probe.KindReturn}
-}
-
-// staticFieldNames names the fetch-args that need no process to compile
-// (registers, stack slots, memory at them): all of them, or open.
-func staticFieldNames(tokens []string) (names []string, open bool) {
-	for i, tok := range tokens {
-		if tok == "if" {
-			tokens = tokens[:i]
-			break
-		}
-	}
-	if a, err := probe.CompileArgs(tokens, probe.CompileEnv{}); err == nil {
-		return a.Names(), false
-	}
-	return nil, true
 }
 
 // parseSpecs parses the command line's probe texts; enable/disable must

@@ -20,8 +20,10 @@ func TestParseProbeDef(t *testing.T) {
 		{"p:malloc size=%di:u64 if size > 64 => count:comm hist:size stacktrace", "p_malloc_0", "size=%di:u64 if size > 64", 3, false},
 		{`p:work $comm if comm == "a=>b" => count:arg1`, "p_work_0", `$comm if comm == "a=>b"`, 1, false},
 		{"r:work => hist:duration", "r_work_0", "", 1, false},
-		// DWARF names are known once compiled in the process.
-		{"p:work req->len => hist:len", "p_work_0", "req->len", 1, true},
+		// A DWARF name's field is named before the process is seen...
+		{"p:work req->len => hist:len", "p_work_0", "req->len", 1, false},
+		// ...but $params' fields only once compiled in it.
+		{"p:work $params => count:n", "p_work_0", "$params", 1, true},
 	} {
 		d, err := parseProbeDef(tc.text)
 		if err != nil {
@@ -40,6 +42,9 @@ func TestParseProbeDefErrors(t *testing.T) {
 		{"p:work n=%di => count:m", `"count:m"`},
 		{"p:work => hist:duration", `"hist:duration"`},
 		{"p:work n=%di => hist:n:linear=x", `"hist:n:linear=x"`},
+		{"p:work req->len => count:req", `"count:req"`},
+		{"p:work x=%zz", `"%zz"`},
+		{"p:work n=%di:u99", `"u99"`},
 	} {
 		_, err := parseProbeDef(tc.text)
 		if err == nil || !errors.Is(err, probe.ErrBadInput) || !strings.Contains(err.Error(), tc.token) {

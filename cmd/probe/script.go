@@ -69,31 +69,25 @@ func applyScript(o *options, cliSpecs []string, attach bool) ([]string, error) {
 	return append(specs, cliSpecs...), nil
 }
 
-// validateProbeText checks a probe text without a process: the spec's
-// grammar, the fetch-args' syntax and types, the filter when no field
-// needs DWARF, and the actions against the fields. What needs the process
-// (symbols, DWARF names) is checked when the probe is added.
+// validateProbeText is parseProbeDef for a YAML script: its errors name
+// the token at fault, so that the script can say where it is.
 func validateProbeText(text string) error {
-	specText, actText, _ := action.Split(text)
-	sp, err := probe.ParseSpec(specText)
-	if err != nil {
-		var se *probe.SpecError
-		if errors.As(err, &se) {
-			return &script.TokenError{Token: se.Token, Err: err}
+	_, err := parseProbeDef(text)
+	var se *probe.SpecError
+	var ae *probe.ArgError
+	var acte *action.Error
+	switch {
+	case errors.As(err, &se):
+		return &script.TokenError{Token: se.Token, Err: err}
+	case errors.As(err, &ae):
+		tok := ae.Token
+		if strings.HasPrefix(err.Error(), "bad filter") {
+			tok = "if"
 		}
-		return err
-	}
-	fields, err := checkArgs(sp)
-	if err != nil {
-		return err
-	}
-	acts, err := action.Parse(actText)
-	if err == nil && fields != nil {
-		_, err = action.NewSession().Compile(action.Probe{Event: sp.Group + "/" + sp.Event, Fields: fields, Return: sp.Kind == probe.KindReturn}, acts)
-	}
-	var ae *action.Error
-	if errors.As(err, &ae) {
-		return &script.TokenError{Token: ae.Token, Err: err}
+		specText, _, _ := action.Split(text)
+		return &script.TokenError{Token: tok, Err: fmt.Errorf("bad probe %q: %w", strings.TrimSpace(specText), err)}
+	case errors.As(err, &acte):
+		return &script.TokenError{Token: acte.Token, Err: err}
 	}
 	return err
 }
@@ -104,15 +98,15 @@ type anyVar struct{}
 
 func (anyVar) Read(*probe.HitEnv) (uint64, string, error) { return 0, "", nil }
 
-// checkArgs compiles the fetch-args with stand-ins for symbols and DWARF
-// and returns the field names (nil when $params hides them; empty when
-// there are none). A filter is compiled too unless a field is a DWARF
-// name, whose type decides how it compares.
+// checkArgs compiles the fetch-args with stand-ins for symbols and DWARF,
+// which are resolved when the probe is added, and returns the field names
+// (nil when $params hides them until then; empty when there are none). A
+// filter is compiled too unless a field is a DWARF name, whose type
+// decides how it compares.
 func checkArgs(sp *probe.Spec) (fields []string, err error) {
-	args, hasFilter := sp.Args, false
+	args := sp.Args
 	for i, tok := range args {
 		if tok == "if" {
-			hasFilter = true
 			if dwarfNames(args[:i]) {
 				args = args[:i]
 			}
@@ -128,14 +122,6 @@ func checkArgs(sp *probe.Spec) (fields []string, err error) {
 	}
 	compiled, err := probe.CompileArgs(args, env)
 	if err != nil {
-		var ae *probe.ArgError
-		if errors.As(err, &ae) {
-			tok := ae.Token
-			if hasFilter && strings.HasPrefix(err.Error(), "bad filter") {
-				tok = "if"
-			}
-			return nil, &script.TokenError{Token: tok, Err: fmt.Errorf("bad probe %q: %w", sp.Text, err)}
-		}
 		return nil, err
 	}
 	if params {
