@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -127,6 +128,26 @@ func TestOutputJSONProbes(t *testing.T) {
 	}
 	if want := map[string]int{"p_leaf_0": 6 * n, "r_leaf_0": 6 * n}; !maps.Equal(byEvent, want) {
 		t.Errorf("events %v, want %v", byEvent, want)
+	}
+}
+
+// TestOutputJSONDwarfFields: a field named by DWARF is a JSON number when
+// its type is one, as the register fields are.
+func TestOutputJSONDwarfFields(t *testing.T) {
+	exe := tracerBin(t, "shape_O0_pie")
+	js := filepath.Join(t.TempDir(), "t.json")
+	mustProbe(t, "run", "--format", "json", "-o", js, "p:leaf x", "--", exe, "1", "0", "0")
+	evs := readJSONLines(t, js)
+	// shape 1: leaf(x) is called with 0, 1, 1, 2, 2, 3 (mid(x) calls
+	// leaf(x) and leaf(x+1), for x = 0, 1, 2).
+	var got []any
+	for _, e := range evs {
+		if e.Event == "p_leaf_0" {
+			got = append(got, e.Fields["x"])
+		}
+	}
+	if want := []any{0.0, 1.0, 1.0, 2.0, 2.0, 3.0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("x of each p_leaf_0 line: %v, want the numbers %v", got, want)
 	}
 }
 

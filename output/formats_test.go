@@ -82,9 +82,14 @@ func TestJSONFieldTypes(t *testing.T) {
 		{Name: "s8", Value: probe.UintValue(probe.TypeS8, 0xff)},
 		{Name: "x", Value: probe.UintValue(probe.TypeX32, 255)},
 		{Name: "c", Value: probe.UintValue(probe.TypeChar, 'A')},
+		{Name: "dn", Value: probe.DwarfValue("-12.5")},
+		{Name: "db", Value: probe.DwarfValue("true")},
+		{Name: "ds", Value: probe.DwarfValue(`"a\"b"`)},
+		{Name: "dp", Value: probe.DwarfValue("(*int)(0xc000012345)")},
+		{Name: "dc", Value: probe.DwarfValue("97 'a'")},
 	}})
 	w.Flush()
-	want := `{"time":30,"pid":0,"tid":0,"comm":"","cpu":0,"event":"e","location":"w","duration":20,"fields":{"c":"'A'","s8":-1,"x":"0xff"},"stack":["leaf+0x4/0x10 [app]","main+0x20/0x40 [app]"]}` + "\n"
+	want := `{"time":30,"pid":0,"tid":0,"comm":"","cpu":0,"event":"e","location":"w","duration":20,"fields":{"c":"'A'","db":true,"dc":"97 'a'","dn":-12.5,"dp":"(*int)(0xc000012345)","ds":"a\"b","s8":-1,"x":"0xff"},"stack":["leaf+0x4/0x10 [app]","main+0x20/0x40 [app]"]}` + "\n"
 	if b.String() != want {
 		t.Errorf("got  %s\nwant %s", b.String(), want)
 	}

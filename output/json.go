@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"strconv"
 
 	"github.com/probedbg/probe/probe"
 )
@@ -120,6 +121,25 @@ func scalarValue(v probe.Value) any {
 		return v.Int()
 	case t.IsString():
 		return v.Str()
+	case t == probe.TypeDwarf:
+		return dwarfValue(v.Str())
 	}
 	return v.String()
+}
+
+// dwarfValue gives a DWARF variable's text (delve's rendering) its JSON
+// type where it has one: numbers, booleans and quoted strings; anything
+// else (structs, pointers, chars) stays the text the trace prints.
+func dwarfValue(s string) any {
+	switch {
+	case s == "true" || s == "false":
+		return s == "true"
+	case s != "" && (s[0] == '-' || s[0] >= '0' && s[0] <= '9') && json.Valid([]byte(s)):
+		return json.Number(s)
+	case len(s) >= 2 && s[0] == '"':
+		if u, err := strconv.Unquote(s); err == nil {
+			return u
+		}
+	}
+	return s
 }

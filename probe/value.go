@@ -114,6 +114,9 @@ func UintValue(t Type, bits uint64) Value {
 // StringValue returns a string value.
 func StringValue(s string) Value { return Value{typ: TypeString, str: s} }
 
+// DwarfValue returns a DWARF variable's value as its rendering prints it.
+func DwarfValue(text string) Value { return Value{typ: TypeDwarf, str: text} }
+
 // FaultValue returns a value of type t that could not be read.
 func FaultValue(t Type) Value { return Value{typ: t, fault: 1} }
 
