@@ -42,9 +42,32 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		}
 		return t.installSyscall(s, name, nr, h)
 	}
+	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, handler: h}
+	if ok, err := t.addPending(anchor, p); ok || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		t.probes[name] = p
+		return p, nil
+	}
+	if err := t.placeProbe(anchor, p, s); err != nil {
+		return nil, err
+	}
+	p.enabled.Store(true)
+	p.placed.Store(true)
+	t.probes[name] = p
+	if p.Module != t.space.Main().Name {
+		t.armLinkerWatch(anchor) // its library may be unloaded
+	}
+	return p, nil
+}
+
+// placeProbe resolves s (p's spec, or a copy naming its library by path) and
+// writes p's breakpoints; on failure nothing of p is left.
+func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 	rs, err := t.resolve(s)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r := rs[0]
 	if s.Kind == KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && hasDwarfNames(s.Args) {
@@ -54,7 +77,7 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 			r, rs = after, []resolved{after}
 		}
 	}
-	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Addr: r.addr, Where: r.where, Module: r.module.Name, handler: h}
+	p.Addr, p.Where, p.Module, p.captures = r.addr, r.where, r.module.Name, nil
 	if s.Kind == KindReturn {
 		err = t.installReturn(anchor, p, r)
 	} else if err = t.compileArgs(p, r, 0); err == nil {
@@ -68,11 +91,9 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 	}
 	if err != nil {
 		t.detachSites(p)
-		return nil, err
+		return err
 	}
-	p.enabled.Store(true)
-	t.probes[name] = p
-	return p, nil
+	return nil
 }
 
 // installReturn hooks the function's returns: through the trampoline, or

@@ -128,6 +128,9 @@ func (t *Tracer) onTrap(tid int) {
 	if len(s.captures) > 0 {
 		t.capture(tid, s, &hit)
 	}
+	if s.linker {
+		t.onLinkerEvent(tid, regs)
+	}
 	t.runDisplaced(tid, s, regs, &hit)
 }
 

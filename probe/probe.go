@@ -87,8 +87,12 @@ type Probe struct {
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool
 	hits     atomic.Uint64
-	syscall  int    // the system call of a syscall probe (sys_NAME)
-	onEnable func() // told of SetEnabled: syscall probes
+	syscall  int         // the system call of a syscall probe (sys_NAME)
+	onEnable func()      // told of SetEnabled: syscall probes
+	lib      *pendingLib // the library it is in, when that can be unloaded (pending.go)
+	pending  atomic.Bool // waiting for its library to be loaded
+	placed   atomic.Bool // was installed at some time
+	placeErr error       // why its library's last load did not install it
 }
 
 // SetEnabled turns the probe's handlers on or off; a disabled probe stays
@@ -131,6 +135,7 @@ type site struct {
 	fn     *traceFunc   // the function tracer's entry of fn
 	fnRet  *traceFunc   // a RET of Go function fnRet, for the function tracer
 	unwind unwindAction // an unwinder's entry: hijacked returns are given back
+	linker bool         // the dynamic linker's r_brk: libraries come and go (pending.go)
 }
 
 // runMode is how a site's displaced instruction runs after the handlers.
@@ -149,7 +154,7 @@ const (
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {
 	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 &&
-		s.fn == nil && s.fnRet == nil && s.unwind == 0
+		s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
 }
 
 // resolved is a location turned into an address and what is known about it.

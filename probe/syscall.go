@@ -100,6 +100,9 @@ func (t *Tracer) onSyscall(tid int) {
 		t.proc.Cont(tid, 0)
 		return
 	}
+	if entry && t.linker != nil && t.linker.unloading[tid] {
+		t.onUnloadingSyscall(regs)
+	}
 	probes := t.sysProbes[sysKey{int(regs.Orig_rax), !entry}]
 	if len(probes) == 0 {
 		t.proc.Cont(tid, 0)

@@ -74,6 +74,7 @@ type Tracer struct {
 
 	forkedReturns map[int][]forkedReturn // per adopted vfork child
 	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
+	linker        *linkerWatch           // libraries loaded and unloaded (pending.go)
 
 	env       HitEnv                     // scratch for fetching, reused every hit
 	fields    []Field                    // scratch for fetched fields

@@ -70,6 +70,9 @@ type Thread struct {
 	// deliver them (during an injected syscall or an out-of-line step);
 	// they are delivered, siginfo intact, at the next resume.
 	pending []unix.Siginfo
+	// syscallStops: this thread alone stops at its syscalls (see
+	// SetThreadSyscallStops).
+	syscallStops bool
 }
 
 // Attach seizes every thread of pid, re-reading /proc/PID/task until no new

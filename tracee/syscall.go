@@ -22,9 +22,19 @@ func (p *Process) SetSyscallStops(on bool) {
 	}
 }
 
+// SetThreadSyscallStops makes the resumes of one stopped thread stop it
+// at its syscalls, or no more, whatever SetSyscallStops says for all:
+// for watching one thread through a short stretch of work (the dynamic
+// linker unmapping a library).
+func (p *Process) SetThreadSyscallStops(tid int, on bool) {
+	if t := p.threads[tid]; t != nil {
+		t.syscallStops = on
+	}
+}
+
 // resumeRequest is how Cont resumes thread t.
 func (p *Process) resumeRequest(t *Thread) int {
-	if p.syscallStops && !t.Forked {
+	if (p.syscallStops || t.syscallStops) && !t.Forked {
 		return unix.PTRACE_SYSCALL
 	}
 	return unix.PTRACE_CONT

@@ -151,6 +151,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	if err != nil {
 		return nil, nil, err
 	}
+	s.notePending(p)
 	if pl := plan.Load(); pl != nil {
 		return p, pl, nil
 	}

@@ -368,14 +368,15 @@ func attachCatching(pid int) (t *probe.Tracer, sigs <-chan os.Signal, stop func(
 
 // sink is where events go: a formatter fed off the ptrace thread.
 type sink struct {
-	file   *os.File
-	writer output.Writer // notes go here
-	all    output.Writer // events go here
-	stream *output.Stream
-	traced *probe.FuncTraceInfo // what the function tracer installed
-	acts   *action.Session      // the probes' actions (actions.go)
-	stack  bool                 // the stack tracer's report is owed
-	text   bool                 // the trace is ftrace's text: the stack report may follow it
+	file    *os.File
+	writer  output.Writer // notes go here
+	all     output.Writer // events go here
+	stream  *output.Stream
+	traced  *probe.FuncTraceInfo // what the function tracer installed
+	acts    *action.Session      // the probes' actions (actions.go)
+	stack   bool                 // the stack tracer's report is owed
+	text    bool                 // the trace is ftrace's text: the stack report may follow it
+	pending []*probe.Probe       // probes that waited for their library (pending.go)
 }
 
 func openSink(o *options, ts tracers, probes bool) (*sink, error) {
@@ -406,6 +407,7 @@ func (s *sink) close(t *probe.Tracer) error {
 	if s.traced != nil && len(s.traced.Skipped) > 0 {
 		s.writer.Comment(skippedNote(s.traced))
 	}
+	s.pendingSummary()
 	if lost := t.LostHits(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
 	}
