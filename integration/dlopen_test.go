@@ -1,0 +1,252 @@
+package integration
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Tests of probes on libraries loaded after attach: testdata/dlopen's
+// host dlopens libplugin.so, calls init() N times, dlcloses it, takes the
+// page init() was on, loads the library again elsewhere and calls init()
+// M times; at the end it checks that nothing wrote to that page.
+
+const (
+	dlRound1 = 3
+	dlRound2 = 2
+)
+
+// dlopenHost builds the host and libplugin.so side by side; it returns
+// the host and the library's path.
+func dlopenHost(t *testing.T, v variant) (host, lib string) {
+	t.Helper()
+	dir := t.TempDir()
+	src, _ := filepath.Abs(filepath.Join("testdata", "dlopen"))
+	lib = filepath.Join(dir, "libplugin.so")
+	if err := build(dir, "gcc", v.opt, "-g", "-Wall", "-shared", "-fPIC", "-o", lib, filepath.Join(src, "plugin.c")); err != nil {
+		t.Fatal(err)
+	}
+	host = filepath.Join(dir, "host")
+	if err := build(dir, "gcc", append(v.flags(), "-o", host, filepath.Join(src, "host.c"), "-ldl")...); err != nil {
+		t.Fatal(err)
+	}
+	return host, lib
+}
+
+// dlopenWant is the host's output for N and M calls, traced or not.
+func dlopenWant() string {
+	var b strings.Builder
+	b.WriteString("ready\n")
+	for round, calls := range []int{dlRound1, dlRound2} {
+		for i := 0; i < calls; i++ {
+			fmt.Fprintf(&b, "round %d: init(%d) = %d\n", round+1, i, 2*i+1)
+		}
+	}
+	b.WriteString("second load at another place: yes\nround 2 done\npage intact\n")
+	return b.String()
+}
+
+// checkInitEvents checks the entry and return events of init() over both
+// loads: every call, with its argument and result, in order.
+func checkInitEvents(t *testing.T, evs []event, returns bool) {
+	t.Helper()
+	var got, want []string
+	for _, e := range evs {
+		got = append(got, e.name+e.rest)
+	}
+	for _, calls := range []int{dlRound1, dlRound2} {
+		for i := 0; i < calls; i++ {
+			want = append(want, fmt.Sprintf("p_init_0 x=%d", i))
+			if returns {
+				want = append(want, fmt.Sprintf("r_init_0 arg1=%d", 2*i+1))
+			}
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, e := range evs {
+		if e.retFunc == "" && e.sym != "init" || e.retFunc != "" && e.retFunc != "init" {
+			t.Errorf("event %q is not at init", e.line)
+		}
+	}
+}
+
+// TestDlopenPendingRun: entry and return probes on a library the program
+// loads later are pending, fire N+M times across a dlclose and a second
+// dlopen at another address, and leave the program's output unchanged
+// (the page where the library was stays as the program wrote it).
+func TestDlopenPendingRun(t *testing.T) {
+	t.Parallel()
+	for _, v := range []variant{o0pie, o2nopie} {
+		t.Run(v.String(), func(t *testing.T) {
+			t.Parallel()
+			host, lib := dlopenHost(t, v)
+			cmd := []string{host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2)}
+			untraced := runCmd(t, nil, cmd[0], cmd[1:]...)
+			if untraced.code != 0 || untraced.stdout != dlopenWant() {
+				t.Fatalf("untraced host:\n%v\nwant stdout:\n%s", untraced, dlopenWant())
+			}
+			ev := filepath.Join(t.TempDir(), "events")
+			args := append([]string{"run", "-o", ev, `p:libplugin:init x=$arg1:s32`, `r:libplugin:init $retval:s32`, "--"}, cmd...)
+			got := probe(t, args...)
+			wantErr := "probe: p_init_0 pending until libplugin is loaded\nprobe: r_init_0 pending until libplugin is loaded\n"
+			if got.code != 0 || got.stdout != untraced.stdout || got.stderr != wantErr {
+				t.Fatalf("probe %q:\n%v\nwant stdout as untraced and stderr:\n%s", args, got, wantErr)
+			}
+			data, err := os.ReadFile(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			header, evs, other := splitOutput(string(data))
+			if len(other) != 0 || len(header) != 2 {
+				t.Errorf("header %q, other lines %q: want the two header lines only", header, other)
+			}
+			checkInitEvents(t, evs, true)
+		})
+	}
+}
+
+// TestDlopenPendingAttach: attached to a running host before it loads the
+// library, the pending probe fires N+M times; probe detaches while the
+// page where the first load's init() was belongs to the host, and the
+// host finds that page as it wrote it.
+func TestDlopenPendingAttach(t *testing.T) {
+	t.Parallel()
+	host, lib := dlopenHost(t, o2pie)
+	h := exec.Command(host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2))
+	stdin, err := h.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuf
+	h.Stdout, h.Stderr = &out, &out
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- h.Wait() }()
+	t.Cleanup(func() { h.Process.Kill(); <-hostDone })
+	waitFor(t, "host", out.String, "ready\n")
+
+	ev := filepath.Join(t.TempDir(), "events")
+	p := startProbe(t, "attach", "-o", ev, fmt.Sprint(h.Process.Pid), `p:libplugin:init x=$arg1:s32`)
+	waitFor(t, "probe's stderr", p.stderr.String, "probe: p_init_0 pending until libplugin is loaded\n")
+	io.WriteString(stdin, "go\n")
+	waitFor(t, "host", out.String, "round 2 done\n")
+	p.signal(t, syscall.SIGINT)
+	if r := p.wait(t, cmdTimeout); r.code != 0 {
+		t.Fatalf("probe: %v", r)
+	}
+	io.WriteString(stdin, "go\n")
+	stdin.Close()
+	select {
+	case err := <-hostDone:
+		hostDone <- err
+		if err != nil {
+			t.Errorf("host: %v", err)
+		}
+	case <-time.After(cmdTimeout):
+		t.Fatalf("host did not finish; output:\n%s", out.String())
+	}
+	if out.String() != dlopenWant() {
+		t.Errorf("host output:\n%s\nwant:\n%s", out.String(), dlopenWant())
+	}
+	data, err := os.ReadFile(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, evs, other := splitOutput(string(data))
+	if len(other) != 0 {
+		t.Errorf("lines that are not events: %q", other)
+	}
+	checkInitEvents(t, evs, false)
+}
+
+// TestDlopenBadInput: a library found nowhere the dynamic linker looks,
+// and a symbol the library's file does not have, are refused with exit
+// status 2 and the bad token; the host then runs as untraced.
+func TestDlopenBadInput(t *testing.T) {
+	t.Parallel()
+	host, lib := dlopenHost(t, o2pie)
+	h := exec.Command(host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2))
+	stdin, err := h.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuf
+	h.Stdout, h.Stderr = &out, &out
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hostDone := make(chan error, 1)
+	go func() { hostDone <- h.Wait() }()
+	t.Cleanup(func() { h.Process.Kill(); <-hostDone })
+	waitFor(t, "host", out.String, "ready\n")
+	pid := fmt.Sprint(h.Process.Pid)
+	for _, tc := range []struct{ spec, want string }{
+		{"p:libnosuch:init", `probe: unknown library "libnosuch"`},
+		{"p:libplugin:nosuch", `probe: unknown symbol "nosuch"`},
+		{"p:libplugin:inti", `probe: unknown symbol "inti" (did you mean: init?)`},
+		{"r:libplugin:init+0x1", "probe: init+0x1 is not an instruction boundary"},
+		{"p:libplugin:init $retval", "$retval is only available in a return probe"},
+	} {
+		r := probe(t, "attach", pid, tc.spec)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+			t.Errorf("probe attach PID %q: %v\nwant exit 2 and one line with %q", tc.spec, r, tc.want)
+		}
+	}
+	io.WriteString(stdin, "go\ngo\n")
+	stdin.Close()
+	select {
+	case err := <-hostDone:
+		hostDone <- err
+		if err != nil {
+			t.Errorf("host: %v", err)
+		}
+	case <-time.After(cmdTimeout):
+		t.Fatalf("host did not finish; output:\n%s", out.String())
+	}
+	if out.String() != dlopenWant() {
+		t.Errorf("host output:\n%s\nwant:\n%s", out.String(), dlopenWant())
+	}
+}
+
+// TestDlopenNeverLoaded: a pending probe whose library never comes is
+// named in the trace's summary; it is not an error.
+func TestDlopenNeverLoaded(t *testing.T) {
+	t.Parallel()
+	host, lib := dlopenHost(t, o2pie)
+	// The host loads another copy of the library: libplugin2 waits in vain.
+	lib2 := filepath.Join(filepath.Dir(lib), "libplugin2.so")
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lib2, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := probe(t, "run", "p:libplugin2:version", "--", host, lib, "1", "1")
+	if r.code != 0 || r.stderr != "probe: p_version_0 pending until libplugin2 is loaded\n" ||
+		!strings.Contains(r.stdout, "# p_version_0 was never installed: libplugin2 was not loaded\n") {
+		t.Errorf("probe run: %v\nwant the pending line on stderr and the never-installed note", r)
+	}
+}
+
+// waitFor waits until read() contains s.
+func waitFor(t *testing.T, what string, read func() string, s string) {
+	t.Helper()
+	deadline := time.Now().Add(cmdTimeout)
+	for !strings.Contains(read(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %v; so far:\n%s", what, s, cmdTimeout, read())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
