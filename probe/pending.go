@@ -199,7 +199,9 @@ func (t *Tracer) onUnloadingSyscall(regs *unix.PtraceRegs) {
 	}
 	t.restoreSites(lifted) // still mapped: the last write there
 	var gone []*symbols.Mapped
-	t.space, gone = t.space.Without(start, end)
+	var next *symbols.Space
+	next, gone = t.space.Without(start, end)
+	t.setSpace(next)
 	t.dropUnmapped(lifted, gone)
 }
 
@@ -212,7 +214,7 @@ func (t *Tracer) librariesChanged(anchor int) {
 	if err != nil {
 		return
 	}
-	t.space = next
+	t.setSpace(next)
 	if len(removed) > 0 {
 		var stale []*site
 		for addr, st := range t.sites {

@@ -48,6 +48,9 @@ type Tracer struct {
 	// Owned by the ptrace thread.
 	proc     *tracee.Process
 	space    *symbols.Space
+	// shownSpace is space for other goroutines (Symbols): the ptrace
+	// thread replaces space when libraries come and go.
+	shownSpace atomic.Pointer[symbols.Space]
 	anchor   int // a thread held stopped while commands run, or 0
 	sites    map[uint64]*site
 	probes   map[string]*Probe
@@ -177,6 +180,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 			errc <- fmt.Errorf("load symbols of pid %d: %w", proc.Pid, err)
 			return
 		}
+		t.shownSpace.Store(t.space)
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
 		t.place = tracee.NewPlacer(proc.Pid, true)
 		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize}
@@ -247,8 +251,15 @@ func (t *Tracer) SetTuning(tu Tuning) error {
 // Pid returns the traced process id.
 func (t *Tracer) Pid() int { return t.pid }
 
-// Symbols returns the process's address space as loaded at attach.
-func (t *Tracer) Symbols() *symbols.Space { return t.space }
+// Symbols returns the process's address space: its modules as mapped at
+// attach, or at the last dlopen or dlclose.
+func (t *Tracer) Symbols() *symbols.Space { return t.shownSpace.Load() }
+
+// setSpace replaces the address space (on the ptrace thread).
+func (t *Tracer) setSpace(s *symbols.Space) {
+	t.space = s
+	t.shownSpace.Store(s)
+}
 
 // Start lets the held thread run and starts serving probe hits.
 func (t *Tracer) Start() {
