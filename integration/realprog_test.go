@@ -1,0 +1,277 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Programs people run, from Debian's packages, that nobody here wrote:
+// sqlite3 (a database: its CLI on libsqlite3.so.0), python3 (an
+// interpreter, with threads; its C API exported from the executable) and
+// xz (a compression tool on liblzma.so.5, with two worker threads). Each
+// runs a deterministic workload under probe, launched (run) and attached
+// in the middle of its work (attach, twice, then detached): function_graph
+// on a hot set of the functions it exports, and entry and return probes
+// on libc. Each must exit 0 with output byte-identical to an untraced run;
+// every call entered returns (entry count == return count, each "{" has
+// its "}"), and where the input fixes a count, the count is exact.
+
+// sqlScript is n statements, one a line: inserts and queries whose
+// results depend only on the statements before them.
+func sqlScript(first, n int) []byte {
+	var b strings.Builder
+	for i := first; i < first+n; i++ {
+		switch {
+		case i == 0:
+			b.WriteString("CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT);\n")
+		case i%50 == 49:
+			fmt.Fprintf(&b, "SELECT count(*), sum(id), min(v), max(k) FROM t WHERE k BETWEEN %d AND %d;\n", i%1000, i%1000+99)
+		case i%500 == 250:
+			b.WriteString("SELECT k, count(*) FROM t GROUP BY k ORDER BY count(*) DESC, k LIMIT 3;\n")
+		default:
+			fmt.Fprintf(&b, "INSERT INTO t(k, v) VALUES(%d, 'row%d');\n", i*7919%1000, i)
+		}
+	}
+	return []byte(b.String())
+}
+
+// The libc probes every program gets: malloc's entries and returns.
+var mallocSpecs = []string{"p:c/malloc libc:malloc size=%di:u64 => count", "r:c/malloc_ret libc:malloc $retval => count"}
+
+func TestRealSqlite3(t *testing.T) {
+	sqlite := debianProgram(t, "sqlite3", "sqlite3")
+	lib := libraryOf(t, sqlite, "libsqlite3.so.0")
+	const statements = 1500
+	script := sqlScript(0, statements)
+	plain := runStdin(t, script, sqlite, ":memory:")
+	if plain.code != 0 || plain.stderr != "" || strings.Count(plain.stdout, "\n") < statements/50 {
+		t.Fatalf("sqlite3 untraced:\n%v", plain)
+	}
+	// The shell asks sqlite3_complete about every line it reads.
+	libcSpecs := append([]string{"p:sq/complete libsqlite3:sqlite3_complete => count",
+		"r:sq/step libsqlite3:sqlite3_step rc=$retval:s32 => count"}, mallocSpecs...)
+	graph := []string{"--tracer", "function_graph", "--filter",
+		"libsqlite3:sqlite3_step,libsqlite3:sqlite3_complete,libsqlite3:sqlite3_prepare_v2,libsqlite3:sqlite3_finalize," +
+			"libsqlite3:sqlite3_column_*,libsqlite3:sqlite3_value_*,libsqlite3:sqlite3_bind_*"}
+
+	t.Run("run", func(t *testing.T) {
+		ev := filepath.Join(t.TempDir(), "events")
+		r := runStdin(t, script, probeBin, append(append([]string{"run", "-o", ev}, libcSpecs...), "--", sqlite, ":memory:")...)
+		checkRun(t, "sqlite3 under probe run", r, plain.stdout)
+		hits, _ := actionTotals(t, ev)
+		wantHits(t, "sqlite3", hits, "sq/complete", statements)
+		sameHits(t, "sqlite3", hits, "c/malloc", "c/malloc_ret", statements)
+		if hits["sq/step"] < statements {
+			t.Errorf("sqlite3_step returned %d times for %d statements", hits["sq/step"], statements)
+		}
+
+		g := filepath.Join(t.TempDir(), "graph")
+		r = runStdin(t, script, probeBin, append(append([]string{"run", "-o", g}, graph...), "--", sqlite, ":memory:")...)
+		checkRun(t, "sqlite3 under function_graph", r, plain.stdout)
+		sum := readGraph(t, g)
+		if sum.calls["sqlite3_complete"] != statements || sum.calls["sqlite3_step"] < statements {
+			t.Errorf("function_graph: %d calls of sqlite3_complete (want %d), %d of sqlite3_step (want at least %d)",
+				sum.calls["sqlite3_complete"], statements, sum.calls["sqlite3_step"], statements)
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		const phase = 500 // statements fed in each phase
+		f := startFed(t, sqlite, ":memory:")
+		f.feed(t, sqlScript(0, phase))
+		s := attachFor(t, f, lib, "sqlite3_complete", sqlScript(phase, phase), libcSpecs...)
+		hits, _ := actionTotals(t, s.events)
+		wantHits(t, "sqlite3 attached", hits, "sq/complete", phase)
+		sameHits(t, "sqlite3 attached", hits, "c/malloc", "c/malloc_ret", phase)
+		s = attachFor(t, f, lib, "sqlite3_complete", sqlScript(2*phase, phase), graph...)
+		sum := readGraph(t, s.events)
+		if sum.calls["sqlite3_complete"] != phase {
+			t.Errorf("function_graph attached: %d calls of sqlite3_complete, want %d", sum.calls["sqlite3_complete"], phase)
+		}
+		f.feed(t, sqlScript(3*phase, statements-3*phase))
+		finishFed(t, f, plain.stdout)
+	})
+}
+
+// pythonScript: for each line N of its input, four threads compute, the
+// main thread calls os.getpid() N times (glibc's getpid, no cache) and
+// builds a dict; it prints the results.
+const pythonScript = `import os, sys, threading
+def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)
+def work(i, out):
+    out[i] = sum(fib(k) for k in range(16)) + sum(x*x for x in range(5000 * (i+1)))
+for line in sys.stdin:
+    n = int(line)
+    out = [0] * 4
+    ts = [threading.Thread(target=work, args=(i, out)) for i in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    for _ in range(n): os.getpid()
+    d = {str(i): i * i for i in range(n)}
+    print(n, out, sum(d.values()), sorted(d)[-3:], flush=True)
+`
+
+func pythonInput(ns ...int) []byte {
+	var b strings.Builder
+	for _, n := range ns {
+		fmt.Fprintln(&b, n)
+	}
+	return []byte(b.String())
+}
+
+func TestRealPython(t *testing.T) {
+	python := debianProgram(t, "python3", "python3")
+	script := filepath.Join(t.TempDir(), "work.py")
+	if err := os.WriteFile(script, []byte(pythonScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// -I -S: no user site, no environment, no site module: only the script.
+	cmd := []string{python, "-I", "-S", script}
+	input := pythonInput(300, 500, 700, 100, 200)
+	const getpids = 300 + 500 + 700 + 100 + 200
+	plain := runStdin(t, input, cmd[0], cmd[1:]...)
+	if plain.code != 0 || plain.stderr != "" || strings.Count(plain.stdout, "\n") != 5 {
+		t.Fatalf("python untraced:\n%v", plain)
+	}
+	libcSpecs := append([]string{"p:c/getpid libc:getpid => count"}, mallocSpecs...)
+	graph := []string{"--tracer", "function_graph", "--filter", "PyLong_From*,PyObject_Get*,PyDict_Set*,PyThread_*"}
+	graphFn := "PyLong_FromLong"
+
+	t.Run("run", func(t *testing.T) {
+		ev := filepath.Join(t.TempDir(), "events")
+		r := runStdin(t, input, probeBin, append(append([]string{"run", "-o", ev}, libcSpecs...), append([]string{"--"}, cmd...)...)...)
+		checkRun(t, "python under probe run", r, plain.stdout)
+		hits, _ := actionTotals(t, ev)
+		wantHits(t, "python", hits, "c/getpid", getpids)
+		sameHits(t, "python", hits, "c/malloc", "c/malloc_ret", 100)
+
+		g := filepath.Join(t.TempDir(), "graph")
+		r = runStdin(t, input, probeBin, append(append([]string{"run", "-o", g}, graph...), append([]string{"--"}, cmd...)...)...)
+		checkRun(t, "python under function_graph", r, plain.stdout)
+		sum := readGraph(t, g)
+		if len(sum.threads) < 2 || sum.calls[graphFn] == 0 {
+			t.Errorf("function_graph: calls from %d threads, %d of %s; want several threads and some calls", len(sum.threads), sum.calls[graphFn], graphFn)
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		f := startFed(t, cmd[0], cmd[1:]...)
+		f.feed(t, pythonInput(300))
+		s := attachFor(t, f, libcPath, "getpid", pythonInput(500, 700), libcSpecs...)
+		hits, _ := actionTotals(t, s.events)
+		wantHits(t, "python attached", hits, "c/getpid", 500+700)
+		sameHits(t, "python attached", hits, "c/malloc", "c/malloc_ret", 10)
+		s = attachFor(t, f, python, graphFn, pythonInput(100), graph...)
+		if sum := readGraph(t, s.events); len(sum.threads) < 2 {
+			t.Errorf("function_graph attached: calls from %d threads, want the main thread and workers", len(sum.threads))
+		}
+		f.feed(t, pythonInput(200))
+		finishFed(t, f, plain.stdout)
+	})
+}
+
+// xzInput is n bytes of text with the repetitions compressors look for,
+// the same every run.
+func xzInput(n int) []byte {
+	r := rand.New(rand.NewSource(7))
+	words := make([]string, 400)
+	for i := range words {
+		w := make([]byte, 2+r.Intn(8))
+		for j := range w {
+			w[j] = byte('a' + r.Intn(10))
+		}
+		words[i] = string(w)
+	}
+	b := make([]byte, 0, n+100)
+	for len(b) < n {
+		b = append(b, words[r.Intn(len(words))]...)
+		b = append(b, " \n"[r.Intn(2)*(r.Intn(6)/5)])
+	}
+	return b[:n]
+}
+
+func TestRealXz(t *testing.T) {
+	xz := debianProgram(t, "xz", "xz-utils")
+	lib := libraryOf(t, xz, "liblzma.so.5")
+	// -1: 1 MiB dictionary and 3 MiB blocks, so -T2 puts two threads to
+	// work on 6 MiB.
+	args := []string{"-1", "-T2", "-c"}
+	input := xzInput(6 << 20)
+	plain := runStdin(t, input, xz, args...)
+	if plain.code != 0 || plain.stderr != "" || len(plain.stdout) == 0 {
+		t.Fatalf("xz untraced:\n%v", plain)
+	}
+	if back := runStdin(t, []byte(plain.stdout), xz, "-d", "-c"); back.code != 0 || back.stdout != string(input) {
+		t.Fatalf("xz -d of xz's own output does not give the input back:\n%v", back)
+	}
+	// xz makes its stdin and stdout non-blocking when they are pipes: a
+	// read or write may fail with EAGAIN and be tried again; the bytes
+	// are those of the calls that succeed.
+	libcSpecs := append([]string{"p:c/read libc:read fd=%di:s32 => count",
+		"r:c/read_ret libc:read n=$retval:s64 => count",
+		"r:c/read_ok libc:read n=$retval:s64 if n >= 0 => hist:n",
+		"p:c/write libc:write fd=%di:s32 => count",
+		"r:c/write_ok libc:write n=$retval:s64 if n >= 0 => hist:n",
+		"r:c/write_ret libc:write n=$retval:s64 => count"}, mallocSpecs...)
+	graph := []string{"--tracer", "function_graph", "--filter", "liblzma:lzma_*"}
+
+	t.Run("run", func(t *testing.T) {
+		ev := filepath.Join(t.TempDir(), "events")
+		r := runStdin(t, input, probeBin, append(append([]string{"run", "-o", ev}, libcSpecs...), append([]string{"--", xz}, args...)...)...)
+		checkRun(t, "xz under probe run", r, plain.stdout)
+		hits, sums := actionTotals(t, ev)
+		// Every byte in was read, every byte out written, through libc.
+		if sums["c/read_ok"] != int64(len(input)) || sums["c/write_ok"] != int64(len(plain.stdout)) {
+			t.Errorf("xz: read returned %d bytes in all (input: %d), write %d (output: %d)",
+				sums["c/read_ok"], len(input), sums["c/write_ok"], len(plain.stdout))
+		}
+		sameHits(t, "xz", hits, "c/read", "c/read_ret", len(input)/(1<<16))
+		sameHits(t, "xz", hits, "c/write", "c/write_ret", 1)
+		sameHits(t, "xz", hits, "c/malloc", "c/malloc_ret", 10)
+
+		g := filepath.Join(t.TempDir(), "graph")
+		r = runStdin(t, input, probeBin, append(append([]string{"run", "-o", g}, graph...), append([]string{"--", xz}, args...)...)...)
+		checkRun(t, "xz under function_graph", r, plain.stdout)
+		sum := readGraph(t, g)
+		if len(sum.threads) < 2 || sum.calls["lzma_code"] == 0 || sum.calls["lzma_crc64"] == 0 {
+			t.Errorf("function_graph: calls from %d threads, %d of lzma_code, %d of lzma_crc64; want the workers' too",
+				len(sum.threads), sum.calls["lzma_code"], sum.calls["lzma_crc64"])
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		f := startFed(t, xz, args...)
+		third := len(input) / 3
+		f.feed(t, input[:third])
+		s := attachFor(t, f, libcPath, "read", input[third:2*third], libcSpecs...)
+		hits, sums := actionTotals(t, s.events)
+		// xz waited in poll at the attach and the detach: every byte fed
+		// meanwhile came through a read seen whole.
+		if n := sums["c/read_ok"]; n != int64(third) {
+			t.Errorf("xz attached: reads returned %d bytes, %d were fed", n, third)
+		}
+		sameHits(t, "xz attached", hits, "c/read", "c/read_ret", third/(1<<16))
+		sameHits(t, "xz attached", hits, "c/write", "c/write_ret", 0)
+		s = attachFor(t, f, lib, "lzma_code", input[2*third:len(input)-1000], graph...)
+		if sum := readGraph(t, s.events); sum.calls["lzma_code"] == 0 {
+			t.Errorf("function_graph attached: no call of lzma_code")
+		}
+		f.feed(t, input[len(input)-1000:])
+		finishFed(t, f, plain.stdout)
+	})
+}
+
+// checkRun checks a "probe run" of a real program: exit 0, nothing on
+// stderr, the program's output byte-identical to the untraced run's.
+func checkRun(t *testing.T, what string, r result, want string) {
+	t.Helper()
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("%s: want exit 0 and no stderr, got\n%v", what, r)
+	}
+	sameOutput(t, what, r.stdout, want)
+	t.Logf("%s: %v", what, r.elapsed.Round(1e6))
+}
