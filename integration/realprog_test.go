@@ -52,8 +52,11 @@ func TestRealSqlite3(t *testing.T) {
 		t.Fatalf("sqlite3 untraced:\n%v", plain)
 	}
 	// The shell asks sqlite3_complete about every line it reads.
+	// strlen is an IFUNC: the probe must land on the implementation the
+	// resolver picked, not on the resolver, which runs once at load.
 	libcSpecs := append([]string{"p:sq/complete libsqlite3:sqlite3_complete => count",
-		"r:sq/step libsqlite3:sqlite3_step rc=$retval:s32 => count"}, mallocSpecs...)
+		"r:sq/step libsqlite3:sqlite3_step rc=$retval:s32 => count",
+		"p:c/strlen libc:strlen => count", "r:c/strlen_ret libc:strlen => count"}, mallocSpecs...)
 	graph := []string{"--tracer", "function_graph", "--filter",
 		"libsqlite3:sqlite3_step,libsqlite3:sqlite3_complete,libsqlite3:sqlite3_prepare_v2,libsqlite3:sqlite3_finalize," +
 			"libsqlite3:sqlite3_column_*,libsqlite3:sqlite3_value_*,libsqlite3:sqlite3_bind_*"}
@@ -65,6 +68,7 @@ func TestRealSqlite3(t *testing.T) {
 		hits, _ := actionTotals(t, ev)
 		wantHits(t, "sqlite3", hits, "sq/complete", statements)
 		sameHits(t, "sqlite3", hits, "c/malloc", "c/malloc_ret", statements)
+		sameHits(t, "sqlite3", hits, "c/strlen", "c/strlen_ret", statements)
 		if hits["sq/step"] < statements {
 			t.Errorf("sqlite3_step returned %d times for %d statements", hits["sq/step"], statements)
 		}
@@ -87,6 +91,7 @@ func TestRealSqlite3(t *testing.T) {
 		hits, _ := actionTotals(t, s.events)
 		wantHits(t, "sqlite3 attached", hits, "sq/complete", phase)
 		sameHits(t, "sqlite3 attached", hits, "c/malloc", "c/malloc_ret", phase)
+		sameHits(t, "sqlite3 attached", hits, "c/strlen", "c/strlen_ret", phase)
 		s = attachFor(t, f, lib, "sqlite3_complete", sqlScript(2*phase, phase), graph...)
 		sum := readGraph(t, s.events)
 		if sum.calls["sqlite3_complete"] != phase {

@@ -372,6 +372,11 @@ func (t *Tracer) resolveOne(loc Location) (resolved, error) {
 		if !sym.Func {
 			return bad(fmt.Errorf("%q is a data object, not a function", loc.Symbol))
 		}
+		if sym.IFunc && loc.Offset == 0 {
+			if r, ok := t.ifuncImplementation(m, sym); ok {
+				return r, nil
+			}
+		}
 		if sym.Size > 0 && loc.Offset >= sym.Size {
 			return bad(fmt.Errorf("offset %#x is beyond the end of %s (size %#x)", loc.Offset, sym.Name, sym.Size))
 		}

@@ -23,6 +23,9 @@ type Symbol struct {
 	Addr uint64 // link-time (file) virtual address
 	Size uint64
 	Func bool // STT_FUNC or STT_GNU_IFUNC; false for data objects and untyped symbols
+	// IFunc: STT_GNU_IFUNC, the address of a resolver that picks the
+	// implementation at load time (IFuncSlot finds what it picked).
+	IFunc bool
 }
 
 // DebugDirs are the global directories searched for separate debug files,
@@ -325,7 +328,7 @@ func (m *Module) addSymbols(syms []elf.Symbol, dynamic bool) {
 		}
 		bind := elf.ST_BIND(s.Info)
 		e := entry{
-			Symbol:   Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: typ == elf.STT_FUNC || typ == sttGNUIFunc},
+			Symbol:   Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: typ == elf.STT_FUNC || typ == sttGNUIFunc, IFunc: typ == sttGNUIFunc},
 			exported: bind == elf.STB_GLOBAL || bind == elf.STB_WEAK,
 		}
 		if dynamic && s.HasVersion && s.VersionIndex.IsHidden() && s.Version != "" {
@@ -353,6 +356,7 @@ func (m *Module) add(e entry) {
 				old.Size = e.Size
 			}
 			old.Func = old.Func || e.Func
+			old.IFunc = old.IFunc || e.IFunc
 			old.exported = old.exported || e.exported
 			return
 		}

@@ -1,0 +1,78 @@
+package symbols
+
+import (
+	"debug/elf"
+	"sync"
+)
+
+// ifuncSlots maps an IFUNC resolver's link address to the GOT slot an
+// IRELATIVE relocation has the dynamic linker fill with its result.
+type ifuncSlots struct {
+	once  sync.Once
+	slots map[uint64]uint64
+}
+
+var ifuncCache sync.Map // *Module -> *ifuncSlots
+
+// IFuncSlot returns the link address of the GOT slot that holds, once
+// the module is relocated, the implementation the IFUNC resolver at
+// link address resolver picked: the slot of an IRELATIVE relocation
+// whose addend is resolver (glibc has one for each IFUNC it calls
+// itself: memcpy, strlen...). False when the module has none.
+func (m *Module) IFuncSlot(resolver uint64) (uint64, bool) {
+	v, _ := ifuncCache.LoadOrStore(m, &ifuncSlots{})
+	c := v.(*ifuncSlots)
+	c.once.Do(func() { c.slots = m.irelativeSlots() })
+	slot, ok := c.slots[resolver]
+	return slot, ok
+}
+
+func (m *Module) irelativeSlots() map[uint64]uint64 {
+	slots := map[uint64]uint64{}
+	if m.elf == nil || m.elf.Class != elf.ELFCLASS64 {
+		return slots
+	}
+	var irelative uint32
+	switch m.elf.Machine {
+	case elf.EM_X86_64:
+		irelative = uint32(elf.R_X86_64_IRELATIVE)
+	case elf.EM_AARCH64:
+		irelative = uint32(elf.R_AARCH64_IRELATIVE)
+	default:
+		return slots
+	}
+	bo := m.elf.ByteOrder
+	for _, s := range m.elf.Sections {
+		if s.Type != elf.SHT_RELA {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+24 <= len(data); i += 24 { // Elf64_Rela
+			off, info := bo.Uint64(data[i:]), bo.Uint64(data[i+8:])
+			if uint32(info) == irelative {
+				slots[bo.Uint64(data[i+16:])] = off // the addend: the resolver
+			}
+		}
+	}
+	return slots
+}
+
+// FunctionAt returns the function starting at link address link: its
+// symbol, or when no symbol starts there (a stripped library's local
+// function), the span of the call frame information entry that does,
+// named name.
+func (m *Module) FunctionAt(link uint64, name string) (Symbol, bool) {
+	if sym, ok := m.SymbolAt(link); ok && sym.Addr == link && sym.Func {
+		return sym, true
+	}
+	c := &m.cfi
+	c.once.Do(func() { c.fdes = m.parseCFI() })
+	fde, err := c.fdes.FDEForPC(link)
+	if err != nil || fde.Begin() != link || fde.End() <= link {
+		return Symbol{}, false
+	}
+	return Symbol{Name: name, Addr: link, Size: fde.End() - link, Func: true}, true
+}
