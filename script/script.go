@@ -632,6 +632,10 @@ func (l *loader) action(n ast.Node, what string) (string, error) {
 		return "", l.errAt(n, "%s: want an action: %s, or a mapping with one of %s, got %s",
 			what, strings.Join(wordActions, ", "), quoteList(actionKeys), describe(n))
 	}
+	if len(es) == 0 {
+		return "", l.errAt(n, "%s: want an action: %s, or a mapping with one of %s, got an empty mapping",
+			what, strings.Join(wordActions, ", "), quoteList(actionKeys))
+	}
 	if len(es) != 1 {
 		return "", l.errAt(es[1].keyN, "%s: want one action per list item, got %q and %q", what, es[0].key, es[1].key)
 	}
