@@ -22,6 +22,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Script is a loaded probe script. Zero values mean "not given".
@@ -146,6 +147,10 @@ type loader struct {
 }
 
 func (l *loader) pos(n ast.Node) Pos {
+	if d, ok := n.(*ast.DocumentNode); ok && d.Body == nil {
+		// An empty document ("---" alone): its GetToken would dereference the nil body.
+		return l.tokenPos(d.Start)
+	}
 	tk := n.GetToken()
 	if m, ok := n.(*ast.MappingNode); ok && m.IsFlowStyle {
 		tk = m.Start // the "{"
@@ -155,6 +160,10 @@ func (l *loader) pos(n ast.Node) Pos {
 	if mv, ok := n.(*ast.MappingValueNode); ok {
 		tk = mv.Key.GetToken()
 	}
+	return l.tokenPos(tk)
+}
+
+func (l *loader) tokenPos(tk *token.Token) Pos {
 	if tk == nil {
 		return Pos{l.path, 1, 1}
 	}

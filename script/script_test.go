@@ -111,6 +111,7 @@ func TestParseErrors(t *testing.T) {
 		{"two locations", "probes:\n  - at: work\n    return: work\n", `f.yaml:3:5: probes[0]: "at" and "return" both given: want one`},
 		{"probe number", "probes:\n  - 42\n", `f.yaml:2:5: probes[0]: want a probe (a mapping with keys "at", "return", "spec", "event", "args", "if", "actions", or a string such as "p:work i"), got the number 42`},
 		{"location with space", "probes:\n  - at: work i\n", `f.yaml:2:9: probes[0].at: want one word, got "work i"`},
+		{"empty second document", "0\n---", `f.yaml:2:1: want one YAML document, found a second`},
 		{"empty action mapping", "probes:\n  - at: work\n    actions: [print, {}]\n", `f.yaml:3:22: probes[0].actions[1]: want an action: print, count, stacktrace, traceon, traceoff, or a mapping with one of "count", "hist", "enable", "disable", got an empty mapping`},
 		{"args mapping", "probes:\n  - at: work\n    args: {i: 1}\n", `f.yaml:3:11: probes[0].args[0]: want a string, got a mapping`},
 		{"empty if", "probes:\n  - at: work\n    if: ''\n", `f.yaml:3:9: probes[0].if: want a filter expression such as "size > 64"`},
