@@ -2,6 +2,7 @@ package probe
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,19 @@ func FuzzParseSpec(f *testing.F) {
 		}
 		if !isIdent(s.Event) || !isIdent(s.Group) {
 			t.Fatalf("ParseSpec(%q): event %q/%q is not an identifier", text, s.Group, s.Event)
+		}
+		// Written out again in the long form, the spec parses to itself.
+		long := map[Kind]string{KindEntry: "p", KindReturn: "r", KindDelete: "-"}[s.Kind] + ":" + s.Group + "/" + s.Event
+		if s.Kind != KindDelete {
+			long += " " + s.Loc.String() + " " + strings.Join(s.Args, " ")
+		}
+		again, err := ParseSpec(long)
+		if err != nil {
+			t.Fatalf("ParseSpec(%q) = %+v, but its long form %q fails: %v", text, s, long, err)
+		}
+		again.Text = s.Text
+		if !reflect.DeepEqual(again, s) {
+			t.Fatalf("ParseSpec(%q) = %+v; its long form %q gives %+v", text, s, long, again)
 		}
 	})
 }
