@@ -62,7 +62,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		const path = "f.yaml"
-		lines := strings.Count(string(src), "\n") + 1
+		// YAML breaks lines at \n, \r\n and a lone \r.
+		lines := strings.Count(strings.ReplaceAll(string(src), "\r\n", "\n"), "\n") + strings.Count(strings.ReplaceAll(string(src), "\r\n", ""), "\r") + 1
 		checkPos := func(what string, p Pos) {
 			if p.File != path || p.Line < 1 || p.Col < 1 || p.Line > lines+1 {
 				t.Fatalf("%q: %s at %v, outside the %d-line file", src, what, p, lines)
