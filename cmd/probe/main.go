@@ -223,7 +223,7 @@ func cmdRun(args []string, record bool) (int, error) {
 	}
 	sink, err := openSink(&o, ts, len(parsed) > 0)
 	if err != nil {
-		return 1, err
+		return failure(err)
 	}
 	t, err := probe.Launch(argv, nil)
 	if err != nil {
@@ -313,7 +313,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 	}
 	sink, err := openSink(&o, ts, len(parsed) > 0)
 	if err != nil {
-		return 1, err
+		return failure(err)
 	}
 	t, sigs, stopSignals, err := attachCatching(pid)
 	if err != nil {
@@ -383,7 +383,7 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 	f := os.Stdout
 	if o.out != "" {
 		var err error
-		if f, err = os.Create(o.out); err != nil {
+		if f, err = createOutput(o.out); err != nil {
 			return nil, err
 		}
 	}

@@ -104,9 +104,9 @@ func (g *gate) Finish() error          { g.mu.Lock(); defer g.mu.Unlock(); retur
 // first.
 func replAttach(pid int, o *options, ts tracers, specs []*probeDef) (int, error) {
 	if o.out != "" {
-		f, err := os.Create(o.out)
+		f, err := createOutput(o.out)
 		if err != nil {
-			return 1, err
+			return failure(err)
 		}
 		defer f.Close()
 		return replRun(pid, o, ts, specs, f)
@@ -225,20 +225,9 @@ func (s *session) openInput() (<-chan string, func(), error) {
 	return lines, func() { close(stop); rl.Close() }, nil
 }
 
-// historyFile is where the REPL's history is kept across sessions:
-// $XDG_STATE_HOME/probe/history, or ~/.probe_history.
-func historyFile() string {
-	if dir := os.Getenv("XDG_STATE_HOME"); dir != "" {
-		dir = filepath.Join(dir, "probe")
-		if os.MkdirAll(dir, 0o700) == nil {
-			return filepath.Join(dir, "history")
-		}
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".probe_history")
-	}
-	return "" // no history kept
-}
+// historyFile is where the REPL's history is kept across sessions
+// (historyPath, outfile.go).
+func historyFile() string { return historyPath() }
 
 // exec runs one command line; its errors are reported and the session
 // goes on.
@@ -624,7 +613,7 @@ func (s *session) output(args []string) error {
 	var f *os.File
 	if args[0] != "-" {
 		var err error
-		if f, err = os.Create(args[0]); err != nil {
+		if f, err = createOutput(args[0]); err != nil {
 			return err
 		}
 	}

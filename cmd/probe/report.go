@@ -51,8 +51,8 @@ func cmdReport(args []string) (int, error) {
 	}
 	out := os.Stdout
 	if o.out != "" {
-		if out, err = os.Create(o.out); err != nil {
-			return 1, err
+		if out, err = createOutput(o.out); err != nil {
+			return failure(err)
 		}
 	}
 	primary, all := newWriter(out, ts, &o, rec.Info.Probes)

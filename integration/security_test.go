@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestOutputFilesPrivate: every file probe creates (run -o, record -o,
+// report -o, the REPL's -o and output FILE, the REPL history and its
+// directory) is readable by its owner only, whatever the umask; a file
+// that exists keeps the mode its owner gave it.
+func TestOutputFilesPrivate(t *testing.T) {
+	old := syscall.Umask(0) // with umask 0, os.Create would give 0666
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	loop := bin("loop", o0pie)
+	at := func(name string) string { return filepath.Join(dir, name) }
+	wantMode := func(path string, want os.FileMode) {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %#o, want %#o", path, got, want)
+		}
+	}
+	for _, args := range [][]string{
+		{"run", "-o", at("run.txt"), "p:work", "--", loop, "3"},
+		{"record", "-o", at("rec"), "p:work", "--", loop, "3"},
+		{"report", "-o", at("report.txt"), at("rec")},
+	} {
+		if r := probe(t, args...); r.code != 0 {
+			t.Fatalf("probe %q: %v", args, r)
+		}
+		wantMode(args[2], 0o600)
+	}
+
+	existing := at("existing.txt")
+	if err := os.WriteFile(existing, []byte("old contents, longer than the trace will be................................................................................................................................................................"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := probe(t, "run", "-o", existing, "p:work", "--", loop, "1"); r.code != 0 {
+		t.Fatalf("probe run -o existing: %v", r)
+	}
+	wantMode(existing, 0o644)
+	if b, _ := os.ReadFile(existing); len(b) == 0 || string(b[:len("# tracer")]) != "# tracer" || len(parseEventsFile(t, existing)) != 1 {
+		t.Errorf("existing file not truncated and rewritten:\n%s", b)
+	}
+
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	state := at("state")
+	env := []string{"XDG_STATE_HOME=" + state, "HOME=" + t.TempDir()}
+	r := startREPL(t, env, true, "attach", "-o", at("repl-o.txt"), strconv.Itoa(s.pid()))
+	r.send(t, "output "+at("repl-output.txt"))
+	r.send(t, "stats")
+	r.waitFor(t, `probe hits: 0\n`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d; output:\n%s", code, limit(r.text()))
+	}
+	wantMode(at("repl-o.txt"), 0o600)
+	wantMode(at("repl-output.txt"), 0o600)
+	wantMode(filepath.Join(state, "probe"), 0o700)
+	wantMode(filepath.Join(state, "probe", "history"), 0o600)
+	if b, _ := os.ReadFile(filepath.Join(state, "probe", "history")); string(b) != "output "+at("repl-output.txt")+"\nstats\ndetach\n" {
+		t.Errorf("history %q", b)
+	}
+	waitFree(t, s, nil)
+	s.finish(t)
+}
+
+// TestOutputSymlinkRefused: an output path that is a symbolic link is not
+// followed (O_NOFOLLOW): probe says so in one line, exits 2 before it
+// starts or attaches to anything, and the file the link points to (or
+// would create) is untouched. A symlinked history file is not written.
+func TestOutputSymlinkRefused(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("not probe's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "created"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(dir, "rec")
+	if r := probe(t, "record", "-o", rec, "p:work", "--", bin("loop", o0pie), "1"); r.code != 0 {
+		t.Fatalf("probe record: %v", r)
+	}
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	pid := strconv.Itoa(s.pid())
+	for _, path := range []string{link, dangling} {
+		for _, args := range [][]string{
+			{"run", "-o", path, "p:work", "--", bin("loop", o0pie), "1"},
+			{"record", "-o", path, "p:work", "--", bin("loop", o0pie), "1"},
+			{"report", "-o", path, rec},
+			{"attach", "-o", path, pid, "p:work"},
+			{"attach", "--repl", "-o", path, pid},
+		} {
+			r := probe(t, args...)
+			want := "probe: " + path + " is a symbolic link: probe does not write through one (give the path it points to)\n"
+			if r.code != 2 || r.stderr != want || r.stdout != "" {
+				t.Errorf("probe %q: want exit status 2, no stdout and stderr %q; got\n%v", args, want, r)
+			}
+			waitFree(t, s, nil)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not probe's\n" {
+		t.Errorf("the link's target changed: %q, %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "created")); !os.IsNotExist(err) {
+		t.Errorf("the dangling link's target was created: %v", err)
+	}
+
+	// The history file a link: the session runs, keeps no history.
+	state := t.TempDir()
+	if err := os.Mkdir(filepath.Join(state, "probe"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(state, "probe", "history")); err != nil {
+		t.Fatal(err)
+	}
+	r := startREPL(t, []string{"XDG_STATE_HOME=" + state, "HOME=" + t.TempDir()}, true, "attach", pid)
+	r.send(t, "stats")
+	r.waitFor(t, `probe hits: 0\n`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d; output:\n%s", code, limit(r.text()))
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not probe's\n" {
+		t.Errorf("history written through a link: %q, %v", b, err)
+	}
+	waitFree(t, s, nil)
+	s.finish(t)
+}
