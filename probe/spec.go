@@ -63,7 +63,8 @@ func (l Location) String() string {
 		fmt.Fprintf(&b, "%#x", l.FileOffset)
 	case l.Symbol != "":
 		b.WriteString(l.Symbol)
-		if l.Offset != 0 {
+		// MOD:123 would read as FUNC:LINE; an offset keeps it a symbol.
+		if _, numeric := strconv.ParseUint(l.Symbol, 10, 31); l.Offset != 0 || l.Module != "" && numeric == nil {
 			fmt.Fprintf(&b, "+%#x", l.Offset)
 		}
 	default:
