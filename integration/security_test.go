@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,6 +79,28 @@ func TestOutputFilesPrivate(t *testing.T) {
 // followed (O_NOFOLLOW): probe says so in one line, exits 2 before it
 // starts or attaches to anything, and the file the link points to (or
 // would create) is untouched. A symlinked history file is not written.
+// TestOutputStandardStreams: "-" and /dev/stdout, /dev/stderr are the
+// descriptors probe holds, not links it follows.
+func TestOutputStandardStreams(t *testing.T) {
+	loop := bin("loop", o0pie)
+	for _, tc := range []struct {
+		path   string
+		stderr bool
+	}{{"-", false}, {"/dev/stdout", false}, {"/dev/stderr", true}} {
+		r := probe(t, "run", "-o", tc.path, "p:work", "--", loop, "3")
+		trace, other := r.stdout, r.stderr
+		if tc.stderr {
+			trace, other = r.stderr, r.stdout
+		}
+		if r.code != 0 || strings.Count(trace, ": p_work_0: (work+0x0/") != 3 || strings.Contains(other, "p_work_0") {
+			t.Errorf("probe run -o %s: want exit status 0 and the 3 hits on std%s only; got\n%v", tc.path, map[bool]string{false: "out", true: "err"}[tc.stderr], r)
+		}
+	}
+	if _, err := os.Lstat("-"); !os.IsNotExist(err) {
+		t.Errorf("-o - created a file named -: %v", err)
+	}
+}
+
 func TestOutputSymlinkRefused(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")

@@ -21,12 +21,36 @@ const outputMode = 0o600
 // truncated if it exists. A symbolic link is refused rather than
 // followed, so that probe (often root) cannot be pointed through one at
 // a file it did not create; the error is bad input (exit status 2).
+//
+// "-", /dev/stdout and /dev/stderr name descriptors we already hold (the
+// last two through links the system made): they get a duplicate of the
+// descriptor, which opens nothing.
 func createOutput(path string) (*os.File, error) {
+	if fd, ok := ownDescriptor(path); ok {
+		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("%w: -o %s: descriptor %d is not open", probe.ErrBadInput, path, fd)
+		}
+		return os.NewFile(uintptr(nfd), path), nil
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, outputMode)
 	if errors.Is(err, unix.ELOOP) {
 		return nil, symlinkError(path)
 	}
 	return f, err
+}
+
+// ownDescriptor says which of our standard output descriptors path names,
+// if it is one. Higher /dev/fd/N are not taken: the Go runtime holds
+// descriptors of its own there.
+func ownDescriptor(path string) (int, bool) {
+	switch path {
+	case "-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1":
+		return 1, true
+	case "/dev/stderr", "/dev/fd/2", "/proc/self/fd/2":
+		return 2, true
+	}
+	return 0, false
 }
 
 // symlinkError is an output path that is a symbolic link; it is bad input.
