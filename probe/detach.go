@@ -42,6 +42,7 @@ func (t *Tracer) detachAll(anchor int) {
 		t.swallowDoorbell(held)
 	}
 	t.restoreReturns()
+	t.disarmExecEntry()
 	sites := make([]*site, 0, len(t.sites))
 	for _, st := range t.sites {
 		sites = append(sites, st)
@@ -140,6 +141,13 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			// Returning through the trampoline: restoreReturns sends it
 			// on to its caller.
 			t.lostHits++
+			return
+		}
+		if addr == t.execEntry && addr != 0 {
+			// At a new program's entry: it starts there once the byte
+			// is back.
+			t.regs.Rip = addr
+			t.proc.SetRegs(tid, &t.regs)
 			return
 		}
 		if t.sites[addr] != nil || info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {

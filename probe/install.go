@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
@@ -42,7 +43,7 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		}
 		return t.installSyscall(s, name, nr, h)
 	}
-	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, handler: h}
+	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, handler: h, hits: new(atomic.Uint64)}
 	if ok, err := t.addPending(anchor, p); ok || err != nil {
 		if err != nil {
 			return nil, err
@@ -50,16 +51,25 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		t.probes[name] = p
 		return p, nil
 	}
-	if err := t.placeProbe(anchor, p, s); err != nil {
+	if err := t.installIn(anchor, p); err != nil {
 		return nil, err
 	}
 	p.enabled.Store(true)
-	p.placed.Store(true)
 	t.probes[name] = p
+	return p, nil
+}
+
+// installIn resolves p's spec in the program the process runs now and
+// writes its breakpoints; on failure nothing of p is left.
+func (t *Tracer) installIn(anchor int, p *Probe) error {
+	if err := t.placeProbe(anchor, p, p.Spec); err != nil {
+		return err
+	}
+	p.placed.Store(true)
 	if p.Module != t.space.Main().Name {
 		t.armLinkerWatch(anchor) // its library may be unloaded
 	}
-	return p, nil
+	return nil
 }
 
 // placeProbe resolves s (p's spec, or a copy naming its library by path) and

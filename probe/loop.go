@@ -40,7 +40,12 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		t.onSyscall(ev.Tid)
 	case tracee.EventFork:
 		t.onFork(ev)
-	case tracee.EventExec: // a vfork child leaves our memory
+	case tracee.EventExec:
+		if !ev.Forked {
+			t.onExec(ev)
+			return
+		}
+		// A vfork child leaves our memory.
 		delete(t.forkedReturns, ev.Tid)
 		t.proc.Detach(ev.Tid, 0)
 	case tracee.EventExit:
@@ -225,6 +230,10 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 // instruction), or the tracee's own (deliver it).
 func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	if addr == t.execEntry && addr != 0 {
+		t.onExecEntry(tid, regs)
+		return
+	}
 	if info, err := t.proc.Siginfo(tid); err == nil && info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
 		regs.Rip = addr
 		t.proc.SetRegs(tid, regs)

@@ -86,13 +86,13 @@ type Probe struct {
 	args     *Args          // fetch-args and filter; nil when none
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool
-	hits     atomic.Uint64
-	syscall  int         // the system call of a syscall probe (sys_NAME)
-	onEnable func()      // told of SetEnabled: syscall probes
-	lib      *pendingLib // the library it is in, when that can be unloaded (pending.go)
-	pending  atomic.Bool // waiting for its library to be loaded
-	placed   atomic.Bool // was installed at some time
-	placeErr error       // why its library's last load did not install it
+	hits     *atomic.Uint64 // shared by its copies in followed programs
+	syscall  int            // the system call of a syscall probe (sys_NAME)
+	onEnable func()         // told of SetEnabled: syscall probes
+	lib      *pendingLib    // the library it is in, when that can be unloaded (pending.go)
+	pending  atomic.Bool    // waiting for its library to be loaded
+	placed   atomic.Bool    // was installed at some time
+	placeErr error          // why its library's last load did not install it
 }
 
 // SetEnabled turns the probe's handlers on or off; a disabled probe stays

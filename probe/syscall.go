@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/probedbg/probe/sysnum"
 )
@@ -36,7 +37,7 @@ func (t *Tracer) syscallLoc(s *Spec) (name string, nr int, ok bool, err error) {
 // installSyscall adds a probe on system call nr.
 func (t *Tracer) installSyscall(s *Spec, name string, nr int, h Handler) (*Probe, error) {
 	where := "sys_" + name
-	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Where: where, funcName: where, handler: h, syscall: nr}
+	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Where: where, funcName: where, handler: h, syscall: nr, hits: new(atomic.Uint64)}
 	if len(s.Args) > 0 {
 		args, err := CompileArgs(s.Args, CompileEnv{Return: s.Kind == KindReturn, Syscall: true, ResolveSymbol: t.resolveData})
 		if err != nil {

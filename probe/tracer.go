@@ -79,6 +79,12 @@ type Tracer struct {
 	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
 	linker        *linkerWatch           // libraries loaded and unloaded (pending.go)
 
+	follow        bool         // SetFollow: re-resolve probes after an exec
+	notify        func(string) // SetNotify
+	execDropped   []*Probe     // probes of the old program, until the new one is ready
+	execEntry     uint64       // the new program's entry point, while a breakpoint is there
+	execEntryOrig byte         // the byte it replaced
+
 	env       HitEnv                     // scratch for fetching, reused every hit
 	fields    []Field                    // scratch for fetched fields
 	returning map[*Probe][]capturedValue // entry values of the frame returning now

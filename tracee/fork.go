@@ -12,9 +12,10 @@ import (
 // traceOptions are set on every thread we seize. Fork events are traced
 // even when children are not followed: a child of a probed process starts
 // with our breakpoints in its copy of the text, and must be cleaned before
-// it runs an instruction. Syscall stops are marked (TRACESYSGOOD) so that
+// it runs an instruction. Exec is traced: the address space our probes
+// were in is gone then. Syscall stops are marked (TRACESYSGOOD) so that
 // they are not confused with a SIGTRAP.
-const traceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACESYSGOOD
+const traceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
 
 // forkedOptions are set on a child that shares our memory (vfork): its own
 // children need cleaning too, and its exec is where it leaves our memory.

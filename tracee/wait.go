@@ -32,7 +32,10 @@ const (
 	// clone without CLONE_THREAD), held at its first stop: the caller
 	// must TakeChild it or, if Event.SharedMemory, Adopt it.
 	EventFork
-	// EventExec: a Forked child has exec'd: it no longer shares our memory.
+	// EventExec: a thread exec'd. For a Forked child: it no longer shares
+	// our memory. For the process: it runs a new program, Event.Tid is
+	// the leader and Event.NewTid the thread that called execve; every
+	// other thread is gone.
 	EventExec
 	// EventSyscall: a syscall-enter or syscall-exit stop (PTRACE_SYSCALL).
 	EventSyscall
@@ -181,6 +184,9 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 		ev.SharedMemory = sameMemory(tid, ev.NewTid, int(ws>>16)&0xff == unix.PTRACE_EVENT_VFORK)
 	case unix.PTRACE_EVENT_EXEC:
 		ev.Kind = EventExec
+		if !t.Forked {
+			ev.NewTid = p.execed() // the tid that called execve
+		}
 	default:
 		ev.Kind = EventOther
 	}

@@ -142,6 +142,7 @@ type options struct {
 	record   bool   // probe record: the trace goes to a recording
 	cpuWidth int    // probe report: the recording machine's CPU column
 	buffer   int    // --buffer-size: events held for the writer
+	follow   bool   // -f: follow forks and execs
 }
 
 // globList is a flag that may be given many times.
@@ -177,6 +178,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.repl, "repl", false, "")
 	fs.StringVar(&o.format, "format", "", "")
 	fs.IntVar(&o.buffer, "buffer-size", output.DefaultBuffer, "")
+	fs.BoolVar(&o.follow, "f", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
 			return o, nil, nil, err
@@ -228,6 +230,10 @@ func cmdRun(args []string, record bool) (int, error) {
 	t, err := probe.Launch(argv, nil)
 	if err != nil {
 		return failure(err)
+	}
+	if err := setupFollow(t, &o); err != nil {
+		t.Kill()
+		return 1, err
 	}
 	if err := addAll(t, parsed, ts, &o, sink); err != nil {
 		t.Kill() // it has not run a single instruction of its own
@@ -321,6 +327,9 @@ func cmdAttach(args []string, record bool) (int, error) {
 	}
 	defer stopSignals()
 	defer t.Detach() // also on a panic of ours
+	if err := setupFollow(t, &o); err != nil {
+		return 1, err
+	}
 	if err := addAll(t, parsed, ts, &o, sink); err != nil {
 		t.Detach()
 		return failure(err)

@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Tests of exec and of -f (following forks and execs). The tracees are
+// built from testdata/follow without PIE, so that the old program's probe
+// addresses fall inside the new program's text: a write there would show
+// in execd's check of its own text.
+
+// followBins builds the named programs of testdata/follow into one
+// directory and returns their paths.
+func followBins(t *testing.T, names ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var exes []string
+	for _, name := range names {
+		exe := filepath.Join(dir, name)
+		src, _ := filepath.Abs(filepath.Join("testdata", "follow", name+".c"))
+		if err := build(dir, "gcc", "-O2", "-g", "-no-pie", "-Wall", "-o", exe, src); err != nil {
+			t.Fatal(err)
+		}
+		exes = append(exes, exe)
+	}
+	return exes
+}
+
+// execEvents checks the events of execer N then execd M: n hits of
+// p_work_0 in execer, then m in execd, each at its own program's work (the
+// address is fetched as ip=%ip), and one p_getppid_0 in libc per program
+// that was traced.
+func execEvents(t *testing.T, evs []event, execer, execd string, n, m int) {
+	t.Helper()
+	type prog struct {
+		path string
+		hits int
+	}
+	progs := []prog{{execer, n}, {execd, m}}
+	var got, want []string
+	for _, e := range evs {
+		got = append(got, fmt.Sprintf("%s %s %s%s", e.comm, e.name, e.loc, e.rest))
+	}
+	for _, p := range progs {
+		if p.hits < 0 {
+			continue
+		}
+		work := funcSym(t, p.path, "work")
+		for i := 0; i < p.hits; i++ {
+			want = append(want, fmt.Sprintf("%s p_work_0 work+0x0/0x%x ip=0x%x", commOf(p.path), work.Size, work.Value))
+		}
+	}
+	// getppid is called once after the work: its line comes between.
+	var ordered []string
+	i := 0
+	for _, p := range progs {
+		if p.hits < 0 {
+			continue
+		}
+		ordered = append(ordered, want[i:i+p.hits]...)
+		i += p.hits
+		ordered = append(ordered, commOf(p.path)+" p_getppid_0 getppid")
+	}
+	for j := range got {
+		if j < len(ordered) && strings.HasSuffix(ordered[j], " getppid") && strings.HasPrefix(got[j], ordered[j]+"+0x0/") {
+			got[j] = ordered[j]
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(ordered, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(ordered, "\n"))
+	}
+}
+
+var execSpecs = []string{"p:work ip=%ip", "p:libc:getppid"}
+
+// TestExecDropsProbes: without -f, a probed program that execs another
+// loses its probes with one note; the new program runs to the end with
+// its text untouched, and run reports its exit status.
+func TestExecDropsProbes(t *testing.T) {
+	t.Parallel()
+	exes := followBins(t, "execer", "execd")
+	execer, execd := exes[0], exes[1]
+	want := runCmd(t, nil, execer, "3", execd, "4")
+	if want.code != 7 || !strings.Contains(want.stdout, "execd text intact 1\n") {
+		t.Fatalf("untraced run:\n%v", want)
+	}
+	ev := filepath.Join(t.TempDir(), "events")
+	got := probe(t, append(append([]string{"run", "-o", ev}, execSpecs...), "--", execer, "3", execd, "4")...)
+	if got.code != want.code || got.stdout != want.stdout {
+		t.Fatalf("probe run:\n%v\nwant as untraced:\n%v", got, want)
+	}
+	note := regexp.MustCompile(`^probe: pid \d+ exec'd ` + regexp.QuoteMeta(execd) + `: its probes were dropped \(-f re-resolves them\)\n$`)
+	if !note.MatchString(got.stderr) {
+		t.Errorf("stderr %q, want the one note about dropped probes", got.stderr)
+	}
+	execEvents(t, parseEventsFile(t, ev), execer, execd, 3, -1)
+}
+
+// TestExecFollowed: with -f, the probes are resolved again in the program
+// exec'd (its own work and getppid in its libc): exactly N+M work hits.
+func TestExecFollowed(t *testing.T) {
+	t.Parallel()
+	exes := followBins(t, "execer", "execd")
+	execer, execd := exes[0], exes[1]
+	ev := filepath.Join(t.TempDir(), "events")
+	got := probe(t, append(append([]string{"run", "-f", "-o", ev}, execSpecs...), "--", execer, "3", execd, "4")...)
+	// execd finds our breakpoint in its work: its text differs from its file.
+	wantOut := "execer sum 12 ppid-ok 1\nexecd sum 38 ppid-ok 1\nexecd text intact 0\n"
+	if got.code != 7 || got.stdout != wantOut || got.stderr != "" {
+		t.Fatalf("probe run -f:\n%v\nwant exit 7, no stderr, stdout:\n%s", got, wantOut)
+	}
+	execEvents(t, parseEventsFile(t, ev), execer, execd, 3, 4)
+
+	// A spec the new program lacks is noted once, not an error.
+	got = probe(t, "run", "-f", "-o", ev, "p:work", "p:execer:main", "--", execer, "2", execd, "1")
+	note := fmt.Sprintf("exec'd %s: probe/p_main_0 not installed: ", execd)
+	if got.code != 7 || strings.Count(got.stderr, "\n") != 1 || !strings.Contains(got.stderr, note) {
+		t.Errorf("probe run -f with a spec execd lacks:\n%v\nwant exit 7 and one note containing %q", got, note)
+	}
+	if c := countByName(parseEventsFile(t, ev)); c["p_work_0"] != 3 || c["p_main_0"] != 1 {
+		t.Errorf("hits %v, want p_work_0:3 p_main_0:1", c)
+	}
+}
+
+// TestExecAttachDetach: attached to a program that execs, probe detaches
+// after the exec (Ctrl-C) without writing the old program's bytes into
+// the new one; with -f it takes out the probes it put into the new one.
+func TestExecAttachDetach(t *testing.T) {
+	t.Parallel()
+	exes := followBins(t, "execer", "execd")
+	execer, execd := exes[0], exes[1]
+	for _, follow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
+			tr := startBg(t, nil, execer, "3", execd, "4", "wait")
+			tr.waitStdout(t, "ready\n", 10*time.Second)
+			ev := filepath.Join(t.TempDir(), "events")
+			args := []string{"attach", "-o", ev}
+			if follow {
+				args = append(args, "-f")
+			}
+			pr := startProbe(t, append(append(args, fmt.Sprint(tr.pid())), execSpecs...)...)
+			waitTracedBy(t, tr.pid(), pr.pid(), 20*time.Second)
+			waitByte(t, tr.pid(), funcSym(t, execer, "work").Value, 0xcc, 20*time.Second)
+			tr.signal(t, syscall.SIGUSR1)
+			tr.waitStdout(t, "done\n", 20*time.Second)
+			pr.signal(t, syscall.SIGINT)
+			res := pr.wait(t, 30*time.Second)
+			if res.code != 0 {
+				t.Fatalf("probe attach:\n%v", res)
+			}
+			waitUntraced(t, tr.pid(), 10*time.Second)
+			tr.signal(t, syscall.SIGUSR1)
+			out := tr.wait(t, 20*time.Second)
+			wantOut := "ready\nexecer sum 12 ppid-ok 1\nexecd sum 38 ppid-ok 1\ndone\nexecd text intact 1\n"
+			if out.code != 7 || out.stdout != wantOut {
+				t.Errorf("tracee:\n%v\nwant exit 7 and:\n%s", out, wantOut)
+			}
+			evs := parseEventsFile(t, ev)
+			if follow {
+				if res.stderr != "" {
+					t.Errorf("stderr %q, want none", res.stderr)
+				}
+				execEvents(t, evs, execer, execd, 3, 4)
+			} else {
+				if !strings.Contains(res.stderr, "its probes were dropped") {
+					t.Errorf("stderr %q, want the note about dropped probes", res.stderr)
+				}
+				execEvents(t, evs, execer, execd, 3, -1)
+			}
+		})
+	}
+}
+
+// waitByte waits until the byte at addr in pid's memory is b: for an int3,
+// until probe has installed its probe there.
+func waitByte(t *testing.T, pid int, addr uint64, b byte, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got [1]byte
+	for {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err == nil {
+			_, err = f.ReadAt(got[:], int64(addr))
+			f.Close()
+		}
+		if err == nil && got[0] == b {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: byte at %#x is %#x (err %v) after %v, want %#x", pid, addr, got[0], err, timeout, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitUntraced waits until no thread of pid is traced.
+func waitUntraced(t *testing.T, pid int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		traced := false
+		tids, err := taskIDs(pid)
+		if err != nil {
+			t.Fatalf("pid %d: %v", pid, err)
+		}
+		for _, tid := range tids {
+			if tp, err := tracerPid(pid, tid); err != nil || tp != 0 {
+				traced = true
+			}
+		}
+		if !traced {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, pid %d is still traced:\n%s", timeout, pid, threadsReport(pid))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,169 @@
+package probe
+
+import (
+	"fmt"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
+)
+
+// After an exec the process runs a new program in a new address space:
+// every address we hold (sites, XOL areas, the trampoline, hijacked
+// returns on stacks that no longer exist) describes memory that is gone,
+// and writing there would damage the new program. All of it is dropped
+// without a write. Syscall probes name no address: they stay, as strace's
+// do. The new program's symbols are read at its entry point, where the
+// dynamic linker has mapped its libraries; with Follow, the dropped probes
+// are resolved again there.
+
+// SetFollow makes the tracer follow what the process becomes: the probes
+// dropped at an exec are resolved again in the new program.
+func (t *Tracer) SetFollow(on bool) error {
+	return t.do(func(int) error {
+		t.follow = on
+		return nil
+	})
+}
+
+// SetNotify sets where notes for the user go: things worth knowing that
+// are no error, such as probes dropped at an exec. fn runs on the ptrace
+// thread and must not call the Tracer.
+func (t *Tracer) SetNotify(fn func(msg string)) error {
+	return t.do(func(int) error {
+		t.notify = fn
+		return nil
+	})
+}
+
+func (t *Tracer) note(format string, a ...any) {
+	if t.notify != nil {
+		t.notify(fmt.Sprintf(format, a...))
+	}
+}
+
+// onExec serves the exec stop of the process: the old program's state is
+// dropped and the new one is run to its entry point (onExecEntry).
+func (t *Tracer) onExec(ev tracee.Event) {
+	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
+	dropped := t.forgetProgram()
+	t.execDropped = append(t.execDropped, dropped...)
+	if len(dropped) > 0 && !t.follow {
+		t.note("pid %d exec'd %s: its probes were dropped (-f re-resolves them)", t.pid, path)
+	}
+	if err := t.armExecEntry(); err != nil {
+		// No entry point to stop at: symbols are read now, without the
+		// libraries the dynamic linker has yet to map.
+		t.programReady(ev.Tid, path)
+	}
+	t.resume(ev.Tid)
+}
+
+// forgetProgram drops every piece of state about the old address space,
+// writing nothing to the tracee, and returns the address-bound probes.
+func (t *Tracer) forgetProgram() (dropped []*Probe) {
+	for tid := range t.shadow {
+		t.threadGone(tid)
+	}
+	for id, cs := range t.goStacks {
+		t.retireStack(cs)
+		hit := Hit{Pid: t.pid, Comm: t.commOf(0), Time: t.now(), CPU: getcpu()}
+		for cs.top() != nil {
+			t.lose(cs, &hit, false)
+		}
+		delete(t.goStacks, id)
+	}
+	for name, p := range t.probes {
+		if p.onEnable != nil {
+			continue // a syscall probe: no address
+		}
+		p.sites = nil
+		delete(t.probes, name)
+		dropped = append(dropped, p)
+	}
+	sort.Slice(dropped, func(i, j int) bool { return dropped[i].Name() < dropped[j].Name() })
+	if t.ft != nil {
+		t.pastStacks = append(t.pastStacks, t.ft.stacks...)
+		t.ft = nil
+		t.note("pid %d exec'd: the function tracer stops here", t.pid)
+	}
+	t.sites = make(map[uint64]*site)
+	t.stepping = make(map[int]*site)
+	t.comms = make(map[int]string)
+	t.shadow = make(map[int]*callStack)
+	t.goStacks = make(map[int64]*callStack)
+	t.wheres = make(map[whereKey]string)
+	t.forkedReturns = make(map[int][]forkedReturn)
+	t.xol, t.trampoline, t.goidOff = nil, 0, 0
+	t.execEntry = 0
+	t.linker = nil // its breakpoint went with the old program
+	return dropped
+}
+
+// armExecEntry puts a breakpoint at the new program's entry point.
+func (t *Tracer) armExecEntry() error {
+	entry, err := t.proc.Entry()
+	if err != nil {
+		return err
+	}
+	var b [1]byte
+	if _, err := t.proc.ReadAt(b[:], int64(entry)); err != nil {
+		return err
+	}
+	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(entry)); err != nil {
+		return err
+	}
+	t.execEntry, t.execEntryOrig = entry, b[0]
+	return nil
+}
+
+// disarmExecEntry takes the entry breakpoint out, for detach.
+func (t *Tracer) disarmExecEntry() {
+	if t.execEntry != 0 {
+		t.proc.WriteAt([]byte{t.execEntryOrig}, int64(t.execEntry))
+		t.execEntry = 0
+	}
+}
+
+// onExecEntry serves the new program's arrival at its entry point.
+func (t *Tracer) onExecEntry(tid int, regs *unix.PtraceRegs) {
+	addr := t.execEntry
+	t.disarmExecEntry()
+	regs.Rip = addr
+	t.proc.SetRegs(tid, regs)
+	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
+	t.programReady(tid, path)
+	t.proc.Cont(tid, 0)
+}
+
+// programReady reads the new program's symbols and, when following,
+// installs the dropped probes that resolve in it. tid is held stopped.
+func (t *Tracer) programReady(tid int, path string) {
+	if space, err := symbols.LoadProcess(t.pid); err == nil {
+		t.setSpace(space)
+	}
+	dropped := t.execDropped
+	t.execDropped = nil
+	if !t.follow {
+		return
+	}
+	for _, p := range dropped {
+		// A copy per program: its fetch-args are compiled for this one.
+		q := &Probe{Spec: p.Spec, Group: p.Group, Event: p.Event, Kind: p.Kind, handler: p.handler, hits: p.hits}
+		// A library the new program loads later: pending again.
+		pending, err := t.addPending(tid, q)
+		if err == nil && !pending {
+			err = t.installIn(tid, q)
+		}
+		if err != nil {
+			t.note("pid %d exec'd %s: %s not installed: %v", t.pid, path, p.Name(), err)
+			continue
+		}
+		q.enabled.Store(p.enabled.Load())
+		t.probes[q.Name()] = q
+	}
+}
