@@ -101,6 +101,21 @@ func TestExecDropsProbes(t *testing.T) {
 		t.Errorf("stderr %q, want the one note about dropped probes", got.stderr)
 	}
 	execEvents(t, parseEventsFile(t, ev), execer, execd, 3, -1)
+
+	// A syscall probe names no address: it stays across the exec.
+	got = probe(t, "run", "-o", ev, "p:sys_getppid", "p:work", "--", execer, "3", execd, "4")
+	if got.code != 7 || got.stdout != want.stdout {
+		t.Fatalf("probe run:\n%v\nwant as untraced:\n%v", got, want)
+	}
+	var lines []string
+	for _, e := range parseEventsFile(t, ev) {
+		if e.name == "p_sys_getppid_0" {
+			lines = append(lines, e.comm+" "+e.loc)
+		}
+	}
+	if w := []string{"execer sys_getppid", "execd sys_getppid"}; strings.Join(lines, ",") != strings.Join(w, ",") {
+		t.Errorf("syscall probe events %q, want %q", lines, w)
+	}
 }
 
 // TestExecFollowed: with -f, the probes are resolved again in the program
