@@ -205,7 +205,7 @@ func (t *Tracer) emergencyDetach() {
 		anchor = th.Tid
 	}
 	t.detached = false
-	t.detachAll(anchor)
+	t.detachFamily(anchor)
 }
 
 // releaseAll lets the process go before anything was installed.

@@ -20,6 +20,10 @@ import (
 
 // onFork cleans or adopts the child of a fork, then resumes both.
 func (t *Tracer) onFork(ev tracee.Event) {
+	if t.follow && !ev.SharedMemory && t.followFork(ev) {
+		t.resume(ev.Tid)
+		return
+	}
 	if t.releaseChild(ev) {
 		t.proc.Cont(ev.NewTid, 0)
 	}

@@ -12,18 +12,18 @@ import (
 // loop serves stops until the process is gone or we have detached. A hit
 // is followed in one read: Wait -> onTrap -> site -> handlers -> resume.
 func (t *Tracer) loop() {
-	for !t.detached && t.proc.Alive() {
+	for !t.detached && t.alive() {
 		if t.allGroupStopped() {
 			t.pollWhileStopped()
 			continue
 		}
-		ev, err := t.proc.Wait()
+		ev, err := t.waitEvent()
 		if err != nil {
 			t.loopErr = err
 			t.emergencyDetach()
 			return
 		}
-		t.dispatch(ev)
+		t.serveEvent(ev)
 	}
 }
 
@@ -43,6 +43,9 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	case tracee.EventExec:
 		if !ev.Forked {
 			t.onExec(ev)
+			return
+		}
+		if t.follow && t.followExec(ev) {
 			return
 		}
 		// A vfork child leaves our memory.
@@ -261,8 +264,8 @@ func (t *Tracer) onSignal(tid, sig int) {
 		return
 	}
 	if sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
-		t.answered()
-		t.runCommands(tid)
+		t.top().answered()
+		t.top().runCommands(tid)
 		if !t.detached {
 			t.resume(tid)
 		}
@@ -358,12 +361,12 @@ func (t *Tracer) allGroupStopped() bool {
 // group-stop: the doorbell cannot reach it (SIGCONT will flush a pending
 // SIGSTOP), so commands are polled for instead.
 func (t *Tracer) pollWhileStopped() {
-	if ev, ok, err := t.proc.WaitNonBlocking(); err != nil {
+	if ev, ok, err := t.waitEventNonBlocking(); err != nil {
 		t.loopErr = err
 		t.emergencyDetach()
 		return
 	} else if ok {
-		t.dispatch(ev)
+		t.serveEvent(ev)
 		return
 	}
 	select {

@@ -79,11 +79,14 @@ type Tracer struct {
 	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
 	linker        *linkerWatch           // libraries loaded and unloaded (pending.go)
 
-	follow        bool         // SetFollow: re-resolve probes after an exec
-	notify        func(string) // SetNotify
-	execDropped   []*Probe     // probes of the old program, until the new one is ready
-	execEntry     uint64       // the new program's entry point, while a breakpoint is there
-	execEntryOrig byte         // the byte it replaced
+	follow        bool            // SetFollow: re-resolve probes after an exec
+	notify        func(string)    // SetNotify
+	execDropped   []*Probe        // probes of the old program, until the new one is ready
+	execEntry     uint64          // the new program's entry point, while a breakpoint is there
+	execEntryOrig byte            // the byte it replaced
+	root          *Tracer         // for a followed process: the tracer whose loop serves it
+	followed      map[int]*Tracer // on the root: followed processes by pid
+	bell          atomic.Int32    // the pid the doorbell rings at, if not ours (see moveBell)
 
 	env       HitEnv                     // scratch for fetching, reused every hit
 	fields    []Field                    // scratch for fetched fields
@@ -290,7 +293,7 @@ func (t *Tracer) do(fn func(anchor int) error) error {
 	t.queue = append(t.queue, func(anchor int) { errc <- fn(anchor) })
 	if t.isStarted && !t.rang {
 		t.rang = true
-		unix.Kill(t.pid, unix.SIGSTOP)
+		unix.Kill(t.bellPid(), unix.SIGSTOP)
 	}
 	t.mu.Unlock()
 	select {
@@ -384,7 +387,7 @@ func (t *Tracer) Probes() []*Probe {
 // once, and after the process has exited.
 func (t *Tracer) Detach() error {
 	err := t.do(func(anchor int) error {
-		t.detachAll(anchor)
+		t.detachFamily(anchor)
 		return nil
 	})
 	if errors.Is(err, ErrDetached) {

@@ -50,6 +50,8 @@ type Process struct {
 
 	syscallStops bool // resume with PTRACE_SYSCALL: see SetSyscallStops
 
+	family *family // the processes traced with this one, when children are followed
+
 	// Slept says whether the last Wait had to sleep: no stop was
 	// waiting when it was called.
 	Slept bool

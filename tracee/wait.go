@@ -46,6 +46,7 @@ const (
 // Event is one stop or exit reported by Wait.
 type Event struct {
 	Kind   EventKind
+	Pid    int // the process (thread group) Tid is in
 	Tid    int
 	Sig    int
 	NewTid int
@@ -92,9 +93,12 @@ func (p *Process) wait(block bool) (Event, bool, error) {
 			if errors.Is(err, unix.ECHILD) {
 				// Nothing left to wait for: every thread is gone.
 				p.threads = map[int]*Thread{}
-				return Event{Kind: EventExit, Tid: p.Pid}, true, nil
+				return Event{Kind: EventExit, Pid: p.Pid, Tid: p.Pid}, true, nil
 			}
 			return Event{}, false, fmt.Errorf("wait: %w", err)
+		}
+		if p.keepOthers(tid, ws) {
+			continue
 		}
 		if ev, ok := p.classify(tid, ws); ok {
 			return ev, true, nil
@@ -122,7 +126,7 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 				}
 			}
 		}
-		return Event{Kind: EventExit, Tid: tid, Status: ws, Forked: forked}, true
+		return Event{Kind: EventExit, Pid: p.Pid, Tid: tid, Status: ws, Forked: forked}, true
 	}
 	if !ws.Stopped() {
 		return Event{}, false
@@ -143,7 +147,7 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 	t.GroupStopped = false
 	p.lastStop = tid
 	sig := int(ws.StopSignal())
-	ev := Event{Tid: tid, Sig: sig, Status: ws, Forked: t.Forked}
+	ev := Event{Pid: p.Pid, Tid: tid, Sig: sig, Status: ws, Forked: t.Forked}
 	// The ptrace event is in bits 16-23 (status>>16); Go's TrapCause
 	// reads it only for SIGTRAP, but a group-stop reports its own signal.
 	switch int(ws>>16) & 0xff {
