@@ -239,3 +239,113 @@ func waitUntraced(t *testing.T, pid int, timeout time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// runFollowed runs cmd under probe run with -o and the extra args, checks
+// that its output and exit status are those of an untraced run, and
+// returns the events.
+func runFollowed(t *testing.T, args []string, cmd ...string) []event {
+	t.Helper()
+	want := runCmd(t, nil, cmd[0], cmd[1:]...)
+	ev := filepath.Join(t.TempDir(), "events")
+	all := append(append([]string{"run", "-o", ev}, args...), "--")
+	got := probe(t, append(all, cmd...)...)
+	if got.code != want.code || got.stdout != want.stdout || got.stderr != want.stderr {
+		t.Fatalf("probe %q:\n%v\nwant the same as untraced:\n%v", all, got, want)
+	}
+	return parseEventsFile(t, ev)
+}
+
+// byTask groups events by tid, in order: each process here is single-threaded.
+func byTask(evs []event) (order []int, lines map[int][]string, comm map[int]string) {
+	lines, comm = map[int][]string{}, map[int]string{}
+	for _, e := range evs {
+		if lines[e.tid] == nil {
+			order = append(order, e.tid)
+		}
+		lines[e.tid] = append(lines[e.tid], e.name)
+		comm[e.tid] = e.comm
+	}
+	return order, lines, comm
+}
+
+// TestForkFollowed: with -f, every child of the forks tracee is traced
+// with the probes and its lines carry its own pid and comm: a fork child
+// (returning from spawn through its copy of the hijacked return, then
+// work 5+2 times), a vfork child once it has exec'd this program (work 5
+// times; before the exec it runs adopted, unreported), a posix_spawn
+// child likewise. The parent's hits are its own; all finish as untraced.
+func TestForkFollowed(t *testing.T) {
+	t.Parallel()
+	for _, v := range []variant{o0pie, o2nopie} {
+		t.Run(v.String(), func(t *testing.T) {
+			t.Parallel()
+			exe := lifecycleBin(t, "forks", v)
+			const rounds = 3
+			evs := runFollowed(t, []string{"-f", "p:work", "r:spawn"}, exe, fmt.Sprint(rounds))
+			order, lines, comm := byTask(evs)
+			if len(order) == 0 {
+				t.Fatal("no events")
+			}
+			parent := order[0]
+			want := map[string]int{}
+			for _, tid := range order {
+				got := strings.Join(lines[tid], " ")
+				kind := ""
+				switch {
+				case tid == parent:
+					kind = "parent"
+					w := strings.TrimSpace(strings.Repeat("p_work_0 ", 3) + strings.Repeat("r_spawn_0 ", rounds) + "p_work_0")
+					if got != w || comm[tid] != "forks" {
+						t.Errorf("parent %d (%s): %s\nwant forks: %s", tid, comm[tid], got, w)
+					}
+				case got == "r_spawn_0 "+strings.TrimSpace(strings.Repeat("p_work_0 ", 7)) && comm[tid] == "forks":
+					kind = "fork child"
+				case got == strings.TrimSpace(strings.Repeat("p_work_0 ", 5)) && comm[tid] == "exe":
+					kind = "exec'd child" // vfork then exec, or posix_spawn
+				default:
+					t.Errorf("task %d (%s): unexpected events %s", tid, comm[tid], got)
+				}
+				want[kind]++
+			}
+			if want["parent"] != 1 || want["fork child"] != rounds || want["exec'd child"] != 2*rounds {
+				t.Errorf("tasks %v, want 1 parent, %d fork children, %d exec'd children", want, rounds, 2*rounds)
+			}
+			for _, e := range evs {
+				if e.name == "r_spawn_0" && e.retFunc != "spawn" {
+					t.Errorf("return event %q, want one from spawn", e.line)
+				}
+			}
+		})
+	}
+}
+
+// TestGoForkChild: a Go program starting a child with os/exec (clone with
+// CLONE_VM|CLONE_VFORK, so the child runs on the parent's probed memory
+// until it execs): without -f the child finishes normally and only the
+// parent's hits are reported; with -f the child's are too, with its pid.
+func TestGoForkChild(t *testing.T) {
+	t.Parallel()
+	exe := filepath.Join(t.TempDir(), "gofork")
+	if err := build(repoRoot, "go", "build", "-o", exe, "./integration/testdata/follow/gofork"); err != nil {
+		t.Fatal(err)
+	}
+	for _, follow := range []bool{false, true} {
+		args := []string{"p:main.work"}
+		if follow {
+			args = append(args, "-f")
+		}
+		evs := runFollowed(t, args, exe, "3", "4")
+		order, lines, comm := byTask(evs)
+		var got []string
+		for _, tid := range order {
+			got = append(got, fmt.Sprintf("%s:%d", comm[tid], len(lines[tid])))
+		}
+		want := "gofork:6"
+		if follow {
+			want = "gofork:6 exe:4"
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("follow=%v: hits by task %v, want %s", follow, got, want)
+		}
+	}
+}
