@@ -358,3 +358,112 @@ func TestGoForkChild(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachFollowDetach: attach -f to a process that forks after the
+// attach; the child is traced with entry and return probes, and Ctrl-C
+// lets both go cleanly, each finishing with every result right. With
+// "orphan" the parent exits first: probe stays for the child, and its
+// Ctrl-C reaches the child through the doorbell moved to it.
+func TestAttachFollowDetach(t *testing.T) {
+	t.Parallel()
+	exe := followBins(t, "forkloop")[0]
+	for _, orphan := range []bool{false, true} {
+		t.Run(fmt.Sprintf("orphan=%v", orphan), func(t *testing.T) {
+			dir := t.TempDir()
+			stop, out := filepath.Join(dir, "stop"), filepath.Join(dir, "out")
+			args := []string{stop}
+			if orphan {
+				args = append(args, "orphan", out)
+			}
+			tr := startBg(t, nil, exe, args...)
+			tr.waitStdout(t, "ready\n", 10*time.Second)
+			ev := filepath.Join(dir, "events")
+			pr := startProbe(t, "attach", "-f", "-o", ev, fmt.Sprint(tr.pid()), "p:work", "r:work")
+			waitTracedBy(t, tr.pid(), pr.pid(), 20*time.Second)
+			waitByte(t, tr.pid(), funcSym(t, exe, "work").Value, 0xcc, 20*time.Second)
+			tr.signal(t, syscall.SIGUSR1)
+			tr.waitStdout(t, "child pid ", 20*time.Second)
+			var child int
+			fmt.Sscanf(tr.stdout.String()[strings.Index(tr.stdout.String(), "child pid "):], "child pid %d", &child)
+			if orphan {
+				if r := tr.wait(t, 20*time.Second); r.code != 0 {
+					t.Fatalf("parent: %v", r)
+				}
+				waitFileHas(t, out, "child running\n", 30*time.Second)
+				if pr.exited() {
+					t.Fatalf("probe exited with the followed child still running:\n%v", pr.res)
+				}
+			} else {
+				tr.waitStdout(t, "parent running\n", 30*time.Second)
+				tr.waitStdout(t, "child running\n", 30*time.Second)
+			}
+			pr.signal(t, syscall.SIGINT)
+			res := pr.wait(t, 30*time.Second)
+			if res.code != 0 || res.stderr != "" {
+				t.Fatalf("probe attach -f, then SIGINT:\n%v", res)
+			}
+			waitUntraced(t, child, 10*time.Second)
+			if !orphan {
+				waitUntraced(t, tr.pid(), 10*time.Second)
+			}
+			if err := os.WriteFile(stop, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if orphan {
+				waitFileHas(t, out, "child bad 0\n", 30*time.Second)
+			} else {
+				r := tr.wait(t, 30*time.Second)
+				for _, w := range []string{"parent bad 0\n", "child bad 0\n", "child exit 0\n"} {
+					if r.code != 0 || !strings.Contains(r.stdout, w) {
+						t.Errorf("tracee: %v\nwant exit 0 and %q", r, w)
+					}
+				}
+			}
+			hits := map[string]int{}
+			for _, e := range parseEventsFile(t, ev) {
+				who := "parent"
+				if e.tid == child {
+					who = "child"
+				} else if e.tid != tr.pid() {
+					who = fmt.Sprint(e.tid)
+				}
+				hits[who+" "+e.name]++
+			}
+			for _, who := range []string{"parent", "child"} {
+				if orphan && who == "parent" {
+					continue
+				}
+				p, r := hits[who+" p_work_0"], hits[who+" r_work_0"]
+				if p < 1000 || r < p-1 || r > p {
+					t.Errorf("%s: %d entries, %d returns; want at least 1000, and a return for each but the last", who, p, r)
+				}
+			}
+			if want := 2 + 2*boolInt(!orphan); len(hits) != want {
+				t.Errorf("events by task %v, want only the parent's and the child's", hits)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// waitFileHas waits until file contains s.
+func waitFileHas(t *testing.T, file, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(file)
+		if strings.Contains(string(b), s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not contain %q after %v: %q", file, s, timeout, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
