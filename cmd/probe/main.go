@@ -65,6 +65,8 @@ flags:
                             running them from a slot with a jump back
   --no-placement            do not move the tracer next to the tracee
                             thread it serves (see README, Speed)
+  -f                        follow forks and execs: children traced with the
+                            same probes, probes re-resolved after an exec
   --repl                    attach: read commands (add, del, tracer, ...)
                             from standard input, terminal or not
 `
