@@ -25,7 +25,7 @@ func followBins(t *testing.T, names ...string) []string {
 	for _, name := range names {
 		exe := filepath.Join(dir, name)
 		src, _ := filepath.Abs(filepath.Join("testdata", "follow", name+".c"))
-		if err := build(dir, "gcc", "-O2", "-g", "-no-pie", "-Wall", "-o", exe, src); err != nil {
+		if err := build(dir, "gcc", "-O2", "-g", "-no-pie", "-Wall", "-pthread", "-o", exe, src); err != nil {
 			t.Fatal(err)
 		}
 		exes = append(exes, exe)
@@ -465,5 +465,37 @@ func waitFileHas(t *testing.T, file, s string, timeout time.Duration) {
 			t.Fatalf("%s does not contain %q after %v: %q", file, s, timeout, b)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestExecFromThread: a thread other than the leader execs while two
+// others run through entry and return probes: the threads vanish, the
+// execing one becomes the leader, and with -f the new program's probes
+// fire exactly; without -f they are dropped. Both run to the end.
+func TestExecFromThread(t *testing.T) {
+	t.Parallel()
+	exes := followBins(t, "threxec", "execd")
+	threxec, execd := exes[0], exes[1]
+	for _, follow := range []bool{false, true} {
+		ev := filepath.Join(t.TempDir(), "events")
+		args := []string{"run", "-o", ev, "p:work", "r:work"}
+		if follow {
+			args = append(args, "-f")
+		}
+		got := probe(t, append(args, "--", threxec, execd, "4")...)
+		intact := map[bool]string{false: "1", true: "0"}[follow]
+		if want := "execd sum 38 ppid-ok 1\nexecd text intact " + intact + "\n"; got.code != 7 || got.stdout != want {
+			t.Fatalf("follow=%v: probe run:\n%v\nwant exit 7 and:\n%s", follow, got, want)
+		}
+		hits := map[string]int{}
+		for _, e := range parseEventsFile(t, ev) {
+			hits[e.comm+" "+e.name]++
+		}
+		if hits["threxec p_work_0"] < 100 || hits["threxec r_work_0"] < 100 {
+			t.Errorf("follow=%v: hits %v, want at least 100 entries and returns in threxec", follow, hits)
+		}
+		if n := map[bool]int{false: 0, true: 4}[follow]; hits["execd p_work_0"] != n || hits["execd r_work_0"] != n {
+			t.Errorf("follow=%v: hits %v, want %d entries and returns in execd", follow, hits, n)
+		}
 	}
 }
