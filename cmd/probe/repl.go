@@ -121,6 +121,9 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 	}
 	defer stopSignals()
 	defer t.Detach() // also on a panic of ours
+	if err := setupFollow(t, o); err != nil {
+		return 1, err
+	}
 	s := &session{t: t, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}, plans: map[string]*action.Plan{}}
 	if main := t.Symbols().Main(); main != nil {
 		for _, fn := range main.Functions() {
