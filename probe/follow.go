@@ -47,6 +47,7 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 		tuning:        r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,
 		follow: true, notify: r.notify, space: t.space,
 	}
+	c.shownSpace.Store(t.space)
 	c.env = HitEnv{Mem: proc, Symbolize: c.symbolize}
 	if r.followed == nil {
 		r.followed = make(map[int]*Tracer)
@@ -76,6 +77,10 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 	}
 	c.sysProbes = copySysProbes(t.sysProbes)
 	c.trampoline, c.goidOff, c.ft = t.trampoline, t.goidOff, t.ft
+	if t.linker != nil {
+		// The r_brk breakpoint is among the sites copied.
+		c.linker = &linkerWatch{rDebug: t.linker.rDebug, unloading: map[int]bool{}, err: t.linker.err}
+	}
 	if cs := t.shadow[ev.Tid]; cs != nil {
 		cp := *cs
 		cp.frames = append([]shadowFrame(nil), cs.frames...)
