@@ -28,7 +28,7 @@ func (s *Space) FindLibraryFile(name string) (string, bool) {
 			candidates = []string{filepath.Join(procDir, "cwd", name), name}
 		}
 		for _, c := range candidates {
-			if real, ok := elfFile(c); ok {
+			if real, ok := libraryFile(c); ok {
 				return real, true
 			}
 		}
@@ -39,7 +39,7 @@ func (s *Space) FindLibraryFile(name string) (string, bool) {
 			matches, _ := filepath.Glob(filepath.Join(dir, pattern))
 			slices.Sort(matches)
 			for _, m := range matches {
-				if real, ok := elfFile(m); ok {
+				if real, ok := libraryFile(m); ok {
 					return real, true
 				}
 			}
@@ -48,8 +48,10 @@ func (s *Space) FindLibraryFile(name string) (string, bool) {
 	return "", false
 }
 
-// elfFile reports whether path is a regular ELF file, and its real path.
-func elfFile(path string) (string, bool) {
+// libraryFile reports whether path is a regular file holding a shared
+// library (an ELF shared object that is not a PIE executable: dlopen
+// refuses those), and its real path.
+func libraryFile(path string) (string, bool) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", false
@@ -57,16 +59,18 @@ func elfFile(path string) (string, bool) {
 	if abs, err := filepath.Abs(real); err == nil {
 		real = abs
 	}
-	f, err := os.Open(real)
+	if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() {
+		return "", false
+	}
+	f, err := elf.Open(real)
 	if err != nil {
 		return "", false
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	if f.Type != elf.ET_DYN {
 		return "", false
 	}
-	var magic [4]byte
-	if _, err := f.ReadAt(magic[:], 0); err != nil || string(magic[:]) != elf.ELFMAG {
+	if flags, err := f.DynValue(elf.DT_FLAGS_1); err == nil && len(flags) > 0 && flags[0]&uint64(elf.DF_1_PIE) != 0 {
 		return "", false
 	}
 	return real, true
