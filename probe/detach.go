@@ -200,6 +200,7 @@ func (t *Tracer) isRemovedBreakpoint(addr uint64) bool {
 // panicking again.
 func (t *Tracer) emergencyDetach() {
 	defer func() { recover() }()
+	t.rewindInFlight()
 	anchor := 0
 	if th := t.proc.AnyStopped(); th != nil {
 		anchor = th.Tid

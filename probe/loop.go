@@ -32,6 +32,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	case tracee.EventTrap:
 		t.place.Hit(ev.Tid, t.now(), t.proc.Slept)
 		t.onTrap(ev.Tid)
+		t.handled()
 	case tracee.EventSignal:
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:
@@ -104,11 +105,13 @@ func (t *Tracer) onTrap(tid int) {
 		return
 	}
 	regs.Rip = addr
+	t.handling(tid, regs, addr)
 	hit := t.newHit(tid, regs)
 	for _, p := range s.probes {
 		if p.enabled.Load() {
 			p.hits.Add(1)
 			if t.fetch(p, &hit) && p.handler.Pre != nil {
+				faultPoint("entry")
 				hit.Probe = p
 				hit.Where = s.where
 				p.handler.Pre(&hit)
@@ -221,6 +224,7 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 	delete(t.stepping, tid)
 	s.insn.Fixup(regs, t.proc, s.slot)
 	if s.post {
+		t.handling(tid, regs, regs.Rip)
 		hit := t.newHit(tid, regs)
 		t.runPost(s, &hit)
 	}

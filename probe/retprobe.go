@@ -89,6 +89,9 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 		t.proc.Cont(tid, int(unix.SIGTRAP))
 		return
 	}
+	if ret, ok := cs.returnTarget(slot); ok {
+		t.handling(tid, regs, ret)
+	}
 	var ret uint64
 	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
 		fr := cs.pop()
@@ -118,6 +121,7 @@ func (t *Tracer) popsOnReturn(s *site, n uint64) bool {
 // returned reports a frame's return: its return probes, the function
 // tracer.
 func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
+	faultPoint("return")
 	if f.mode&frameRecorded != 0 {
 		t.ft.emit(FuncReturn, f, hit, cs)
 	}

@@ -64,6 +64,7 @@ type Tracer struct {
 	wallBase time.Time
 	detached bool
 	lostHits uint64
+	flight   inFlight // the stop being handled, for emergencyDetach
 
 	trampoline  uint64               // the int3 hijacked returns come back through
 	shadow      map[int]*callStack   // per thread, for hijacked returns

@@ -1,0 +1,45 @@
+package probe
+
+import "golang.org/x/sys/unix"
+
+// inFlight is the thread whose stop is being handled, with the registers it
+// must be let go with if we fail (panic) before resuming it: at a probe, the
+// probed instruction (its original bytes are back after detach); on the
+// return trampoline, the caller it returns to. Without it a bug of ours in
+// a handler would leave that thread one byte past a breakpoint or on a
+// trampoline that detach unmaps.
+type inFlight struct {
+	tid  int
+	regs unix.PtraceRegs
+}
+
+// handling notes that tid, stopped, resumes with regs at rip if we fail.
+func (t *Tracer) handling(tid int, regs *unix.PtraceRegs, rip uint64) {
+	t.flight.tid, t.flight.regs = tid, *regs
+	t.flight.regs.Rip = rip
+}
+
+// handled notes that the stop handled has been resumed (or given up).
+func (t *Tracer) handled() { t.flight.tid = 0 }
+
+// rewindInFlight puts the thread whose stop was being handled when we
+// failed where it can go on without us.
+func (t *Tracer) rewindInFlight() {
+	tid := t.flight.tid
+	t.flight.tid = 0
+	if th := t.proc.Thread(tid); tid == 0 || th == nil || !th.Stopped {
+		return
+	}
+	delete(t.stepping, tid)
+	t.proc.SetRegs(tid, &t.flight.regs)
+}
+
+// returnTarget is where a thread on the trampoline with its return slot at
+// slot goes back to: the original return address of the oldest frame
+// hijacked at that slot. ok is false if no frame returns there.
+func (cs *callStack) returnTarget(slot uint64) (ret uint64, ok bool) {
+	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot; i-- {
+		ret, ok = cs.frames[i].ret, true
+	}
+	return ret, ok
+}
