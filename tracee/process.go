@@ -127,11 +127,27 @@ func seizeError(pid, tid int, err error) error {
 		// Any one thread may be traced by someone else (a tracer can
 		// seize a single thread).
 		if tracer := tracerPid(pid, tid); tracer != 0 {
-			return fmt.Errorf("pid %d: %w by pid %d", pid, ErrAlreadyTraced, tracer)
+			return fmt.Errorf("pid %d: %w by %s", pid, ErrAlreadyTraced, tracerProcess(tracer))
 		}
 		return fmt.Errorf("pid %d: %w (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid, ErrPermission)
 	}
 	return fmt.Errorf("seize pid %d: %w", pid, err)
+}
+
+// tracerProcess names the process of tracing thread tid, as "pid N
+// (comm)": TracerPid is a thread, which in a multithreaded tracer (probe
+// itself, or any Go program) is not the pid a user knows.
+func tracerProcess(tid int) string {
+	pid := tid
+	if v, ok := statusField(fmt.Sprintf("/proc/%d/status", tid), "Tgid"); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			pid = n
+		}
+	}
+	if comm := Comm(pid, pid); comm != "<...>" {
+		return fmt.Sprintf("pid %d (%s)", pid, comm)
+	}
+	return fmt.Sprintf("pid %d", pid)
 }
 
 func tracerPid(pid, tid int) int {
