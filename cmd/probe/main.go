@@ -259,6 +259,11 @@ func cmdRun(args []string, record bool) (int, error) {
 	select {
 	case <-t.Done():
 		status, loopErr = t.Wait()
+		if loopErr != nil && !status.Exited {
+			// Our failure, detached from: the program goes on
+			// untraced, and we stay its parent to the end.
+			status = waitChild(t.Pid())
+		}
 	case <-sink.stream.Failed():
 		// Nobody reads the trace: the program goes on untraced, and
 		// we wait for it as its parent.
