@@ -38,9 +38,6 @@ func (t *Tracer) detachAll(anchor int) {
 		}
 		t.collect(ev, held)
 	}
-	if ringing {
-		t.swallowDoorbell(held)
-	}
 	t.restoreReturns()
 	t.disarmExecEntry()
 	sites := make([]*site, 0, len(t.sites))
@@ -48,6 +45,11 @@ func (t *Tracer) detachAll(anchor int) {
 		sites = append(sites, st)
 	}
 	t.restoreSites(sites)
+	if ringing {
+		// With the original bytes back, the thread sent to take it
+		// cannot trap on a probe first.
+		t.swallowDoorbell(held)
+	}
 	for tid, sig := range held {
 		if t.proc.Thread(tid) == nil {
 			continue
@@ -67,14 +69,19 @@ func (t *Tracer) detachAll(anchor int) {
 
 // swallowDoorbell takes a doorbell SIGSTOP that no thread has taken yet:
 // let go with it pending, the process would stop for good. One held
-// thread is let run; it stops at once to take the signal.
+// thread is let run until it stops to take the signal; it may first
+// report a stop it already owed (the answer to our interrupt), so it is
+// sent on a few times.
 func (t *Tracer) swallowDoorbell(held map[int]int) {
-	for tries := 0; tries < 3 && tracee.SignalPending(t.pid, 0, unix.SIGSTOP); tries++ {
-		runner := 0
-		for tid, sig := range held {
-			if sig == 0 && t.stepping[tid] == nil {
-				runner = tid
-				break
+	runner := 0
+	for tries := 0; tries < 8 && tracee.SignalPending(t.pid, 0, unix.SIGSTOP); tries++ {
+		if sig, ok := held[runner]; !ok || sig != 0 {
+			runner = 0
+			for tid, sig := range held {
+				if sig == 0 && t.stepping[tid] == nil {
+					runner = tid
+					break
+				}
 			}
 		}
 		if runner == 0 || t.proc.Cont(runner, 0) != nil {
