@@ -164,7 +164,8 @@ func stressOutput(threads int, extra ...string) string {
 	return sb.String()
 }
 
-var callsRE = regexp.MustCompile(`^calls=(\d+)\n$`)
+// callsRE matches stress's stderr: a count at each pause, then at the end.
+var callsRE = regexp.MustCompile(`^(?:calls=\d+\n)*calls=(\d+)\n$`)
 
 // stopStress ends stress with "stop" and checks that it exited 0 having
 // printed want; it returns the number of calls of work() it made.
@@ -235,32 +236,46 @@ func counts(out string) map[string]int {
 	return m
 }
 
-// rssKiB reads VmRSS of pid, or -1 once it is gone.
+// rssKiB reads VmRSS of pid ("VmRSS:    17144 kB"), or -1 once it is gone.
 func rssKiB(pid int) int {
-	v, err := statusField(pid, "VmRSS:")
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}
-	return v
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB")); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // ---------------------------------------------------------------------
 
 // TestLoadEntryReturn: 8 threads hit an entry and a return probe for
-// loadDuration. Every call is counted (the tracee's own count equals each
-// probe's), the tracee's output is byte-identical to an untraced run and
-// probe's memory stops growing.
+// loadDuration. Every call is counted (the tracee's own count of the calls
+// made while probe was attached equals each probe's), the tracee's output
+// is byte-identical to an untraced run's and probe's memory stops growing.
 func TestLoadEntryReturn(t *testing.T) {
 	t.Parallel()
 	const threads = 8
-	exe := stressBin(t, stressO2)
-	want := stressOutput(threads)
+	want := stressOutput(threads, "paused", "resumed", "paused", "check ok", "resumed")
+	// The workers are paused while probe attaches and detaches: the
+	// calls between the two pauses are the calls made under probes.
 	untraced := startStress(t, stressO2, "spin", strconv.Itoa(threads))
+	for _, c := range []string{"pause", "resume", "pause", "check", "resume"} {
+		untraced.send(t, c)
+	}
 	stopStress(t, untraced, want)
 
-	ev := filepath.Join(t.TempDir(), "counts")
-	pr := startPiped(t, nil, probeBin, "run", "-o", ev, "p:work => count", "r:work => count", "--", exe, "spin", strconv.Itoa(threads))
-	pr.waitStdout(t, "ready\n", 20*time.Second)
+	s := startStress(t, stressO2, "spin", strconv.Itoa(threads))
+	s.send(t, "pause")
+	s.waitStdout(t, "paused\n", 30*time.Second)
+	pr := startProbe(t, "attach", strconv.Itoa(s.pid()), "p:canary", "p:work => count", "r:work => count")
+	pr.waitStdout(t, "p_canary_0", 30*time.Second)
+	s.send(t, "resume")
 	var rss []int
 	end := time.Now().Add(loadDuration)
 	for time.Now().Before(end) {
@@ -269,20 +284,27 @@ func TestLoadEntryReturn(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	pr.send(t, "stop")
+	s.send(t, "pause")
+	s.waitCount(t, "paused\n", 2, 60*time.Second)
+	pr.signal(t, os.Interrupt)
 	r := pr.wait(t, 60*time.Second)
-	m := callsRE.FindStringSubmatch(r.stderr)
-	if r.code != 0 || r.stdout != want || m == nil {
-		t.Fatalf("probe run: %v\nwant exit 0, the untraced output\n%sand calls=N on stderr", r, want)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("probe attach: %v", r)
 	}
-	calls, _ := strconv.Atoi(m[1])
-	data, err := os.ReadFile(ev)
-	if err != nil {
-		t.Fatal(err)
+	checks := 0
+	checkFree(t, s, s.pid(), &checks)
+	s.send(t, "resume")
+	s.waitCount(t, "resumed\n", 2, 30*time.Second)
+	s.send(t, "stop")
+	res := s.wait(t, 60*time.Second)
+	var calls [3]int
+	if n, _ := fmt.Sscanf(res.stderr, "calls=%d\ncalls=%d\ncalls=%d\n", &calls[0], &calls[1], &calls[2]); res.code != 0 || n != 3 || res.stdout != want {
+		t.Fatalf("stress: %v\nwant exit 0 and the untraced output\n%s", res, want)
 	}
-	got := counts(string(data))
-	if got["p_work_0"] != calls || got["r_work_0"] != calls || strings.Contains(string(data), "lost") {
-		t.Errorf("hits %v, want %d entries and returns (the tracee's own count), none lost:\n%s", got, calls, data)
+	underProbe := calls[1] - calls[0]
+	got := counts(r.stdout)
+	if got["p_work_0"] != underProbe || got["r_work_0"] != underProbe || strings.Contains(r.stdout, "lost") {
+		t.Errorf("hits %v, want %d entries and returns (the tracee's own count), none lost", got, underProbe)
 	}
 
 	// Memory: after the first half the maximum must hold, within a
@@ -293,7 +315,7 @@ func TestLoadEntryReturn(t *testing.T) {
 	half := len(rss) / 2
 	first, second := maxOf(rss[:half]), maxOf(rss[half:])
 	t.Logf("%d calls in %v (%.0f/s, entry+return); probe VmRSS max %d KiB in the first half, %d KiB in the second",
-		calls, loadDuration, float64(calls)/loadDuration.Seconds(), first, second)
+		underProbe, loadDuration, float64(underProbe)/loadDuration.Seconds(), first, second)
 	if second > first+first/4 || second > 64<<10 {
 		t.Errorf("probe's VmRSS grows under load: max %d KiB in the first half, %d KiB in the second (bound: +25%%, 64 MiB)", first, second)
 	}

@@ -12,12 +12,15 @@
  *            look at the workers' results so far; print "check ok", or
  *            "check BAD" (a breakpoint left behind or a wrong result)
  *   go N     (cmd) every worker calls work() N times; then "done N"
+ *   pause    (spin) every worker stops after its round; then the calls
+ *            so far go to stderr ("calls=N") and "paused" to stdout
+ *   resume   (spin) the workers go on; "resumed"
  *   exit N   _exit(N) at once, whatever the workers are doing
  *   stop     (or end of input) workers finish their round; print
  *            "worker I ok" (or BAD) for each, then "text ok" (or BAD)
  * At start, once every worker runs, "ready" is printed. stdout does not
  * depend on how long the workers ran; the number of calls of work() goes
- * to stderr as "calls=N". The main thread of cmd calls canary() every
+ * to stderr as "calls=N". The main thread calls canary() every
  * millisecond or so: its first hit tells that the probes are in.
  *
  * exits: each thread calls work() 10 times, then leave(i), which ends the
@@ -136,11 +139,28 @@ static void round_of_calls(struct worker *w, long n)
 		w->bad++;
 }
 
+static int paused, parked;
+
+/* park holds a spinner while "pause" is in force. */
+static void park(void)
+{
+	pthread_mutex_lock(&mu);
+	if (paused) {
+		parked++;
+		pthread_cond_broadcast(&cv);
+		while (paused && !atomic_load(&stopping))
+			pthread_cond_wait(&cv, &mu);
+		parked--;
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 static void *spinner(void *p)
 {
 	struct worker *w = p;
 
 	while (!atomic_load(&stopping)) {
+		park();
 		round_of_calls(w, ROUND);
 		if (rec(DEPTH) != DEPTH * (DEPTH + 1) / 2)
 			w->bad++;
@@ -205,9 +225,8 @@ static int serve(int cmd)
 	char line[256];
 
 	for (;;) {
-		int r = readline(line, sizeof line, cmd ? 1 : -1);
-		if (cmd)
-			canary();
+		int r = readline(line, sizeof line, 1);
+		canary();
 		if (r == 0)
 			continue;
 		if (r < 0 || strcmp(line, "stop") == 0)
@@ -217,6 +236,23 @@ static int serve(int cmd)
 			printf("check %s\n", text_intact() && !any_bad() ? "ok" : "BAD");
 		} else if (sscanf(line, "exit %ld", &n) == 1) {
 			_exit((int)n);
+		} else if (!cmd && strcmp(line, "pause") == 0) {
+			pthread_mutex_lock(&mu);
+			paused = 1;
+			while (parked < nworkers)
+				pthread_cond_wait(&cv, &mu);
+			long calls = 0;
+			for (int i = 0; i < nworkers; i++)
+				calls += workers[i].calls;
+			pthread_mutex_unlock(&mu);
+			fprintf(stderr, "calls=%ld\n", calls);
+			printf("paused\n");
+		} else if (!cmd && strcmp(line, "resume") == 0) {
+			pthread_mutex_lock(&mu);
+			paused = 0;
+			pthread_cond_broadcast(&cv);
+			pthread_mutex_unlock(&mu);
+			printf("resumed\n");
 		} else if (cmd && sscanf(line, "go %ld", &n) == 1) {
 			pthread_mutex_lock(&mu);
 			for (int i = 0; i < nworkers; i++)
@@ -233,8 +269,8 @@ static int serve(int cmd)
 		}
 		fflush(stdout);
 	}
-	atomic_store(&stopping, 1);
 	pthread_mutex_lock(&mu);
+	atomic_store(&stopping, 1);
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
 	long calls = 0;
