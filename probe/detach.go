@@ -18,7 +18,9 @@ func (t *Tracer) detachAll(anchor int) {
 	t.place.Release() // detach must not wait behind other tasks
 	ringing := t.closeQueue()
 	held := map[int]int{} // tid -> signal to deliver when let go
-	if anchor != 0 {
+	if anchor != 0 && !t.proc.Dying(anchor) {
+		// (An anchor killed while held is waited for: its exit is how
+		// the process's end, and its status, are seen.)
 		held[anchor] = 0
 	}
 	for _, th := range t.proc.Threads() {
@@ -31,13 +33,7 @@ func (t *Tracer) detachAll(anchor int) {
 		}
 		t.proc.Interrupt(th.Tid)
 	}
-	for !t.allHeld(held) {
-		ev, err := t.proc.Wait()
-		if err != nil {
-			break
-		}
-		t.collect(ev, held)
-	}
+	t.holdAll(held)
 	t.restoreReturns()
 	t.disarmExecEntry()
 	sites := make([]*site, 0, len(t.sites))
@@ -94,6 +90,31 @@ func (t *Tracer) swallowDoorbell(held map[int]int) {
 				return
 			}
 			t.collect(ev, held)
+		}
+	}
+}
+
+// holdAll waits until every thread is held or gone. A held thread that is
+// being killed is waited for instead: its exit, not its stop, is owed,
+// and the leader's is how the process's end and its status are seen.
+func (t *Tracer) holdAll(held map[int]int) {
+	for {
+		for !t.allHeld(held) {
+			ev, err := t.proc.Wait()
+			if err != nil {
+				return
+			}
+			t.collect(ev, held)
+		}
+		dying := false
+		for tid := range held {
+			if t.proc.Dying(tid) {
+				delete(held, tid)
+				dying = true
+			}
+		}
+		if !dying {
+			return
 		}
 	}
 }

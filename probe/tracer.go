@@ -115,6 +115,9 @@ func Attach(pid int) (*Tracer, error) {
 		}
 		anchor, err := p.Hold()
 		if err != nil {
+			if ended, ok := endedWhileAttaching(p); ok {
+				return nil, 0, ended
+			}
 			p.Release()
 			return nil, 0, err
 		}

@@ -472,6 +472,13 @@ func (p *Process) holdOrder() []int {
 	return order
 }
 
+// Dying tells whether thread tid has exited (a zombie not yet reaped) or
+// is about to: SIGKILL is marked pending on every thread of a process
+// being killed until each has gone.
+func (p *Process) Dying(tid int) bool {
+	return isZombie(p.Pid, tid) || SignalPending(p.Pid, tid, unix.SIGKILL)
+}
+
 func isZombie(pid, tid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
 	if err != nil {

@@ -3,6 +3,7 @@ package tracee
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -207,21 +208,31 @@ func (p *Process) Listen(tid int) error {
 	return ptraceListen(tid)
 }
 
-// WaitThread waits for one thread only (others stay queued in the kernel)
-// and returns its next event.
+// WaitThread waits for one thread only (others stay queued in the kernel).
+// It polls rather than blocks: in a process being killed, the leader's
+// exit is not reported until every other thread has been reaped, by us,
+// so a blocking wait for it would never return. A thread that is a zombie
+// is reported gone (ErrNoProcess) instead.
 func (p *Process) WaitThread(tid int) (Event, error) {
-	for {
+	for polls := 0; ; polls++ {
 		var ws unix.WaitStatus
-		_, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			return Event{}, fmt.Errorf("wait for thread %d: %w", tid, err)
 		}
-		if ev, ok := p.classify(tid, ws); ok {
-			return ev, nil
+		if got == tid {
+			if ev, ok := p.classify(tid, ws); ok {
+				return ev, nil
+			}
+			continue
 		}
+		if isZombie(p.Pid, tid) {
+			return Event{}, fmt.Errorf("wait for thread %d: %w", tid, ErrNoProcess)
+		}
+		time.Sleep(time.Duration(min(polls, 100)) * 10 * time.Microsecond)
 	}
 }
 

@@ -329,6 +329,14 @@ func cmdAttach(args []string, record bool) (int, error) {
 		return failure(err)
 	}
 	t, sigs, stopSignals, err := attachCatching(pid)
+	var ended *probe.EndedError
+	if errors.As(err, &ended) {
+		// It ended as we attached: reported as when it ends later.
+		if ended.Status.Signaled {
+			fmt.Fprintf(os.Stderr, "probe: %v\n", ended)
+		}
+		return 0, nil
+	}
 	if err != nil {
 		return failure(err)
 	}
@@ -339,7 +347,11 @@ func cmdAttach(args []string, record bool) (int, error) {
 	}
 	if err := addAll(t, parsed, ts, &o, sink); err != nil {
 		t.Detach()
-		return failure(err)
+		if status, _ := t.Wait(); !status.Exited {
+			return failure(err)
+		}
+		// The process ended (was killed) while the probes went in:
+		// that, not the install, is what happened; reported below.
 	}
 	t.Start()
 	var timeout <-chan time.Time
