@@ -329,6 +329,21 @@ func maxOf(xs []int) int {
 	return m
 }
 
+// waitDumping is p.wait for a probe process; if it hangs, SIGQUIT makes
+// Go print where each goroutine is, shown with the failure.
+func waitDumping(t *testing.T, p *bg, timeout time.Duration) result {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.res
+	case <-time.After(timeout):
+	}
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	r := p.wait(t, 10*time.Second)
+	t.Fatalf("%s (pid %d) did not exit within %v; SIGQUIT:\n%v", p.desc, p.pid(), timeout, r)
+	return r
+}
+
 // stressChild returns the pid of the stress process launched by probe run.
 func stressChild(t *testing.T, probePid int) int {
 	t.Helper()
@@ -347,26 +362,32 @@ func stressChild(t *testing.T, probePid int) int {
 	return 0
 }
 
-// TestFaultTraceeKilled: a tracee SIGKILLed while 8 threads hit entry and
-// return probes is reported as killed, and probe exits cleanly: 0 for
-// attach, 128+9 for run (the program's status), one line on stderr.
+// TestFaultTraceeKilled: a tracee SIGKILLed while probe attach installs
+// its probes, or while 8 threads hit entry and return probes, is reported
+// as killed, and probe exits cleanly: 0 for attach, 128+9 for run (the
+// program's status), one line on stderr.
 func TestFaultTraceeKilled(t *testing.T) {
 	t.Parallel()
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	exe := stressBin(t, stressO2)
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 10; i++ {
 		delay := time.Duration(rng.Intn(300)) * time.Millisecond
+		if i%4 == 0 {
+			delay = time.Duration(rng.Intn(10_000)) * time.Microsecond // while probes go in
+		}
 		if i%2 == 0 {
 			s := startStress(t, stressO2, "spin", "8")
 			pr := startProbe(t, "attach", strconv.Itoa(s.pid()), "p:work => count", "r:work => count")
 			waitTracedBy(t, s.pid(), pr.pid(), 20*time.Second)
 			time.Sleep(delay)
 			s.signal(t, syscall.SIGKILL)
-			r := pr.wait(t, 30*time.Second)
-			if want := fmt.Sprintf("probe: pid %d killed by SIGKILL\n", s.pid()); r.code != 0 || r.stderr != want || len(counts(r.stdout)) != 2 {
-				t.Errorf("attach, killed after %v: %v\nwant exit 0, stderr %q and both counts", delay, r, want)
+			r := waitDumping(t, pr, 30*time.Second)
+			// Killed while the probes go in, not every one may be:
+			// the count tables are not checked.
+			if want := fmt.Sprintf("probe: pid %d killed by SIGKILL\n", s.pid()); r.code != 0 || r.stderr != want {
+				t.Errorf("attach, killed after %v: %v\nwant exit 0 and stderr %q", delay, r, want)
 			}
 			continue
 		}
