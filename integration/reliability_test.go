@@ -395,7 +395,7 @@ func TestFaultTraceeKilled(t *testing.T) {
 		pr.waitStdout(t, "ready\n", 20*time.Second)
 		time.Sleep(delay)
 		syscall.Kill(stressChild(t, pr.pid()), syscall.SIGKILL)
-		r := pr.wait(t, 30*time.Second)
+		r := waitDumping(t, pr.bg, 30*time.Second)
 		if want := fmt.Sprintf("probe: %s killed by SIGKILL\n", exe); r.code != 128+9 || r.stderr != want || len(counts(r.stdout)) != 2 {
 			t.Errorf("run, killed after %v: %v\nwant exit 137, stderr %q and both counts", delay, r, want)
 		}
@@ -425,7 +425,7 @@ func TestFaultExitWhileInProbe(t *testing.T) {
 				if res := s.wait(t, 30*time.Second); res.code != 7 {
 					t.Errorf("tracee: %v, want exit status 7", res)
 				}
-				if r := pr.wait(t, 30*time.Second); r.code != 0 || r.stderr != "" || len(counts(r.stdout)) != 3 {
+				if r := waitDumping(t, pr, 30*time.Second); r.code != 0 || r.stderr != "" || len(counts(r.stdout)) != 3 {
 					t.Errorf("attach, exit_group after %v: %v\nwant exit 0, no stderr, 3 counts", delay, r)
 				}
 				continue
@@ -434,7 +434,7 @@ func TestFaultExitWhileInProbe(t *testing.T) {
 			pr.waitStdout(t, "ready\n", 20*time.Second)
 			time.Sleep(delay)
 			pr.send(t, "exit 7")
-			if r := pr.wait(t, 30*time.Second); r.code != 7 || r.stderr != "" || len(counts(r.stdout)) != 3 {
+			if r := waitDumping(t, pr.bg, 30*time.Second); r.code != 7 || r.stderr != "" || len(counts(r.stdout)) != 3 {
 				t.Errorf("run, exit_group after %v: %v\nwant exit 7, no stderr, 3 counts", delay, r)
 			}
 		}
@@ -494,7 +494,7 @@ func signalTrials(t *testing.T, rng *rand.Rand, v stressVariant, n int, args ...
 			time.Sleep(time.Duration(rng.Intn(5000)) * time.Microsecond)
 			pr.cmd.Process.Signal(sig)
 		}
-		r := pr.wait(t, 30*time.Second)
+		r := waitDumping(t, pr, 30*time.Second)
 		switch {
 		case r.code == 128+int(sig) && r.stderr == "":
 			// Killed by the signal before it caught signals (it
@@ -642,7 +642,7 @@ func attachedRound(t *testing.T, s *piped, round int, during func(probePid int))
 	s.send(t, fmt.Sprintf("go %d", calls))
 	s.waitCount(t, fmt.Sprintf("done %d\n", calls), round, 60*time.Second)
 	pr.signal(t, os.Interrupt)
-	r := pr.wait(t, 30*time.Second)
+	r := waitDumping(t, pr, 30*time.Second)
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("round %d: probe attach: %v", round, r)
 	}
