@@ -129,6 +129,11 @@ func seizeError(pid, tid int, err error) error {
 		if tracer := tracerPid(pid, tid); tracer != 0 {
 			return fmt.Errorf("pid %d: %w by %s", pid, ErrAlreadyTraced, tracerProcess(tracer))
 		}
+		if isZombie(pid, tid) {
+			// An exiting thread cannot be seized either: not a
+			// matter of permission.
+			return fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
+		}
 		return fmt.Errorf("pid %d: %w (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid, ErrPermission)
 	}
 	return fmt.Errorf("seize pid %d: %w", pid, err)
