@@ -304,7 +304,13 @@ func TestLoadEntryReturn(t *testing.T) {
 	underProbe := calls[1] - calls[0]
 	got := counts(r.stdout)
 	if got["p_work_0"] != underProbe || got["r_work_0"] != underProbe || strings.Contains(r.stdout, "lost") {
-		t.Errorf("hits %v, want %d entries and returns (the tracee's own count), none lost", got, underProbe)
+		var lost []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if strings.Contains(l, "lost") {
+				lost = append(lost, l)
+			}
+		}
+		t.Errorf("hits %v, want %d entries and returns (the tracee's own count), none lost; lines saying lost: %q", got, underProbe, lost)
 	}
 
 	// Memory: after the first half the maximum must hold, within a
