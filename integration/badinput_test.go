@@ -87,7 +87,7 @@ func TestBadInput(t *testing.T) {
 		{"not a pid", []string{"notapid", "p:work"}, q(`probe: bad PID "notapid"`), nil},
 		{"nonexistent pid", []string{"99999999", "p:work"}, q(`probe: pid 99999999: no such process`), nil},
 		{"not permitted", []string{"{pid}", "p:work"}, q("probe: pid {pid}: not permitted to trace process (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)"), asNobody},
-		{"already traced", []string{"{pid}", "p:work"}, `probe: pid {pid}: process is already traced by pid \d+`, func(t *testing.T, args []string) result {
+		{"already traced", []string{"{pid}", "p:work"}, `probe: pid {pid}: process is already traced by pid \d+ \(seize\)`, func(t *testing.T, args []string) result {
 			stop := filepath.Join(t.TempDir(), "stop-seize")
 			z := startBg(t, nil, seizeBin, pid, stop)
 			z.waitStdout(t, "seized\n", 10*time.Second)
