@@ -91,13 +91,7 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 		t.ft = nil
 		t.note("pid %d exec'd: the function tracer stops here", t.pid)
 	}
-	t.sites = make(map[uint64]*site)
-	t.stepping = make(map[int]*site)
-	t.comms = make(map[int]string)
-	t.shadow = make(map[int]*callStack)
-	t.goStacks = make(map[int64]*callStack)
-	t.wheres = make(map[whereKey]string)
-	t.forkedReturns = make(map[int][]forkedReturn)
+	t.newAddressSpace()
 	t.xol, t.trampoline, t.goidOff = nil, 0, 0
 	t.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program

@@ -35,18 +35,12 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	c := &Tracer{
 		root: r, pid: proc.Pid, proc: proc, launched: proc.Launched,
 		kick: make(chan struct{}, 1), started: r.started, done: r.done,
-		sites:         make(map[uint64]*site),
-		probes:        make(map[string]*Probe),
-		stepping:      make(map[int]*site),
-		comms:         make(map[int]string),
-		shadow:        make(map[int]*callStack),
-		goStacks:      make(map[int64]*callStack),
-		wheres:        make(map[whereKey]string),
-		forkedReturns: make(map[int][]forkedReturn),
-		place:         tracee.NewPlacer(proc.Pid, false),
-		tuning:        r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,
+		probes: make(map[string]*Probe),
+		place:  tracee.NewPlacer(proc.Pid, false),
+		tuning: r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,
 		follow: true, notify: r.notify, space: t.space,
 	}
+	c.newAddressSpace()
 	c.shownSpace.Store(t.space)
 	c.env = HitEnv{Mem: proc, Symbolize: c.symbolize}
 	if r.followed == nil {

@@ -46,25 +46,25 @@ type Tracer struct {
 	gone      bool // detached or exited: ring no more
 
 	// Owned by the ptrace thread.
-	proc     *tracee.Process
-	space    *symbols.Space
+	proc  *tracee.Process
+	space *symbols.Space
 	// shownSpace is space for other goroutines (Symbols): the ptrace
 	// thread replaces space when libraries come and go.
 	shownSpace atomic.Pointer[symbols.Space]
-	anchor   int // a thread held stopped while commands run, or 0
-	sites    map[uint64]*site
-	probes   map[string]*Probe
-	stepping map[int]*site // threads whose displaced instruction is in flight
-	comms    map[int]string
-	xol      []*xolArea
-	regs     unix.PtraceRegs
-	place    *tracee.Placer
-	tuning   Tuning
-	monoBase int64
-	wallBase time.Time
-	detached bool
-	lostHits uint64
-	flight   inFlight // the stop being handled, for emergencyDetach
+	anchor     int // a thread held stopped while commands run, or 0
+	sites      map[uint64]*site
+	probes     map[string]*Probe
+	stepping   map[int]*site // threads whose displaced instruction is in flight
+	comms      map[int]string
+	xol        []*xolArea
+	regs       unix.PtraceRegs
+	place      *tracee.Placer
+	tuning     Tuning
+	monoBase   int64
+	wallBase   time.Time
+	detached   bool
+	lostHits   uint64
+	flight     inFlight // the stop being handled, for emergencyDetach
 
 	trampoline  uint64               // the int3 hijacked returns come back through
 	shadow      map[int]*callStack   // per thread, for hijacked returns
@@ -160,23 +160,28 @@ func orDefault(f, def *os.File) *os.File {
 	return f
 }
 
+// newAddressSpace gives t empty tables for what it keeps of one address
+// space: at start, for a followed process, after an exec.
+func (t *Tracer) newAddressSpace() {
+	t.sites = make(map[uint64]*site)
+	t.stepping = make(map[int]*site)
+	t.comms = make(map[int]string)
+	t.shadow = make(map[int]*callStack)
+	t.goStacks = make(map[int64]*callStack)
+	t.wheres = make(map[whereKey]string)
+	t.forkedReturns = make(map[int][]forkedReturn)
+}
+
 // newTracer starts the ptrace thread, which runs setup and then serves
 // commands until Start.
 func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 	t := &Tracer{
-		kick:     make(chan struct{}, 1),
-		started:  make(chan struct{}),
-		done:     make(chan struct{}),
-		sites:    make(map[uint64]*site),
-		probes:   make(map[string]*Probe),
-		stepping: make(map[int]*site),
-		comms:    make(map[int]string),
-		shadow:   make(map[int]*callStack),
-		goStacks: make(map[int64]*callStack),
-		wheres:   make(map[whereKey]string),
-
-		forkedReturns: make(map[int][]forkedReturn),
+		kick:    make(chan struct{}, 1),
+		started: make(chan struct{}),
+		done:    make(chan struct{}),
+		probes:  make(map[string]*Probe),
 	}
+	t.newAddressSpace()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // for ever: this thread is the tracer
