@@ -10,6 +10,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,9 +308,37 @@ type bg struct {
 // when the test ends if it is still running.
 func startBg(t *testing.T, env []string, name string, args ...string) *bg {
 	t.Helper()
+	return startBgWith(t, env, nil, name, args...)
+}
+
+// piped is a background process whose stdin the test writes.
+type piped struct {
+	*bg
+	in *os.File // the write end of its stdin pipe
+}
+
+// startPiped is startBg with the process's stdin a pipe the test writes;
+// it is closed at the end of the test before the process is killed, so
+// that a program reading to EOF may end by itself.
+func startPiped(t *testing.T, env []string, name string, args ...string) *piped {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startBgWith(t, env, r, name, args...)
+	r.Close()
+	t.Cleanup(func() { w.Close() }) // runs before startBgWith's
+	return &piped{bg: p, in: w}
+}
+
+// startBgWith is startBg with stdin (nil: none).
+func startBgWith(t *testing.T, env []string, stdin io.Reader, name string, args ...string) *bg {
+	t.Helper()
 	p := &bg{desc: fmt.Sprintf("%s %q", filepath.Base(name), args), done: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
 	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdin = stdin
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
 	p.start = time.Now()

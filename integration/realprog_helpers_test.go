@@ -78,48 +78,9 @@ func runStdin(t *testing.T, stdin []byte, name string, args ...string) result {
 	return r
 }
 
-// fed is a background process whose stdin the test writes.
-type fed struct {
-	*bg
-	in *os.File // the write end of its stdin pipe
-}
-
-// startFed starts name with args, its stdin a pipe the test writes.
-func startFed(t *testing.T, name string, args ...string) *fed {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &bg{desc: fmt.Sprintf("%s %q", filepath.Base(name), args), done: make(chan struct{})}
-	p.cmd = exec.Command(name, args...)
-	p.cmd.Stdin = r
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.WaitDelay = 5 * time.Second
-	p.start = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.desc, err)
-	}
-	r.Close()
-	go func() {
-		p.cmd.Wait()
-		p.res = result{stdout: p.stdout.String(), stderr: p.stderr.String(),
-			code: exitCode(p.cmd.ProcessState), elapsed: time.Since(p.start)}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		w.Close()
-		if !p.exited() {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return &fed{bg: p, in: w}
-}
-
 // feed writes data to the process's stdin; it returns once the pipe took
 // all of it.
-func (f *fed) feed(t *testing.T, data []byte) {
+func (f *piped) feed(t *testing.T, data []byte) {
 	t.Helper()
 	if _, err := f.in.Write(data); err != nil {
 		t.Fatalf("write to the stdin of %s: %v\n%v", f.desc, err, f.res)
@@ -129,7 +90,7 @@ func (f *fed) feed(t *testing.T, data []byte) {
 // waitIdle waits until the process has read everything written to its
 // stdin and its main thread sits in read(0, ...) waiting for more: all
 // the work that input asked for is done.
-func (f *fed) waitIdle(t *testing.T) {
+func (f *piped) waitIdle(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(cmdTimeout)
 	for {
@@ -266,7 +227,7 @@ type attachSession struct {
 // probed, feeds input, waits until the process has done that work, then
 // ends probe with SIGINT and checks that it exited 0, quietly, and that
 // fn's first byte is the file's again.
-func attachFor(t *testing.T, f *fed, path, fn string, input []byte, args ...string) attachSession {
+func attachFor(t *testing.T, f *piped, path, fn string, input []byte, args ...string) attachSession {
 	t.Helper()
 	f.waitIdle(t)
 	ev := filepath.Join(t.TempDir(), "events")
@@ -301,7 +262,7 @@ func mustTaskIDs(t *testing.T, pid int) []int {
 
 // finishFed closes the stdin of f and checks it exits 0 with stdout
 // byte-identical to want and nothing on stderr.
-func finishFed(t *testing.T, f *fed, want string) {
+func finishFed(t *testing.T, f *piped, want string) {
 	t.Helper()
 	f.in.Close()
 	r := f.wait(t, cmdTimeout)

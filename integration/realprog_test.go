@@ -85,7 +85,7 @@ func TestRealSqlite3(t *testing.T) {
 
 	t.Run("attach", func(t *testing.T) {
 		const phase = 500 // statements fed in each phase
-		f := startFed(t, sqlite, ":memory:")
+		f := startPiped(t, nil, sqlite, ":memory:")
 		f.feed(t, sqlScript(0, phase))
 		s := attachFor(t, f, lib, "sqlite3_complete", sqlScript(phase, phase), libcSpecs...)
 		hits, _ := actionTotals(t, s.events)
@@ -164,7 +164,7 @@ func TestRealPython(t *testing.T) {
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		f := startFed(t, cmd[0], cmd[1:]...)
+		f := startPiped(t, nil, cmd[0], cmd[1:]...)
 		f.feed(t, pythonInput(300))
 		s := attachFor(t, f, libcPath, "getpid", pythonInput(500, 700), libcSpecs...)
 		hits, _ := actionTotals(t, s.events)
@@ -249,7 +249,7 @@ func TestRealXz(t *testing.T) {
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		f := startFed(t, xz, args...)
+		f := startPiped(t, nil, xz, args...)
 		third := len(input) / 3
 		f.feed(t, input[:third])
 		s := attachFor(t, f, libcPath, "read", input[third:2*third], libcSpecs...)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -78,43 +77,6 @@ func faultProbeBin(t *testing.T) string {
 		t.Fatal(faultErr)
 	}
 	return faultProbe
-}
-
-// piped is a background process whose standard input we write.
-type piped struct {
-	*bg
-	in io.WriteCloser
-}
-
-// startPiped starts name with args in the background, its stdin a pipe.
-func startPiped(t *testing.T, env []string, name string, args ...string) *piped {
-	t.Helper()
-	p := &bg{desc: fmt.Sprintf("%s %q", filepath.Base(name), args), done: make(chan struct{})}
-	p.cmd = exec.Command(name, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.WaitDelay = 5 * time.Second
-	in, err := p.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.start = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.desc, err)
-	}
-	go func() {
-		p.cmd.Wait()
-		p.res = result{stdout: p.stdout.String(), stderr: p.stderr.String(), code: exitCode(p.cmd.ProcessState), elapsed: time.Since(p.start)}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		in.Close()
-		if !p.exited() {
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return &piped{bg: p, in: in}
 }
 
 // send writes a command line to the process's stdin.
