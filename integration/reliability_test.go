@@ -216,6 +216,10 @@ func rssKiB(pid int) int {
 
 // ---------------------------------------------------------------------
 
+// canaryLost is the note of hits in flight at detach, which the canary's
+// may be.
+var canaryLost = regexp.MustCompile(`^# 1 hits lost while detaching$`)
+
 // TestLoadEntryReturn: 8 threads hit an entry and a return probe for
 // loadDuration. Every call is counted (the tracee's own count of the calls
 // made while probe was attached equals each probe's), the tracee's output
@@ -265,13 +269,16 @@ func TestLoadEntryReturn(t *testing.T) {
 	}
 	underProbe := calls[1] - calls[0]
 	got := counts(r.stdout)
-	if got["p_work_0"] != underProbe || got["r_work_0"] != underProbe || strings.Contains(r.stdout, "lost") {
-		var lost []string
-		for _, l := range strings.Split(r.stdout, "\n") {
-			if strings.Contains(l, "lost") {
-				lost = append(lost, l)
-			}
+	// The main thread hits p:canary every millisecond, also while probe
+	// detaches: a canary hit may be "lost while detaching" (the workers,
+	// paused, cannot be). Any other loss (returns, events) is a failure.
+	var lost []string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(l, "lost") && !canaryLost.MatchString(l) {
+			lost = append(lost, l)
 		}
+	}
+	if got["p_work_0"] != underProbe || got["r_work_0"] != underProbe || len(lost) > 0 {
 		t.Errorf("hits %v, want %d entries and returns (the tracee's own count), none lost; lines saying lost: %q", got, underProbe, lost)
 	}
 
