@@ -244,10 +244,24 @@ func exitCode(ps *os.ProcessState) int {
 // completion within cmdTimeout.
 func runCmd(t *testing.T, env []string, name string, args ...string) result {
 	t.Helper()
+	return runCmdStdin(t, env, nil, name, args...)
+}
+
+// runStdin runs name with args and stdin to completion within cmdTimeout.
+func runStdin(t *testing.T, stdin []byte, name string, args ...string) result {
+	t.Helper()
+	return runCmdStdin(t, nil, stdin, name, args...)
+}
+
+func runCmdStdin(t *testing.T, env []string, stdin []byte, name string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	cmd.WaitDelay = 5 * time.Second

@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"bytes"
-	"context"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,29 +50,6 @@ func libraryOf(t *testing.T, exe, soname string) string {
 	}
 	t.Fatalf("ldd %s: no %s in\n%s", exe, soname, out)
 	return ""
-}
-
-// runStdin runs name with args and stdin to completion within cmdTimeout.
-func runStdin(t *testing.T, stdin []byte, name string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	cmd.WaitDelay = 5 * time.Second
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: so.String(), stderr: se.String(), code: exitCode(cmd.ProcessState), elapsed: time.Since(start)}
-	if ctx.Err() != nil {
-		t.Fatalf("%s %q: timed out after %v\n%v", name, args, cmdTimeout, r)
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("%s %q: %v\n%v", name, args, err, r)
-	}
-	return r
 }
 
 // feed writes data to the process's stdin; it returns once the pipe took
