@@ -12,16 +12,13 @@ type ifuncSlots struct {
 	slots map[uint64]uint64
 }
 
-var ifuncCache sync.Map // *Module -> *ifuncSlots
-
 // IFuncSlot returns the link address of the GOT slot that holds, once
 // the module is relocated, the implementation the IFUNC resolver at
 // link address resolver picked: the slot of an IRELATIVE relocation
 // whose addend is resolver (glibc has one for each IFUNC it calls
 // itself: memcpy, strlen...). False when the module has none.
 func (m *Module) IFuncSlot(resolver uint64) (uint64, bool) {
-	v, _ := ifuncCache.LoadOrStore(m, &ifuncSlots{})
-	c := v.(*ifuncSlots)
+	c := &m.ifunc
 	c.once.Do(func() { c.slots = m.irelativeSlots() })
 	slot, ok := c.slots[resolver]
 	return slot, ok

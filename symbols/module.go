@@ -67,6 +67,7 @@ type Module struct {
 	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
 	code  codeCache  // the file's bytes read by ReadCode
 	cfi   cfiCache   // call frame information, for unwinding (cfi.go)
+	ifunc ifuncSlots // IRELATIVE GOT slots by resolver (ifunc.go)
 
 	profiling  profilingMarks // -pg runtime symbols seen while loading (patchsite.go)
 	sitesOnce  sync.Once
