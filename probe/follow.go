@@ -123,21 +123,6 @@ func copySysProbes(m map[sysKey][]*Probe) map[sysKey][]*Probe {
 	return c
 }
 
-// waitEvent waits for the next event of any traced process.
-func (t *Tracer) waitEvent() (tracee.Event, error) {
-	if t.followed == nil {
-		return t.proc.Wait()
-	}
-	return t.proc.WaitAny()
-}
-
-func (t *Tracer) waitEventNonBlocking() (tracee.Event, bool, error) {
-	if t.followed == nil {
-		return t.proc.WaitNonBlocking()
-	}
-	return t.proc.WaitAnyNonBlocking()
-}
-
 // serveEvent gives ev to the tracer of its process, and lets go of a
 // followed process that is gone.
 func (t *Tracer) serveEvent(ev tracee.Event) {

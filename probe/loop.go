@@ -17,7 +17,7 @@ func (t *Tracer) loop() {
 			t.pollWhileStopped()
 			continue
 		}
-		ev, err := t.waitEvent()
+		ev, err := t.proc.WaitAny()
 		if err != nil {
 			t.loopErr = err
 			t.emergencyDetach()
@@ -365,7 +365,7 @@ func (t *Tracer) allGroupStopped() bool {
 // group-stop: the doorbell cannot reach it (SIGCONT will flush a pending
 // SIGSTOP), so commands are polled for instead.
 func (t *Tracer) pollWhileStopped() {
-	if ev, ok, err := t.waitEventNonBlocking(); err != nil {
+	if ev, ok, err := t.proc.WaitAnyNonBlocking(); err != nil {
 		t.loopErr = err
 		t.emergencyDetach()
 		return

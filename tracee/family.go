@@ -90,8 +90,8 @@ func (p *Process) Leave() {
 	p.Close()
 }
 
-// WaitAny is Wait for every process of p's family: the event is about
-// process Event.Pid.
+// WaitAny is Wait for every process of p's family (just p's when it has
+// none): the event is about process Event.Pid.
 func (p *Process) WaitAny() (Event, error) {
 	ev, _, err := p.waitAny(true)
 	return ev, err
@@ -118,15 +118,7 @@ func (p *Process) waitAny(block bool) (Event, bool, error) {
 		}
 	}
 	for {
-		var ws unix.WaitStatus
-		flags := unix.WALL | unix.WNOTHREAD
-		if !block {
-			flags |= unix.WNOHANG
-		}
-		tid, err := unix.Wait4(-1, &ws, flags, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		tid, ws, err := p.nextStatus(block)
 		if errors.Is(err, unix.ECHILD) {
 			// Nothing left to wait for: every thread of every member is gone.
 			for _, q := range f.procs {
@@ -134,11 +126,8 @@ func (p *Process) waitAny(block bool) (Event, bool, error) {
 			}
 			return Event{Kind: EventExit, Tid: p.Pid, Pid: p.Pid}, true, nil
 		}
-		if err != nil {
-			return Event{}, false, fmt.Errorf("wait: %w", err)
-		}
-		if tid == 0 {
-			return Event{}, false, nil
+		if err != nil || tid == 0 {
+			return Event{}, false, err
 		}
 		q := f.owner(tid)
 		if q == nil {

@@ -74,29 +74,14 @@ func (p *Process) WaitNonBlocking() (Event, bool, error) {
 
 func (p *Process) wait(block bool) (Event, bool, error) {
 	for {
-		var ws unix.WaitStatus
-		// Most often a stop is already there (placement puts us back on
-		// the CPU when the tracee traps): take it without telling the
-		// runtime, as ptrace requests are made. Only a wait that sleeps
-		// goes through the runtime, which may give our P away meanwhile.
-		tid, err := wait4Now(&ws)
-		p.Slept = err == nil && tid == 0
-		if p.Slept {
-			if !block {
-				return Event{}, false, nil
-			}
-			tid, err = unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		tid, ws, err := p.nextStatus(block)
+		if errors.Is(err, unix.ECHILD) {
+			// Nothing left to wait for: every thread is gone.
+			p.threads = map[int]*Thread{}
+			return Event{Kind: EventExit, Pid: p.Pid, Tid: p.Pid}, true, nil
 		}
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if errors.Is(err, unix.ECHILD) {
-				// Nothing left to wait for: every thread is gone.
-				p.threads = map[int]*Thread{}
-				return Event{Kind: EventExit, Pid: p.Pid, Tid: p.Pid}, true, nil
-			}
-			return Event{}, false, fmt.Errorf("wait: %w", err)
+		if err != nil || tid == 0 {
+			return Event{}, false, err
 		}
 		if p.keepOthers(tid, ws) {
 			continue
@@ -104,6 +89,33 @@ func (p *Process) wait(block bool) (Event, bool, error) {
 		if ev, ok := p.classify(tid, ws); ok {
 			return ev, true, nil
 		}
+	}
+}
+
+// nextStatus takes the next wait status of any tracee of this thread; tid
+// is 0 when there is none yet and block is false. An error other than
+// ECHILD is wrapped.
+func (p *Process) nextStatus(block bool) (tid int, ws unix.WaitStatus, err error) {
+	for {
+		// Most often a stop is already there (placement puts us back on
+		// the CPU when the tracee traps): take it without telling the
+		// runtime, as ptrace requests are made. Only a wait that sleeps
+		// goes through the runtime, which may give our P away meanwhile.
+		tid, err = wait4Now(&ws)
+		p.Slept = err == nil && tid == 0
+		if p.Slept {
+			if !block {
+				return 0, ws, nil
+			}
+			tid, err = unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		}
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil && !errors.Is(err, unix.ECHILD):
+			err = fmt.Errorf("wait: %w", err)
+		}
+		return tid, ws, err
 	}
 }
 
