@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -16,6 +17,20 @@ type mapping struct {
 	dev        string // "major:minor" in hex, as printed
 	inode      uint64
 	path       string // may end in " (deleted)"; "" for anonymous memory
+}
+
+// readMaps reads and parses procDir/maps.
+func readMaps(procDir string) ([]mapping, error) {
+	f, err := os.Open(procDir + "/maps")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	maps, err := parseMaps(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/maps: %w", procDir, err)
+	}
+	return maps, nil
 }
 
 func parseMaps(r io.Reader) ([]mapping, error) {

@@ -2,7 +2,6 @@ package symbols
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -17,14 +16,9 @@ func (s *Space) Reload() (next *Space, added, removed []*Mapped, err error) {
 		return s, nil, nil, nil
 	}
 	procDir := "/proc/" + strconv.Itoa(s.Pid)
-	f, err := os.Open(procDir + "/maps")
+	maps, err := readMaps(procDir)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("reload process %d: %w", s.Pid, err)
-	}
-	maps, err := parseMaps(f)
-	f.Close()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reload process %d: read %s/maps: %w", s.Pid, procDir, err)
 	}
 	kept := make(map[*Mapped]bool)
 	next = &Space{Pid: s.Pid}

@@ -44,14 +44,9 @@ func LoadProcess(pid int) (*Space, error) {
 		return nil, fmt.Errorf("load process %d: invalid pid", pid)
 	}
 	procDir := "/proc/" + strconv.Itoa(pid)
-	f, err := os.Open(procDir + "/maps")
+	maps, err := readMaps(procDir)
 	if err != nil {
 		return nil, fmt.Errorf("load process %d: %w", pid, err)
-	}
-	maps, err := parseMaps(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("load process %d: read %s/maps: %w", pid, procDir, err)
 	}
 	files := groupByFile(maps)
 	if len(files) == 0 {
