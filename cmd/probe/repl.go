@@ -201,7 +201,7 @@ func (s *session) openInput() (<-chan string, func(), error) {
 	}
 	rl, err := readline.NewFromConfig(&readline.Config{
 		Prompt:       "probe> ",
-		HistoryFile:  historyFile(),
+		HistoryFile:  historyPath(), // outfile.go
 		AutoComplete: completer{s},
 	})
 	if err != nil {
@@ -227,10 +227,6 @@ func (s *session) openInput() (<-chan string, func(), error) {
 	}()
 	return lines, func() { close(stop); rl.Close() }, nil
 }
-
-// historyFile is where the REPL's history is kept across sessions
-// (historyPath, outfile.go).
-func historyFile() string { return historyPath() }
 
 // exec runs one command line; its errors are reported and the session
 // goes on.
