@@ -46,19 +46,24 @@ func (t *Tracer) note(format string, a ...any) {
 	}
 }
 
+// programPath is the file of the program the process runs now.
+func (t *Tracer) programPath() string {
+	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
+	return path
+}
+
 // onExec serves the exec stop of the process: the old program's state is
 // dropped and the new one is run to its entry point (onExecEntry).
 func (t *Tracer) onExec(ev tracee.Event) {
-	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
 	dropped := t.forgetProgram()
 	t.execDropped = append(t.execDropped, dropped...)
 	if len(dropped) > 0 && !t.follow {
-		t.note("pid %d exec'd %s: its probes were dropped (-f re-resolves them)", t.pid, path)
+		t.note("pid %d exec'd %s: its probes were dropped (-f re-resolves them)", t.pid, t.programPath())
 	}
 	if err := t.armExecEntry(); err != nil {
 		// No entry point to stop at: symbols are read now, without the
 		// libraries the dynamic linker has yet to map.
-		t.programReady(ev.Tid, path)
+		t.programReady(ev.Tid)
 	}
 	t.resume(ev.Tid)
 }
@@ -129,14 +134,13 @@ func (t *Tracer) onExecEntry(tid int, regs *unix.PtraceRegs) {
 	t.disarmExecEntry()
 	regs.Rip = addr
 	t.proc.SetRegs(tid, regs)
-	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", t.pid))
-	t.programReady(tid, path)
+	t.programReady(tid)
 	t.proc.Cont(tid, 0)
 }
 
 // programReady reads the new program's symbols and, when following,
 // installs the dropped probes that resolve in it. tid is held stopped.
-func (t *Tracer) programReady(tid int, path string) {
+func (t *Tracer) programReady(tid int) {
 	if space, err := symbols.LoadProcess(t.pid); err == nil {
 		t.setSpace(space)
 	}
@@ -154,7 +158,7 @@ func (t *Tracer) programReady(tid int, path string) {
 			err = t.installIn(tid, q)
 		}
 		if err != nil {
-			t.note("pid %d exec'd %s: %s not installed: %v", t.pid, path, p.Name(), err)
+			t.note("pid %d exec'd %s: %s not installed: %v", t.pid, t.programPath(), p.Name(), err)
 			continue
 		}
 		q.enabled.Store(p.enabled.Load())

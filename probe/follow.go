@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"fmt"
-	"os"
 	"sort"
 
 	"github.com/probedbg/probe/tracee"
@@ -105,8 +103,7 @@ func (t *Tracer) followExec(ev tracee.Event) bool {
 	c.execDropped = append(c.execDropped, t.execDropped...)
 	sort.Slice(c.execDropped, func(i, j int) bool { return c.execDropped[i].Name() < c.execDropped[j].Name() })
 	if err := c.armExecEntry(); err != nil {
-		path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", proc.Pid))
-		c.programReady(proc.Pid, path)
+		c.programReady(proc.Pid)
 	}
 	proc.Cont(proc.Pid, 0)
 	return true
