@@ -113,6 +113,50 @@ func TestDlopenPendingRun(t *testing.T) {
 	}
 }
 
+// dlHost is a running host (testdata/dlopen/host.c), its stdout and
+// stderr together, waiting at "ready" for its first "go".
+type dlHost struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *syncBuf
+	done  chan error
+}
+
+func startHost(t *testing.T, host, lib string) *dlHost {
+	t.Helper()
+	h := &dlHost{cmd: exec.Command(host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2)), out: &syncBuf{}, done: make(chan error, 1)}
+	var err error
+	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	h.cmd.Stdout, h.cmd.Stderr = h.out, h.out
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { h.done <- h.cmd.Wait() }()
+	t.Cleanup(func() { h.cmd.Process.Kill(); <-h.done })
+	waitFor(t, "host", h.out.String, "ready\n")
+	return h
+}
+
+// finish waits for the host to end, which it must with the output of an
+// untraced run.
+func (h *dlHost) finish(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Errorf("host: %v", err)
+		}
+	case <-time.After(cmdTimeout):
+		t.Fatalf("host did not finish; output:\n%s", h.out.String())
+	}
+	if h.out.String() != dlopenWant() {
+		t.Errorf("host output:\n%s\nwant:\n%s", h.out.String(), dlopenWant())
+	}
+}
+
 // TestDlopenPendingAttach: attached to a running host before it loads the
 // library, the pending probe fires N+M times; probe detaches while the
 // page where the first load's init() was belongs to the host, and the
@@ -120,44 +164,20 @@ func TestDlopenPendingRun(t *testing.T) {
 func TestDlopenPendingAttach(t *testing.T) {
 	t.Parallel()
 	host, lib := dlopenHost(t, o2pie)
-	h := exec.Command(host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2))
-	stdin, err := h.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuf
-	h.Stdout, h.Stderr = &out, &out
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- h.Wait() }()
-	t.Cleanup(func() { h.Process.Kill(); <-hostDone })
-	waitFor(t, "host", out.String, "ready\n")
+	h := startHost(t, host, lib)
 
 	ev := filepath.Join(t.TempDir(), "events")
-	p := startProbe(t, "attach", "-o", ev, fmt.Sprint(h.Process.Pid), `p:libplugin:init x=$arg1:s32`)
+	p := startProbe(t, "attach", "-o", ev, fmt.Sprint(h.cmd.Process.Pid), `p:libplugin:init x=$arg1:s32`)
 	waitFor(t, "probe's stderr", p.stderr.String, "probe: p_init_0 pending until libplugin is loaded\n")
-	io.WriteString(stdin, "go\n")
-	waitFor(t, "host", out.String, "round 2 done\n")
+	io.WriteString(h.stdin, "go\n")
+	waitFor(t, "host", h.out.String, "round 2 done\n")
 	p.signal(t, syscall.SIGINT)
 	if r := p.wait(t, cmdTimeout); r.code != 0 {
 		t.Fatalf("probe: %v", r)
 	}
-	io.WriteString(stdin, "go\n")
-	stdin.Close()
-	select {
-	case err := <-hostDone:
-		hostDone <- err
-		if err != nil {
-			t.Errorf("host: %v", err)
-		}
-	case <-time.After(cmdTimeout):
-		t.Fatalf("host did not finish; output:\n%s", out.String())
-	}
-	if out.String() != dlopenWant() {
-		t.Errorf("host output:\n%s\nwant:\n%s", out.String(), dlopenWant())
-	}
+	io.WriteString(h.stdin, "go\n")
+	h.stdin.Close()
+	h.finish(t)
 	data, err := os.ReadFile(ev)
 	if err != nil {
 		t.Fatal(err)
@@ -175,21 +195,8 @@ func TestDlopenPendingAttach(t *testing.T) {
 func TestDlopenBadInput(t *testing.T) {
 	t.Parallel()
 	host, lib := dlopenHost(t, o2pie)
-	h := exec.Command(host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2))
-	stdin, err := h.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuf
-	h.Stdout, h.Stderr = &out, &out
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	hostDone := make(chan error, 1)
-	go func() { hostDone <- h.Wait() }()
-	t.Cleanup(func() { h.Process.Kill(); <-hostDone })
-	waitFor(t, "host", out.String, "ready\n")
-	pid := fmt.Sprint(h.Process.Pid)
+	h := startHost(t, host, lib)
+	pid := fmt.Sprint(h.cmd.Process.Pid)
 	for _, tc := range []struct{ spec, want string }{
 		{"p:libnosuch:init", `probe: unknown library "libnosuch"`},
 		{"p:libplugin:nosuch", `probe: unknown symbol "nosuch"`},
@@ -202,20 +209,9 @@ func TestDlopenBadInput(t *testing.T) {
 			t.Errorf("probe attach PID %q: %v\nwant exit 2 and one line with %q", tc.spec, r, tc.want)
 		}
 	}
-	io.WriteString(stdin, "go\ngo\n")
-	stdin.Close()
-	select {
-	case err := <-hostDone:
-		hostDone <- err
-		if err != nil {
-			t.Errorf("host: %v", err)
-		}
-	case <-time.After(cmdTimeout):
-		t.Fatalf("host did not finish; output:\n%s", out.String())
-	}
-	if out.String() != dlopenWant() {
-		t.Errorf("host output:\n%s\nwant:\n%s", out.String(), dlopenWant())
-	}
+	io.WriteString(h.stdin, "go\ngo\n")
+	h.stdin.Close()
+	h.finish(t)
 }
 
 // TestDlopenNeverLoaded: a pending probe whose library never comes is
