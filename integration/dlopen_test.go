@@ -178,15 +178,7 @@ func TestDlopenPendingAttach(t *testing.T) {
 	io.WriteString(h.stdin, "go\n")
 	h.stdin.Close()
 	h.finish(t)
-	data, err := os.ReadFile(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, evs, other := splitOutput(string(data))
-	if len(other) != 0 {
-		t.Errorf("lines that are not events: %q", other)
-	}
-	checkInitEvents(t, evs, false)
+	checkInitEvents(t, eventsIn(t, ev), false)
 }
 
 // TestDlopenBadInput: a library found nowhere the dynamic linker looks,

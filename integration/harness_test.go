@@ -847,6 +847,21 @@ func parseEventsFile(t *testing.T, path string) []event {
 	return evs
 }
 
+// eventsIn reads the events of a trace file written with -o; a line that
+// is neither the header nor an event fails the test.
+func eventsIn(t *testing.T, path string) []event {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, evs, other := splitOutput(string(data))
+	if len(other) != 0 {
+		t.Errorf("lines that are not events: %q", other)
+	}
+	return evs
+}
+
 // splitOutput separates probe's stdout, when events go there, into the
 // header lines, the events and the remaining lines (the tracee's output).
 func splitOutput(s string) (header []string, evs []event, other []string) {

@@ -117,15 +117,7 @@ func tracedSyscalls(t *testing.T, specs []string, cmd ...string) []event {
 	if got.code != want.code || got.stdout != want.stdout || got.stderr != want.stderr {
 		t.Fatalf("probe %q:\n%v\nwant the same as untraced:\n%v", args, got, want)
 	}
-	data, err := os.ReadFile(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, evs, other := splitOutput(string(data))
-	if len(other) != 0 {
-		t.Errorf("lines that are not events: %q", other)
-	}
-	return evs
+	return eventsIn(t, ev)
 }
 
 // TestSyscallProbeAttachREADME: the README's example, on a running process.
