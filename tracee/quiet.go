@@ -27,15 +27,26 @@ var quietOnce sync.Once
 // SA_NOCLDSTOP is added.
 func quietChildStops() {
 	quietOnce.Do(func() {
-		var sa kernelSigaction
-		const size = 8 // sizeof(sigset_t) in the kernel
-		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), 0, uintptr(unsafe.Pointer(&sa)), size, 0, 0); e != 0 {
-			return
-		}
-		if sa.handler == 0 || sa.handler == 1 { // SIG_DFL, SIG_IGN: no handler to wake
+		sa, ok := sigaction(unix.SIGCHLD)
+		if !ok || sa.handler == 0 || sa.handler == 1 { // SIG_DFL, SIG_IGN: no handler to wake
 			return
 		}
 		sa.flags |= saNoCldStop
-		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), uintptr(unsafe.Pointer(&sa)), 0, size, 0, 0)
+		setSigaction(unix.SIGCHLD, &sa)
 	})
+	setUpRawWaits()
+}
+
+const sigsetSize = 8 // sizeof(sigset_t) in the kernel
+
+// sigaction reads sig's disposition with the raw system call: the runtime
+// keeps its own copy, which ours would not update.
+func sigaction(sig unix.Signal) (kernelSigaction, bool) {
+	var sa kernelSigaction
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&sa)), sigsetSize, 0, 0)
+	return sa, e == 0
+}
+
+func setSigaction(sig unix.Signal, sa *kernelSigaction) {
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(sa)), 0, sigsetSize, 0, 0)
 }

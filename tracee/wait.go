@@ -99,15 +99,14 @@ func (p *Process) nextStatus(block bool) (tid int, ws unix.WaitStatus, err error
 	for {
 		// Most often a stop is already there (placement puts us back on
 		// the CPU when the tracee traps): take it without telling the
-		// runtime, as ptrace requests are made. Only a wait that sleeps
-		// goes through the runtime, which may give our P away meanwhile.
+		// runtime, as ptrace requests are made.
 		tid, err = wait4Now(&ws)
 		p.Slept = err == nil && tid == 0
 		if p.Slept {
 			if !block {
 				return 0, ws, nil
 			}
-			tid, err = unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+			tid, err = waitSleeping(&ws)
 		}
 		switch {
 		case errors.Is(err, unix.EINTR):
