@@ -92,10 +92,7 @@ func (p *Process) firstStop(pid int) (unix.WaitStatus, error) {
 	}
 	for {
 		var ws unix.WaitStatus
-		_, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOTHREAD, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
+		_, err := waitRetrying(pid, &ws, unix.WALL|unix.WNOTHREAD)
 		if err != nil {
 			return 0, fmt.Errorf("wait for child %d: %w", pid, err)
 		}

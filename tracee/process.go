@@ -217,11 +217,11 @@ func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
 	fail := func(err error) (*Process, error) {
 		unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, unix.WALL, nil)
+		waitRetrying(pid, &ws, unix.WALL)
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	var ws unix.WaitStatus
-	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+	if _, err := waitRetrying(pid, &ws, unix.WALL); err != nil {
 		return fail(err)
 	}
 	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
@@ -233,13 +233,13 @@ func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
 	if err := ptraceDetach(pid, int(unix.SIGSTOP)); err != nil {
 		return fail(err)
 	}
-	if _, err := unix.Wait4(pid, &ws, unix.WALL|unix.WUNTRACED, nil); err != nil || !ws.Stopped() {
+	if _, err := waitRetrying(pid, &ws, unix.WALL|unix.WUNTRACED); err != nil || !ws.Stopped() {
 		return fail(fmt.Errorf("child did not stop: %v", err))
 	}
 	if err := ptraceSeize(pid, traceOptions|unix.PTRACE_O_EXITKILL); err != nil {
 		return fail(err)
 	}
-	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+	if _, err := waitRetrying(pid, &ws, unix.WALL); err != nil || !ws.Stopped() {
 		return fail(fmt.Errorf("child did not trap after seize: %v", err))
 	}
 	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
@@ -398,7 +398,7 @@ func (p *Process) Release() {
 		sig := 0
 		if !t.Stopped || t.GroupStopped {
 			var ws unix.WaitStatus
-			_, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD, nil)
+			_, err := waitRetrying(tid, &ws, unix.WALL|unix.WNOTHREAD)
 			if err != nil || ws.Exited() || ws.Signaled() {
 				continue
 			}

@@ -70,3 +70,14 @@ func waitSleeping(ws *unix.WaitStatus) (int, error) {
 	}
 	return unix.Wait4(-1, ws, unix.WALL|unix.WNOTHREAD, nil)
 }
+
+// waitRetrying is a blocking wait4 for one process or thread. SIGURG no
+// longer restarts system calls (see setUpRawWaits), so EINTR is retried.
+func waitRetrying(pid int, ws *unix.WaitStatus, options int) (int, error) {
+	for {
+		tid, err := unix.Wait4(pid, ws, options, nil)
+		if err != unix.EINTR {
+			return tid, err
+		}
+	}
+}
