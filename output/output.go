@@ -149,7 +149,8 @@ type Stream struct {
 	limit  int    // records a batch holds; past it they are dropped
 	lost   uint64 // records dropped because the batch was full
 	closed bool
-	wake   chan struct{} // the first record after a quiet spell, or Close
+	syncs  []chan struct{} // closed once what was queued before them is flushed
+	wake   chan struct{}   // the first record after a quiet spell, or Close
 	done   chan error
 	failed chan struct{} // closed at the first write error
 	w      Writer
@@ -188,8 +189,8 @@ func (s *Stream) run() {
 		<-s.wake
 		for {
 			s.mu.Lock()
-			batch, closed := s.batch, s.closed
-			s.batch = spare[:0]
+			batch, closed, syncs := s.batch, s.closed, s.syncs
+			s.batch, s.syncs = spare[:0], nil
 			s.mu.Unlock()
 			// After a failure records are still taken, so that the
 			// tracer never blocks on a reader who has gone.
@@ -200,6 +201,9 @@ func (s *Stream) run() {
 			}
 			if err == nil {
 				fail(s.w.Flush())
+			}
+			for _, c := range syncs {
+				close(c)
 			}
 			clear(batch) // drop references to fields
 			spare = batch
@@ -230,6 +234,23 @@ func (s *Stream) Send(r Record) {
 	if first {
 		s.ring()
 	}
+}
+
+// Sync has the writer flush what it has been sent, and whatever a writer
+// puts at the top of a trace (the text header), and waits for it: called
+// before the tracee runs, it keeps the header ahead of what the tracee
+// itself prints on the same terminal.
+func (s *Stream) Sync() {
+	done := make(chan struct{})
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.syncs = append(s.syncs, done)
+	s.mu.Unlock()
+	s.ring()
+	<-done
 }
 
 func (s *Stream) ring() {

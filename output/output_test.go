@@ -55,6 +55,26 @@ func TestStreamKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestStreamSync: Sync returns once the header (and anything sent before
+// it) is written, with no record needed to set the writer off.
+func TestStreamSync(t *testing.T) {
+	var b bytes.Buffer
+	s := NewStream(NewText(&b, "nop"))
+	s.Sync()
+	if want := "# tracer: nop\n#           TASK-PID     CPU#  TIMESTAMP  FUNCTION\n"; b.String() != want {
+		t.Errorf("after Sync: %q, want %q", b.String(), want)
+	}
+	s.Send(Record{Tid: 1, Comm: "c", Event: "e", Where: "w"})
+	s.Sync()
+	if n := bytes.Count(b.Bytes(), []byte("\n")); n != 3 {
+		t.Errorf("after a record and Sync: %d lines, want 3:\n%s", n, b.String())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.Sync() // after Close: returns at once
+}
+
 func TestTextFunction(t *testing.T) {
 	var b bytes.Buffer
 	w := NewText(&b, "function")

@@ -253,6 +253,7 @@ func cmdRun(args []string, record bool) (int, error) {
 			}
 		}
 	}()
+	sink.stream.Sync()
 	t.Start()
 	var status probe.ExitStatus
 	var loopErr error
@@ -353,6 +354,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 		// The process ended (was killed) while the probes went in:
 		// that, not the install, is what happened; reported below.
 	}
+	sink.stream.Sync()
 	t.Start()
 	var timeout <-chan time.Time
 	if o.duration > 0 {
