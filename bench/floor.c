@@ -1,9 +1,11 @@
 /* The floor of a ptrace probe: trace CMD (bench/work ... floor, whose
  * leaf executes int3 itself) and answer each trap with PTRACE_CONT and
  * nothing else. Threads are followed with PTRACE_O_TRACECLONE.
- *   floor [-r] CMD [ARGS...]     prints the number of traps on stderr
- * With -r each trap also costs a PTRACE_GETREGS and a PTRACE_SETREGS: the
- * least a probe that reads its arguments and moves rip can pay.
+ *   floor [-g|-r] CMD [ARGS...]  prints the number of traps on stderr
+ * With -g each trap also costs a PTRACE_GETREGS: the least a probe that
+ * reads its arguments can pay (a jump-optimised probe, which need not move
+ * rip). With -r a PTRACE_SETREGS as well: the least a boosted probe,
+ * which moves rip to its out-of-line copy, can pay.
  */
 #include <errno.h>
 #include <signal.h>
@@ -16,8 +18,9 @@
 
 int main(int argc, char **argv)
 {
-	int regs = argc > 1 && strcmp(argv[1], "-r") == 0;
-	char **cmd = argv + 1 + regs;
+	int getregs = argc > 1 && (strcmp(argv[1], "-g") == 0 || strcmp(argv[1], "-r") == 0);
+	int setregs = getregs && strcmp(argv[1], "-r") == 0;
+	char **cmd = argv + 1 + getregs;
 	pid_t pid = fork();
 	if (pid == 0) {
 		ptrace(PTRACE_TRACEME, 0, 0, 0);
@@ -45,11 +48,11 @@ int main(int argc, char **argv)
 		int sig = WSTOPSIG(status);
 		if (sig == SIGTRAP && (status >> 16) == 0) {
 			traps++, sig = 0;
-			if (regs) {
-				struct user_regs_struct r;
+			struct user_regs_struct r;
+			if (getregs)
 				ptrace(PTRACE_GETREGS, tid, 0, &r);
+			if (setregs)
 				ptrace(PTRACE_SETREGS, tid, 0, &r);
-			}
 		}
 		else if (sig == SIGTRAP || sig == SIGSTOP)
 			sig = 0; /* clone events, new threads' first stop */

@@ -54,6 +54,7 @@ row() { # row NAME NS_TOTAL BASE_NS
 row "floor, tracer on the tracee's CPU" "$floor_same" "$base"
 row "floor, tracer on any CPU" "$floor_any" "$base"
 entry=$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)
+row "  C floor + GETREGS, same CPU" "$(median taskset -c 0 "$out/floor" -g "$work" "$hits" 1 floor)" "$base"
 row "  C floor + GETREGS + SETREGS, same CPU" "$(median taskset -c 0 "$out/floor" -r "$work" "$hits" 1 floor)" "$base"
 row "probe p:leaf a=%di b=%si" "$entry" "$base"
 row "  --no-boost (push %rbp emulated)" "$(median "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
