@@ -586,20 +586,13 @@ func SignalPending(pid, tid int, sig unix.Signal) bool {
 // StackTop returns the end of the mapping that holds sp in pid's address
 // space: the top of the stack sp is on.
 func StackTop(pid int, sp uint64) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := readMaps(pid)
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		span, _, _ := strings.Cut(line, " ")
-		lo, hi, ok := strings.Cut(span, "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 == nil && err2 == nil && start <= sp && sp < end {
-			return end, nil
+	for _, m := range maps {
+		if m.start <= sp && sp < m.end {
+			return m.end, nil
 		}
 	}
 	return 0, fmt.Errorf("pid %d: no mapping holds %#x", pid, sp)
