@@ -183,11 +183,7 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
 		comm = tracee.Comm(t.pid, tid)
 		t.comms[tid] = comm
 	}
-	cpu := t.place.CPU()
-	if cpu < 0 {
-		cpu = getcpu()
-	}
-	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: cpu, Regs: regs, Mem: t.proc, tracer: t}
+	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {

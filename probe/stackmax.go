@@ -105,7 +105,7 @@ func (t *Tracer) retireAll() {
 // threadGone closes the calls of a thread that exited: their returns will
 // never come.
 func (t *Tracer) threadGone(tid int) {
-	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: getcpu()}
+	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: t.cpuOf(tid)}
 	for _, cs := range []*callStack{t.shadow[tid], t.goStacks[-int64(tid)]} {
 		if cs == nil {
 			continue

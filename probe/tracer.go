@@ -456,6 +456,14 @@ func monotonicNow() int64 {
 // now is CLOCK_MONOTONIC through Go's vDSO-backed clock, without a syscall.
 func (t *Tracer) now() int64 { return t.monoBase + int64(time.Since(t.wallBase)) }
 
+// cpuOf is the CPU thread tid stopped on, for the CPU column.
+func (t *Tracer) cpuOf(tid int) int {
+	if cpu := t.place.CPUOf(tid, t.proc.Slept); cpu >= 0 {
+		return cpu
+	}
+	return getcpu() // its stat is gone with it: ours is the best guess
+}
+
 func getcpu() int {
 	var cpu uint32
 	unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)

@@ -62,9 +62,8 @@ type Placer struct {
 	backoff     int64
 	retryAt     int64
 
-	statOpen bool // statFd is the open stat file of statTid
-	statFd   int
-	statTid  int
+	followed int         // the thread whose CPU we were last pinned to
+	statFds  map[int]int // open stat files, by thread (see threadCPU)
 	statBuf  [1024]byte
 }
 
@@ -138,6 +137,9 @@ func (p *Placer) follow(tid int) {
 		if p.placed && cpu != p.cpu {
 			p.pin(cpu)
 		}
+		if p.placed && p.cpu == cpu {
+			p.followed = tid
+		}
 		p.mu.Unlock()
 	}
 }
@@ -175,6 +177,7 @@ func (p *Placer) decide(now int64) {
 	case fast && now >= p.retryAt:
 		if cpu, ok := p.threadCPU(p.hot); ok {
 			p.place(cpu)
+			p.followed = p.hot
 			p.window = placeFirstWindow // a bad bet shows soon
 		}
 	}
@@ -264,11 +267,14 @@ func (p *Placer) watch(stop chan struct{}) {
 // Release puts the ptrace thread back as it was: before a detach, which
 // must not wait behind other tasks.
 func (p *Placer) Release() {
-	if p == nil || p.disabled {
+	if p == nil {
+		return
+	}
+	p.closeStat()
+	if p.disabled {
 		return
 	}
 	p.unplace()
-	p.closeStat()
 	p.disabled = true
 }
 
@@ -279,31 +285,60 @@ func setPolicy(tid int, policy uint32) error {
 	return unix.SchedSetAttr(tid, &attr, 0)
 }
 
+// CPUOf returns the CPU thread tid stopped on, or -1. While placed, the
+// thread we follow, if we did not have to sleep for its stop, preempted us
+// on our CPU: that needs no read.
+func (p *Placer) CPUOf(tid int, slept bool) int {
+	if p == nil {
+		return -1
+	}
+	if !slept && tid == p.followed {
+		if cpu := p.CPU(); cpu >= 0 {
+			return cpu
+		}
+	}
+	if cpu, ok := p.threadCPU(tid); ok {
+		return cpu
+	}
+	return -1
+}
+
+// maxStatFiles bounds the stat files threadCPU keeps open.
+const maxStatFiles = 64
+
 // threadCPU is the CPU tid last ran on (field 39 of its stat). It is read
-// often while following, so the stat file of the last thread asked about
-// stays open and is re-read with one pread into a fixed buffer.
+// at hits while not placed, and often while following, so each thread's
+// stat file stays open and is re-read with one pread into a fixed buffer.
 func (p *Placer) threadCPU(tid int) (int, bool) {
-	if !p.statOpen || p.statTid != tid {
-		p.closeStat()
-		fd, err := unix.Open(fmt.Sprintf("/proc/%d/task/%d/stat", p.pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, ok := p.statFds[tid]
+	if !ok {
+		if len(p.statFds) >= maxStatFiles {
+			p.closeStat()
+		}
+		var err error
+		fd, err = unix.Open(fmt.Sprintf("/proc/%d/task/%d/stat", p.pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return 0, false
 		}
-		p.statFd, p.statTid, p.statOpen = fd, tid, true
+		if p.statFds == nil {
+			p.statFds = make(map[int]int)
+		}
+		p.statFds[tid] = fd
 	}
-	n, err := unix.Pread(p.statFd, p.statBuf[:], 0)
+	n, err := unix.Pread(fd, p.statBuf[:], 0)
 	if err != nil || n <= 0 {
-		p.closeStat() // the thread is gone
+		unix.Close(fd) // the thread is gone
+		delete(p.statFds, tid)
 		return 0, false
 	}
 	return statCPU(p.statBuf[:n])
 }
 
 func (p *Placer) closeStat() {
-	if p.statOpen {
-		unix.Close(p.statFd)
+	for tid, fd := range p.statFds {
+		unix.Close(fd)
+		delete(p.statFds, tid)
 	}
-	p.statOpen = false
 }
 
 // statCPU parses the processor field out of a /proc stat line.
