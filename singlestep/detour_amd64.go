@@ -1,0 +1,138 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// JumpSize is the length of the jmp rel32 a jump-optimised probe writes
+// at its address, in place of the int3.
+const JumpSize = 5
+
+// Detour is the out-of-line code of a jump-optimised probe, as the
+// kernel's optprobes build it (arch/x86/kernel/kprobes/opt.c): the probe
+// address holds `jmp detour`; the detour is an int3, the copies of every
+// instruction the jmp covers, and a jmp back to the first instruction
+// after them. A thread traps at the detour's int3 with rip already where
+// it must go on, so the tracer resumes it without writing its registers.
+type Detour struct {
+	Addr    uint64  // the probe address
+	Covered int     // bytes of original code the jmp displaces (>= JumpSize)
+	Insns   []*Insn // the instructions in [Addr, Addr+Covered)
+}
+
+// PlanDetour decides whether the probe at addr, inside the function whose
+// whole code is fn (at fnAddr), can be jump-optimised, as kprobes'
+// can_optimize: every instruction the jmp covers runs out of line without
+// a single-step and is not a branch, the covered range lies in the
+// function, no direct branch in the function lands inside the range
+// (a branch to addr itself is fine), and the function has no indirect
+// jump (a jump table might land there). The error says why not.
+func PlanDetour(fn []byte, fnAddr, addr uint64) (*Detour, error) {
+	if addr < fnAddr || addr >= fnAddr+uint64(len(fn)) {
+		return nil, &OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
+	}
+	d := &Detour{Addr: addr}
+	for d.Covered < JumpSize {
+		at := addr + uint64(d.Covered)
+		if at >= fnAddr+uint64(len(fn)) {
+			return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
+		}
+		in, err := Analyze(fn[at-fnAddr:], at)
+		if err != nil {
+			return nil, err
+		}
+		if in.arch.isRelBranch() || in.arch.fix != fixFallThrough || !in.CanBoost() {
+			return nil, fmt.Errorf("%s: a branch cannot be covered by the jump", in)
+		}
+		d.Insns = append(d.Insns, in)
+		d.Covered += in.Len
+	}
+	if uint64(d.Covered) > fnAddr+uint64(len(fn))-addr {
+		return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
+	}
+	for off := 0; off < len(fn); {
+		inst, _, err := decodeX86(fn[off:])
+		if err != nil {
+			return nil, newDecodeError(fnAddr+uint64(off), fn[off:], err)
+		}
+		at := fnAddr + uint64(off)
+		off += inst.Len
+		switch inst.Op {
+		case x86asm.JMP, x86asm.CALL, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE, x86asm.JRCXZ, x86asm.JECXZ,
+			x86asm.JO, x86asm.JNO, x86asm.JB, x86asm.JAE, x86asm.JE, x86asm.JNE, x86asm.JBE, x86asm.JA,
+			x86asm.JS, x86asm.JNS, x86asm.JP, x86asm.JNP, x86asm.JL, x86asm.JGE, x86asm.JLE, x86asm.JG:
+		default:
+			continue
+		}
+		rel, ok := inst.Args[0].(x86asm.Rel)
+		if !ok {
+			if inst.Op == x86asm.JMP {
+				return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
+			}
+			continue // an indirect call returns after itself, not into the range
+		}
+		target := fnAddr + uint64(off) + uint64(int64(rel))
+		if addr < target && target < addr+uint64(d.Covered) {
+			return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, at)
+		}
+	}
+	return d, nil
+}
+
+// Size is the length of the detour's code.
+func (d *Detour) Size() int { return 1 + d.Covered + JumpSize }
+
+// Code returns the detour's bytes for placement at detour: an int3, the
+// covered instructions (rip-relative operands re-based) and a jmp back to
+// Addr+Covered.
+func (d *Detour) Code(detour uint64) ([]byte, error) {
+	out := make([]byte, 0, d.Size())
+	out = append(out, BreakpointInsn...)
+	for _, in := range d.Insns {
+		b, err := in.XOL(detour + uint64(len(out)))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	back := d.Addr + uint64(d.Covered)
+	disp, ok := rel32(detour+uint64(len(out))+JumpSize, back)
+	if !ok {
+		return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: back}
+	}
+	return binary.LittleEndian.AppendUint32(append(out, 0xe9), uint32(disp)), nil
+}
+
+// Jump returns the JumpSize bytes written at Addr: jmp rel32 to detour.
+func (d *Detour) Jump(detour uint64) ([]byte, error) {
+	disp, ok := rel32(d.Addr+JumpSize, detour)
+	if !ok {
+		return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: detour}
+	}
+	return binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(disp)), nil
+}
+
+// Original maps rip, inside the detour placed at detour, to the equivalent
+// address in the original code: the int3 (and the thread that has just
+// trapped on it) to Addr, each copy to its instruction, the jmp back to
+// Addr+Covered. ok is false when rip is not an instruction start of the
+// detour.
+func (d *Detour) Original(rip, detour uint64) (orig uint64, ok bool) {
+	if rip == detour || rip == detour+1 {
+		return d.Addr, true
+	}
+	at := detour + 1
+	for _, in := range d.Insns {
+		if rip == at {
+			return in.Addr, true
+		}
+		at += uint64(in.Len)
+	}
+	if rip == at {
+		return d.Addr + uint64(d.Covered), true
+	}
+	return 0, false
+}

@@ -1,0 +1,152 @@
+package singlestep
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+func TestPlanDetour(t *testing.T) {
+	const fn = 0x401000
+	tests := []struct {
+		name    string
+		code    string
+		probe   uint64 // offset into code
+		covered int
+		refused string // part of the error; "" when optimisable
+	}{
+		{name: "frame prologue", code: "55 48 89 e5 48 83 ec 10 c9 c3", covered: 8},
+		{name: "endbr64", code: "f3 0f 1e fa 55 48 89 e5 c9 c3", covered: 5},
+		{name: "rip-relative load", code: "48 8b 05 10 20 00 00 c3", covered: 7},
+		{name: "branch back to the probe", code: "55 48 89 e5 48 83 c7 01 48 83 c7 01 75 f6 5d c3", probe: 4, covered: 8},
+		{name: "loop into the range", code: "55 48 89 e5 48 ff c7 75 f9 5d c3", refused: "lands inside"},
+		{name: "call into the range", code: "55 48 89 e5 90 e8 f8 ff ff ff c3", refused: "lands inside"},
+		{name: "indirect jump", code: "55 48 89 e5 5d ff e0", refused: "indirect jump"},
+		{name: "ret covered", code: "55 c3 90 90 90 90", refused: "branch"},
+		{name: "call covered", code: "55 e8 00 00 00 00 c3", refused: "branch"},
+		{name: "int3 covered", code: "55 cc 90 90 90 c3", refused: "software interrupt"},
+		{name: "past the end", code: "55 48 89 e5", refused: "past the end"},
+		{name: "syscall covered", code: "90 0f 05 90 90 c3", refused: "system call"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code := hx(t, tc.code)
+			d, err := PlanDetour(code, fn, fn+tc.probe)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("PlanDetour: %v, want an error with %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("PlanDetour: %v", err)
+			}
+			if d.Covered != tc.covered {
+				t.Fatalf("covered %d, want %d", d.Covered, tc.covered)
+			}
+		})
+	}
+}
+
+func TestDetourCode(t *testing.T) {
+	var fn, detour uint64 = 0x401000, 0x7f0000
+	// push %rbp; mov 0x2010(%rip),%rax: the load must reach the same
+	// absolute address from the detour.
+	code := hx(t, "55 48 8b 05 10 20 00 00 c3")
+	d, err := PlanDetour(code, fn, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Code(detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0xcc, 0x55, 0x48, 0x8b, 0x05}
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(fn+8+0x2010-(detour+9))))
+	want = append(want, 0xe9)
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(fn+8-(detour+14))))
+	if !bytes.Equal(got, want) || len(got) != d.Size() {
+		t.Fatalf("code % x, want % x", got, want)
+	}
+	jmp, err := d.Jump(detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantJmp := binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(int32(detour-(fn+5)))); !bytes.Equal(jmp, wantJmp) {
+		t.Fatalf("jump % x, want % x", jmp, wantJmp)
+	}
+	for _, c := range []struct {
+		rip, orig uint64
+		ok        bool
+	}{
+		{detour, fn, true}, {detour + 1, fn, true}, {detour + 2, fn + 1, true},
+		{detour + 9, fn + 8, true}, {detour + 3, 0, false}, {detour + 14, 0, false},
+	} {
+		orig, ok := d.Original(c.rip, detour)
+		if orig != c.orig || ok != c.ok {
+			t.Errorf("Original(%#x) = %#x, %v; want %#x, %v", c.rip, orig, ok, c.orig, c.ok)
+		}
+	}
+	if _, err := d.Jump(fn + 3<<30); err == nil {
+		t.Fatal("Jump beyond ±2 GiB: no error")
+	}
+}
+
+// FuzzDetour plans a detour for any function code and checks what it
+// promises: no panic; when accepted, the covered instructions are not
+// branches, the detour decodes to an int3, instructions of the same
+// lengths and opcodes, and a jmp landing on Addr+Covered; no direct
+// branch of the function lands strictly inside the covered range.
+func FuzzDetour(f *testing.F) {
+	for _, s := range []string{"55 48 89 e5 48 83 ec 10 c9 c3", "f3 0f 1e fa 55 48 89 e5 c3", "48 8b 05 10 20 00 00 c3",
+		"55 48 89 e5 48 ff c7 75 f9 5d c3", "55 48 89 e5 5d ff e0", "41 57 41 56 41 55 41 54 55 53 c3"} {
+		f.Add(hx(f, s), uint8(0), int32(0x100000))
+	}
+	f.Fuzz(func(t *testing.T, code []byte, probeOff uint8, detourDelta int32) {
+		const fn = 0x555555554000
+		addr := fn + uint64(probeOff)
+		d, err := PlanDetour(code, fn, addr)
+		if err != nil {
+			return
+		}
+		if d.Covered < JumpSize || addr+uint64(d.Covered) > fn+uint64(len(code)) {
+			t.Fatalf("% x: covered %d", code, d.Covered)
+		}
+		detour := uint64(int64(addr) + int64(detourDelta))
+		out, err := d.Code(detour)
+		if err != nil {
+			return // out of range
+		}
+		if out[0] != 0xcc || len(out) != d.Size() {
+			t.Fatalf("% x: detour % x", code, out)
+		}
+		at := 1
+		for _, in := range d.Insns {
+			inst, _, err := decodeX86(out[at:])
+			if err != nil || inst.Len != in.Len || inst.Op != in.arch.inst.Op {
+				t.Fatalf("% x: copy of %v decodes as %v (%v)", code, in, inst, err)
+			}
+			if _, ok := inst.Args[0].(x86asm.Rel); ok || inst.Op == x86asm.RET || inst.Op == x86asm.JMP || inst.Op == x86asm.CALL {
+				t.Fatalf("% x: branch %v covered", code, inst)
+			}
+			at += in.Len
+		}
+		disp := int32(binary.LittleEndian.Uint32(out[at+1:]))
+		if out[at] != 0xe9 || detour+uint64(at)+5+uint64(int64(disp)) != addr+uint64(d.Covered) {
+			t.Fatalf("% x: jmp back % x", code, out[at:])
+		}
+		starts, _ := Boundaries(code, fn)
+		for _, s := range starts {
+			inst, _, _ := decodeX86(code[s-fn:])
+			if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+				target := s + uint64(inst.Len) + uint64(int64(rel))
+				if addr < target && target < addr+uint64(d.Covered) {
+					t.Fatalf("% x: branch at %#x lands at %#x inside the jump", code, s, target)
+				}
+			}
+		}
+	})
+}
