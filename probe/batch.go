@@ -141,14 +141,14 @@ func (t *Tracer) restoreSitesIn(mem io.WriterAt, sites []*site) error {
 	for _, r := range runs {
 		if r.orig == nil {
 			for _, st := range r.sites {
-				if _, err := mem.WriteAt([]byte{st.orig}, int64(st.addr)); err != nil && first == nil {
+				if _, err := mem.WriteAt(st.origBytes(), int64(st.addr)); err != nil && first == nil {
 					first = fmt.Errorf("restore %s: %w", st.where, err)
 				}
 			}
 			continue
 		}
 		for _, st := range r.sites {
-			r.bytes[st.addr-r.lo] = st.orig
+			copy(r.bytes[st.addr-r.lo:], st.origBytes())
 		}
 		if _, err := mem.WriteAt(r.bytes, int64(r.lo)); err != nil && first == nil {
 			first = fmt.Errorf("restore %s: %w", r.sites[0].where, err)
@@ -171,6 +171,9 @@ func (t *Tracer) readRuns(sites []*site) ([]*byteRun, error) {
 			j++
 		}
 		lo, hi := sorted[i].addr, sorted[j-1].addr+1
+		if o := sorted[j-1].opt; o != nil {
+			hi += uint64(o.detour.Covered) - 1 // its jmp too
+		}
 		r := &byteRun{lo: lo, sites: sorted[i:j]}
 		buf := make([]byte, 2*(hi-lo))
 		r.orig, r.bytes = buf[:hi-lo], buf[hi-lo:]

@@ -58,6 +58,7 @@ func (t *Tracer) detachAll(anchor int) {
 				t.proc.SetRegs(tid, &t.regs)
 			}
 		}
+		t.leaveDetour(tid)
 		t.proc.Detach(tid, sig)
 	}
 	t.stepping = map[int]*site{}
@@ -178,7 +179,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			t.proc.SetRegs(tid, &t.regs)
 			return
 		}
-		if t.sites[addr] != nil || info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
+		if t.sites[addr] != nil || t.detourSite(addr) != nil || info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
 			// Trapped on a probe too late to report it: the original
 			// instruction will run after detach.
 			t.regs.Rip = addr

@@ -60,6 +60,7 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		cp := *s
 		c.sites[addr] = &cp
 	}
+	c.copyDetours(t)
 	for _, a := range t.xol {
 		cp := *a
 		c.xol = append(c.xol, &cp)

@@ -106,6 +106,10 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	}
 	s := t.sites[addr]
 	if s == nil {
+		if t.detourSite(addr) != nil {
+			t.proc.Cont(tid, 0) // on through the copies
+			return
+		}
 		t.onForeignTrap(tid, regs)
 		return
 	}

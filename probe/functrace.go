@@ -325,6 +325,7 @@ func (t *Tracer) dropEmpty(sts []*site) error {
 			drop = append(drop, st)
 		}
 	}
+	t.unoptimize(drop)
 	return t.restoreSites(drop)
 }
 

@@ -171,7 +171,8 @@ func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 	if err != nil {
 		return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 	}
-	st := &site{addr: r.addr, insn: insn, where: r.where, run: t.runMode(insn)}
+	t.unoptimizeAround(r.addr)
+	st := &site{addr: r.addr, insn: insn, where: r.where, run: t.runMode(insn), module: r.module, sym: r.sym}
 	// Emulated instructions get a slot too, when they can run out of line
 	// (all but relative branches): the fallback when emulation cannot
 	// touch the stack. A boosted copy can be stepped as well: the step

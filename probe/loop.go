@@ -99,13 +99,15 @@ func (t *Tracer) onTrap(tid int) {
 		t.onReturn(tid, regs)
 		return
 	}
-	s := t.sites[addr]
+	s, viaDetour := t.sites[addr], false
 	if s == nil {
-		t.onForeignTrap(tid, regs)
-		return
+		if s, viaDetour = t.detourSite(addr), true; s == nil {
+			t.onForeignTrap(tid, regs)
+			return
+		}
 	}
-	regs.Rip = addr
-	t.handling(tid, regs, addr)
+	regs.Rip = s.addr
+	t.handling(tid, regs, s.addr)
 	hit := t.newHit(tid, regs)
 	for _, p := range s.probes {
 		if p.enabled.Load() {
@@ -141,6 +143,9 @@ func (t *Tracer) onTrap(tid int) {
 	}
 	if s.linker {
 		t.onLinkerEvent(tid, regs)
+	}
+	if viaDetour && t.resumeInDetour(tid, s) {
+		return
 	}
 	t.runDisplaced(tid, s, regs, &hit)
 }

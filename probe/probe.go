@@ -136,6 +136,10 @@ type site struct {
 	fnRet  *traceFunc   // a RET of Go function fnRet, for the function tracer
 	unwind unwindAction // an unwinder's entry: hijacked returns are given back
 	linker bool         // the dynamic linker's r_brk: libraries come and go (pending.go)
+
+	module *symbols.Mapped // the module and function addr is in, for optimize
+	sym    symbols.Symbol
+	opt    *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
 }
 
 // runMode is how a site's displaced instruction runs after the handlers.

@@ -57,6 +57,8 @@ type Tracer struct {
 	stepping   map[int]*site // threads whose displaced instruction is in flight
 	comms      map[int]string
 	xol        []*xolArea
+	detours    map[uint64]*jumpOpt // by the detour's address (optimize.go)
+	jumps      atomic.Int64        // sites jump-optimised
 	regs       unix.PtraceRegs
 	place      *tracee.Placer
 	tuning     Tuning
@@ -164,6 +166,7 @@ func orDefault(f, def *os.File) *os.File {
 // space: at start, for a followed process, after an exec.
 func (t *Tracer) newAddressSpace() {
 	t.sites = make(map[uint64]*site)
+	t.detours = make(map[uint64]*jumpOpt)
 	t.stepping = make(map[int]*site)
 	t.comms = make(map[int]string)
 	t.shadow = make(map[int]*callStack)
@@ -239,6 +242,7 @@ func (t *Tracer) serve() {
 	}
 	anchor := t.anchor
 	t.anchor = 0
+	t.optimizeSites(anchor)
 	t.proc.Cont(anchor, 0)
 	t.loop()
 }
@@ -249,6 +253,9 @@ type Tuning struct {
 	// NoBoost single-steps every displaced instruction that is not
 	// emulated, instead of running it from a slot followed by a jump back.
 	NoBoost bool
+	// NoOptimize keeps the int3 at every probe instead of writing a jmp
+	// to a detour where it is safe (optimize.go). NoBoost implies it.
+	NoOptimize bool
 	// NoPlacement leaves the ptrace thread wherever the scheduler puts it
 	// instead of following the tracee thread it serves (tracee.Placer).
 	NoPlacement bool

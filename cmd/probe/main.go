@@ -63,6 +63,8 @@ flags:
   --graph-time-threshold D  show only calls lasting D or more, e.g. 50us
   --no-boost                single-step displaced instructions instead of
                             running them from a slot with a jump back
+  --no-optimize             keep the int3 at every probe instead of a jump
+                            to a detour (see README, Speed)
   --no-placement            do not move the tracer next to the tracee
                             thread it serves (see README, Speed)
   -f                        follow forks and execs: children traced with the
@@ -135,6 +137,7 @@ type options struct {
 	threshold time.Duration
 
 	noBoost     bool
+	noOptimize  bool
 	noPlacement bool
 
 	script   string
@@ -175,6 +178,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.DurationVar(&o.threshold, "graph-time-threshold", 0, "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
+	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
 	fs.StringVar(&o.script, "script", "", "")
 	o.set = map[string]bool{}
 	fs.BoolVar(&o.repl, "repl", false, "")
@@ -441,6 +445,10 @@ func (s *sink) close(t *probe.Tracer) error {
 	if lost := t.LostHits(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
 	}
+	if os.Getenv("PROBE_DEBUG_JUMPS") != "" {
+		// For tests: proof that the jump-optimised path ran.
+		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised\n", t.JumpOptimized())
+	}
 	if lost := s.stream.Lost(); lost > 0 {
 		s.writer.Comment(output.LostNote(lost))
 	}
@@ -458,7 +466,7 @@ func (s *sink) close(t *probe.Tracer) error {
 
 // addAll installs the probes, then the function tracer.
 func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink) error {
-	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoPlacement: o.noPlacement}); err != nil {
+	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoPlacement: o.noPlacement}); err != nil {
 		return err
 	}
 	if err := addProbes(t, specs, s); err != nil {

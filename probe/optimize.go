@@ -1,0 +1,281 @@
+package probe
+
+import (
+	"bytes"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// Jump optimisation, as the kernel's optprobes: a plain entry probe's int3
+// becomes a jmp to a detour in the XOL area, which starts with an int3.
+// The thread traps there with rip already on the copies of the
+// instructions the jmp covers, followed by a jmp back, so the hit costs
+// GETREGS + CONT: no SETREGS. Handlers still see rip at the probe address.
+//
+// The jmp spans several instructions, so it is written only while every
+// thread is stopped and none is inside the range (at Start); probes added
+// later stay int3 + boost. A site that stops being plain (a return probe
+// or post-handler added at its address) keeps its jmp: its hits at the
+// detour's int3 take the ordinary path, rip set to the boosted slot.
+// Detours are never freed: a thread may be in one, or in a signal handler
+// that returns into one, long after the probe is gone; each ends in a
+// jmp back to the original code.
+
+// jumpOpt is a site's jump optimisation.
+type jumpOpt struct {
+	detour *singlestep.Detour
+	at     uint64 // the detour's address: its int3
+	site   *site
+}
+
+// origBytes is what the site's patch replaced: the byte under the int3,
+// or every byte the jmp covers.
+func (s *site) origBytes() []byte {
+	if s.opt == nil {
+		return []byte{s.orig}
+	}
+	b := make([]byte, 0, s.opt.detour.Covered)
+	for _, in := range s.opt.detour.Insns {
+		b = append(b, in.Bytes...)
+	}
+	return b
+}
+
+// plainEntry reports whether a hit at s needs nothing but the entry
+// probes' handlers: no post-handler, return hook, capture, unwinder or
+// linker watch, so nothing sets the thread's registers.
+func (s *site) plainEntry() bool {
+	return !s.post && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 &&
+		s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
+}
+
+// JumpOptimized counts the probe sites given a jump instead of an int3,
+// for tests and --debug output.
+func (t *Tracer) JumpOptimized() int { return int(t.jumps.Load()) }
+
+// optimizeSites turns the plain entry sites into jumps, with every thread
+// of the process stopped; anchor is already held. Where it cannot, the
+// int3 stays: the result is the same, only slower.
+func (t *Tracer) optimizeSites(anchor int) {
+	if t.tuning.NoBoost || t.tuning.NoOptimize || isGo(t.space.Main()) {
+		return
+	}
+	var cands []*site
+	for _, st := range t.sites {
+		if st.opt == nil && len(st.probes) > 0 && st.plainEntry() && st.module != nil && st.sym.Size > 0 && !isGo(st.module) {
+			cands = append(cands, st)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	held, ok := t.stopOthers(anchor)
+	defer func() {
+		for _, tid := range held {
+			t.proc.Cont(tid, 0)
+		}
+	}()
+	if !ok {
+		return
+	}
+	var rips []uint64
+	for _, tid := range append(held, anchor) {
+		if err := t.proc.GetRegs(tid, &t.regs); err != nil {
+			return
+		}
+		rips = append(rips, t.regs.Rip)
+	}
+	for _, st := range cands {
+		t.optimize(anchor, st, rips)
+	}
+}
+
+// optimize writes st's detour and jmp if it is safe, as kprobes'
+// can_optimize: see singlestep.PlanDetour, and no other site and no
+// thread's rip inside the range the jmp covers.
+func (t *Tracer) optimize(anchor int, st *site, rips []uint64) {
+	fn, err := st.module.ReadCode(st.sym.Addr, st.sym.Size)
+	if err != nil {
+		return
+	}
+	d, err := singlestep.PlanDetour(fn, st.sym.Addr+st.module.Bias, st.addr)
+	if err != nil {
+		return
+	}
+	end := st.addr + uint64(d.Covered)
+	inside := func(a uint64) bool { return st.addr < a && a < end }
+	for a := range t.sites {
+		if inside(a) {
+			return
+		}
+	}
+	for _, rip := range rips {
+		if inside(rip) {
+			return
+		}
+	}
+	// Memory must hold the int3 and then the file's bytes: nobody else
+	// patched the range.
+	st.opt = &jumpOpt{detour: d}
+	want := append(singlestep.BreakpointInsn[:1:1], st.origBytes()[1:]...)
+	st.opt = nil
+	have := make([]byte, d.Covered)
+	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
+		return
+	}
+	at, err := t.allocSlot(anchor, st.addr)
+	if err != nil {
+		return
+	}
+	code, err := d.Code(at)
+	var jmp []byte
+	if err == nil {
+		jmp, err = d.Jump(at)
+	}
+	if err != nil || t.writeSlots([]slotWrite{{at, code}}) != nil {
+		t.freeSlot(at)
+		return
+	}
+	// Every thread is stopped: one write of the jmp over the int3 and
+	// the start of the tail is seen whole.
+	if _, err := t.proc.WriteAt(jmp, int64(st.addr)); err != nil {
+		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
+		return
+	}
+	st.opt = &jumpOpt{detour: d, at: at, site: st}
+	t.detours[at] = st.opt
+	t.jumps.Add(1)
+}
+
+// stopOthers interrupts every thread but anchor and collects each one's
+// stop; ok is false if some thread could not be held still (it was then
+// resumed). A thread that had trapped on one of our int3s is rewound to
+// it (the probe fires when it runs again); a signal is deferred, as Hold
+// does. held are the threads to resume.
+func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
+	var asked []int
+	for _, th := range t.proc.Threads() {
+		switch {
+		case th.Tid == anchor:
+		case th.GroupStopped || th.Forked || th.Stopped:
+			ok = false
+			return nil, false
+		default:
+			asked = append(asked, th.Tid)
+		}
+	}
+	ok = true
+	for _, tid := range asked {
+		if t.proc.Interrupt(tid) != nil {
+			ok = false // gone, or about to be
+		}
+	}
+	for _, tid := range asked {
+		ev, err := t.proc.WaitThread(tid)
+		if err != nil {
+			continue // gone
+		}
+		switch ev.Kind {
+		case tracee.EventStop:
+		case tracee.EventTrap:
+			if t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.Rip-singlestep.BreakpointPCAdjust] != nil {
+				t.regs.Rip -= singlestep.BreakpointPCAdjust
+				t.proc.SetRegs(tid, &t.regs)
+			} else if info, err := t.proc.Siginfo(tid); err == nil {
+				t.proc.Defer(tid, info)
+			}
+		case tracee.EventSignal:
+			if info, err := t.proc.Siginfo(tid); err == nil {
+				t.proc.Defer(tid, info)
+			}
+		case tracee.EventExit:
+			continue
+		default:
+			// A fork, clone, exec...: served as the loop would, and
+			// the thread runs on.
+			t.dispatch(ev)
+			ok = false
+			continue
+		}
+		held = append(held, tid)
+	}
+	return held, ok
+}
+
+// detourSite returns the site whose detour's int3 is at addr, or nil. A
+// removed site keeps its detour: a thread trapping there late finds no
+// probes and runs on through the copies.
+func (t *Tracer) detourSite(addr uint64) *site {
+	if o := t.detours[addr]; o != nil {
+		return o.site
+	}
+	return nil
+}
+
+// resumeInDetour lets a thread that trapped at s's detour run on from
+// there, when nothing of the hit needs its registers changed.
+func (t *Tracer) resumeInDetour(tid int, s *site) bool {
+	if !s.plainEntry() {
+		return false
+	}
+	t.proc.Cont(tid, 0)
+	return true
+}
+
+// leaveDetour moves a held thread whose rip is inside a detour to the
+// equivalent original instruction, once the original bytes are back.
+func (t *Tracer) leaveDetour(tid int) {
+	if len(t.detours) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
+		return
+	}
+	rip := t.regs.Rip
+	for at, o := range t.detours {
+		if rip < at || rip >= at+uint64(o.detour.Size()) {
+			continue
+		}
+		if orig, ok := o.detour.Original(rip, at); ok {
+			t.regs.Rip = orig
+			t.proc.SetRegs(tid, &t.regs)
+		}
+		return
+	}
+}
+
+// unoptimize turns the jmps of sites about to be restored while threads
+// run back into int3s first, in text_poke_bp's order: int3 over the jmp
+// opcode, then the tail, so that no thread ever fetches a half-written
+// jmp. restoreSites then puts back the first byte.
+func (t *Tracer) unoptimize(sites []*site) {
+	for _, st := range sites {
+		if st.opt == nil {
+			continue
+		}
+		t.proc.WriteAt(singlestep.BreakpointInsn, int64(st.addr))
+		t.proc.WriteAt(st.origBytes()[1:], int64(st.addr+1))
+	}
+}
+
+// unoptimizeAround turns back into an int3 the jmp that covers addr, if
+// one does: a new site there would be written into the jmp's bytes.
+func (t *Tracer) unoptimizeAround(addr uint64) {
+	for _, o := range t.detours {
+		st := o.site
+		if st.opt == o && st.addr < addr && addr < st.addr+uint64(o.detour.Covered) {
+			t.unoptimize([]*site{st})
+			st.opt = nil
+		}
+	}
+}
+
+// copyDetours gives a followed child the parent's detours: its memory is
+// a copy, jmps and detours included.
+func (c *Tracer) copyDetours(parent *Tracer) {
+	for at, o := range parent.detours {
+		cp := *o
+		if s := c.sites[o.site.addr]; s != nil && s.opt == o {
+			cp.site, s.opt = s, &cp
+		}
+		c.detours[at] = &cp
+	}
+}
