@@ -114,6 +114,10 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 		return
 	}
 	regs.Rip = addr
+	t.keepPlain(s)
+	if t.resumeOptimized(tid, s, regs, false) {
+		return
+	}
 	hit := Hit{Pid: t.pid, Tid: tid, Regs: regs, Mem: t.proc}
 	t.runDisplaced(tid, s, regs, &hit)
 }

@@ -106,6 +106,7 @@ func (t *Tracer) onTrap(tid int) {
 			return
 		}
 	}
+	t.keepPlain(s)
 	regs.Rip = s.addr
 	t.handling(tid, regs, s.addr)
 	hit := t.newHit(tid, regs)
@@ -144,7 +145,7 @@ func (t *Tracer) onTrap(tid int) {
 	if s.linker {
 		t.onLinkerEvent(tid, regs)
 	}
-	if viaDetour && t.resumeInDetour(tid, s) {
+	if t.resumeOptimized(tid, s, regs, viaDetour) {
 		return
 	}
 	t.runDisplaced(tid, s, regs, &hit)

@@ -3,6 +3,8 @@ package probe
 import (
 	"bytes"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -79,39 +81,95 @@ func (t *Tracer) optimizeSites(anchor int) {
 	if !ok {
 		return
 	}
+	plans := map[*site]*singlestep.Detour{}
+	for _, st := range cands {
+		if d := t.planDetour(st); d != nil {
+			plans[st] = d
+		}
+	}
+	inside := func(rip uint64) bool {
+		for st, d := range plans {
+			if st.addr < rip && rip < st.addr+uint64(d.Covered) {
+				return true
+			}
+		}
+		return false
+	}
 	var rips []uint64
 	for _, tid := range append(held, anchor) {
-		if err := t.proc.GetRegs(tid, &t.regs); err != nil {
+		rip, ok := t.stepOut(tid, inside)
+		if !ok {
 			return
 		}
-		rips = append(rips, t.regs.Rip)
+		rips = append(rips, rip)
 	}
-	for _, st := range cands {
-		t.optimize(anchor, st, rips)
+	for st, d := range plans {
+		t.optimize(anchor, st, d, rips)
 	}
 }
 
-// optimize writes st's detour and jmp if it is safe, as kprobes'
-// can_optimize: see singlestep.PlanDetour, and no other site and no
-// thread's rip inside the range the jmp covers.
-func (t *Tracer) optimize(anchor int, st *site, rips []uint64) {
+// planDetour returns st's detour if its function allows one and no other
+// site is inside the range its jmp would cover.
+func (t *Tracer) planDetour(st *site) *singlestep.Detour {
 	fn, err := st.module.ReadCode(st.sym.Addr, st.sym.Size)
 	if err != nil {
-		return
+		return nil
 	}
 	d, err := singlestep.PlanDetour(fn, st.sym.Addr+st.module.Bias, st.addr)
 	if err != nil {
-		return
+		return nil
 	}
-	end := st.addr + uint64(d.Covered)
-	inside := func(a uint64) bool { return st.addr < a && a < end }
 	for a := range t.sites {
-		if inside(a) {
-			return
+		if st.addr < a && a < st.addr+uint64(d.Covered) {
+			return nil
 		}
 	}
+	return d
+}
+
+// stepOut single-steps a stopped thread out of the ranges about to be
+// covered by jmps (inside), as kprobes waits for such a thread to leave:
+// the covered instructions are straight-line code, so a few steps do it.
+// It returns the thread's rip; ok is false if the thread cannot be
+// stepped (gone, or a stop other than the step's and a signal's).
+func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool) {
+	for steps := 0; ; steps++ {
+		if err := t.proc.GetRegs(tid, &t.regs); err != nil {
+			return 0, false
+		}
+		if !inside(t.regs.Rip) {
+			return t.regs.Rip, true
+		}
+		if steps == 2*singlestep.JumpSize {
+			return 0, false
+		}
+		if t.proc.Step(tid, 0) != nil {
+			return 0, false
+		}
+		ev, err := t.proc.WaitThread(tid)
+		if err != nil {
+			return 0, false
+		}
+		switch ev.Kind {
+		case tracee.EventTrap:
+		case tracee.EventSignal:
+			// Arrived before the step: delivered when we resume, as
+			// Hold defers. The step is asked for again.
+			if info, err := t.proc.Siginfo(tid); err == nil {
+				t.proc.Defer(tid, info)
+			}
+		default:
+			return 0, false
+		}
+	}
+}
+
+// optimize writes st's detour d and its jmp, unless a thread's rip is
+// inside the range the jmp covers.
+func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uint64) {
+	end := st.addr + uint64(d.Covered)
 	for _, rip := range rips {
-		if inside(rip) {
+		if st.addr < rip && rip < end {
 			return
 		}
 	}
@@ -173,6 +231,14 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 	}
 	for _, tid := range asked {
 		ev, err := t.proc.WaitThread(tid)
+		for err == nil && ev.Kind == tracee.EventStop && t.trapPending(tid) {
+			// The interrupt is reported before a SIGTRAP already
+			// pending, with rip one past our int3: take the trap
+			// first, to be rewound below.
+			if err = t.proc.Cont(tid, 0); err == nil {
+				ev, err = t.proc.WaitThread(tid)
+			}
+		}
 		if err != nil {
 			continue // gone
 		}
@@ -213,11 +279,28 @@ func (t *Tracer) detourSite(addr uint64) *site {
 	return nil
 }
 
-// resumeInDetour lets a thread that trapped at s's detour run on from
-// there, when nothing of the hit needs its registers changed.
-func (t *Tracer) resumeInDetour(tid int, s *site) bool {
-	if !s.plainEntry() {
+// keepPlain turns s back into an int3 if it has a jmp but is no longer a
+// plain entry (a return probe, post-handler or tracer added at its
+// address): the ordinary path resumes at the displaced instruction's
+// successor, which must then be original code, not the jmp's bytes.
+func (t *Tracer) keepPlain(s *site) {
+	if s.opt != nil && !s.plainEntry() {
+		t.unoptimize([]*site{s})
+		s.opt = nil
+	}
+}
+
+// resumeOptimized lets a thread stopped at a plain site resume from its
+// detour, after the int3 there: without a register write when it trapped
+// at that int3 (viaDetour), with rip moved there when it trapped on the
+// int3 the jmp replaced (a stop taken before the jmp was written).
+func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, viaDetour bool) bool {
+	if !s.plainEntry() || !viaDetour && s.opt == nil {
 		return false
+	}
+	if !viaDetour {
+		regs.Rip = s.opt.at + 1
+		t.proc.SetRegs(tid, regs)
 	}
 	t.proc.Cont(tid, 0)
 	return true
