@@ -168,3 +168,43 @@ func TestJumpDetachUnderLoad(t *testing.T) {
 	}
 	stopStress(t, s, stressOutput(4, extra...))
 }
+
+// TestJumpREPL: from the REPL, a return probe added at an optimised
+// entry (the site is no longer plain: it goes back to an int3 at its next
+// hit, through the detour) and then both probes deleted; every call is
+// counted exactly, and after detach stress finds its text and results
+// intact.
+func TestJumpREPL(t *testing.T) {
+	t.Parallel()
+	const calls = 1000
+	s := startStress(t, stressO0, "cmd", "2")
+	out := filepath.Join(t.TempDir(), "trace")
+	r := startPiped(t, jumpDebug, probeBin, "attach", "--repl", "-o", out, strconv.Itoa(s.pid()), "p:work")
+	r.send(t, "list") // answered once the probe is in
+	r.waitStdout(t, "probe/p_work_0", 30*time.Second)
+	s.send(t, fmt.Sprintf("go %d", calls))
+	s.waitCount(t, "done ", 1, 60*time.Second)
+	r.send(t, "add r:work")
+	r.waitStdout(t, "added r_work_0\n", 30*time.Second)
+	s.send(t, fmt.Sprintf("go %d", calls))
+	s.waitCount(t, "done ", 2, 60*time.Second)
+	r.send(t, "del p_work_0")
+	r.send(t, "del r_work_0")
+	r.waitStdout(t, "deleted r_work_0", 30*time.Second)
+	s.send(t, fmt.Sprintf("go %d", calls))
+	s.waitCount(t, "done ", 3, 60*time.Second)
+	r.send(t, "detach")
+	res := r.wait(t, 30*time.Second)
+	if res.code != 0 || !strings.HasSuffix(res.stderr, jumpedLine(1)) {
+		t.Fatalf("probe: %v\nwant exit 0 and stderr ending %q", res, jumpedLine(1))
+	}
+	noAlarm(t, res)
+	got := countByName(eventsIn(t, out))
+	if got["p_work_0"] != 2*2*calls || got["r_work_0"] != 2*calls || len(got) != 2 {
+		t.Errorf("hits %v, want p_work_0=%d r_work_0=%d", got, 4*calls, 2*calls)
+	}
+	checks := 0
+	checkFree(t, s, s.pid(), &checks)
+	done := fmt.Sprintf("done %d", calls)
+	stopStress(t, s, stressOutput(2, done, done, done, "check ok"))
+}

@@ -77,6 +77,11 @@ func (t *Tracer) optimizeSites(anchor int) {
 		for _, tid := range held {
 			t.proc.Cont(tid, 0)
 		}
+		if t.bellTaken {
+			// Its command is still queued: ring again for the loop.
+			t.bellTaken = false
+			unix.Kill(t.bellPid(), unix.SIGSTOP)
+		}
 	}()
 	if !ok {
 		return
@@ -153,11 +158,9 @@ func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool
 		switch ev.Kind {
 		case tracee.EventTrap:
 		case tracee.EventSignal:
-			// Arrived before the step: delivered when we resume, as
-			// Hold defers. The step is asked for again.
-			if info, err := t.proc.Siginfo(tid); err == nil {
-				t.proc.Defer(tid, info)
-			}
+			// Arrived before the step: delivered when we resume. The
+			// step is asked for again.
+			t.deferSignal(tid, ev.Sig)
 		default:
 			return 0, false
 		}
@@ -252,9 +255,7 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 				t.proc.Defer(tid, info)
 			}
 		case tracee.EventSignal:
-			if info, err := t.proc.Siginfo(tid); err == nil {
-				t.proc.Defer(tid, info)
-			}
+			t.deferSignal(tid, ev.Sig)
 		case tracee.EventExit:
 			continue
 		default:
@@ -267,6 +268,21 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 		held = append(held, tid)
 	}
 	return held, ok
+}
+
+// deferSignal keeps the signal tid is stopped for, to be delivered when
+// it resumes, as Hold does; but our doorbell, rung by a command queued
+// since Start, is taken (delivered, it would stop the whole process) and
+// rung again once the threads run.
+func (t *Tracer) deferSignal(tid, sig int) {
+	info, err := t.proc.Siginfo(tid)
+	switch {
+	case err != nil:
+	case sig == int(unix.SIGSTOP) && tracee.SentByUs(&info):
+		t.bellTaken = true
+	default:
+		t.proc.Defer(tid, info)
+	}
 }
 
 // detourSite returns the site whose detour's int3 is at addr, or nil. A

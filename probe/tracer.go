@@ -59,6 +59,7 @@ type Tracer struct {
 	xol        []*xolArea
 	detours    map[uint64]*jumpOpt // by the detour's address (optimize.go)
 	jumps      atomic.Int64        // sites jump-optimised
+	bellTaken  bool                // optimizeSites took a doorbell
 	regs       unix.PtraceRegs
 	place      *tracee.Placer
 	tuning     Tuning
