@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,8 +49,14 @@ var jumpSpecs = []string{"p:frame a=%di b=%si", "p:lookup i=%di", "p:loopback n=
 
 const jumpOptimisable = 3
 
-// jumpedLine is probe's stderr with PROBE_DEBUG_JUMPS.
-func jumpedLine(n int) string { return fmt.Sprintf("probe: %d sites jump-optimised\n", n) }
+// jumpedLine is probe's stderr with PROBE_DEBUG_JUMPS, when it detached
+// with no thread inside a detour.
+func jumpedLine(n int) string {
+	return fmt.Sprintf("probe: %d sites jump-optimised, 0 threads moved out of detours\n", n)
+}
+
+// jumpedRE matches that line with any count of threads moved.
+var jumpedRE = regexp.MustCompile(`^probe: (\d+) sites jump-optimised, (\d+) threads moved out of detours\n$`)
 
 // TestJumpExact: with its prologues and a rip-relative load run from
 // detours, jump prints what it prints untraced, every probe fires once a
@@ -144,10 +151,10 @@ func TestJumpDetachUnderLoad(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
-	const trials = 15
+	const trials = 30
 	s := startStress(t, stressO0, "spin", "4")
 	pid := strconv.Itoa(s.pid())
-	checks := 0
+	checks, moved := 0, 0
 	for i := 0; i < trials; i++ {
 		pr := startBg(t, jumpDebug, probeBin, "attach", pid, "p:work", "p:canary")
 		pr.waitStdout(t, "p_work_0:", 30*time.Second)
@@ -155,11 +162,12 @@ func TestJumpDetachUnderLoad(t *testing.T) {
 		time.Sleep(delay)
 		pr.signal(t, syscall.SIGINT)
 		r := pr.wait(t, 30*time.Second)
-		// The detach may catch hits too late to report (a comment after
-		// the events); nothing else may be on stderr.
-		if r.code != 0 || r.stderr != jumpedLine(2) {
+		m := jumpedRE.FindStringSubmatch(r.stderr)
+		if r.code != 0 || m == nil || m[1] != "2" {
 			t.Fatalf("trial %d (SIGINT after %v): %v\nwant exit 0 and stderr %q", i, delay, r, jumpedLine(2))
 		}
+		n, _ := strconv.Atoi(m[2])
+		moved += n
 		checkFreeAfter(t, s, s.pid(), &checks, fmt.Sprintf("trial %d (SIGINT after %v)", i, delay))
 	}
 	extra := make([]string, checks)
@@ -167,6 +175,12 @@ func TestJumpDetachUnderLoad(t *testing.T) {
 		extra[i] = "check ok"
 	}
 	stopStress(t, s, stressOutput(4, extra...))
+	// Most detaches find a thread trapped at a detour's int3 or running
+	// its copies; none in 30 would mean this test tests nothing.
+	t.Logf("%d threads moved out of detours in %d detaches", moved, trials)
+	if moved == 0 {
+		t.Errorf("no detach found a thread inside a detour")
+	}
 }
 
 // TestJumpREPL: from the REPL, a return probe added at an optimised
@@ -195,8 +209,8 @@ func TestJumpREPL(t *testing.T) {
 	s.waitCount(t, "done ", 3, 60*time.Second)
 	r.send(t, "detach")
 	res := r.wait(t, 30*time.Second)
-	if res.code != 0 || !strings.HasSuffix(res.stderr, jumpedLine(1)) {
-		t.Fatalf("probe: %v\nwant exit 0 and stderr ending %q", res, jumpedLine(1))
+	if m := jumpedRE.FindStringSubmatch(res.stderr); res.code != 0 || m == nil || m[1] != "1" {
+		t.Fatalf("probe: %v\nwant exit 0 and stderr %q", res, jumpedLine(1))
 	}
 	noAlarm(t, res)
 	got := countByName(eventsIn(t, out))

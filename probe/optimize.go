@@ -53,8 +53,12 @@ func (s *site) plainEntry() bool {
 }
 
 // JumpOptimized counts the probe sites given a jump instead of an int3,
-// for tests and --debug output.
+// for tests and PROBE_DEBUG_JUMPS.
 func (t *Tracer) JumpOptimized() int { return int(t.jumps.Load()) }
+
+// DetourExits counts the threads detach moved out of a detour to the
+// original code. Read it after Wait or Detach.
+func (t *Tracer) DetourExits() int { return int(t.detourExits.Load()) }
 
 // optimizeSites turns the plain entry sites into jumps, with every thread
 // of the process stopped; anchor is already held. Where it cannot, the
@@ -336,6 +340,7 @@ func (t *Tracer) leaveDetour(tid int) {
 		if orig, ok := o.detour.Original(rip, at); ok {
 			t.regs.Rip = orig
 			t.proc.SetRegs(tid, &t.regs)
+			t.detourExits.Add(1)
 		}
 		return
 	}
