@@ -257,6 +257,9 @@ type Tuning struct {
 	NoBoost bool
 	// NoOptimize keeps the int3 at every probe instead of writing a jmp
 	// to a detour where it is safe (optimize.go). NoBoost implies it.
+	// An optimised probe's thread resumes without a register write, so
+	// a Pre handler's changes to Hit.Regs are not applied there: set
+	// NoOptimize to change registers from a handler.
 	NoOptimize bool
 	// NoPlacement leaves the ptrace thread wherever the scheduler puts it
 	// instead of following the tracee thread it serves (tracee.Placer).
