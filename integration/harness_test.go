@@ -279,6 +279,29 @@ func runCmdStdin(t *testing.T, env []string, stdin []byte, name string, args ...
 }
 
 // probe runs the probe binary with args.
+var (
+	builtMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// builtOnce compiles the C source src (relative to integration/) with gcc
+// and flags into binDir/name, once per run, and returns the binary.
+func builtOnce(t *testing.T, name, src string, flags ...string) string {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if exe, ok := built[name]; ok {
+		return exe
+	}
+	exe := filepath.Join(binDir, name)
+	abs, _ := filepath.Abs(src)
+	if err := build(binDir, "gcc", append(flags, "-o", exe, abs)...); err != nil {
+		t.Fatal(err)
+	}
+	built[name] = exe
+	return exe
+}
+
 func probe(t *testing.T, args ...string) result {
 	t.Helper()
 	return runCmd(t, nil, probeBin, args...)

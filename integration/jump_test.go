@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,26 +19,10 @@ import (
 
 var jumpDebug = []string{"PROBE_DEBUG_JUMPS=1"}
 
-var (
-	jumpMu   sync.Mutex
-	jumpBins = map[string]string{}
-)
-
 // jumpBin builds testdata/jump/jump.c with opt ("-O0", "-O2"), once per run.
 func jumpBin(t *testing.T, opt string) string {
 	t.Helper()
-	jumpMu.Lock()
-	defer jumpMu.Unlock()
-	if exe, ok := jumpBins[opt]; ok {
-		return exe
-	}
-	exe := filepath.Join(binDir, "jump"+opt)
-	src, _ := filepath.Abs(filepath.Join("testdata", "jump", "jump.c"))
-	if err := build(binDir, "gcc", opt, "-g", "-Wall", "-o", exe, src); err != nil {
-		t.Fatal(err)
-	}
-	jumpBins[opt] = exe
-	return exe
+	return builtOnce(t, "jump"+opt, filepath.Join("testdata", "jump", "jump.c"), opt, "-g", "-Wall")
 }
 
 // jumpSpecs probe every function of jump: frame, lookup and ripload can be

@@ -33,30 +33,14 @@ const (
 	stressO2 stressVariant = "O2"
 )
 
-var (
-	stressMu   sync.Mutex
-	stressBins = map[stressVariant]string{}
-)
-
 // stressBin builds testdata/reliability/stress.c as v, once per run.
 func stressBin(t *testing.T, v stressVariant) string {
 	t.Helper()
-	stressMu.Lock()
-	defer stressMu.Unlock()
-	if exe, ok := stressBins[v]; ok {
-		return exe
-	}
-	exe := filepath.Join(binDir, "stress_"+string(v))
-	src, _ := filepath.Abs(filepath.Join("testdata", "reliability", "stress.c"))
 	flags := []string{"-O2", "-g", "-pthread", "-Wall"}
 	if v == stressO0 {
 		flags = []string{"-O0", "-g", "-pthread", "-Wall", "-fcf-protection=none"}
 	}
-	if err := build(binDir, "gcc", append(flags, "-o", exe, src)...); err != nil {
-		t.Fatal(err)
-	}
-	stressBins[v] = exe
-	return exe
+	return builtOnce(t, "stress_"+string(v), filepath.Join("testdata", "reliability", "stress.c"), flags...)
 }
 
 var (
