@@ -21,7 +21,26 @@ type Detour struct {
 	Addr    uint64  // the probe address
 	Covered int     // bytes of original code the jmp displaces (>= JumpSize)
 	Insns   []*Insn // the instructions in [Addr, Addr+Covered)
+	// ReturnHook, when set, is the address of a return trampoline, and
+	// the probe is at a function's entry: the detour then loads the
+	// return address into %r11 before its int3 (the tracer reads it from
+	// the registers) and swaps it for the trampoline after it, so a
+	// hooked call needs no memory access by the tracer. A tracer that
+	// does not hook a call resumes it at Copies, past the swap. %r11 is
+	// scratch at a SysV entry (caller-saved, no argument); never use
+	// this in Go code, whose ABI passes arguments in it.
+	ReturnHook uint64
 }
+
+// The return hook's code: `mov (%rsp),%r11` before the int3, and
+// `lea ReturnHook(%rip),%r11; mov %r11,(%rsp)` after it. Neither touches
+// the flags.
+var (
+	hookLoad    = []byte{0x4c, 0x8b, 0x1c, 0x24}
+	hookLea     = []byte{0x4c, 0x8d, 0x1d} // + rel32
+	hookStore   = []byte{0x4c, 0x89, 0x1c, 0x24}
+	hookSwapLen = len(hookLea) + 4 + len(hookStore)
+)
 
 // PlanDetour decides whether the probe at addr, inside the function whose
 // whole code is fn (at fnAddr), can be jump-optimised, as kprobes'
@@ -83,14 +102,44 @@ func PlanDetour(fn []byte, fnAddr, addr uint64) (*Detour, error) {
 }
 
 // Size is the length of the detour's code.
-func (d *Detour) Size() int { return 1 + d.Covered + JumpSize }
+func (d *Detour) Size() int { return int(d.Copies(0)) + d.Covered + JumpSize }
 
-// Code returns the detour's bytes for placement at detour: an int3, the
-// covered instructions (rip-relative operands re-based) and a jmp back to
-// Addr+Covered.
+// Trap is the address of the int3 of the detour placed at detour.
+func (d *Detour) Trap(detour uint64) uint64 {
+	if d.ReturnHook != 0 {
+		return detour + uint64(len(hookLoad))
+	}
+	return detour
+}
+
+// Copies is the address of the first covered instruction's copy in the
+// detour placed at detour: where a thread stopped at the int3 goes on
+// without the return hook.
+func (d *Detour) Copies(detour uint64) uint64 {
+	if d.ReturnHook != 0 {
+		return d.Trap(detour) + 1 + uint64(hookSwapLen)
+	}
+	return detour + 1
+}
+
+// Code returns the detour's bytes for placement at detour: an int3 (with
+// ReturnHook, inside the hook's code), the covered instructions
+// (rip-relative operands re-based) and a jmp back to Addr+Covered.
 func (d *Detour) Code(detour uint64) ([]byte, error) {
 	out := make([]byte, 0, d.Size())
+	if d.ReturnHook != 0 {
+		out = append(out, hookLoad...)
+	}
 	out = append(out, BreakpointInsn...)
+	if d.ReturnHook != 0 {
+		out = append(out, hookLea...)
+		disp, ok := rel32(detour+uint64(len(out))+4, d.ReturnHook)
+		if !ok {
+			return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
+		}
+		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
+		out = append(out, hookStore...)
+	}
 	for _, in := range d.Insns {
 		b, err := in.XOL(detour + uint64(len(out)))
 		if err != nil {
@@ -117,14 +166,20 @@ func (d *Detour) Jump(detour uint64) ([]byte, error) {
 
 // Original maps rip, inside the detour placed at detour, to the equivalent
 // address in the original code: the int3 (and the thread that has just
-// trapped on it) to Addr, each copy to its instruction, the jmp back to
-// Addr+Covered. ok is false when rip is not an instruction start of the
-// detour.
+// trapped on it) and the return hook's instructions to Addr, each copy to
+// its instruction, the jmp back to Addr+Covered. ok is false when rip is
+// not an instruction start of the detour.
 func (d *Detour) Original(rip, detour uint64) (orig uint64, ok bool) {
-	if rip == detour || rip == detour+1 {
+	trap := d.Trap(detour)
+	switch {
+	case rip == detour || rip == trap || rip == trap+1:
+		return d.Addr, true
+	case d.ReturnHook != 0 && rip == trap+1+uint64(len(hookLea)+4):
+		// Between the lea and the store: the return address is not
+		// swapped yet, so the entry can run again from the start.
 		return d.Addr, true
 	}
-	at := detour + 1
+	at := d.Copies(detour)
 	for _, in := range d.Insns {
 		if rip == at {
 			return in.Addr, true

@@ -95,6 +95,49 @@ func TestDetourCode(t *testing.T) {
 	}
 }
 
+func TestDetourReturnHook(t *testing.T) {
+	var fn, detour, tramp uint64 = 0x401000, 0x7f0000, 0x7f8000
+	code := hx(t, "55 48 89 e5 48 83 ec 10 c9 c3") // push; mov; sub: 8 bytes
+	d, err := PlanDetour(code, fn, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ReturnHook = tramp
+	got, err := d.Code(detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// mov (%rsp),%r11; int3; lea tramp(%rip),%r11; mov %r11,(%rsp);
+	// the copies; jmp back.
+	want := hx(t, "4c 8b 1c 24 cc 4c 8d 1d")
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(tramp-(detour+12))))
+	want = append(want, hx(t, "4c 89 1c 24 55 48 89 e5 48 83 ec 10 e9")...)
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(fn+8-(detour+29))))
+	if !bytes.Equal(got, want) || len(got) != d.Size() {
+		t.Fatalf("code % x, want % x", got, want)
+	}
+	if d.Trap(detour) != detour+4 || d.Copies(detour) != detour+16 {
+		t.Fatalf("trap %#x, copies %#x", d.Trap(detour), d.Copies(detour))
+	}
+	for _, c := range []struct {
+		rip, orig uint64
+		ok        bool
+	}{
+		{detour, fn, true}, {detour + 4, fn, true}, {detour + 5, fn, true}, {detour + 12, fn, true},
+		{detour + 16, fn, true}, {detour + 17, fn + 1, true}, {detour + 24, fn + 8, true},
+		{detour + 6, 0, false}, {detour + 13, 0, false},
+	} {
+		orig, ok := d.Original(c.rip, detour)
+		if orig != c.orig || ok != c.ok {
+			t.Errorf("Original(%#x) = %#x, %v; want %#x, %v", c.rip, orig, ok, c.orig, c.ok)
+		}
+	}
+	d.ReturnHook = detour + 3<<30
+	if _, err := d.Code(detour); err == nil {
+		t.Fatal("trampoline beyond ±2 GiB: no error")
+	}
+}
+
 // FuzzDetour plans a detour for any function code and checks what it
 // promises: no panic; when accepted, the covered instructions are not
 // branches, the detour decodes to an int3, instructions of the same
