@@ -106,8 +106,8 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	}
 	s := t.sites[addr]
 	if s == nil {
-		if t.detourSite(addr) != nil {
-			t.proc.Cont(tid, 0) // on through the copies
+		if o := t.detours[addr]; o != nil {
+			t.passDetour(tid, regs, o) // on through the copies
 			return
 		}
 		t.onForeignTrap(tid, regs)
@@ -115,7 +115,7 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	}
 	regs.Rip = addr
 	t.keepPlain(s)
-	if t.resumeOptimized(tid, s, regs, false) {
+	if t.resumeOptimized(tid, s, regs, nil, false) {
 		return
 	}
 	hit := Hit{Pid: t.pid, Tid: tid, Regs: regs, Mem: t.proc}

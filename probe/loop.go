@@ -99,14 +99,16 @@ func (t *Tracer) onTrap(tid int) {
 		t.onReturn(tid, regs)
 		return
 	}
-	s, viaDetour := t.sites[addr], false
+	s, via := t.sites[addr], (*jumpOpt)(nil)
 	if s == nil {
-		if s, viaDetour = t.detourSite(addr), true; s == nil {
+		if via = t.detours[addr]; via == nil {
 			t.onForeignTrap(tid, regs)
 			return
 		}
+		s = via.site
 	}
 	t.keepPlain(s)
+	inHook := t.inReturnHook(s, via)
 	regs.Rip = s.addr
 	t.handling(tid, regs, s.addr)
 	hit := t.newHit(tid, regs)
@@ -131,13 +133,14 @@ func (t *Tracer) onTrap(tid int) {
 	if s.unwind != 0 {
 		t.onUnwinder(tid, regs, s.unwind, &hit)
 	}
+	hooked := false
 	switch {
 	case s.fn != nil && !t.ft.opts.Returns:
 		t.traceEntryOnly(regs, s, &hit)
 	case s.fn != nil && s.fn.isGo:
 		t.goEnter(tid, regs, s, &hit)
 	case len(s.returns) > 0 || s.fn != nil:
-		t.enter(tid, regs, s, &hit)
+		hooked = t.enter(tid, regs, s, &hit, inHook)
 	}
 	if len(s.captures) > 0 {
 		t.capture(tid, s, &hit)
@@ -145,7 +148,7 @@ func (t *Tracer) onTrap(tid int) {
 	if s.linker {
 		t.onLinkerEvent(tid, regs)
 	}
-	if t.resumeOptimized(tid, s, regs, viaDetour) {
+	if t.resumeOptimized(tid, s, regs, via, hooked) {
 		return
 	}
 	t.runDisplaced(tid, s, regs, &hit)

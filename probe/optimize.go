@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bytes"
+	"errors"
 
 	"golang.org/x/sys/unix"
 
@@ -24,12 +25,23 @@ import (
 // that returns into one, long after the probe is gone; each ends in a
 // jmp back to the original code.
 
+// A return-hooked entry in C (a return probe, function_graph) gets a
+// detour that hijacks the return address itself (singlestep.Detour's
+// ReturnHook): the tracer reads the return address from r11 and, for a
+// call it hooks, resumes without any write; for one it does not, it sets
+// rip past the hijack. Go code never gets one: r11 is an argument there.
+
 // jumpOpt is a site's jump optimisation.
 type jumpOpt struct {
 	detour *singlestep.Detour
-	at     uint64 // the detour's address: its int3
+	base   uint64 // where the detour's code starts
+	at     uint64 // the detour's int3
+	skip   uint64 // its copies: on from the int3 without the return hook
 	site   *site
 }
+
+// hook reports whether the detour hijacks the return address.
+func (o *jumpOpt) hook() bool { return o.detour.ReturnHook != 0 }
 
 // origBytes is what the site's patch replaced: the byte under the int3,
 // or every byte the jmp covers.
@@ -52,9 +64,36 @@ func (s *site) plainEntry() bool {
 		s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
 }
 
+// returnHookEntry reports whether a hit at s needs nothing but its entry
+// probes' handlers and the return hook of a C function (its return probes,
+// function_graph): what a return-hook detour does without register writes.
+func (t *Tracer) returnHookEntry(s *site) bool {
+	hooks := len(s.returns) > 0 || s.fn != nil && !s.fn.isGo && t.ft != nil && t.ft.opts.Returns
+	return hooks && !s.post && len(s.retInsns) == 0 && len(s.captures) == 0 &&
+		s.fnRet == nil && s.unwind == 0 && !s.linker
+}
+
+// fits reports whether s's needs are still what its detour o was made
+// for.
+func (t *Tracer) fits(s *site, o *jumpOpt) bool {
+	if o.hook() {
+		return t.returnHookEntry(s)
+	}
+	return s.plainEntry()
+}
+
+// inReturnHook reports whether a thread trapped at s came through a
+// return-hook detour (via) that may do the hijack for enter.
+func (t *Tracer) inReturnHook(s *site, via *jumpOpt) bool {
+	return via != nil && via.hook() && via.detour.ReturnHook == t.trampoline && t.returnHookEntry(s)
+}
+
 // JumpOptimized counts the probe sites given a jump instead of an int3,
 // for tests and PROBE_DEBUG_JUMPS.
 func (t *Tracer) JumpOptimized() int { return int(t.jumps.Load()) }
+
+// ReturnHookJumps counts those of them whose detour hooks the return.
+func (t *Tracer) ReturnHookJumps() int { return int(t.hookJumps.Load()) }
 
 // DetourExits counts the threads detach moved out of a detour to the
 // original code. Read it after Wait or Detach.
@@ -69,7 +108,8 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 	var cands []*site
 	for _, st := range t.sites {
-		if st.opt == nil && len(st.probes) > 0 && st.plainEntry() && st.module != nil && st.sym.Size > 0 && !isGo(st.module) {
+		want := len(st.probes) > 0 && st.plainEntry() || t.trampoline != 0 && t.returnHookEntry(st)
+		if st.opt == nil && want && st.module != nil && st.sym.Size > 0 && !isGo(st.module) {
 			cands = append(cands, st)
 		}
 	}
@@ -127,6 +167,12 @@ func (t *Tracer) planDetour(st *site) *singlestep.Detour {
 	d, err := singlestep.PlanDetour(fn, st.sym.Addr+st.module.Bias, st.addr)
 	if err != nil {
 		return nil
+	}
+	if !st.plainEntry() {
+		if st.addr != st.sym.Addr+st.module.Bias {
+			return nil // the hook reads [sp] as the return address: entries only
+		}
+		d.ReturnHook = t.trampoline
 	}
 	for a := range t.sites {
 		if st.addr < a && a < st.addr+uint64(d.Covered) {
@@ -189,17 +235,17 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
 		return
 	}
-	at, err := t.allocSlot(anchor, st.addr)
+	base, slots, err := t.allocDetour(anchor, st.addr, d.Size())
 	if err != nil {
 		return
 	}
-	code, err := d.Code(at)
+	code, err := d.Code(base)
 	var jmp []byte
 	if err == nil {
-		jmp, err = d.Jump(at)
+		jmp, err = d.Jump(base)
 	}
-	if err != nil || t.writeSlots([]slotWrite{{at, code}}) != nil {
-		t.freeSlot(at)
+	if err != nil || t.writeSlots([]slotWrite{{base, code}}) != nil {
+		t.freeSlots(base, slots)
 		return
 	}
 	// Every thread is stopped: one write of the jmp over the int3 and
@@ -208,9 +254,40 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
 		return
 	}
-	st.opt = &jumpOpt{detour: d, at: at, site: st}
-	t.detours[at] = st.opt
+	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Copies(base), site: st}
+	t.detours[st.opt.at] = st.opt
 	t.jumps.Add(1)
+	if d.ReturnHook != 0 {
+		t.hookJumps.Add(1)
+	}
+}
+
+// allocDetour returns room for size bytes of detour near addr: adjacent
+// XOL slots, as many as it takes (a return-hook detour may not fit one).
+func (t *Tracer) allocDetour(anchor int, addr uint64, size int) (base uint64, slots int, err error) {
+	for slots*singlestep.SlotSize < size {
+		slot, err := t.allocSlot(anchor, addr)
+		if err == nil && slots > 0 && slot != base+uint64(slots*singlestep.SlotSize) {
+			t.freeSlot(slot)
+			err = errors.New("no adjacent XOL slots")
+		}
+		if err != nil {
+			t.freeSlots(base, slots)
+			return 0, 0, err
+		}
+		if slots == 0 {
+			base = slot
+		}
+		slots++
+	}
+	return base, slots, nil
+}
+
+// freeSlots gives back the slots allocDetour took, last first.
+func (t *Tracer) freeSlots(base uint64, slots int) {
+	for i := slots - 1; i >= 0; i-- {
+		t.freeSlot(base + uint64(i*singlestep.SlotSize))
+	}
 }
 
 // stopOthers interrupts every thread but anchor and collects each one's
@@ -299,31 +376,49 @@ func (t *Tracer) detourSite(addr uint64) *site {
 	return nil
 }
 
-// keepPlain turns s back into an int3 if it has a jmp but is no longer a
-// plain entry (a return probe, post-handler or tracer added at its
-// address): the ordinary path resumes at the displaced instruction's
+// keepPlain turns s back into an int3 if it has a jmp but its needs are
+// no longer what the detour was made for (a return probe, post-handler or
+// tracer added at its address, or the return probes gone): the ordinary path resumes at the displaced instruction's
 // successor, which must then be original code, not the jmp's bytes.
 func (t *Tracer) keepPlain(s *site) {
-	if s.opt != nil && !s.plainEntry() {
+	if s.opt != nil && !t.fits(s, s.opt) {
 		t.unoptimize([]*site{s})
 		s.opt = nil
 	}
 }
 
-// resumeOptimized lets a thread stopped at a plain site resume from its
-// detour, after the int3 there: without a register write when it trapped
-// at that int3 (viaDetour), with rip moved there when it trapped on the
-// int3 the jmp replaced (a stop taken before the jmp was written).
-func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, viaDetour bool) bool {
-	if !s.plainEntry() || !viaDetour && s.opt == nil {
+// resumeOptimized lets a thread stopped at a site resume from a detour,
+// after the int3 there. Trapped at a detour's int3 (via): without a
+// register write when the detour does what is left (a plain one at a plain
+// site; a return-hook one whose hijack enter wants, hooked), else at its
+// copies. Trapped on the int3 the jmp replaced (a stop taken before the
+// jmp was written): at the copies of the site's detour. false: the
+// ordinary path must run the displaced instruction.
+func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *jumpOpt, hooked bool) bool {
+	switch {
+	case via != nil && t.inReturnHook(s, via) && hooked:
+		t.proc.Cont(tid, 0)
+	case via != nil && (s.plainEntry() || t.inReturnHook(s, via)):
+		t.passDetour(tid, regs, via)
+	case via == nil && s.opt != nil && t.fits(s, s.opt):
+		// enter, if it ran, hijacked through memory.
+		regs.Rip = s.opt.skip
+		t.proc.SetRegs(tid, regs)
+		t.proc.Cont(tid, 0)
+	default:
 		return false
 	}
-	if !viaDetour {
-		regs.Rip = s.opt.at + 1
+	return true
+}
+
+// passDetour resumes a thread trapped at o's int3 through the copies,
+// without o's return hook.
+func (t *Tracer) passDetour(tid int, regs *unix.PtraceRegs, o *jumpOpt) {
+	if o.hook() {
+		regs.Rip = o.skip
 		t.proc.SetRegs(tid, regs)
 	}
 	t.proc.Cont(tid, 0)
-	return true
 }
 
 // leaveDetour moves a held thread whose rip is inside a detour to the
@@ -333,11 +428,11 @@ func (t *Tracer) leaveDetour(tid int) {
 		return
 	}
 	rip := t.regs.Rip
-	for at, o := range t.detours {
-		if rip < at || rip >= at+uint64(o.detour.Size()) {
+	for _, o := range t.detours {
+		if rip < o.base || rip >= o.base+uint64(o.detour.Size()) {
 			continue
 		}
-		if orig, ok := o.detour.Original(rip, at); ok {
+		if orig, ok := o.detour.Original(rip, o.base); ok {
 			t.regs.Rip = orig
 			t.proc.SetRegs(tid, &t.regs)
 			t.detourExits.Add(1)

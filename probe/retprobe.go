@@ -30,11 +30,16 @@ type Return struct {
 // enter runs at the entry of a function whose return somebody waits for
 // (a return probe, the function tracer): the return address at [sp] is
 // swapped for the trampoline and the call pushed on the thread's shadow
-// stack.
-func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
-	ret, ok := t.readWord(regs.Rsp)
-	if !ok {
-		return
+// stack. In a return-hook detour (inHook) the return address is in r11
+// and the detour swaps it itself, after the int3: enter only says whether
+// to let it (hooked).
+func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, inHook bool) (hooked bool) {
+	ret := regs.R11
+	if !inHook {
+		var ok bool
+		if ret, ok = t.readWord(regs.Rsp); !ok {
+			return false
+		}
 	}
 	cs := t.threadStack(tid)
 	// A tail call jumps in with its caller's hijacked slot at [sp]: that
@@ -46,19 +51,20 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
 		t.traceEnter(cs, &f, s.fn, hit)
 	}
 	if len(s.returns) == 0 && f.mode == 0 {
-		return
+		return false
 	}
 	if tail {
 		caller := cs.top()
 		if caller == nil || caller.sp != regs.Rsp {
-			return // the caller's frame is gone: nobody to return with
+			return false // the caller's frame is gone: nobody to return with
 		}
-		f.ret = caller.ret
-	} else if !t.writeWord(regs.Rsp, t.trampoline) {
-		return
+		f.ret = caller.ret // a detour writes the trampoline again: harmless
+	} else if !inHook && !t.writeWord(regs.Rsp, t.trampoline) {
+		return false
 	}
 	cs.push(f)
 	t.noteStack(cs, tid)
+	return true
 }
 
 // onReturn handles the trampoline trap: the thread has just executed the

@@ -61,6 +61,7 @@ type Tracer struct {
 	jumps       atomic.Int64        // sites jump-optimised
 	bellTaken   bool                // optimizeSites took a doorbell
 	detourExits atomic.Int64        // threads moved out of detours at detach
+	hookJumps   atomic.Int64        // jumps to return-hook detours (optimize.go)
 	regs        unix.PtraceRegs
 	place       *tracee.Placer
 	tuning      Tuning

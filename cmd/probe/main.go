@@ -448,6 +448,9 @@ func (s *sink) close(t *probe.Tracer) error {
 	if os.Getenv("PROBE_DEBUG_JUMPS") != "" {
 		// For tests: proof that the jump-optimised path ran.
 		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", t.JumpOptimized(), t.DetourExits())
+		if n := t.ReturnHookJumps(); n > 0 {
+			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour\n", n)
+		}
 	}
 	if lost := s.stream.Lost(); lost > 0 {
 		s.writer.Comment(output.LostNote(lost))
