@@ -95,6 +95,11 @@ func (t *Tracer) JumpOptimized() int { return int(t.jumps.Load()) }
 // ReturnHookJumps counts those of them whose detour hooks the return.
 func (t *Tracer) ReturnHookJumps() int { return int(t.hookJumps.Load()) }
 
+// SwappedExits counts the threads detach moved out of a return-hook
+// detour after its swap of the return address. Read it after Wait or
+// Detach.
+func (t *Tracer) SwappedExits() int { return int(t.swappedExits.Load()) }
+
 // DetourExits counts the threads detach moved out of a detour to the
 // original code. Read it after Wait or Detach.
 func (t *Tracer) DetourExits() int { return int(t.detourExits.Load()) }
@@ -397,6 +402,10 @@ func (t *Tracer) keepPlain(s *site) {
 func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *jumpOpt, hooked bool) bool {
 	switch {
 	case via != nil && t.inReturnHook(s, via) && hooked:
+		if swapFaultArmed {
+			t.stepTo(tid, via.skip)
+			faultPoint("swapped")
+		}
 		t.proc.Cont(tid, 0)
 	case via != nil && (s.plainEntry() || t.inReturnHook(s, via)):
 		t.passDetour(tid, regs, via)
@@ -409,6 +418,19 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 		return false
 	}
 	return true
+}
+
+// stepTo single-steps a thread until its rip is at, a few instructions
+// on: for the test of a detach that finds a thread past a detour's swap.
+func (t *Tracer) stepTo(tid int, at uint64) {
+	for steps := 0; steps < 4; steps++ {
+		if t.proc.GetRegs(tid, &t.regs) != nil || t.regs.Rip == at || t.proc.Step(tid, 0) != nil {
+			return
+		}
+		if _, err := t.proc.WaitThread(tid); err != nil {
+			return
+		}
+	}
 }
 
 // passDetour resumes a thread trapped at o's int3 through the copies,
@@ -436,6 +458,11 @@ func (t *Tracer) leaveDetour(tid int) {
 			t.regs.Rip = orig
 			t.proc.SetRegs(tid, &t.regs)
 			t.detourExits.Add(1)
+			if o.hook() && rip >= o.skip {
+				// Its return address is swapped already: restoreReturns
+				// puts it back.
+				t.swappedExits.Add(1)
+			}
 		}
 		return
 	}

@@ -50,26 +50,27 @@ type Tracer struct {
 	space *symbols.Space
 	// shownSpace is space for other goroutines (Symbols): the ptrace
 	// thread replaces space when libraries come and go.
-	shownSpace  atomic.Pointer[symbols.Space]
-	anchor      int // a thread held stopped while commands run, or 0
-	sites       map[uint64]*site
-	probes      map[string]*Probe
-	stepping    map[int]*site // threads whose displaced instruction is in flight
-	comms       map[int]string
-	xol         []*xolArea
-	detours     map[uint64]*jumpOpt // by the detour's address (optimize.go)
-	jumps       atomic.Int64        // sites jump-optimised
-	bellTaken   bool                // optimizeSites took a doorbell
-	detourExits atomic.Int64        // threads moved out of detours at detach
-	hookJumps   atomic.Int64        // jumps to return-hook detours (optimize.go)
-	regs        unix.PtraceRegs
-	place       *tracee.Placer
-	tuning      Tuning
-	monoBase    int64
-	wallBase    time.Time
-	detached    bool
-	lostHits    uint64
-	flight      inFlight // the stop being handled, for emergencyDetach
+	shownSpace   atomic.Pointer[symbols.Space]
+	anchor       int // a thread held stopped while commands run, or 0
+	sites        map[uint64]*site
+	probes       map[string]*Probe
+	stepping     map[int]*site // threads whose displaced instruction is in flight
+	comms        map[int]string
+	xol          []*xolArea
+	detours      map[uint64]*jumpOpt // by the detour's address (optimize.go)
+	jumps        atomic.Int64        // sites jump-optimised
+	bellTaken    bool                // optimizeSites took a doorbell
+	detourExits  atomic.Int64        // threads moved out of detours at detach
+	hookJumps    atomic.Int64        // jumps to return-hook detours (optimize.go)
+	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
+	regs         unix.PtraceRegs
+	place        *tracee.Placer
+	tuning       Tuning
+	monoBase     int64
+	wallBase     time.Time
+	detached     bool
+	lostHits     uint64
+	flight       inFlight // the stop being handled, for emergencyDetach
 
 	trampoline  uint64               // the int3 hijacked returns come back through
 	shadow      map[int]*callStack   // per thread, for hijacked returns

@@ -449,7 +449,7 @@ func (s *sink) close(t *probe.Tracer) error {
 		// For tests: proof that the jump-optimised path ran.
 		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", t.JumpOptimized(), t.DetourExits())
 		if n := t.ReturnHookJumps(); n > 0 {
-			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour\n", n)
+			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
 		}
 	}
 	if lost := s.stream.Lost(); lost > 0 {
