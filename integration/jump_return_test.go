@@ -304,3 +304,40 @@ func TestJumpReturnPanicPastSwap(t *testing.T) {
 		stopStress(t, s, stressOutput(4, "check ok"))
 	}
 }
+
+// TestJumpReturnFork: as TestJumpFork with return probes: a forked child
+// runs without our jmps and return hooks and computes what it does
+// untraced; with -f it is traced through the parent's return-hook
+// detours and every return of both is reported.
+func TestJumpReturnFork(t *testing.T) {
+	t.Parallel()
+	const calls = 200
+	exe := jumpBin(t, "-O2")
+	want := runCmd(t, nil, exe, "fork", strconv.Itoa(calls))
+	if want.code != 0 || !strings.Contains(want.stdout, "child text ok\n") {
+		t.Fatalf("untraced: %v", want)
+	}
+	fns := []string{"frame", "lookup", "loopback", "indirect", "ripload"}
+	for _, follow := range []bool{false, true} {
+		out := filepath.Join(t.TempDir(), "trace")
+		args := []string{"run", "-o", out}
+		perProbe, wantOut := calls, want.stdout
+		if follow {
+			args = append(args, "-f")
+			perProbe, wantOut = 2*calls, strings.Replace(want.stdout, "child text ok", "child text BAD", 1)
+		}
+		for _, fn := range fns {
+			args = append(args, "r:"+fn+" $retval")
+		}
+		r := probeEnv(t, jumpDebug, append(args, "--", exe, "fork", strconv.Itoa(calls))...)
+		if r.code != 0 || r.stdout != wantOut || r.stderr != hookedLines(jumpOptimisable) {
+			t.Fatalf("follow=%v: %v\nwant exit 0, stdout %q, stderr %q", follow, r, wantOut, hookedLines(jumpOptimisable))
+		}
+		got := countByName(eventsIn(t, out))
+		for _, fn := range fns {
+			if n := got["r_"+fn+"_0"]; n != perProbe {
+				t.Errorf("follow=%v: r_%s_0 fired %d times, want %d", follow, fn, n, perProbe)
+			}
+		}
+	}
+}
