@@ -174,12 +174,14 @@ func fileByte(t *testing.T, path, fn string) byte {
 	return 0
 }
 
-// waitProbed waits until probe has put its breakpoint at the entry of
-// function fn of path in pid: the probes given with it are installed.
+// waitProbed waits until probe has put its breakpoint (an int3, or the
+// jmp of a jump-optimised probe) at the entry of function fn of path in
+// pid: the probes given with it are installed.
 func waitProbed(t *testing.T, p *bg, pid int, path, fn string) {
 	t.Helper()
 	deadline := time.Now().Add(cmdTimeout)
-	for codeByte(t, pid, path, fn) != 0xcc {
+	orig := fileByte(t, path, fn)
+	for b := codeByte(t, pid, path, fn); b == orig || b != 0xcc && b != 0xe9; b = codeByte(t, pid, path, fn) {
 		if p.exited() {
 			t.Fatalf("probe exited before probing %s:\n%v", fn, p.res)
 		}
