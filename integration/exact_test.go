@@ -159,10 +159,7 @@ func TestExact(t *testing.T) {
 	t.Run("return", func(t *testing.T) {
 		t.Parallel()
 		specs := lay.exactSpecs(false, true)
-		// --no-optimize: a return-hook detour leaves r11 (scratch at a
-		// call, but checked here) holding the trampoline's address;
-		// jump_return_test.go covers those detours.
-		def := runExact(t, path, nil, base, []string{"--no-optimize"}, specs, iters)
+		def := runExact(t, path, nil, base, nil, specs, iters)
 		step := runExact(t, path, nil, base, []string{"--no-boost"}, specs, iters)
 		for _, run := range []exactRun{def, step} {
 			wantLabelHits(t, run.mode, lay, run.evs, rep, exactIters)
