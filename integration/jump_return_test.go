@@ -21,19 +21,7 @@ import (
 // retjumpBin builds testdata/jump/retjump.c with opt, once per run.
 func retjumpBin(t *testing.T, opt string) string {
 	t.Helper()
-	jumpMu.Lock()
-	defer jumpMu.Unlock()
-	key := "retjump" + opt
-	if exe, ok := jumpBins[key]; ok {
-		return exe
-	}
-	exe := filepath.Join(binDir, key)
-	src, _ := filepath.Abs(filepath.Join("testdata", "jump", "retjump.c"))
-	if err := build(binDir, "gcc", opt, "-g", "-Wall", "-o", exe, src); err != nil {
-		t.Fatal(err)
-	}
-	jumpBins[key] = exe
-	return exe
+	return builtOnce(t, "retjump"+opt, filepath.Join("testdata", "jump", "retjump.c"), opt, "-g", "-Wall")
 }
 
 var retjumpFuncs = []string{"leaf", "fib", "tail", "outer"}

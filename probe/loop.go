@@ -108,7 +108,15 @@ func (t *Tracer) onTrap(tid int) {
 		s = via.site
 	}
 	t.keepPlain(s)
-	inHook := t.inReturnHook(s, via)
+	var hookRet uint64
+	if t.inReturnHook(s, via) {
+		hookRet = regs.R11
+	}
+	if via != nil && via.hook() && len(s.probes) > 0 {
+		// The handlers see the thread's own %r11, which the detour
+		// keeps in the red zone while it holds the return address.
+		t.restoreR11(regs)
+	}
 	regs.Rip = s.addr
 	t.handling(tid, regs, s.addr)
 	hit := t.newHit(tid, regs)
@@ -140,7 +148,7 @@ func (t *Tracer) onTrap(tid int) {
 	case s.fn != nil && s.fn.isGo:
 		t.goEnter(tid, regs, s, &hit)
 	case len(s.returns) > 0 || s.fn != nil:
-		hooked = t.enter(tid, regs, s, &hit, inHook)
+		hooked = t.enter(tid, regs, s, &hit, hookRet)
 	}
 	if len(s.captures) > 0 {
 		t.capture(tid, s, &hit)

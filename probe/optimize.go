@@ -27,7 +27,8 @@ import (
 
 // A return-hooked entry in C (a return probe, function_graph) gets a
 // detour that hijacks the return address itself (singlestep.Detour's
-// ReturnHook): the tracer reads the return address from r11 and, for a
+// ReturnHook): the tracer reads the return address from r11 (the
+// thread's own r11 waits in the red zone) and, for a
 // call it hooks, resumes without any write; for one it does not, it sets
 // rip past the hijack. Go code never gets one: r11 is an argument there.
 
@@ -36,7 +37,8 @@ type jumpOpt struct {
 	detour *singlestep.Detour
 	base   uint64 // where the detour's code starts
 	at     uint64 // the detour's int3
-	skip   uint64 // its copies: on from the int3 without the return hook
+	skip   uint64 // on from the int3 without the return hook (Detour.Skip)
+	copies uint64 // on for a thread that never ran the detour (Detour.Copies)
 	site   *site
 }
 
@@ -259,7 +261,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
 		return
 	}
-	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Copies(base), site: st}
+	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.detours[st.opt.at] = st.opt
 	t.jumps.Add(1)
 	if d.ReturnHook != 0 {
@@ -410,14 +412,28 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 	case via != nil && (s.plainEntry() || t.inReturnHook(s, via)):
 		t.passDetour(tid, regs, via)
 	case via == nil && s.opt != nil && t.fits(s, s.opt):
-		// enter, if it ran, hijacked through memory.
-		regs.Rip = s.opt.skip
+		// enter, if it ran, hijacked through memory; %r11 was never
+		// saved.
+		regs.Rip = s.opt.copies
 		t.proc.SetRegs(tid, regs)
 		t.proc.Cont(tid, 0)
 	default:
+		if via != nil && via.hook() {
+			// Leaving a return-hook detour before it puts %r11
+			// back: do it here.
+			t.restoreR11(regs)
+		}
 		return false
 	}
 	return true
+}
+
+// restoreR11 puts into regs the %r11 a return-hook detour saved at
+// -8(%rsp) (see singlestep.Detour.ReturnHook).
+func (t *Tracer) restoreR11(regs *unix.PtraceRegs) {
+	if r11, ok := t.readWord(regs.Rsp - 8); ok {
+		regs.R11 = r11
+	}
 }
 
 // stepTo single-steps a thread until its rip is at, a few instructions
@@ -454,7 +470,10 @@ func (t *Tracer) leaveDetour(tid int) {
 		if rip < o.base || rip >= o.base+uint64(o.detour.Size()) {
 			continue
 		}
-		if orig, ok := o.detour.Original(rip, o.base); ok {
+		if orig, savedR11, ok := o.detour.Original(rip, o.base); ok {
+			if savedR11 {
+				t.restoreR11(&t.regs)
+			}
 			t.regs.Rip = orig
 			t.proc.SetRegs(tid, &t.regs)
 			t.detourExits.Add(1)

@@ -30,11 +30,12 @@ type Return struct {
 // enter runs at the entry of a function whose return somebody waits for
 // (a return probe, the function tracer): the return address at [sp] is
 // swapped for the trampoline and the call pushed on the thread's shadow
-// stack. In a return-hook detour (inHook) the return address is in r11
-// and the detour swaps it itself, after the int3: enter only says whether
-// to let it (hooked).
-func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, inHook bool) (hooked bool) {
-	ret := regs.R11
+// stack. In a return-hook detour the return address is what the detour
+// loaded into %r11 (hookRet, else 0) and the detour swaps it itself, after
+// the int3: enter only says whether to let it (hooked).
+func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRet uint64) (hooked bool) {
+	inHook := hookRet != 0
+	ret := hookRet
 	if !inHook {
 		var ok bool
 		if ret, ok = t.readWord(regs.Rsp); !ok {

@@ -25,20 +25,26 @@ type Detour struct {
 	// the probe is at a function's entry: the detour then loads the
 	// return address into %r11 before its int3 (the tracer reads it from
 	// the registers) and swaps it for the trampoline after it, so a
-	// hooked call needs no memory access by the tracer. A tracer that
-	// does not hook a call resumes it at Copies, past the swap. %r11 is
-	// scratch at a SysV entry (caller-saved, no argument); never use
-	// this in Go code, whose ABI passes arguments in it.
+	// hooked call needs no memory access by the tracer. %r11 is kept in
+	// the red zone meanwhile and put back before the copies (Skip): gcc's
+	// IPA register allocation may keep a value in a caller-saved register
+	// across a call to a function it knows leaves it alone. A tracer that
+	// does not hook a call resumes it at Skip, past the swap. Never in Go
+	// code: its ABI passes arguments in %r11 and has no red zone.
 	ReturnHook uint64
 }
 
-// The return hook's code: `mov (%rsp),%r11` before the int3, and
-// `lea ReturnHook(%rip),%r11; mov %r11,(%rsp)` after it. Neither touches
-// the flags.
+// The return hook's code: `mov %r11,-8(%rsp); mov (%rsp),%r11` before the
+// int3; `lea ReturnHook(%rip),%r11; mov %r11,(%rsp)` after it; then, at
+// Skip, `mov -8(%rsp),%r11`. None touches the flags. At a SysV function
+// entry -8(%rsp) is free: the call just wrote over the caller's red zone
+// there, and a signal frame goes below the red zone.
 var (
+	hookSave    = []byte{0x4c, 0x89, 0x5c, 0x24, 0xf8}
 	hookLoad    = []byte{0x4c, 0x8b, 0x1c, 0x24}
 	hookLea     = []byte{0x4c, 0x8d, 0x1d} // + rel32
 	hookStore   = []byte{0x4c, 0x89, 0x1c, 0x24}
+	hookRestore = []byte{0x4c, 0x8b, 0x5c, 0x24, 0xf8}
 	hookSwapLen = len(hookLea) + 4 + len(hookStore)
 )
 
@@ -107,19 +113,28 @@ func (d *Detour) Size() int { return int(d.Copies(0)) + d.Covered + JumpSize }
 // Trap is the address of the int3 of the detour placed at detour.
 func (d *Detour) Trap(detour uint64) uint64 {
 	if d.ReturnHook != 0 {
-		return detour + uint64(len(hookLoad))
+		return detour + uint64(len(hookSave)+len(hookLoad))
 	}
 	return detour
 }
 
-// Copies is the address of the first covered instruction's copy in the
-// detour placed at detour: where a thread stopped at the int3 goes on
-// without the return hook.
-func (d *Detour) Copies(detour uint64) uint64 {
+// Skip is where a thread stopped at the int3 goes on without the return
+// hook: past the swap, where a return-hook detour puts %r11 back.
+func (d *Detour) Skip(detour uint64) uint64 {
 	if d.ReturnHook != 0 {
 		return d.Trap(detour) + 1 + uint64(hookSwapLen)
 	}
 	return detour + 1
+}
+
+// Copies is the address of the first covered instruction's copy in the
+// detour placed at detour: where a thread that never ran the detour's
+// first instructions (it trapped on the int3 the jmp replaced) goes on.
+func (d *Detour) Copies(detour uint64) uint64 {
+	if d.ReturnHook != 0 {
+		return d.Skip(detour) + uint64(len(hookRestore))
+	}
+	return d.Skip(detour)
 }
 
 // Code returns the detour's bytes for placement at detour: an int3 (with
@@ -128,7 +143,7 @@ func (d *Detour) Copies(detour uint64) uint64 {
 func (d *Detour) Code(detour uint64) ([]byte, error) {
 	out := make([]byte, 0, d.Size())
 	if d.ReturnHook != 0 {
-		out = append(out, hookLoad...)
+		out = append(append(out, hookSave...), hookLoad...)
 	}
 	out = append(out, BreakpointInsn...)
 	if d.ReturnHook != 0 {
@@ -138,7 +153,7 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 			return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
 		}
 		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
-		out = append(out, hookStore...)
+		out = append(append(out, hookStore...), hookRestore...)
 	}
 	for _, in := range d.Insns {
 		b, err := in.XOL(detour + uint64(len(out)))
@@ -167,27 +182,36 @@ func (d *Detour) Jump(detour uint64) ([]byte, error) {
 // Original maps rip, inside the detour placed at detour, to the equivalent
 // address in the original code: the int3 (and the thread that has just
 // trapped on it) and the return hook's instructions to Addr, each copy to
-// its instruction, the jmp back to Addr+Covered. ok is false when rip is
-// not an instruction start of the detour.
-func (d *Detour) Original(rip, detour uint64) (orig uint64, ok bool) {
+// its instruction, the jmp back to Addr+Covered. savedR11: the thread's
+// %r11 is at -8(%rsp), to be put back. ok is false when rip is not an
+// instruction start of the detour.
+func (d *Detour) Original(rip, detour uint64) (orig uint64, savedR11, ok bool) {
 	trap := d.Trap(detour)
-	switch {
-	case rip == detour || rip == trap || rip == trap+1:
-		return d.Addr, true
-	case d.ReturnHook != 0 && rip == trap+1+uint64(len(hookLea)+4):
-		// Between the lea and the store: the return address is not
-		// swapped yet, so the entry can run again from the start.
-		return d.Addr, true
+	if d.ReturnHook != 0 {
+		lea := trap + 1
+		switch rip {
+		case detour:
+			return d.Addr, false, true
+		case detour + uint64(len(hookSave)), trap, lea, lea + uint64(len(hookLea)+4):
+			// Before the store: the return address is not swapped
+			// yet, so the entry can run again from the start.
+			return d.Addr, true, true
+		case d.Skip(detour):
+			// Swapped: the caller puts the return address back too.
+			return d.Addr, true, true
+		}
+	} else if rip == detour || rip == trap+1 {
+		return d.Addr, false, true
 	}
 	at := d.Copies(detour)
 	for _, in := range d.Insns {
 		if rip == at {
-			return in.Addr, true
+			return in.Addr, false, true
 		}
 		at += uint64(in.Len)
 	}
 	if rip == at {
-		return d.Addr + uint64(d.Covered), true
+		return d.Addr + uint64(d.Covered), false, true
 	}
-	return 0, false
+	return 0, false, false
 }

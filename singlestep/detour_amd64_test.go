@@ -85,9 +85,9 @@ func TestDetourCode(t *testing.T) {
 		{detour, fn, true}, {detour + 1, fn, true}, {detour + 2, fn + 1, true},
 		{detour + 9, fn + 8, true}, {detour + 3, 0, false}, {detour + 14, 0, false},
 	} {
-		orig, ok := d.Original(c.rip, detour)
-		if orig != c.orig || ok != c.ok {
-			t.Errorf("Original(%#x) = %#x, %v; want %#x, %v", c.rip, orig, ok, c.orig, c.ok)
+		orig, savedR11, ok := d.Original(c.rip, detour)
+		if orig != c.orig || savedR11 || ok != c.ok {
+			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, false, %v", c.rip, orig, savedR11, ok, c.orig, c.ok)
 		}
 	}
 	if _, err := d.Jump(fn + 3<<30); err == nil {
@@ -107,29 +107,30 @@ func TestDetourReturnHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// mov (%rsp),%r11; int3; lea tramp(%rip),%r11; mov %r11,(%rsp);
-	// the copies; jmp back.
-	want := hx(t, "4c 8b 1c 24 cc 4c 8d 1d")
-	want = binary.LittleEndian.AppendUint32(want, uint32(int32(tramp-(detour+12))))
-	want = append(want, hx(t, "4c 89 1c 24 55 48 89 e5 48 83 ec 10 e9")...)
-	want = binary.LittleEndian.AppendUint32(want, uint32(int32(fn+8-(detour+29))))
+	// mov %r11,-8(%rsp); mov (%rsp),%r11; int3; lea tramp(%rip),%r11;
+	// mov %r11,(%rsp); mov -8(%rsp),%r11; the copies; jmp back.
+	want := hx(t, "4c 89 5c 24 f8 4c 8b 1c 24 cc 4c 8d 1d")
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(tramp-(detour+17))))
+	want = append(want, hx(t, "4c 89 1c 24 4c 8b 5c 24 f8 55 48 89 e5 48 83 ec 10 e9")...)
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(fn+8-(detour+39))))
 	if !bytes.Equal(got, want) || len(got) != d.Size() {
 		t.Fatalf("code % x, want % x", got, want)
 	}
-	if d.Trap(detour) != detour+4 || d.Copies(detour) != detour+16 {
-		t.Fatalf("trap %#x, copies %#x", d.Trap(detour), d.Copies(detour))
+	if d.Trap(detour) != detour+9 || d.Skip(detour) != detour+21 || d.Copies(detour) != detour+26 {
+		t.Fatalf("trap %#x, skip %#x, copies %#x", d.Trap(detour), d.Skip(detour), d.Copies(detour))
 	}
 	for _, c := range []struct {
-		rip, orig uint64
-		ok        bool
+		rip, orig    uint64
+		savedR11, ok bool
 	}{
-		{detour, fn, true}, {detour + 4, fn, true}, {detour + 5, fn, true}, {detour + 12, fn, true},
-		{detour + 16, fn, true}, {detour + 17, fn + 1, true}, {detour + 24, fn + 8, true},
-		{detour + 6, 0, false}, {detour + 13, 0, false},
+		{detour, fn, false, true}, {detour + 5, fn, true, true}, {detour + 9, fn, true, true},
+		{detour + 10, fn, true, true}, {detour + 17, fn, true, true}, {detour + 21, fn, true, true},
+		{detour + 26, fn, false, true}, {detour + 27, fn + 1, false, true}, {detour + 34, fn + 8, false, true},
+		{detour + 6, 0, false, false}, {detour + 18, 0, false, false},
 	} {
-		orig, ok := d.Original(c.rip, detour)
-		if orig != c.orig || ok != c.ok {
-			t.Errorf("Original(%#x) = %#x, %v; want %#x, %v", c.rip, orig, ok, c.orig, c.ok)
+		orig, savedR11, ok := d.Original(c.rip, detour)
+		if orig != c.orig || savedR11 != c.savedR11 || ok != c.ok {
+			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
 		}
 	}
 	d.ReturnHook = detour + 3<<30
