@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../textcheck.h"
 
 long table[8] = {3, 1, 4, 1, 5, 9, 2, 6};
 long counter;
@@ -70,28 +71,6 @@ __attribute__((noinline)) long lookup(long i)
 	return table[i & 7] * 10 + i;
 }
 
-static int compare_phdr(struct dl_phdr_info *info, size_t size, void *data)
-{
-	int *differ = data;
-	const char *path = info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe";
-	int fd = open(path, O_RDONLY);
-
-	if (fd < 0)
-		return 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-			continue;
-		char *file = malloc(ph->p_filesz);
-		if (!file || pread(fd, file, ph->p_filesz, ph->p_offset) != (ssize_t)ph->p_filesz ||
-		    memcmp(file, (const void *)(info->dlpi_addr + ph->p_vaddr), ph->p_filesz) != 0)
-			(*differ)++;
-		free(file);
-	}
-	close(fd);
-	return 0;
-}
-
 static void run(const char *who, long n)
 {
 	long f = 0, l = 0, lb = 0, ind = 0;
@@ -112,10 +91,9 @@ int main(int argc, char **argv)
 		long n = atol(argv[2]);
 		pid_t pid = fork();
 		if (pid == 0) {
-			int differ = 0;
-			dl_iterate_phdr(compare_phdr, &differ);
+			int intact = text_intact();
 			run("child", n);
-			printf("child text %s\n", differ ? "BAD" : "ok");
+			printf("child text %s\n", intact ? "ok" : "BAD");
 			return 0;
 		}
 		int st;
