@@ -224,7 +224,7 @@ func (r result) String() string {
 func limit(s string) string {
 	const max = 4000
 	if len(s) > max {
-		return s[:max] + fmt.Sprintf("\n... (%d more bytes)\n", len(s)-max)
+		return s[:max/2] + fmt.Sprintf("\n... (%d bytes left out)\n", len(s)-max) + s[len(s)-max/2:]
 	}
 	return s
 }
