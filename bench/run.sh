@@ -4,6 +4,10 @@
 # Builds bench/work.c (the tracee) and bench/floor.c (the floor tracer:
 # trap + wait4 + PTRACE_CONT, nothing else), times each variant RUNS times
 # and prints medians in microseconds per hit and as ratios to the floor.
+# A hit's cost is the difference between a run of HITS hits and one of a
+# single hit, divided by HITS: what a run costs once (starting the
+# program, loading symbols, installing and removing probes) is shown
+# apart, in the "once" column, not spread over the hits.
 # Peers (ltrace, gdb dprintf, uftrace, perf with kernel uprobes) are
 # timed too when installed.
 set -euo pipefail
@@ -37,49 +41,63 @@ median() {
 	printf '%s\n' "${xs[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
 }
 
-base=$(median "$work" "$hits" 1)
-base4=$(median "$work" $((hits / 4)) 4)
-floor_same=$(median taskset -c 0 "$out/floor" "$work" "$hits" 1 floor)
-floor_any=$(median "$out/floor" "$work" "$hits" 1 floor)
-floor=$((floor_same < floor_any ? floor_same : floor_any))
-floor_ns=$(((floor - base) / hits))
+# cost NAME THREADS CMD...: a row. CMD's @N@ is the calls per thread.
+cost() {
+	local name=$1 threads=$2
+	shift 2
+	local many=() one=() x
+	for x in "$@"; do
+		many+=("${x//@N@/$((hits / threads))}")
+		one+=("${x//@N@/1}")
+	done
+	local tn t1
+	tn=$(median "${many[@]}")
+	t1=$(median "${one[@]}")
+	awk -v n="$name" -v tn="$tn" -v t1="$t1" -v h="$((hits - threads))" -v f="${floor_ns:-0}" -v b="$base1" '
+		BEGIN {
+			p = (tn - t1) / h
+			if (f == 0) f = p
+			printf "%-44s %9.1f %9.2f %9.0f\n", n, p / 1000, p / f, (t1 - b) / 1e6
+		}'
+}
+# per_hit ROW: the us/hit column of a row, in ns.
+per_hit() { awk '{ print $(NF - 2) * 1000 }' <<<"$1"; }
 
+base1=$(median "$work" 1 1)
 printf '# bench: %s, %s, %s CPUs, %d hits per run, median of %d runs\n' \
 	"$(date +%F)" "$(uname -srm)" "$(nproc)" "$hits" "$runs"
-printf '%-44s %9s %9s\n' variant "us/hit" "x floor"
-row() { # row NAME NS_TOTAL BASE_NS
-	local per=$((($2 - $3) / hits))
-	awk -v n="$1" -v p="$per" -v f="$floor_ns" 'BEGIN { printf "%-44s %9.1f %9.2f\n", n, p / 1000, p / f }'
-}
-row "floor, tracer on the tracee's CPU" "$floor_same" "$base"
-row "floor, tracer on any CPU" "$floor_any" "$base"
-entry=$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)
-row "  C floor + GETREGS, same CPU" "$(median taskset -c 0 "$out/floor" -g "$work" "$hits" 1 floor)" "$base"
-row "  C floor + GETREGS + SETREGS, same CPU" "$(median taskset -c 0 "$out/floor" -r "$work" "$hits" 1 floor)" "$base"
-row "probe p:leaf a=%di b=%si" "$entry" "$base"
-row "  --no-optimize (int3, boosted copy)" "$(median "$probe" run --no-optimize -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
-row "  --no-boost (push %rbp emulated)" "$(median "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
-row "  --no-placement" "$(median "$probe" run --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" "$hits" 1)" "$base"
-row "probe r:leaf \$retval (per call)" "$(median "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" "$hits" 1)" "$base"
-row "probe --tracer function_graph (per call)" "$(median "$probe" run -o /dev/null --tracer function_graph --filter leaf -- "$work" "$hits" 1)" "$base"
-row "floor, 4 threads (per hit)" "$(median "$out/floor" "$work" $((hits / 4)) 4 floor)" "$base4"
-four=$(median "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" $((hits / 4)) 4)
-row "probe p:leaf, 4 threads (per hit)" "$four" "$base4"
-awk -v a="$(((four - base4) / hits))" -v b="$(((entry - base) / hits))" \
+printf '%-44s %9s %9s %9s\n' variant "us/hit" "x floor" "once ms"
+same=$(cost "floor, tracer on the tracee's CPU" 1 taskset -c 0 "$out/floor" "$work" @N@ 1 floor)
+floor_ns=$(per_hit "$same")
+echo "$same"
+cost "floor, tracer on any CPU" 1 "$out/floor" "$work" @N@ 1 floor
+cost "  C floor + GETREGS, same CPU" 1 taskset -c 0 "$out/floor" -g "$work" @N@ 1 floor
+cost "  C floor + GETREGS + SETREGS, same CPU" 1 taskset -c 0 "$out/floor" -r "$work" @N@ 1 floor
+entry=$(cost "probe p:leaf a=%di b=%si" 1 "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1)
+echo "$entry"
+cost "  --no-optimize (int3, boosted copy)" 1 "$probe" run --no-optimize -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
+cost "  --no-boost (push %rbp emulated)" 1 "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
+cost "  --no-placement" 1 "$probe" run --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
+cost "probe r:leaf \$retval (per call)" 1 "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" @N@ 1
+cost "probe --tracer function_graph (per call)" 1 "$probe" run -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
+cost "floor, 4 threads (per hit)" 4 "$out/floor" "$work" @N@ 4 floor
+four=$(cost "probe p:leaf, 4 threads (per hit)" 4 "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4)
+echo "$four"
+awk -v a="$(per_hit "$four")" -v b="$(per_hit "$entry")" \
 	'BEGIN { printf "%-44s %19.2f\n", "  4 threads per hit / 1 thread per hit", a / b }'
 if command -v ltrace >/dev/null; then
-	row "ltrace -x leaf" "$(median ltrace -o /dev/null -x leaf "$work" "$hits" 1)" "$base"
+	cost "ltrace -x leaf" 1 ltrace -o /dev/null -x leaf "$work" @N@ 1
 fi
 if command -v gdb >/dev/null; then
-	row "gdb dprintf leaf" "$(median gdb -q -batch -ex 'dprintf leaf,"%ld\n",a' -ex run --args "$work" "$hits" 1)" "$base"
+	cost "gdb dprintf leaf" 1 gdb -q -batch -ex 'dprintf leaf,"%ld\n",a' -ex run --args "$work" @N@ 1
 fi
 if command -v uftrace >/dev/null; then
-	row "uftrace (recompiled -pg, not attached)" "$(median uftrace record -d "$out/uftrace.data" "$out/work-pg" "$hits" 1)" "$base"
+	cost "uftrace (recompiled -pg, not attached)" 1 uftrace record -d "$out/uftrace.data" "$out/work-pg" @N@ 1
 fi
 # Kernel uprobes, recorded by perf: the in-kernel reference (root only).
 if command -v perf >/dev/null && perf probe -q -x "$work" leaf 2>/dev/null; then
 	trap 'perf probe -q -d "probe_work:*" 2>/dev/null' EXIT
 	perf probe -q -x "$work" 'leaf%return' 2>/dev/null || true
-	row "perf record, kernel uprobe on leaf" "$(median perf record -q -e probe_work:leaf -o "$out/perf.data" -- "$work" "$hits" 1)" "$base"
-	row "perf record, kernel uretprobe on leaf" "$(median perf record -q -e probe_work:leaf__return -o "$out/perf.data" -- "$work" "$hits" 1)" "$base"
+	cost "perf record, kernel uprobe on leaf" 1 perf record -q -e probe_work:leaf -o "$out/perf.data" -- "$work" @N@ 1
+	cost "perf record, kernel uretprobe on leaf" 1 perf record -q -e probe_work:leaf__return -o "$out/perf.data" -- "$work" @N@ 1
 fi
