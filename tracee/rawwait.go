@@ -9,7 +9,7 @@ import (
 )
 
 // A wait that sleeps is made raw, as ptrace requests are, when it is safe.
-// Through the runtime (entersyscall/exitsyscall) it costs ~4 µs more a hit
+// Through the runtime (entersyscall/exitsyscall) it costs ~3.4 µs more a hit
 // on the 2-CPU VMs this was measured on: the runtime's sysmon keeps waking
 // (about ten times as often), and each of our threads it wakes on the
 // tracee's CPU can push the tracee to the other CPU, where every round trip
