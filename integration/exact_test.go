@@ -168,6 +168,19 @@ func TestExact(t *testing.T) {
 		wantSameEvents(t, def, step, "default", "--no-boost")
 	})
 
+	// The function tracer (no returns) on every form: it names each
+	// caller, through detours that load the return address into r11 and
+	// put the thread's own back (the checksums see every register).
+	t.Run("function", func(t *testing.T) {
+		t.Parallel()
+		ev := filepath.Join(t.TempDir(), "trace")
+		r := runCmd(t, jumpDebug, "setarch", "x86_64", "-R", probeBin, "run", "-o", ev, "--tracer", "function", "--filter", "x_*", "--", path, iters)
+		m := jumpedRE.FindStringSubmatch(r.stderr)
+		if r.code != base.code || r.stdout != base.stdout || m == nil || m[1] == "0" {
+			t.Fatalf("want the untraced output and some sites optimised, got:\n%s\n%v", exactOutputDiff(base.stdout, r.stdout), r)
+		}
+	})
+
 	// Signals arriving all the time, most of them while the thread is
 	// stopped at a probe: they are delivered as it resumes, in a slot.
 	t.Run("signals", func(t *testing.T) {

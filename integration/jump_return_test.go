@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -327,5 +328,69 @@ func TestJumpReturnFork(t *testing.T) {
 				t.Errorf("follow=%v: r_%s_0 fired %d times, want %d", follow, fn, n, perProbe)
 			}
 		}
+	}
+}
+
+// TestJumpCallerFunctionTracer: the function tracer without returns names
+// each call's caller from the return address; on C entries a detour loads
+// it into %r11 for the tracer (keeping the thread's own in the red zone),
+// so a call costs no memory read. The "FUNC <-CALLER" lines are the same,
+// in the same order, optimised, with --no-optimize and with --no-boost,
+// and every call the tracee made is there.
+func TestJumpCallerFunctionTracer(t *testing.T) {
+	const rounds = 100
+	for _, opt := range []string{"-O0", "-O2"} {
+		t.Run(opt, func(t *testing.T) {
+			t.Parallel()
+			exe := retjumpBin(t, opt)
+			want := runCmd(t, nil, exe, strconv.Itoa(rounds))
+			if want.code != 0 {
+				t.Fatalf("untraced: %v", want)
+			}
+			calls := retjumpCalls(t, want.stdout)
+			var runs [3][]string
+			for i, mode := range retjumpModes {
+				out := filepath.Join(t.TempDir(), "trace")
+				args := []string{"run", mode, "-o", out, "--tracer", "function"}
+				for _, fn := range retjumpFuncs {
+					args = append(args, "--filter", fn)
+				}
+				r := probeEnv(t, jumpDebug, append(args, "--", exe, strconv.Itoa(rounds))...)
+				optimised := len(retjumpFuncs)
+				if i > 0 {
+					optimised = 0
+				}
+				if r.code != 0 || r.stdout != want.stdout || r.stderr != jumpedLine(optimised) {
+					t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", mode, r, want.stdout, jumpedLine(optimised))
+				}
+				b, err := os.ReadFile(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]int{}
+				for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+					if strings.HasPrefix(line, "#") {
+						continue
+					}
+					_, call, ok := strings.Cut(line, ": ")
+					fn, caller, ok2 := strings.Cut(call, " <-")
+					if !ok || !ok2 || strings.HasPrefix(caller, "0x") {
+						t.Fatalf("%s: not a named function-tracer line: %q", mode, line)
+					}
+					got[fn]++
+					runs[i] = append(runs[i], call)
+				}
+				for _, fn := range retjumpFuncs {
+					if got[fn] != calls[fn] {
+						t.Errorf("%s: %s traced %d times, want %d", mode, fn, got[fn], calls[fn])
+					}
+				}
+			}
+			for m := 1; m < len(runs); m++ {
+				if strings.Join(runs[m], "\n") != strings.Join(runs[0], "\n") {
+					t.Fatalf("optimised and %s differ:\n%s\n---\n%s", retjumpModes[m], limit(strings.Join(runs[0], "\n")), limit(strings.Join(runs[m], "\n")))
+				}
+			}
+		})
 	}
 }

@@ -509,11 +509,14 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 }
 
 // traceEntryOnly is the function tracer without returns: one event per
-// call, naming the caller.
-func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit) {
-	f := shadowFrame{fn: s.fn, time: hit.Time}
-	if ret, ok := t.readWord(regs.Rsp); ok {
-		f.ret = ret
+// call, naming the caller from the return address: loadedRet when a
+// detour loaded it (else 0), read from the stack otherwise.
+func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit, loadedRet uint64) {
+	f := shadowFrame{fn: s.fn, time: hit.Time, ret: loadedRet}
+	if loadedRet == 0 {
+		if ret, ok := t.readWord(regs.Rsp); ok {
+			f.ret = ret
+		}
 	}
 	t.ft.send(FuncEntry, &f, hit, int64(hit.Tid), 0, t.callerName(f.ret))
 }

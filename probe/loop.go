@@ -112,7 +112,8 @@ func (t *Tracer) onTrap(tid int) {
 	if t.inReturnHook(s, via) {
 		hookRet = regs.R11
 	}
-	if via != nil && via.hook() && len(s.probes) > 0 {
+	loadedRet := t.loadedReturn(s, via, regs)
+	if via != nil && via.savesR11() && len(s.probes) > 0 {
 		// The handlers see the thread's own %r11, which the detour
 		// keeps in the red zone while it holds the return address.
 		t.restoreR11(regs)
@@ -144,7 +145,7 @@ func (t *Tracer) onTrap(tid int) {
 	hooked := false
 	switch {
 	case s.fn != nil && !t.ft.opts.Returns:
-		t.traceEntryOnly(regs, s, &hit)
+		t.traceEntryOnly(regs, s, &hit, loadedRet)
 	case s.fn != nil && s.fn.isGo:
 		t.goEnter(tid, regs, s, &hit)
 	case len(s.returns) > 0 || s.fn != nil:

@@ -45,6 +45,11 @@ type jumpOpt struct {
 // hook reports whether the detour hijacks the return address.
 func (o *jumpOpt) hook() bool { return o.detour.ReturnHook != 0 }
 
+// savesR11 reports whether the detour keeps the thread's %r11 in the red
+// zone while %r11 holds the return address (a return hook, or a load of
+// the return address alone).
+func (o *jumpOpt) savesR11() bool { return o.detour.SavesR11() }
+
 // origBytes is what the site's patch replaced: the byte under the int3,
 // or every byte the jmp covers.
 func (s *site) origBytes() []byte {
@@ -75,13 +80,34 @@ func (t *Tracer) returnHookEntry(s *site) bool {
 		s.fnRet == nil && s.unwind == 0 && !s.linker
 }
 
+// callerEntry reports whether a hit at s needs nothing but its entry
+// probes' handlers and the return address, to name the caller: a C
+// function under the function tracer without function_graph. Its detour
+// loads the return address into %r11 for the tracer (LoadReturn).
+func (t *Tracer) callerEntry(s *site) bool {
+	return s.fn != nil && !s.fn.isGo && t.ft != nil && !t.ft.opts.Returns && len(s.returns) == 0 &&
+		!s.post && len(s.retInsns) == 0 && len(s.captures) == 0 && s.fnRet == nil && s.unwind == 0 && !s.linker
+}
+
 // fits reports whether s's needs are still what its detour o was made
 // for.
 func (t *Tracer) fits(s *site, o *jumpOpt) bool {
-	if o.hook() {
+	switch {
+	case o.hook():
 		return t.returnHookEntry(s)
+	case o.detour.LoadReturn:
+		return t.callerEntry(s)
 	}
 	return s.plainEntry()
+}
+
+// loadedReturn is the return address a detour that only loads it (via)
+// put in %r11 for a thread trapped at s, or 0.
+func (t *Tracer) loadedReturn(s *site, via *jumpOpt, regs *unix.PtraceRegs) uint64 {
+	if via != nil && via.detour.LoadReturn && t.callerEntry(s) {
+		return regs.R11
+	}
+	return 0
 }
 
 // inReturnHook reports whether a thread trapped at s came through a
@@ -115,7 +141,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 	var cands []*site
 	for _, st := range t.sites {
-		want := len(st.probes) > 0 && st.plainEntry() || t.trampoline != 0 && t.returnHookEntry(st)
+		want := len(st.probes) > 0 && st.plainEntry() || t.trampoline != 0 && t.returnHookEntry(st) || t.callerEntry(st)
 		if st.opt == nil && want && st.module != nil && st.sym.Size > 0 && !isGo(st.module) {
 			cands = append(cands, st)
 		}
@@ -179,7 +205,11 @@ func (t *Tracer) planDetour(st *site) *singlestep.Detour {
 		if st.addr != st.sym.Addr+st.module.Bias {
 			return nil // the hook reads [sp] as the return address: entries only
 		}
-		d.ReturnHook = t.trampoline
+		if t.callerEntry(st) {
+			d.LoadReturn = true
+		} else {
+			d.ReturnHook = t.trampoline
+		}
 	}
 	for a := range t.sites {
 		if st.addr < a && a < st.addr+uint64(d.Covered) {
@@ -409,6 +439,8 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 			faultPoint("swapped")
 		}
 		t.proc.Cont(tid, 0)
+	case via != nil && via.detour.LoadReturn && t.callerEntry(s):
+		t.proc.Cont(tid, 0) // the detour puts %r11 back itself
 	case via != nil && (s.plainEntry() || t.inReturnHook(s, via)):
 		t.passDetour(tid, regs, via)
 	case via == nil && s.opt != nil && t.fits(s, s.opt):
@@ -418,7 +450,7 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 		t.proc.SetRegs(tid, regs)
 		t.proc.Cont(tid, 0)
 	default:
-		if via != nil && via.hook() {
+		if via != nil && via.savesR11() {
 			// Leaving a return-hook detour before it puts %r11
 			// back: do it here.
 			t.restoreR11(regs)

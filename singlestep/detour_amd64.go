@@ -32,7 +32,16 @@ type Detour struct {
 	// does not hook a call resumes it at Skip, past the swap. Never in Go
 	// code: its ABI passes arguments in %r11 and has no red zone.
 	ReturnHook uint64
+	// LoadReturn, without ReturnHook: the detour only loads the return
+	// address into %r11 for the tracer (kept and put back as above), for
+	// an entry that wants to know its caller but not its return (the
+	// function tracer without function_graph).
+	LoadReturn bool
 }
+
+// SavesR11 reports whether the detour keeps %r11 at -8(%rsp) between its
+// first instruction and Skip.
+func (d *Detour) SavesR11() bool { return d.ReturnHook != 0 || d.LoadReturn }
 
 // The return hook's code: `mov %r11,-8(%rsp); mov (%rsp),%r11` before the
 // int3; `lea ReturnHook(%rip),%r11; mov %r11,(%rsp)` after it; then, at
@@ -112,7 +121,7 @@ func (d *Detour) Size() int { return int(d.Copies(0)) + d.Covered + JumpSize }
 
 // Trap is the address of the int3 of the detour placed at detour.
 func (d *Detour) Trap(detour uint64) uint64 {
-	if d.ReturnHook != 0 {
+	if d.SavesR11() {
 		return detour + uint64(len(hookSave)+len(hookLoad))
 	}
 	return detour
@@ -121,17 +130,19 @@ func (d *Detour) Trap(detour uint64) uint64 {
 // Skip is where a thread stopped at the int3 goes on without the return
 // hook: past the swap, where a return-hook detour puts %r11 back.
 func (d *Detour) Skip(detour uint64) uint64 {
-	if d.ReturnHook != 0 {
+	switch {
+	case d.ReturnHook != 0:
 		return d.Trap(detour) + 1 + uint64(hookSwapLen)
+	default:
+		return d.Trap(detour) + 1
 	}
-	return detour + 1
 }
 
 // Copies is the address of the first covered instruction's copy in the
 // detour placed at detour: where a thread that never ran the detour's
 // first instructions (it trapped on the int3 the jmp replaced) goes on.
 func (d *Detour) Copies(detour uint64) uint64 {
-	if d.ReturnHook != 0 {
+	if d.SavesR11() {
 		return d.Skip(detour) + uint64(len(hookRestore))
 	}
 	return d.Skip(detour)
@@ -142,7 +153,7 @@ func (d *Detour) Copies(detour uint64) uint64 {
 // (rip-relative operands re-based) and a jmp back to Addr+Covered.
 func (d *Detour) Code(detour uint64) ([]byte, error) {
 	out := make([]byte, 0, d.Size())
-	if d.ReturnHook != 0 {
+	if d.SavesR11() {
 		out = append(append(out, hookSave...), hookLoad...)
 	}
 	out = append(out, BreakpointInsn...)
@@ -153,7 +164,10 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 			return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
 		}
 		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
-		out = append(append(out, hookStore...), hookRestore...)
+		out = append(out, hookStore...)
+	}
+	if d.SavesR11() {
+		out = append(out, hookRestore...)
 	}
 	for _, in := range d.Insns {
 		b, err := in.XOL(detour + uint64(len(out)))
@@ -187,17 +201,19 @@ func (d *Detour) Jump(detour uint64) ([]byte, error) {
 // instruction start of the detour.
 func (d *Detour) Original(rip, detour uint64) (orig uint64, savedR11, ok bool) {
 	trap := d.Trap(detour)
-	if d.ReturnHook != 0 {
+	if d.SavesR11() {
 		lea := trap + 1
-		switch rip {
-		case detour:
+		switch {
+		case rip == detour:
 			return d.Addr, false, true
-		case detour + uint64(len(hookSave)), trap, lea, lea + uint64(len(hookLea)+4):
+		case rip == detour+uint64(len(hookSave)) || rip == trap ||
+			d.ReturnHook != 0 && (rip == lea || rip == lea+uint64(len(hookLea)+4)):
 			// Before the store: the return address is not swapped
 			// yet, so the entry can run again from the start.
 			return d.Addr, true, true
-		case d.Skip(detour):
-			// Swapped: the caller puts the return address back too.
+		case rip == d.Skip(detour):
+			// At the restore; with a return hook the return address
+			// is swapped: the caller puts it back too.
 			return d.Addr, true, true
 		}
 	} else if rip == detour || rip == trap+1 {

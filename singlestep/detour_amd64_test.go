@@ -133,6 +133,36 @@ func TestDetourReturnHook(t *testing.T) {
 			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
 		}
 	}
+	d.ReturnHook = 0
+	d.LoadReturn = true
+	got, err = d.Code(detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LoadReturn alone: mov %r11,-8(%rsp); mov (%rsp),%r11; int3;
+	// mov -8(%rsp),%r11; the copies; jmp back.
+	want = hx(t, "4c 89 5c 24 f8 4c 8b 1c 24 cc 4c 8b 5c 24 f8 55 48 89 e5 48 83 ec 10 e9")
+	want = binary.LittleEndian.AppendUint32(want, uint32(int32(fn+8-(detour+28))))
+	if !bytes.Equal(got, want) || len(got) != d.Size() {
+		t.Fatalf("load-only code % x, want % x", got, want)
+	}
+	if d.Trap(detour) != detour+9 || d.Skip(detour) != detour+10 || d.Copies(detour) != detour+15 {
+		t.Fatalf("load-only trap %#x, skip %#x, copies %#x", d.Trap(detour), d.Skip(detour), d.Copies(detour))
+	}
+	for _, c := range []struct {
+		rip, orig    uint64
+		savedR11, ok bool
+	}{
+		{detour, fn, false, true}, {detour + 5, fn, true, true}, {detour + 9, fn, true, true},
+		{detour + 10, fn, true, true}, {detour + 15, fn, false, true}, {detour + 16, fn + 1, false, true},
+		{detour + 11, 0, false, false},
+	} {
+		orig, savedR11, ok := d.Original(c.rip, detour)
+		if orig != c.orig || savedR11 != c.savedR11 || ok != c.ok {
+			t.Errorf("load-only Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
+		}
+	}
+	d.LoadReturn = false
 	d.ReturnHook = detour + 3<<30
 	if _, err := d.Code(detour); err == nil {
 		t.Fatal("trampoline beyond ±2 GiB: no error")
