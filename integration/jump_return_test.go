@@ -25,6 +25,18 @@ func retjumpBin(t *testing.T, opt string) string {
 	return builtOnce(t, "retjump"+opt, filepath.Join("testdata", "jump", "retjump.c"), opt, "-g", "-Wall")
 }
 
+// retjumpUntraced builds retjump with opt and runs it untraced for rounds:
+// the binary, what it printed, and the calls it counted.
+func retjumpUntraced(t *testing.T, opt string, rounds int) (exe string, want result, calls map[string]int) {
+	t.Helper()
+	exe = retjumpBin(t, opt)
+	want = runCmd(t, nil, exe, strconv.Itoa(rounds))
+	if want.code != 0 {
+		t.Fatalf("untraced: %v", want)
+	}
+	return exe, want, retjumpCalls(t, want.stdout)
+}
+
 var retjumpFuncs = []string{"leaf", "fib", "tail", "outer"}
 
 // hookedLines is probe's stderr with PROBE_DEBUG_JUMPS when n sites got
@@ -66,12 +78,7 @@ func TestJumpReturnExact(t *testing.T) {
 	for _, opt := range []string{"-O0", "-O2"} {
 		t.Run(opt, func(t *testing.T) {
 			t.Parallel()
-			exe := retjumpBin(t, opt)
-			want := runCmd(t, nil, exe, strconv.Itoa(rounds))
-			if want.code != 0 {
-				t.Fatalf("untraced: %v", want)
-			}
-			calls := retjumpCalls(t, want.stdout)
+			exe, want, calls := retjumpUntraced(t, opt, rounds)
 			if opt == "-O2" {
 				requireTailCall(t, exe)
 			}
@@ -151,12 +158,7 @@ var graphLeafRE = regexp.MustCompile(`^\s*(\w+)\(\)(;| \{)$`)
 // unchanged, and the graph is again the same in every mode.
 func TestJumpReturnGraph(t *testing.T) {
 	const rounds = 200
-	exe := retjumpBin(t, "-O2")
-	want := runCmd(t, nil, exe, strconv.Itoa(rounds))
-	if want.code != 0 {
-		t.Fatalf("untraced: %v", want)
-	}
-	calls := retjumpCalls(t, want.stdout)
+	exe, want, calls := retjumpUntraced(t, "-O2", rounds)
 	for _, scope := range [][]string{nil, {"--graph-function", "tail"}, {"--max-depth", "2"}} {
 		name := "all"
 		if scope != nil {
@@ -342,12 +344,7 @@ func TestJumpCallerFunctionTracer(t *testing.T) {
 	for _, opt := range []string{"-O0", "-O2"} {
 		t.Run(opt, func(t *testing.T) {
 			t.Parallel()
-			exe := retjumpBin(t, opt)
-			want := runCmd(t, nil, exe, strconv.Itoa(rounds))
-			if want.code != 0 {
-				t.Fatalf("untraced: %v", want)
-			}
-			calls := retjumpCalls(t, want.stdout)
+			exe, want, calls := retjumpUntraced(t, opt, rounds)
 			var runs [3][]string
 			for i, mode := range retjumpModes {
 				out := filepath.Join(t.TempDir(), "trace")
