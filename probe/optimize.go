@@ -18,10 +18,9 @@ import (
 //
 // The jmp spans several instructions, so it is written only while every
 // thread is stopped and none is inside the range (at Start); probes added
-// later stay int3 + boost. A site that stops being plain (a return probe
-// or post-handler added at its address) keeps its jmp: its hits at the
-// detour's int3 take the ordinary path, rip set to the boosted slot.
-// Detours are never freed: a thread may be in one, or in a signal handler
+// later stay int3 + boost. A site whose needs change (a return probe or
+// post-handler added at its address) goes back to an int3 at its next hit
+// (keepPlain). Detours are never freed: a thread may be in one, or in a signal handler
 // that returns into one, long after the probe is gone; each ends in a
 // jmp back to the original code.
 
@@ -56,28 +55,45 @@ func (s *site) origBytes() []byte {
 	if s.opt == nil {
 		return []byte{s.orig}
 	}
-	b := make([]byte, 0, s.opt.detour.Covered)
-	for _, in := range s.opt.detour.Insns {
+	return coveredBytes(s.opt.detour)
+}
+
+// coveredBytes is the original code d's jmp covers.
+func coveredBytes(d *singlestep.Detour) []byte {
+	b := make([]byte, 0, d.Covered)
+	for _, in := range d.Insns {
 		b = append(b, in.Bytes...)
 	}
 	return b
 }
 
+// onlyEntryWork reports whether a hit at s needs, besides the entry
+// probes' handlers, at most a return hook or the return address: no
+// post-handler, ret-instruction probe, capture, Go return, unwinder or
+// linker watch, none of which a detour can do.
+func (s *site) onlyEntryWork() bool {
+	return !s.post && len(s.retInsns) == 0 && len(s.captures) == 0 && s.fnRet == nil && s.unwind == 0 && !s.linker
+}
+
 // plainEntry reports whether a hit at s needs nothing but the entry
-// probes' handlers: no post-handler, return hook, capture, unwinder or
-// linker watch, so nothing sets the thread's registers.
+// probes' handlers, so nothing sets the thread's registers.
 func (s *site) plainEntry() bool {
-	return !s.post && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 &&
-		s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
+	return s.onlyEntryWork() && len(s.returns) == 0 && s.fn == nil
+}
+
+// cFunc reports whether the function tracer traces s's C function, and
+// with returns (function_graph) or not.
+func (t *Tracer) cFunc(s *site) (traced, returns bool) {
+	traced = s.fn != nil && !s.fn.isGo && t.ft != nil
+	return traced, traced && t.ft.opts.Returns
 }
 
 // returnHookEntry reports whether a hit at s needs nothing but its entry
 // probes' handlers and the return hook of a C function (its return probes,
 // function_graph): what a return-hook detour does without register writes.
 func (t *Tracer) returnHookEntry(s *site) bool {
-	hooks := len(s.returns) > 0 || s.fn != nil && !s.fn.isGo && t.ft != nil && t.ft.opts.Returns
-	return hooks && !s.post && len(s.retInsns) == 0 && len(s.captures) == 0 &&
-		s.fnRet == nil && s.unwind == 0 && !s.linker
+	_, returns := t.cFunc(s)
+	return s.onlyEntryWork() && (len(s.returns) > 0 || returns)
 }
 
 // callerEntry reports whether a hit at s needs nothing but its entry
@@ -85,8 +101,8 @@ func (t *Tracer) returnHookEntry(s *site) bool {
 // function under the function tracer without function_graph. Its detour
 // loads the return address into %r11 for the tracer (LoadReturn).
 func (t *Tracer) callerEntry(s *site) bool {
-	return s.fn != nil && !s.fn.isGo && t.ft != nil && !t.ft.opts.Returns && len(s.returns) == 0 &&
-		!s.post && len(s.retInsns) == 0 && len(s.captures) == 0 && s.fnRet == nil && s.unwind == 0 && !s.linker
+	traced, returns := t.cFunc(s)
+	return s.onlyEntryWork() && traced && !returns && len(s.returns) == 0
 }
 
 // fits reports whether s's needs are still what its detour o was made
@@ -265,9 +281,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	// Memory must hold the int3 and then the file's bytes: nobody else
 	// patched the range.
-	st.opt = &jumpOpt{detour: d}
-	want := append(singlestep.BreakpointInsn[:1:1], st.origBytes()[1:]...)
-	st.opt = nil
+	want := append(singlestep.BreakpointInsn[:1:1], coveredBytes(d)[1:]...)
 	have := make([]byte, d.Covered)
 	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
 		return
@@ -415,8 +429,9 @@ func (t *Tracer) detourSite(addr uint64) *site {
 
 // keepPlain turns s back into an int3 if it has a jmp but its needs are
 // no longer what the detour was made for (a return probe, post-handler or
-// tracer added at its address, or the return probes gone): the ordinary path resumes at the displaced instruction's
-// successor, which must then be original code, not the jmp's bytes.
+// tracer added at its address, or the return probes gone): the ordinary
+// path resumes at the displaced instruction's successor, which must then
+// be original code, not the jmp's bytes.
 func (t *Tracer) keepPlain(s *site) {
 	if s.opt != nil && !t.fits(s, s.opt) {
 		t.unoptimize([]*site{s})
@@ -435,7 +450,9 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 	switch {
 	case via != nil && t.inReturnHook(s, via) && hooked:
 		if swapFaultArmed {
-			t.stepTo(tid, via.skip)
+			// Past the swap, for the test of a detach that finds a
+			// thread there.
+			t.stepOut(tid, func(rip uint64) bool { return rip != via.skip })
 			faultPoint("swapped")
 		}
 		t.proc.Cont(tid, 0)
@@ -465,19 +482,6 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 func (t *Tracer) restoreR11(regs *unix.PtraceRegs) {
 	if r11, ok := t.readWord(regs.Rsp - 8); ok {
 		regs.R11 = r11
-	}
-}
-
-// stepTo single-steps a thread until its rip is at, a few instructions
-// on: for the test of a detach that finds a thread past a detour's swap.
-func (t *Tracer) stepTo(tid int, at uint64) {
-	for steps := 0; steps < 4; steps++ {
-		if t.proc.GetRegs(tid, &t.regs) != nil || t.regs.Rip == at || t.proc.Step(tid, 0) != nil {
-			return
-		}
-		if _, err := t.proc.WaitThread(tid); err != nil {
-			return
-		}
 	}
 }
 
