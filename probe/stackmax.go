@@ -105,7 +105,8 @@ func (t *Tracer) retireAll() {
 // threadGone closes the calls of a thread that exited: their returns will
 // never come.
 func (t *Tracer) threadGone(tid int) {
-	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: t.cpuOf(tid)}
+	t.place.Forget(tid)
+	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: getcpu()} // it has no CPU any more
 	for _, cs := range []*callStack{t.shadow[tid], t.goStacks[-int64(tid)]} {
 		if cs == nil {
 			continue

@@ -334,6 +334,17 @@ func (p *Placer) threadCPU(tid int) (int, bool) {
 	return statCPU(p.statBuf[:n])
 }
 
+// Forget closes the stat file of a thread that has exited.
+func (p *Placer) Forget(tid int) {
+	if p == nil {
+		return
+	}
+	if fd, ok := p.statFds[tid]; ok {
+		unix.Close(fd)
+		delete(p.statFds, tid)
+	}
+}
+
 func (p *Placer) closeStat() {
 	for tid, fd := range p.statFds {
 		unix.Close(fd)
