@@ -78,18 +78,10 @@ func TestDetourCode(t *testing.T) {
 	if wantJmp := binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(int32(detour-(fn+5)))); !bytes.Equal(jmp, wantJmp) {
 		t.Fatalf("jump % x, want % x", jmp, wantJmp)
 	}
-	for _, c := range []struct {
-		rip, orig uint64
-		ok        bool
-	}{
-		{detour, fn, true}, {detour + 1, fn, true}, {detour + 2, fn + 1, true},
-		{detour + 9, fn + 8, true}, {detour + 3, 0, false}, {detour + 14, 0, false},
-	} {
-		orig, savedR11, ok := d.Original(c.rip, detour)
-		if orig != c.orig || savedR11 || ok != c.ok {
-			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, false, %v", c.rip, orig, savedR11, ok, c.orig, c.ok)
-		}
-	}
+	wantOriginal(t, d, detour, []originalCase{
+		{detour, fn, false, true}, {detour + 1, fn, false, true}, {detour + 2, fn + 1, false, true},
+		{detour + 9, fn + 8, false, true}, {detour + 3, 0, false, false}, {detour + 14, 0, false, false},
+	})
 	if _, err := d.Jump(fn + 3<<30); err == nil {
 		t.Fatal("Jump beyond ±2 GiB: no error")
 	}
@@ -119,20 +111,12 @@ func TestDetourReturnHook(t *testing.T) {
 	if d.Trap(detour) != detour+9 || d.Skip(detour) != detour+21 || d.Copies(detour) != detour+26 {
 		t.Fatalf("trap %#x, skip %#x, copies %#x", d.Trap(detour), d.Skip(detour), d.Copies(detour))
 	}
-	for _, c := range []struct {
-		rip, orig    uint64
-		savedR11, ok bool
-	}{
+	wantOriginal(t, d, detour, []originalCase{
 		{detour, fn, false, true}, {detour + 5, fn, true, true}, {detour + 9, fn, true, true},
 		{detour + 10, fn, true, true}, {detour + 17, fn, true, true}, {detour + 21, fn, true, true},
 		{detour + 26, fn, false, true}, {detour + 27, fn + 1, false, true}, {detour + 34, fn + 8, false, true},
 		{detour + 6, 0, false, false}, {detour + 18, 0, false, false},
-	} {
-		orig, savedR11, ok := d.Original(c.rip, detour)
-		if orig != c.orig || savedR11 != c.savedR11 || ok != c.ok {
-			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
-		}
-	}
+	})
 	d.ReturnHook = 0
 	d.LoadReturn = true
 	got, err = d.Code(detour)
@@ -149,19 +133,11 @@ func TestDetourReturnHook(t *testing.T) {
 	if d.Trap(detour) != detour+9 || d.Skip(detour) != detour+10 || d.Copies(detour) != detour+15 {
 		t.Fatalf("load-only trap %#x, skip %#x, copies %#x", d.Trap(detour), d.Skip(detour), d.Copies(detour))
 	}
-	for _, c := range []struct {
-		rip, orig    uint64
-		savedR11, ok bool
-	}{
+	wantOriginal(t, d, detour, []originalCase{
 		{detour, fn, false, true}, {detour + 5, fn, true, true}, {detour + 9, fn, true, true},
 		{detour + 10, fn, true, true}, {detour + 15, fn, false, true}, {detour + 16, fn + 1, false, true},
 		{detour + 11, 0, false, false},
-	} {
-		orig, savedR11, ok := d.Original(c.rip, detour)
-		if orig != c.orig || savedR11 != c.savedR11 || ok != c.ok {
-			t.Errorf("load-only Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
-		}
-	}
+	})
 	d.LoadReturn = false
 	d.ReturnHook = detour + 3<<30
 	if _, err := d.Code(detour); err == nil {
@@ -223,4 +199,20 @@ func FuzzDetour(f *testing.F) {
 			}
 		}
 	})
+}
+
+// originalCase is an address in a detour and what Original must say of it.
+type originalCase struct {
+	rip, orig    uint64
+	savedR11, ok bool
+}
+
+func wantOriginal(t *testing.T, d *Detour, detour uint64, cases []originalCase) {
+	t.Helper()
+	for _, c := range cases {
+		orig, savedR11, ok := d.Original(c.rip, detour)
+		if orig != c.orig || savedR11 != c.savedR11 || ok != c.ok {
+			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
+		}
+	}
 }
