@@ -34,6 +34,9 @@ func (t *Tracer) detachAll(anchor int) {
 		t.proc.Interrupt(th.Tid)
 	}
 	t.holdAll(held)
+	for tid := range held {
+		t.leaveMailbox(tid)
+	}
 	t.restoreReturns()
 	t.disarmExecEntry()
 	sites := make([]*site, 0, len(t.sites))
@@ -154,6 +157,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		if t.proc.GetRegs(tid, &t.regs) != nil {
 			return
 		}
+		t.settleMailbox(tid, &t.regs)
 		info, _ := t.proc.Siginfo(tid)
 		if s := t.stepping[tid]; s != nil {
 			if info.Code > 0 { // the step completed
@@ -166,7 +170,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			return
 		}
 		addr := t.regs.Rip - singlestep.BreakpointPCAdjust
-		if addr == t.trampoline && t.trampoline != 0 {
+		if addr == t.trampTrap && t.trampTrap != 0 {
 			// Returning through the trampoline: restoreReturns sends it
 			// on to its caller.
 			t.lostHits++

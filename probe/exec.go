@@ -97,7 +97,8 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 		t.note("pid %d exec'd: the function tracer stops here", t.pid)
 	}
 	t.newAddressSpace()
-	t.xol, t.trampoline, t.goidOff = nil, 0, 0
+	t.xol, t.trampoline, t.trampTrap, t.goidOff = nil, 0, 0, 0
+	t.mbox, t.mboxTried = nil, false
 	t.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
 	return dropped

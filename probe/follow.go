@@ -40,6 +40,7 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	}
 	c.newAddressSpace()
 	c.shownSpace.Store(t.space)
+	proc.Delivering = c.mailboxSignal
 	c.env = HitEnv{Mem: proc, Symbolize: c.symbolize}
 	if r.followed == nil {
 		r.followed = make(map[int]*Tracer)
@@ -69,7 +70,8 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		c.probes[name] = p
 	}
 	c.sysProbes = copySysProbes(t.sysProbes)
-	c.trampoline, c.goidOff, c.ft = t.trampoline, t.goidOff, t.ft
+	c.trampoline, c.trampTrap, c.goidOff, c.ft = t.trampoline, t.trampTrap, t.goidOff, t.ft
+	c.mbox, c.mboxTried = t.mbox, true // shared with the child, as the memory
 	if t.linker != nil {
 		// The r_brk breakpoint is among the sites copied.
 		c.linker = &linkerWatch{rDebug: t.linker.rDebug, unloading: map[int]bool{}, err: t.linker.err}

@@ -89,7 +89,7 @@ func unhijackIn(child *tracee.Child, sp, ret, trampoline uint64) {
 // displaced instruction runs, and nothing is reported.
 func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	addr := regs.Rip - singlestep.BreakpointPCAdjust
-	if addr == t.trampoline && t.trampoline != 0 {
+	if addr == t.trampTrap && t.trampTrap != 0 {
 		slot := regs.Rsp - 8
 		rets := t.forkedReturns[tid]
 		for i := len(rets) - 1; i >= 0; i-- {

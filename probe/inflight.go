@@ -11,6 +11,7 @@ import "golang.org/x/sys/unix"
 type inFlight struct {
 	tid  int
 	regs unix.PtraceRegs
+	slot uint64 // 1 + the mailbox slot the thread holds, if it holds one
 }
 
 // handling notes that tid, stopped, resumes with regs at rip if we fail.
@@ -20,7 +21,7 @@ func (t *Tracer) handling(tid int, regs *unix.PtraceRegs, rip uint64) {
 }
 
 // handled notes that the stop handled has been resumed (or given up).
-func (t *Tracer) handled() { t.flight.tid = 0 }
+func (t *Tracer) handled() { t.flight.tid, t.flight.slot = 0, 0 }
 
 // rewindInFlight puts the thread whose stop was being handled when we
 // failed where it can go on without us.
@@ -31,7 +32,10 @@ func (t *Tracer) rewindInFlight() {
 		return
 	}
 	delete(t.stepping, tid)
-	t.proc.SetRegs(tid, &t.flight.regs)
+	if t.proc.SetRegs(tid, &t.flight.regs) == nil && t.flight.slot != 0 && t.mbox != nil {
+		t.mbox.release(t.flight.slot - 1) // it will not run the rest of the routine
+	}
+	t.flight.slot = 0
 }
 
 // returnTarget is where a thread on the trampoline with its return slot at

@@ -28,6 +28,7 @@ func (t *Tracer) loop() {
 }
 
 func (t *Tracer) dispatch(ev tracee.Event) {
+	defer t.reringDoorbell()
 	switch ev.Kind {
 	case tracee.EventTrap:
 		t.place.Hit(ev.Tid, t.now(), t.proc.Slept)
@@ -54,6 +55,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		t.proc.Detach(ev.Tid, 0)
 	case tracee.EventExit:
 		delete(t.stepping, ev.Tid)
+		t.mailboxThreadGone(ev.Tid)
 		if ev.Forked {
 			delete(t.forkedReturns, ev.Tid)
 			return
@@ -65,6 +67,14 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		}
 	default: // EventStop, EventClone, EventOther
 		t.resume(ev.Tid)
+	}
+}
+
+// reringDoorbell rings again a doorbell that a system call we injected
+// took: its command is still queued.
+func (t *Tracer) reringDoorbell() {
+	if t.proc.TookDoorbell() {
+		unix.Kill(t.top().bellPid(), unix.SIGSTOP)
 	}
 }
 
@@ -83,9 +93,13 @@ func exitStatus(ws unix.WaitStatus) ExitStatus {
 // step, or a trap that belongs to the tracee.
 func (t *Tracer) onTrap(tid int) {
 	regs := &t.regs
+	if t.mbox != nil && t.mailboxTrap(tid, regs) {
+		return
+	}
 	if err := t.proc.GetRegs(tid, regs); err != nil {
 		return // the thread died under us
 	}
+	t.settleMailbox(tid, regs)
 	if s := t.stepping[tid]; s != nil {
 		t.onStepDone(tid, s, regs)
 		return
@@ -95,7 +109,7 @@ func (t *Tracer) onTrap(tid int) {
 		return
 	}
 	addr := regs.Rip - singlestep.BreakpointPCAdjust
-	if addr == t.trampoline && t.trampoline != 0 {
+	if addr == t.trampTrap && t.trampTrap != 0 {
 		t.onReturn(tid, regs)
 		return
 	}
@@ -119,8 +133,22 @@ func (t *Tracer) onTrap(tid int) {
 		t.restoreR11(regs)
 	}
 	regs.Rip = s.addr
+	hit, hooked := t.serveEntry(tid, regs, s, hookRet, loadedRet)
+	if t.resumeOptimized(tid, s, regs, via, hooked) {
+		return
+	}
+	t.runDisplaced(tid, s, regs, &hit)
+}
+
+// serveEntry does what a hit at site s asks before the thread resumes: the
+// entry probes' handlers and the rest (return probes' hook, function
+// tracers, captures...). regs are the thread's, rip at s. A return-hook
+// detour has loaded the return address (hookRet), and so has a detour
+// for the function tracer (loadedRet); else they are 0. hooked: the
+// return is hooked, and a return-hook detour must swap it.
+func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, loadedRet uint64) (hit Hit, hooked bool) {
 	t.handling(tid, regs, s.addr)
-	hit := t.newHit(tid, regs)
+	hit = t.newHit(tid, regs)
 	for _, p := range s.probes {
 		if p.enabled.Load() {
 			p.hits.Add(1)
@@ -142,7 +170,6 @@ func (t *Tracer) onTrap(tid int) {
 	if s.unwind != 0 {
 		t.onUnwinder(tid, regs, s.unwind, &hit)
 	}
-	hooked := false
 	switch {
 	case s.fn != nil && !t.ft.opts.Returns:
 		t.traceEntryOnly(regs, s, &hit, loadedRet)
@@ -157,10 +184,7 @@ func (t *Tracer) onTrap(tid int) {
 	if s.linker {
 		t.onLinkerEvent(tid, regs)
 	}
-	if t.resumeOptimized(tid, s, regs, via, hooked) {
-		return
-	}
-	t.runDisplaced(tid, s, regs, &hit)
+	return hit, hooked
 }
 
 // runDisplaced resumes a thread stopped at site s, running the instruction

@@ -38,6 +38,7 @@ type jumpOpt struct {
 	at     uint64 // the detour's int3
 	skip   uint64 // on from the int3 without the return hook (Detour.Skip)
 	copies uint64 // on for a thread that never ran the detour (Detour.Copies)
+	stub   uint64 // its mailbox stub, in front of base, where the jmp goes; 0 if none
 	site   *site
 }
 
@@ -170,7 +171,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 		for _, tid := range held {
 			t.proc.Cont(tid, 0)
 		}
-		if t.bellTaken {
+		if t.bellTaken || t.proc.TookDoorbell() {
 			// Its command is still queued: ring again for the loop.
 			t.bellTaken = false
 			unix.Kill(t.bellPid(), unix.SIGSTOP)
@@ -248,23 +249,7 @@ func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool
 		if !inside(t.regs.Rip) {
 			return t.regs.Rip, true
 		}
-		if steps == 2*singlestep.JumpSize {
-			return 0, false
-		}
-		if t.proc.Step(tid, 0) != nil {
-			return 0, false
-		}
-		ev, err := t.proc.WaitThread(tid)
-		if err != nil {
-			return 0, false
-		}
-		switch ev.Kind {
-		case tracee.EventTrap:
-		case tracee.EventSignal:
-			// Arrived before the step: delivered when we resume. The
-			// step is asked for again.
-			t.deferSignal(tid, ev.Sig)
-		default:
+		if steps == 2*singlestep.JumpSize || !t.stepOnce(tid) {
 			return 0, false
 		}
 	}
@@ -286,17 +271,33 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
 		return
 	}
-	base, slots, err := t.allocDetour(anchor, st.addr, d.Size())
+	stub := t.entryStub(anchor, st)
+	size := d.Size()
+	if stub != nil {
+		size += stub.Size()
+	}
+	at, slots, err := t.allocDetour(anchor, st.addr, size)
 	if err != nil {
 		return
 	}
-	code, err := d.Code(base)
+	base, id := at, uint64(0)
+	var code []byte
+	if stub != nil {
+		base += uint64(stub.Size())
+		stub.Next, stub.Done = base, d.Copies(base)
+		code, id, err = stub.Code(at)
+		if err != nil {
+			// Out of the routine's reach: without the stub.
+			stub, base, code, err = nil, at, nil, nil
+		}
+	}
+	tail, err := d.Code(base)
 	var jmp []byte
 	if err == nil {
-		jmp, err = d.Jump(base)
+		jmp, err = d.Jump(at)
 	}
-	if err != nil || t.writeSlots([]slotWrite{{base, code}}) != nil {
-		t.freeSlots(base, slots)
+	if err != nil || t.writeSlots([]slotWrite{{at, append(code, tail...)}}) != nil {
+		t.freeSlots(at, slots)
 		return
 	}
 	// Every thread is stopped: one write of the jmp over the int3 and
@@ -307,10 +308,28 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.detours[st.opt.at] = st.opt
+	if stub != nil {
+		st.opt.stub = at
+		t.mboxStubs[id] = st.opt
+	}
 	t.jumps.Add(1)
 	if d.ReturnHook != 0 {
 		t.hookJumps.Add(1)
 	}
+}
+
+// entryStub returns a mailbox stub for the detour of st, to be filled in,
+// if st is a C function's entry (the stub uses the stack below the red
+// zone, free only there) and the process has a mailbox; else nil.
+func (t *Tracer) entryStub(anchor int, st *site) *singlestep.MailboxStub {
+	if st.addr != st.sym.Addr+st.module.Bias || t.ensureMailbox(anchor, st.addr) == nil {
+		return nil
+	}
+	routine, _ := t.mailboxRoutine(anchor, singlestep.MailboxEntry)
+	if routine == 0 {
+		return nil
+	}
+	return &singlestep.MailboxStub{Kind: singlestep.MailboxEntry, Routine: routine}
 }
 
 // allocDetour returns room for size bytes of detour near addr: adjacent
@@ -558,5 +577,8 @@ func (c *Tracer) copyDetours(parent *Tracer) {
 			cp.site, s.opt = s, &cp
 		}
 		c.detours[at] = &cp
+	}
+	for id, o := range parent.mboxStubs {
+		c.mboxStubs[id] = c.detours[o.at]
 	}
 }

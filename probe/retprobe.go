@@ -72,6 +72,20 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 // `ret` of a hijacked function, so its frame's return-address slot is
 // sp-8.
 func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
+	ret, ok := t.returnFrom(tid, regs)
+	if !ok {
+		t.proc.Cont(tid, int(unix.SIGTRAP))
+		return
+	}
+	regs.Rip = ret
+	t.proc.SetRegs(tid, regs)
+	t.proc.Cont(tid, 0)
+}
+
+// returnFrom pops the frames a thread on the trampoline returns from,
+// reporting their returns, and gives the address it returns to. ok is
+// false if no frame of ours returns there.
+func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool) {
 	slot := regs.Rsp - 8
 	hit := t.newHit(tid, regs)
 	cs := t.shadow[tid]
@@ -84,30 +98,23 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 	if cs == nil || cs.top() == nil || cs.top().sp != slot {
 		if cs != nil {
 			if ret, ok := cs.recalled(slot); ok {
-				regs.Rip = ret // a second return of a frame gone
-				t.proc.SetRegs(tid, regs)
-				t.proc.Cont(tid, 0)
-				return
+				return ret, true // a second return of a frame gone
 			}
 		}
 		// No frame of ours returns here (a stack switched under us):
 		// nowhere to send the thread, which would die of the trap.
 		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, regs.Rsp)
-		t.proc.Cont(tid, int(unix.SIGTRAP))
-		return
+		return 0, false
 	}
 	if ret, ok := cs.returnTarget(slot); ok {
 		t.handling(tid, regs, ret)
 	}
-	var ret uint64
 	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
 		fr := cs.pop()
 		ret = fr.ret
 		t.returned(cs, &fr, &hit)
 	}
-	regs.Rip = ret
-	t.proc.SetRegs(tid, regs)
-	t.proc.Cont(tid, 0)
+	return ret, true
 }
 
 // popsOnReturn reports whether the function entered at s can return with
@@ -193,9 +200,13 @@ func (t *Tracer) fireReturn(p *Probe, hit *Hit) {
 }
 
 // ensureTrampoline gives the tracer its return trampoline: one int3 in an
-// XOL slot.
+// XOL slot, behind a mailbox stub when the process has a mailbox.
 func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
 	if t.trampoline != 0 {
+		return nil
+	}
+	if t.mailboxTrampoline(anchor, near) {
+		t.hookUnwinders(anchor)
 		return nil
 	}
 	slot, err := t.allocSlot(anchor, near)
@@ -205,9 +216,35 @@ func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
 	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(slot)); err != nil {
 		return fmt.Errorf("write return trampoline: %w", err)
 	}
-	t.trampoline = slot
+	t.trampoline, t.trampTrap = slot, slot
 	t.hookUnwinders(anchor)
 	return nil
+}
+
+// mailboxTrampoline makes the return trampoline a mailbox stub whose
+// fallback is an int3 right after it; false if there is no mailbox.
+func (t *Tracer) mailboxTrampoline(anchor int, near uint64) bool {
+	if t.ensureMailbox(anchor, near) == nil {
+		return false
+	}
+	routine, _ := t.mailboxRoutine(anchor, singlestep.MailboxReturn)
+	if routine == 0 {
+		return false
+	}
+	stub := &singlestep.MailboxStub{Kind: singlestep.MailboxReturn, Routine: routine}
+	base, slots, err := t.allocDetour(anchor, near, stub.Size()+len(singlestep.BreakpointInsn))
+	if err != nil {
+		return false
+	}
+	stub.Next = base + uint64(stub.Size())
+	code, id, err := stub.Code(base)
+	if err != nil || t.writeSlots([]slotWrite{{base, append(code, singlestep.BreakpointInsn...)}}) != nil {
+		t.freeSlots(base, slots)
+		return false
+	}
+	t.trampoline, t.trampTrap = base, stub.Next
+	t.mbox.retStub, t.mbox.retID = base, id
+	return true
 }
 
 // restoreReturns puts back every hijacked return address still live on a
@@ -221,7 +258,7 @@ func (t *Tracer) restoreReturns() {
 			continue
 		}
 		sp := t.regs.Rsp
-		if t.regs.Rip == t.trampoline+singlestep.BreakpointPCAdjust {
+		if t.regs.Rip == t.trampTrap+singlestep.BreakpointPCAdjust {
 			// Stopped on the trampoline itself: its frame has returned.
 			if f := cs.top(); f != nil && f.sp == sp-8 {
 				t.regs.Rip = f.ret

@@ -31,7 +31,7 @@ func (h *Hit) Stack(max int) []Frame {
 		return nil
 	}
 	pc, sp, bp := h.Regs.Rip, h.Regs.Rsp, h.Regs.Rbp
-	if h.Return != nil && t.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.trampoline {
+	if h.Return != nil && t.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.trampTrap {
 		// At the trampoline the function has returned: the stack is
 		// the caller's, with the original return address as its pc.
 		pc = h.Return.Caller

@@ -72,7 +72,13 @@ type Tracer struct {
 	lostHits     uint64
 	flight       inFlight // the stop being handled, for emergencyDetach
 
-	trampoline  uint64               // the int3 hijacked returns come back through
+	trampoline  uint64               // where hijacked returns come back: its stub, with a mailbox
+	trampTrap   uint64               // the trampoline's int3 (without a mailbox, the trampoline)
+	mbox        *mailbox             // registers shared with the tracee (mailbox.go), or nil
+	mboxTried   bool                 // ensureMailbox has run
+	mboxStubs   map[uint64]*jumpOpt  // detours with a mailbox stub, by stub id
+	mboxDirty   map[int]bool         // threads that took a signal holding their slot
+	mboxStops   atomic.Int64         // stops served from the mailbox
 	shadow      map[int]*callStack   // per thread, for hijacked returns
 	goStacks    map[int64]*callStack // per goroutine, for Go's function tracer
 	goidOff     int                  // offset of runtime.g's goid; 0 if unknown
@@ -177,6 +183,8 @@ func (t *Tracer) newAddressSpace() {
 	t.goStacks = make(map[int64]*callStack)
 	t.wheres = make(map[whereKey]string)
 	t.forkedReturns = make(map[int][]forkedReturn)
+	t.mboxStubs = make(map[uint64]*jumpOpt)
+	t.mboxDirty = make(map[int]bool)
 }
 
 // newTracer starts the ptrace thread, which runs setup and then serves
@@ -208,6 +216,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.shownSpace.Store(t.space)
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
 		t.place = tracee.NewPlacer(proc.Pid, true)
+		proc.Delivering = t.mailboxSignal
 		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize}
 		errc <- nil
 		t.serve()
@@ -263,6 +272,10 @@ type Tuning struct {
 	// a Pre handler's changes to Hit.Regs are not applied there: set
 	// NoOptimize to change registers from a handler.
 	NoOptimize bool
+	// NoMailbox keeps registers out of the memory shared with the
+	// tracee (mailbox.go): every hit reads them with PTRACE_GETREGS.
+	// NoOptimize implies it.
+	NoMailbox bool
 	// NoPlacement leaves the ptrace thread wherever the scheduler puts it
 	// instead of following the tracee thread it serves (tracee.Placer).
 	NoPlacement bool

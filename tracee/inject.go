@@ -56,9 +56,15 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 		case EventExit:
 			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
 		case EventSignal:
-			// Not executed yet: keep the signal for later, step again.
+			// Not executed yet: keep the signal for later, step again;
+			// but our own doorbell is taken, not delivered (it would stop
+			// the process): see TookDoorbell.
 			if info, err := p.Siginfo(tid); err == nil {
-				p.Defer(tid, info)
+				if info.Signo == int32(unix.SIGSTOP) && SentByUs(&info) {
+					p.tookDoorbell = true
+				} else {
+					p.Defer(tid, info)
+				}
 			}
 			continue
 		case EventTrap:
@@ -110,26 +116,40 @@ func (p *Process) syscallInsn() (uint64, error) {
 // tid runs the mmap. The mapping is never removed: after detach it is
 // harmless, and a thread could still be inside it.
 func (p *Process) MapExecutable(tid int, near uint64, size uint64) (uint64, error) {
+	return p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0))
+}
+
+// mapNear runs mmap in the tracee for size bytes (rounded up to pages) as
+// close to near as a free gap allows.
+func (p *Process) mapNear(tid int, near, size uint64, prot, flags int, fd uint64) (uint64, error) {
 	size = (size + pageSize - 1) &^ (pageSize - 1)
 	maps, err := readMaps(p.Pid)
 	if err != nil {
 		return 0, err
 	}
 	for _, hint := range gapsNear(maps, near, size) {
-		addr, err := p.InjectSyscall(tid, unix.SYS_MMAP, hint, size,
-			unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|mapFixedNoreplace, ^uint64(0), 0)
+		addr, err := p.InjectSyscall(tid, unix.SYS_MMAP, hint, size, uint64(prot), uint64(flags|mapFixedNoreplace), fd, 0)
 		if err != nil {
 			return 0, err
 		}
-		if int64(addr) < 0 && int64(addr) > -4096 {
-			if unix.Errno(-int64(addr)) == unix.EEXIST {
+		if err := syscallErr(addr); err != nil {
+			if err == unix.EEXIST {
 				continue // raced with the tracee's own mmap
 			}
-			return 0, fmt.Errorf("mmap in pid %d: %w", p.Pid, unix.Errno(-int64(addr)))
+			return 0, fmt.Errorf("mmap in pid %d: %w", p.Pid, err)
 		}
 		return addr, nil
 	}
 	return 0, fmt.Errorf("pid %d: no free address range near %#x", p.Pid, near)
+}
+
+// syscallErr is the error an injected system call's result stands for, or
+// nil.
+func syscallErr(ret uint64) error {
+	if int64(ret) < 0 && int64(ret) > -4096 {
+		return unix.Errno(-int64(ret))
+	}
+	return nil
 }
 
 type mapping struct {

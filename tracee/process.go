@@ -55,6 +55,12 @@ type Process struct {
 	// Slept says whether the last Wait had to sleep: no stop was
 	// waiting when it was called.
 	Slept bool
+
+	tookDoorbell bool // InjectSyscall took a SIGSTOP of ours
+
+	// Delivering, if set, is told of every signal a resume lets the
+	// tracee take: a handler may run from wherever the thread stopped.
+	Delivering func(tid int)
 }
 
 // Thread is one traced thread and what we know of its stop state.
@@ -328,8 +334,24 @@ func (p *Process) Cont(tid, sig int) error {
 	if len(t.pending) > 0 && sig == 0 {
 		sig = p.takePending(t)
 	}
+	p.delivering(tid, sig)
 	t.Stopped = false
 	return ptrace(p.resumeRequest(t), tid, 0, uintptr(sig))
+}
+
+func (p *Process) delivering(tid, sig int) {
+	if sig != 0 && p.Delivering != nil {
+		p.Delivering(tid)
+	}
+}
+
+// TookDoorbell reports, once, whether an injected system call took a
+// SIGSTOP we sent (the doorbell) instead of delivering it: whoever rang
+// must ring again.
+func (p *Process) TookDoorbell() bool {
+	took := p.tookDoorbell
+	p.tookDoorbell = false
+	return took
 }
 
 // takePending arranges for the first deferred signal to be delivered by the
@@ -353,6 +375,7 @@ func (p *Process) Step(tid, sig int) error {
 	if t := p.threads[tid]; t != nil {
 		t.Stopped = false
 	}
+	p.delivering(tid, sig)
 	return ptraceStep(tid, sig)
 }
 

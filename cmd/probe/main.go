@@ -65,6 +65,8 @@ flags:
                             running them from a slot with a jump back
   --no-optimize             keep the int3 at every probe instead of a jump
                             to a detour (see README, Speed)
+  --no-mailbox              read registers with ptrace at every hit instead
+                            of from memory shared with the tracee
   --no-placement            do not move the tracer next to the tracee
                             thread it serves (see README, Speed)
   -f                        follow forks and execs: children traced with the
@@ -138,6 +140,7 @@ type options struct {
 
 	noBoost     bool
 	noOptimize  bool
+	noMailbox   bool
 	noPlacement bool
 
 	script   string
@@ -179,6 +182,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
+	fs.BoolVar(&o.noMailbox, "no-mailbox", false, "")
 	fs.StringVar(&o.script, "script", "", "")
 	o.set = map[string]bool{}
 	fs.BoolVar(&o.repl, "repl", false, "")
@@ -452,6 +456,9 @@ func (s *sink) close(t *probe.Tracer) error {
 			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
 		}
 	}
+	if os.Getenv("PROBE_DEBUG_MAILBOX") != "" {
+		fmt.Fprintf(os.Stderr, "probe: %d stops served from the mailbox\n", t.MailboxStops())
+	}
 	if lost := s.stream.Lost(); lost > 0 {
 		s.writer.Comment(output.LostNote(lost))
 	}
@@ -469,7 +476,7 @@ func (s *sink) close(t *probe.Tracer) error {
 
 // addAll installs the probes, then the function tracer.
 func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink) error {
-	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoPlacement: o.noPlacement}); err != nil {
+	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoMailbox: o.noMailbox, NoPlacement: o.noPlacement}); err != nil {
 		return err
 	}
 	if err := addProbes(t, specs, s); err != nil {

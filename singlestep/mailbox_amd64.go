@@ -1,0 +1,287 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A mailbox is a page shared by the tracer and the tracee, where a thread
+// leaves its registers before it traps, so the tracer reads them from its
+// own mapping instead of PTRACE_GETREGS, and answers there instead of
+// PTRACE_SETREGS. Each ptrace request costs ~1.5-2.5 us on these VMs
+// against ~0.2 us for a plain system call in the tracee (gettid), so a hit
+// drops to the floor: the trap, one wait4, one PTRACE_CONT.
+//
+// A thread claims the slot of its tid (gettid, & 255) with a lock
+// cmpxchg; the tracer trusts a SIGTRAP stop of thread T as a mailbox trap
+// only if slot T is owned by T and names the trap it stopped at. A thread
+// that finds its slot taken (another thread with the same low bits, or
+// itself in a signal handler nested in its own claim) goes on through the
+// ordinary detour (Next), whose int3 the tracer serves with GETREGS.
+//
+// The code saves what it uses below the red zone, so it is for places
+// where the stack holds nothing below sp the tracee needs... which every
+// place does not promise: entries of SysV functions (the caller's red
+// zone is dead across a call) and the return trampoline (the callee's
+// frame is gone). Not Go code, whose stacks are small and moved.
+const (
+	MailboxSlots    = 256
+	MailboxSlotSize = 256
+	MailboxSize     = MailboxSlots * MailboxSlotSize
+
+	SlotOwner = 0  // the claiming thread's tid; 0: free
+	SlotAt    = 8  // the int3 the thread traps at, written just before it
+	SlotReply = 16 // the tracer's answer: hook the return (MailboxHook), where to return (MailboxReturn)
+	SlotStack = 24 // the word at the thread's sp: the return address, at an entry
+	SlotRegs  = 32 // the thread's registers, laid out as unix.PtraceRegs (rip and orig_rax left out)
+)
+
+// MailboxKind is what a thread does once the tracer lets it go from a
+// mailbox trap.
+type MailboxKind int
+
+const (
+	// MailboxEntry, at a function's entry: if the tracer's Reply is not
+	// 0, swap the return address at sp for the trampoline; then on at the
+	// stub's Done (a detour's copies).
+	MailboxEntry MailboxKind = iota
+	// MailboxReturn, the return trampoline: on at the address the tracer
+	// put in Reply, the registers as they were.
+	MailboxReturn
+)
+
+// MailboxRoutine is the code, one per mailbox and kind, that every stub of
+// its kind jumps to: it claims the thread's slot, fills it, traps, and
+// does what the tracer answered.
+type MailboxRoutine struct {
+	Kind  MailboxKind
+	Box   uint64 // the mailbox's address in the tracee
+	Tramp uint64 // MailboxEntry: the return trampoline, or 0 if none
+}
+
+// MailboxStub is a site's own part: it saves the registers the routine
+// uses, names itself in %rdx and jumps to the routine, which comes back
+// to its fallback (the slot was taken) or its done tail.
+type MailboxStub struct {
+	Kind    MailboxKind
+	Routine uint64 // the MailboxRoutine of its kind
+	Next    uint64 // where a thread whose slot is taken goes on, registers intact
+	Done    uint64 // MailboxEntry: where a thread goes on after its trap
+}
+
+// The stack below the red zone holds, from sp up: r11, rdx, rcx, rax,
+// rflags; the thread's own sp is 168 above.
+const (
+	mbSaved   = 5 * 8
+	mbRedZone = 128
+	mbSP      = mbRedZone + mbSaved
+)
+
+// The registers' places in unix.PtraceRegs.
+var regOff = func() map[int]int {
+	var r unix.PtraceRegs
+	base := uintptr(unsafe.Pointer(&r))
+	off := func(p *uint64) int { return int(uintptr(unsafe.Pointer(p)) - base) }
+	return map[int]int{
+		regRAX: off(&r.Rax), regRCX: off(&r.Rcx), regRDX: off(&r.Rdx), regRBX: off(&r.Rbx),
+		regRSP: off(&r.Rsp), regRBP: off(&r.Rbp), regRSI: off(&r.Rsi), regRDI: off(&r.Rdi),
+		regR8: off(&r.R8), regR9: off(&r.R9), regR10: off(&r.R10), regR11: off(&r.R11),
+		regR12: off(&r.R12), regR13: off(&r.R13), regR14: off(&r.R14), regR15: off(&r.R15),
+		regFlags: off(&r.Eflags), regCS: off(&r.Cs), regSS: off(&r.Ss), regDS: off(&r.Ds),
+		regES: off(&r.Es), regFS: off(&r.Fs), regGS: off(&r.Gs), regFSBase: off(&r.Fs_base),
+		regGSBase: off(&r.Gs_base),
+	}
+}()
+
+// Register numbers as the ModRM byte has them (r8-r15: 8-15), and the
+// rest of what PtraceRegs holds.
+const (
+	regRAX = iota
+	regRCX
+	regRDX
+	regRBX
+	regRSP
+	regRBP
+	regRSI
+	regRDI
+	regR8
+	regR9
+	regR10
+	regR11
+	regR12
+	regR13
+	regR14
+	regR15
+	regFlags
+	regCS
+	regSS
+	regDS
+	regES
+	regFS
+	regGS
+	regFSBase
+	regGSBase
+)
+
+// asm is a little x86-64 assembler for the prefix.
+type asm struct {
+	at  uint64 // where the code goes
+	b   []byte
+	err error
+}
+
+func (a *asm) pc() uint64    { return a.at + uint64(len(a.b)) }
+func (a *asm) raw(b ...byte) { a.b = append(a.b, b...) }
+
+// rel32 appends the displacement to target from the end of an
+// instruction whose remaining length after the displacement is tail.
+func (a *asm) rel32(target uint64) {
+	disp, ok := rel32(a.pc()+4, target)
+	if !ok && a.err == nil {
+		a.err = &OutOfRangeError{Addr: a.at, Slot: a.at, Target: target}
+	}
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(disp))
+}
+
+// store appends `mov %reg, disp(%rcx)`.
+func (a *asm) store(reg, disp int) {
+	rex := byte(0x48)
+	if reg >= 8 {
+		rex |= 0x04
+	}
+	a.raw(rex, 0x89, 0x80|byte(reg&7)<<3|1)
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(disp))
+}
+
+// storeRAX appends `mov %rax, disp(%rcx)`.
+func (a *asm) storeRAX(disp int) { a.store(regRAX, disp) }
+
+// loadStack appends `mov disp(%rsp), %rax`.
+func (a *asm) loadStack(disp int) {
+	a.raw(0x48, 0x8b, 0x84, 0x24)
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(disp))
+}
+
+// restore appends the pops that undo the saves, and the step back over
+// the red zone (lea leaves the flags as popfq put them).
+func (a *asm) restore() {
+	a.raw(0x41, 0x5b, 0x5a, 0x59, 0x58, 0x9d)                  // pop %r11,%rdx,%rcx,%rax; popfq
+	a.raw(0x48, 0x8d, 0xa4, 0x24, mbRedZone, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// release appends `movq $0, SlotOwner(%rcx)`: the slot is free again.
+func (a *asm) release() { a.raw(0x48, 0xc7, 0x01, 0, 0, 0, 0) }
+
+// The stub: save, name itself, jump to the routine; then its fallback
+// tail (the stub's id, where the routine returns when the slot is taken)
+// and its done tail, stubDone past it.
+const stubDone = 14 + 5
+
+// Size is the length of the stub's code.
+func (s *MailboxStub) Size() int {
+	b, _, _ := (&MailboxStub{Kind: s.Kind}).Code(0)
+	return len(b)
+}
+
+// Code returns the stub's bytes for placement at at, and its id: the
+// address the routine writes to the slot's SlotAt, its fallback tail.
+func (s *MailboxStub) Code(at uint64) (code []byte, id uint64, err error) {
+	a := &asm{at: at}
+	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80)       // lea -0x80(%rsp),%rsp: below the red zone
+	a.raw(0x9c, 0x50, 0x51, 0x52, 0x41, 0x53) // pushfq; push %rax,%rcx,%rdx,%r11
+	a.raw(0x48, 0x8d, 0x15)                   // lea id(%rip),%rdx
+	id = a.pc() + 4 + 5                       // past this lea and the jmp
+	a.rel32(id)
+	a.raw(0xe9) // jmp routine
+	a.rel32(s.Routine)
+	a.restore() // id: the fallback
+	a.raw(0xe9)
+	a.rel32(s.Next)
+	a.restore() // id+stubDone: done
+	switch s.Kind {
+	case MailboxEntry:
+		a.raw(0xe9)
+		a.rel32(s.Done)
+	case MailboxReturn:
+		a.raw(0xff, 0x64, 0x24, 0xf8) // jmp *-8(%rsp): where the routine put Reply
+	}
+	return a.b, id, a.err
+}
+
+// Size is the length of the routine's code.
+func (r *MailboxRoutine) Size() int {
+	b, _, _ := (&MailboxRoutine{Kind: r.Kind}).Code(0)
+	return len(b)
+}
+
+// Code returns the routine's bytes for placement at at, and the address
+// of its int3.
+func (r *MailboxRoutine) Code(at uint64) (code []byte, trap uint64, err error) {
+	a := &asm{at: at}
+	a.raw(0xb8) // mov $SYS_gettid,%eax
+	a.b = binary.LittleEndian.AppendUint32(a.b, unix.SYS_GETTID)
+	a.raw(0x0f, 0x05)                    // syscall (clobbers rcx, r11)
+	a.raw(0x41, 0x89, 0xc3)              // mov %eax,%r11d: the owner
+	a.raw(0x25, MailboxSlots-1, 0, 0, 0) // and $255,%eax
+	a.raw(0xc1, 0xe0, 0x08)              // shl $8,%eax: * MailboxSlotSize
+	a.raw(0x48, 0x8d, 0x0d)              // lea Box(%rip),%rcx
+	a.rel32(r.Box)
+	a.raw(0x48, 0x01, 0xc1)             // add %rax,%rcx: the slot
+	a.raw(0x31, 0xc0)                   // xor %eax,%eax
+	a.raw(0xf0, 0x4c, 0x0f, 0xb1, 0x19) // lock cmpxchg %r11,(%rcx)
+	a.raw(0x0f, 0x85)                   // jne taken
+	jne := len(a.b)
+	a.raw(0, 0, 0, 0)
+	for _, reg := range []int{regRBX, regRBP, regRSI, regRDI, regR8, regR9, regR10, regR12, regR13, regR14, regR15} {
+		a.store(reg, SlotRegs+regOff[reg])
+	}
+	for i, reg := range []int{regR11, regRDX, regRCX, regRAX, regFlags} {
+		a.loadStack(8 * i)
+		a.storeRAX(SlotRegs + regOff[reg])
+	}
+	a.raw(0x48, 0x8d, 0x84, 0x24) // lea mbSP(%rsp),%rax: the thread's sp
+	a.b = binary.LittleEndian.AppendUint32(a.b, mbSP)
+	a.storeRAX(SlotRegs + regOff[regRSP])
+	a.raw(0x48, 0x8b, 0x00) // mov (%rax),%rax
+	a.storeRAX(SlotStack)
+	for _, s := range []struct {
+		modrm byte
+		reg   int
+	}{{0xc8, regCS}, {0xd0, regSS}, {0xd8, regDS}, {0xc0, regES}, {0xe0, regFS}, {0xe8, regGS}} {
+		a.raw(0x48, 0x8c, s.modrm) // mov %sreg,%rax
+		a.storeRAX(SlotRegs + regOff[s.reg])
+	}
+	a.raw(0xf3, 0x48, 0x0f, 0xae, 0xc0) // rdfsbase %rax
+	a.storeRAX(SlotRegs + regOff[regFSBase])
+	a.raw(0xf3, 0x48, 0x0f, 0xae, 0xc8) // rdgsbase %rax
+	a.storeRAX(SlotRegs + regOff[regGSBase])
+	a.store(regRDX, SlotAt) // last: the slot is whole
+	trap = a.pc()
+	a.raw(BreakpointInsn...)
+	switch r.Kind {
+	case MailboxEntry:
+		tramp := r.Tramp
+		if tramp == 0 {
+			tramp = at // never swapped in: no hooks without a trampoline
+		}
+		a.raw(0x48, 0x83, 0x79, SlotReply, 0x00) // cmpq $0,Reply(%rcx)
+		a.raw(0x74, 7+8)                         // je past the swap
+		a.raw(0x48, 0x8d, 0x05)                  // lea Tramp(%rip),%rax
+		a.rel32(tramp)
+		a.raw(0x48, 0x89, 0x84, 0x24) // mov %rax,mbSP(%rsp): over the return address
+		a.b = binary.LittleEndian.AppendUint32(a.b, mbSP)
+	case MailboxReturn:
+		a.raw(0x48, 0x8b, 0x41, SlotReply) // mov Reply(%rcx),%rax
+		a.raw(0x48, 0x89, 0x84, 0x24)      // mov %rax,mbSP-8(%rsp): where ret read it from
+		a.b = binary.LittleEndian.AppendUint32(a.b, mbSP-8)
+	}
+	a.release()
+	a.raw(0x48, 0x83, 0xc2, stubDone) // add $stubDone,%rdx
+	taken := a.pc() + 2
+	a.raw(0xff, 0xe2) // jmp *%rdx: the stub's done tail
+	binary.LittleEndian.PutUint32(a.b[jne:], uint32(int32(taken-(a.at+uint64(jne)+4))))
+	a.raw(0xff, 0xe2) // taken: jmp *%rdx, the stub's fallback
+	return a.b, trap, a.err
+}

@@ -1,0 +1,94 @@
+package tracee
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// MapShared maps size bytes of memory shared by the tracee and us,
+// read-write on both sides, as close to near as a free gap allows: a
+// memfd the stopped thread tid creates, which we take with pidfd_getfd
+// (Linux 5.6; we are its tracer, which is the permission it asks) and
+// which the tracee then maps and closes. It returns the tracee's address
+// and our mapping. Nothing is left behind on failure. The tracee's mapping
+// is never removed, as MapExecutable's: code that uses it may still run.
+// A forked child shares it.
+func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte, err error) {
+	var regs unix.PtraceRegs
+	if err := p.GetRegs(tid, &regs); err != nil {
+		return 0, nil, err
+	}
+	// memfd_create wants a name in the tracee's memory: put one on its
+	// stack, well below anything live, and the old bytes back after.
+	name := (regs.Rsp - 1024) &^ 7
+	var old [8]byte
+	if _, err := p.ReadAt(old[:], int64(name)); err != nil {
+		return 0, nil, err
+	}
+	if _, err := p.WriteAt([]byte("probe\x00\x00\x00"), int64(name)); err != nil {
+		return 0, nil, err
+	}
+	ret, err := p.InjectSyscall(tid, unix.SYS_MEMFD_CREATE, name, unix.MFD_CLOEXEC)
+	p.WriteAt(old[:], int64(name))
+	if err == nil {
+		err = syscallErr(ret)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("memfd_create in pid %d: %w", p.Pid, err)
+	}
+	theirs := ret
+	defer p.InjectSyscall(tid, unix.SYS_CLOSE, theirs)
+	ours, err := p.takeFd(int(theirs))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unix.Close(ours)
+	if err := unix.Ftruncate(ours, int64(size)); err != nil {
+		return 0, nil, err
+	}
+	addr, err = p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
+	if err != nil {
+		return 0, nil, err
+	}
+	mem, err = unix.Mmap(ours, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		p.InjectSyscall(tid, unix.SYS_MUNMAP, addr, size)
+		return 0, nil, err
+	}
+	return addr, mem, nil
+}
+
+// takeFd duplicates the tracee's descriptor fd into our process.
+func (p *Process) takeFd(fd int) (int, error) {
+	pidfd, err := unix.PidfdOpen(p.Pid, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("pidfd_open", err)
+	}
+	defer unix.Close(pidfd)
+	ours, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("pidfd_getfd", err)
+	}
+	return ours, nil
+}
+
+// SamePidNamespace reports whether the tracee sees the thread ids we see.
+func (p *Process) SamePidNamespace() bool {
+	ours, err1 := os.Readlink("/proc/self/ns/pid")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid))
+	return err1 == nil && err2 == nil && ours == theirs
+}
+
+// Seccomp reports whether some thread runs under a seccomp filter or
+// strict mode, where a system call of ours in its code might be refused
+// or kill it.
+func (p *Process) Seccomp() bool {
+	for tid := range p.threads {
+		if v, ok := statusField(fmt.Sprintf("/proc/%d/task/%d/status", p.Pid, tid), "Seccomp"); !ok || v != "0" {
+			return true
+		}
+	}
+	return false
+}
