@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -180,9 +181,14 @@ func (t *Tracer) optimizeSites(anchor int) {
 	if !ok {
 		return
 	}
+	addrs := make([]uint64, 0, len(t.sites))
+	for a := range t.sites {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
 	plans := map[*site]*singlestep.Detour{}
 	for _, st := range cands {
-		if d := t.planDetour(st); d != nil {
+		if d := t.planDetour(st, addrs); d != nil {
 			plans[st] = d
 		}
 	}
@@ -208,8 +214,9 @@ func (t *Tracer) optimizeSites(anchor int) {
 }
 
 // planDetour returns st's detour if its function allows one and no other
-// site is inside the range its jmp would cover.
-func (t *Tracer) planDetour(st *site) *singlestep.Detour {
+// site (addrs: every site's address, sorted) is inside the range its jmp
+// would cover.
+func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 	fn, err := st.module.ReadCode(st.sym.Addr, st.sym.Size)
 	if err != nil {
 		return nil
@@ -228,10 +235,9 @@ func (t *Tracer) planDetour(st *site) *singlestep.Detour {
 			d.ReturnHook = t.trampoline
 		}
 	}
-	for a := range t.sites {
-		if st.addr < a && a < st.addr+uint64(d.Covered) {
-			return nil
-		}
+	next, _ := slices.BinarySearch(addrs, st.addr+1)
+	if next < len(addrs) && addrs[next] < st.addr+uint64(d.Covered) {
+		return nil
 	}
 	return d
 }
