@@ -75,11 +75,13 @@ cost "  C floor + GETREGS, same CPU" 1 taskset -c 0 "$out/floor" -g "$work" @N@ 
 cost "  C floor + GETREGS + SETREGS, same CPU" 1 taskset -c 0 "$out/floor" -r "$work" @N@ 1 floor
 entry=$(cost "probe p:leaf a=%di b=%si" 1 "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1)
 echo "$entry"
+cost "  --no-mailbox (registers by PTRACE_GETREGS)" 1 "$probe" run --no-mailbox -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-optimize (int3, boosted copy)" 1 "$probe" run --no-optimize -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-boost (push %rbp emulated)" 1 "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-placement" 1 "$probe" run --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "probe r:leaf \$retval (per call)" 1 "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" @N@ 1
 cost "probe --tracer function_graph (per call)" 1 "$probe" run -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
+cost "  --no-mailbox" 1 "$probe" run --no-mailbox -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
 cost "floor, 4 threads (per hit)" 4 "$out/floor" "$work" @N@ 4 floor
 four=$(cost "probe p:leaf, 4 threads (per hit)" 4 "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4)
 echo "$four"
