@@ -31,9 +31,11 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	defer t.reringDoorbell()
 	switch ev.Kind {
 	case tracee.EventTrap:
-		t.place.Hit(ev.Tid, t.now(), t.proc.Slept)
+		t.stopTime = t.now()
+		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept)
 		t.onTrap(ev.Tid)
 		t.handled()
+		t.stopTime = 0
 	case tracee.EventSignal:
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:
@@ -225,7 +227,11 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
 		comm = tracee.Comm(t.pid, tid)
 		t.comms[tid] = comm
 	}
-	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: t.now(), CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
+	now := t.stopTime
+	if now == 0 {
+		now = t.now()
+	}
+	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {
@@ -387,17 +393,7 @@ func isFault(sig int, info unix.Siginfo) bool {
 	return false
 }
 
-func (t *Tracer) allGroupStopped() bool {
-	if !t.proc.Alive() {
-		return false
-	}
-	for _, th := range t.proc.Threads() {
-		if !th.GroupStopped {
-			return false
-		}
-	}
-	return true
-}
+func (t *Tracer) allGroupStopped() bool { return t.proc.AllGroupStopped() }
 
 // pollWhileStopped serves a process in which every thread sits in a
 // group-stop: the doorbell cannot reach it (SIGCONT will flush a pending

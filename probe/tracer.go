@@ -71,6 +71,7 @@ type Tracer struct {
 	detached     bool
 	lostHits     uint64
 	flight       inFlight // the stop being handled, for emergencyDetach
+	stopTime     int64    // when the SIGTRAP stop being handled was seen, or 0
 
 	trampoline  uint64               // where hijacked returns come back: its stub, with a mailbox
 	trampTrap   uint64               // the trampoline's int3 (without a mailbox, the trampoline)

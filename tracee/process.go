@@ -279,6 +279,17 @@ func (p *Process) Threads() []*Thread {
 	return ts
 }
 
+// AllGroupStopped reports whether there are threads and every one sits
+// in a group-stop. It allocates nothing: the loop asks before each wait.
+func (p *Process) AllGroupStopped() bool {
+	for _, t := range p.threads {
+		if !t.GroupStopped {
+			return false
+		}
+	}
+	return len(p.threads) > 0
+}
+
 // Alive reports whether any thread is still traced.
 func (p *Process) Alive() bool { return len(p.threads) > 0 }
 
