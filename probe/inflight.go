@@ -32,7 +32,7 @@ func (t *Tracer) rewindInFlight() {
 		return
 	}
 	delete(t.stepping, tid)
-	if t.proc.SetRegs(tid, &t.flight.regs) == nil && t.flight.slot != 0 && t.mbox != nil {
+	if t.proc.SetRegs(tid, &t.flight.regs) == nil && t.flight.slot != 0 && t.mbox != nil && t.mbox.owns(t.flight.slot-1, tid) {
 		t.mbox.release(t.flight.slot - 1) // it will not run the rest of the routine
 	}
 	t.flight.slot = 0

@@ -58,11 +58,16 @@ func (m *mailbox) slotAt(addr uint64) (uint64, bool) {
 	return off, addr >= m.addr && off < singlestep.MailboxSize && off%singlestep.MailboxSlotSize == 0
 }
 
+// owns reports whether tid holds slot.
+func (m *mailbox) owns(slot uint64, tid int) bool {
+	return atomic.LoadUint64(m.word(slot, singlestep.SlotOwner)) == uint64(tid)
+}
+
 // claimed returns the id of the stub whose trap tid stopped at, if its
 // slot is claimed by tid and whole.
 func (m *mailbox) claimed(tid int) (slot, id uint64, ok bool) {
 	slot = slotOf(tid)
-	if atomic.LoadUint64(m.word(slot, singlestep.SlotOwner)) != uint64(tid) {
+	if !m.owns(slot, tid) {
 		return 0, 0, false
 	}
 	id = atomic.LoadUint64(m.word(slot, singlestep.SlotAt))
@@ -198,8 +203,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 			// Past the swap, for the test of a detach that finds a
 			// thread there.
 			m.reply(slot, swap)
-			owner := m.word(slot, singlestep.SlotOwner)
-			t.stepOut(tid, func(uint64) bool { return atomic.LoadUint64(owner) == uint64(tid) })
+			t.stepOut(tid, func(uint64) bool { return m.owns(slot, tid) })
 			faultPoint("swapped")
 		}
 	}
@@ -221,14 +225,15 @@ func (t *Tracer) settleMailbox(tid int, regs *unix.PtraceRegs) {
 	}
 	if trap := regs.Rip - singlestep.BreakpointPCAdjust; trap != 0 && (trap == m.entryTrap || trap == m.retTrap) {
 		// Not yet answered (SlotAt still names its stub): else it has
-		// been, and runs on from here with the answer.
-		if slot, ok := m.slotAt(regs.Rcx); ok && t.settleable(atomic.LoadUint64(m.word(slot, singlestep.SlotAt))) {
+		// been, and runs on from here with the answer. The slot is its
+		// own until it frees it, after the answer.
+		if slot, ok := m.slotAt(regs.Rcx); ok && m.owns(slot, tid) && t.settleable(atomic.LoadUint64(m.word(slot, singlestep.SlotAt))) {
 			id := atomic.LoadUint64(m.word(slot, singlestep.SlotAt))
 			m.regs(slot, regs, trap)
 			t.settleIn(tid, regs, slot, id)
 		}
 	}
-	if atomic.LoadUint64(m.word(slotOf(tid), singlestep.SlotOwner)) != uint64(tid) {
+	if !m.owns(slotOf(tid), tid) {
 		delete(t.mboxDirty, tid)
 	}
 }
@@ -322,7 +327,7 @@ func (t *Tracer) clearStepFlag(tid int) {
 // mailboxSignal marks a thread that takes a signal while it holds its
 // slot (tracee.Process.Delivering).
 func (t *Tracer) mailboxSignal(tid int) {
-	if m := t.mbox; m != nil && atomic.LoadUint64(m.word(slotOf(tid), singlestep.SlotOwner)) == uint64(tid) {
+	if m := t.mbox; m != nil && m.owns(slotOf(tid), tid) {
 		t.mboxDirty[tid] = true
 	}
 }
@@ -331,11 +336,8 @@ func (t *Tracer) mailboxSignal(tid int) {
 // that a new thread given its id does not find it claimed.
 func (t *Tracer) mailboxThreadGone(tid int) {
 	delete(t.mboxDirty, tid)
-	if m := t.mbox; m != nil {
-		slot := slotOf(tid)
-		if atomic.LoadUint64(m.word(slot, singlestep.SlotOwner)) == uint64(tid) {
-			m.release(slot)
-		}
+	if m := t.mbox; m != nil && m.owns(slotOf(tid), tid) {
+		m.release(slotOf(tid))
 	}
 }
 

@@ -275,7 +275,10 @@ type Tuning struct {
 	NoOptimize bool
 	// NoMailbox keeps registers out of the memory shared with the
 	// tracee (mailbox.go): every hit reads them with PTRACE_GETREGS.
-	// NoOptimize implies it.
+	// NoOptimize implies it. With the mailbox, a return through the
+	// trampoline resumes without a register write too, so a handler's
+	// changes to Hit.Regs at a return are not applied: set NoMailbox to
+	// change registers there.
 	NoMailbox bool
 	// NoPlacement leaves the ptrace thread wherever the scheduler puts it
 	// instead of following the tracee thread it serves (tracee.Placer).

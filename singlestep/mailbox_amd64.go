@@ -16,24 +16,25 @@ import (
 //
 // A thread claims the slot of its tid (gettid, & 255) with a lock
 // cmpxchg; the tracer trusts a SIGTRAP stop of thread T as a mailbox trap
-// only if slot T is owned by T and names the trap it stopped at. A thread
+// only if slot T is owned by T and names the stub it came from. A thread
 // that finds its slot taken (another thread with the same low bits, or
 // itself in a signal handler nested in its own claim) goes on through the
-// ordinary detour (Next), whose int3 the tracer serves with GETREGS.
+// ordinary detour (the stub's Next), whose int3 the tracer serves with
+// GETREGS.
 //
-// The code saves what it uses below the red zone, so it is for places
-// where the stack holds nothing below sp the tracee needs... which every
-// place does not promise: entries of SysV functions (the caller's red
-// zone is dead across a call) and the return trampoline (the callee's
-// frame is gone). Not Go code, whose stacks are small and moved.
+// The stub saves what the routine uses below the red zone, 168 bytes
+// under sp: only for places where nothing of the thread's lives there
+// beyond the red zone, which holds at a SysV function's entry and on the
+// return trampoline (the callee's frame is gone). Never in Go code, whose
+// goroutine stacks are small and whose ABI has no red zone.
 const (
 	MailboxSlots    = 256
 	MailboxSlotSize = 256
 	MailboxSize     = MailboxSlots * MailboxSlotSize
 
 	SlotOwner = 0  // the claiming thread's tid; 0: free
-	SlotAt    = 8  // the int3 the thread traps at, written just before it
-	SlotReply = 16 // the tracer's answer: hook the return (MailboxHook), where to return (MailboxReturn)
+	SlotAt    = 8  // the stub the thread came from (its id), written just before the int3
+	SlotReply = 16 // the tracer's answer: swap the return address (MailboxEntry), where to return (MailboxReturn)
 	SlotStack = 24 // the word at the thread's sp: the return address, at an entry
 	SlotRegs  = 32 // the thread's registers, laid out as unix.PtraceRegs (rip and orig_rax left out)
 )
@@ -136,7 +137,7 @@ func (a *asm) pc() uint64    { return a.at + uint64(len(a.b)) }
 func (a *asm) raw(b ...byte) { a.b = append(a.b, b...) }
 
 // rel32 appends the displacement to target from the end of an
-// instruction whose remaining length after the displacement is tail.
+// instruction that ends with it.
 func (a *asm) rel32(target uint64) {
 	disp, ok := rel32(a.pc()+4, target)
 	if !ok && a.err == nil {

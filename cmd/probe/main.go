@@ -449,16 +449,6 @@ func (s *sink) close(t *probe.Tracer) error {
 	if lost := t.LostHits(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
 	}
-	if os.Getenv("PROBE_DEBUG_JUMPS") != "" {
-		// For tests: proof that the jump-optimised path ran.
-		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", t.JumpOptimized(), t.DetourExits())
-		if n := t.ReturnHookJumps(); n > 0 {
-			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
-		}
-	}
-	if os.Getenv("PROBE_DEBUG_MAILBOX") != "" {
-		fmt.Fprintf(os.Stderr, "probe: %d stops served from the mailbox\n", t.MailboxStops())
-	}
 	if lost := s.stream.Lost(); lost > 0 {
 		s.writer.Comment(output.LostNote(lost))
 	}
@@ -471,7 +461,23 @@ func (s *sink) close(t *probe.Tracer) error {
 			err = e
 		}
 	}
+	debugCounts(t)
 	return err
+}
+
+// debugCounts says on stderr, for tests, which fast paths ran: the sites
+// jump-optimised (PROBE_DEBUG_JUMPS), the stops served from the mailbox
+// (PROBE_DEBUG_MAILBOX).
+func debugCounts(t *probe.Tracer) {
+	if os.Getenv("PROBE_DEBUG_JUMPS") != "" {
+		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", t.JumpOptimized(), t.DetourExits())
+		if n := t.ReturnHookJumps(); n > 0 {
+			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
+		}
+	}
+	if os.Getenv("PROBE_DEBUG_MAILBOX") != "" {
+		fmt.Fprintf(os.Stderr, "probe: %d stops served from the mailbox\n", t.MailboxStops())
+	}
 }
 
 // addAll installs the probes, then the function tracer.
