@@ -172,9 +172,8 @@ func (t *Tracer) optimizeSites(anchor int) {
 		for _, tid := range held {
 			t.proc.Cont(tid, 0)
 		}
-		if t.bellTaken || t.proc.TookDoorbell() {
+		if t.proc.TookDoorbell() {
 			// Its command is still queued: ring again for the loop.
-			t.bellTaken = false
 			unix.Kill(t.bellPid(), unix.SIGSTOP)
 		}
 	}()
@@ -412,7 +411,7 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 				t.proc.Defer(tid, info)
 			}
 		case tracee.EventSignal:
-			t.deferSignal(tid, ev.Sig)
+			t.deferSignal(tid)
 		case tracee.EventExit:
 			continue
 		default:
@@ -428,17 +427,11 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 }
 
 // deferSignal keeps the signal tid is stopped for, to be delivered when
-// it resumes, as Hold does; but our doorbell, rung by a command queued
-// since Start, is taken (delivered, it would stop the whole process) and
-// rung again once the threads run.
-func (t *Tracer) deferSignal(tid, sig int) {
-	info, err := t.proc.Siginfo(tid)
-	switch {
-	case err != nil:
-	case sig == int(unix.SIGSTOP) && tracee.SentByUs(&info):
-		t.bellTaken = true
-	default:
-		t.proc.Defer(tid, info)
+// it resumes, as Hold does; our doorbell is taken instead (see
+// tracee.DeferOrTake) and rung again once the threads run.
+func (t *Tracer) deferSignal(tid int) {
+	if info, err := t.proc.Siginfo(tid); err == nil {
+		t.proc.DeferOrTake(tid, info)
 	}
 }
 

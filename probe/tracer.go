@@ -59,7 +59,6 @@ type Tracer struct {
 	xol          []*xolArea
 	detours      map[uint64]*jumpOpt // by the detour's address (optimize.go)
 	jumps        atomic.Int64        // sites jump-optimised
-	bellTaken    bool                // optimizeSites took a doorbell
 	detourExits  atomic.Int64        // threads moved out of detours at detach
 	hookJumps    atomic.Int64        // jumps to return-hook detours (optimize.go)
 	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap

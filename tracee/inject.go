@@ -56,15 +56,9 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 		case EventExit:
 			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
 		case EventSignal:
-			// Not executed yet: keep the signal for later, step again;
-			// but our own doorbell is taken, not delivered (it would stop
-			// the process): see TookDoorbell.
+			// Not executed yet: keep the signal for later, step again.
 			if info, err := p.Siginfo(tid); err == nil {
-				if info.Signo == int32(unix.SIGSTOP) && SentByUs(&info) {
-					p.tookDoorbell = true
-				} else {
-					p.Defer(tid, info)
-				}
+				p.DeferOrTake(tid, info)
 			}
 			continue
 		case EventTrap:

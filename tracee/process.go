@@ -56,7 +56,7 @@ type Process struct {
 	// waiting when it was called.
 	Slept bool
 
-	tookDoorbell bool // InjectSyscall took a SIGSTOP of ours
+	tookDoorbell bool // DeferOrTake took a SIGSTOP of ours
 
 	// Delivering, if set, is told of every signal a resume lets the
 	// tracee take: a handler may run from wherever the thread stopped.
@@ -356,9 +356,20 @@ func (p *Process) delivering(tid, sig int) {
 	}
 }
 
-// TookDoorbell reports, once, whether an injected system call took a
-// SIGSTOP we sent (the doorbell) instead of delivering it: whoever rang
-// must ring again.
+// DeferOrTake keeps a signal the thread is stopped for, as Defer, unless
+// it is a SIGSTOP we sent (the doorbell): that one is taken, not kept
+// (delivered, it would stop the whole process), and TookDoorbell says so.
+func (p *Process) DeferOrTake(tid int, info unix.Siginfo) {
+	if info.Signo == int32(unix.SIGSTOP) && SentByUs(&info) {
+		p.tookDoorbell = true
+		return
+	}
+	p.Defer(tid, info)
+}
+
+// TookDoorbell reports, once, whether DeferOrTake (an injected system
+// call, a step) took a SIGSTOP we sent instead of keeping it: whoever
+// rang must ring again.
 func (p *Process) TookDoorbell() bool {
 	took := p.tookDoorbell
 	p.tookDoorbell = false
