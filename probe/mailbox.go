@@ -227,10 +227,11 @@ func (t *Tracer) settleMailbox(tid int, regs *unix.PtraceRegs) {
 		// Not yet answered (SlotAt still names its stub): else it has
 		// been, and runs on from here with the answer. The slot is its
 		// own until it frees it, after the answer.
-		if slot, ok := m.slotAt(regs.Rcx); ok && m.owns(slot, tid) && t.settleable(atomic.LoadUint64(m.word(slot, singlestep.SlotAt))) {
-			id := atomic.LoadUint64(m.word(slot, singlestep.SlotAt))
-			m.regs(slot, regs, trap)
-			t.settleIn(tid, regs, slot, id)
+		if slot, ok := m.slotAt(regs.Rcx); ok && m.owns(slot, tid) {
+			if id := atomic.LoadUint64(m.word(slot, singlestep.SlotAt)); t.settleable(id) {
+				m.regs(slot, regs, trap)
+				t.settleIn(tid, regs, slot, id)
+			}
 		}
 	}
 	if !m.owns(slotOf(tid), tid) {
@@ -356,7 +357,7 @@ func (t *Tracer) stepOnce(tid int) bool {
 		// (EventStop: an interrupt that was still owed, before the step.)
 		return true
 	case tracee.EventSignal:
-		t.deferSignal(tid, ev.Sig)
+		t.deferSignal(tid)
 		return true
 	}
 	return false
