@@ -307,6 +307,15 @@ func probe(t *testing.T, args ...string) result {
 	return runCmd(t, nil, probeBin, args...)
 }
 
+// logSeed returns a seed for a test's random choices, from the clock,
+// and logs it so that a failing run can be repeated.
+func logSeed(t *testing.T) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	return seed
+}
+
 // probeEnv runs the probe binary with args and env added to its environment.
 func probeEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()

@@ -68,6 +68,21 @@ func retjumpCalls(t *testing.T, stdout string) map[string]int {
 // single-steps.
 var retjumpModes = []string{"--no-optimize=false", "--no-optimize", "--no-boost"}
 
+// runRetjumpMode runs probe with args, in retjumpModes[i], and checks that
+// retjump printed what it prints untraced (want) and that every function
+// got a return-hook detour in the optimised mode and none in the others.
+func runRetjumpMode(t *testing.T, i int, want result, args ...string) {
+	t.Helper()
+	r := probeEnv(t, jumpDebug, args...)
+	hooked := len(retjumpFuncs)
+	if i > 0 {
+		hooked = 0
+	}
+	if r.code != 0 || r.stdout != want.stdout || r.stderr != hookedLines(hooked) {
+		t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", retjumpModes[i], r, want.stdout, hookedLines(hooked))
+	}
+}
+
 // TestJumpReturnExact: return probes with $retval on every function of
 // retjump (a recursion, a tail call into another probed function) fire
 // once per call, exactly as often as retjump counts its calls, with the
@@ -89,14 +104,7 @@ func TestJumpReturnExact(t *testing.T) {
 				for _, fn := range retjumpFuncs {
 					args = append(args, "r:"+fn+" $retval")
 				}
-				r := probeEnv(t, jumpDebug, append(args, "--", exe, strconv.Itoa(rounds))...)
-				hooked := len(retjumpFuncs)
-				if i > 0 {
-					hooked = 0
-				}
-				if r.code != 0 || r.stdout != want.stdout || r.stderr != hookedLines(hooked) {
-					t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", mode, r, want.stdout, hookedLines(hooked))
-				}
+				runRetjumpMode(t, i, want, append(args, "--", exe, strconv.Itoa(rounds))...)
 				runs[i] = eventsIn(t, out)
 				got := countByName(runs[i])
 				for _, fn := range retjumpFuncs {
@@ -174,14 +182,7 @@ func TestJumpReturnGraph(t *testing.T) {
 					args = append(args, "--filter", fn)
 				}
 				args = append(append(args, scope...), "--", exe, strconv.Itoa(rounds))
-				r := probeEnv(t, jumpDebug, args...)
-				hooked := len(retjumpFuncs)
-				if i > 0 {
-					hooked = 0
-				}
-				if r.code != 0 || r.stdout != want.stdout || r.stderr != hookedLines(hooked) {
-					t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", mode, r, want.stdout, hookedLines(hooked))
-				}
+				runRetjumpMode(t, i, want, args...)
 				graphs[i] = graphColumn(t, out)
 			}
 			entered := map[string]int{}
@@ -217,9 +218,7 @@ func TestJumpReturnGraph(t *testing.T) {
 // have found a thread inside a detour.
 func TestJumpReturnDetachUnderLoad(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewSource(logSeed(t)))
 	const trials = 30
 	s := startStress(t, stressO0, "spin", "4")
 	pid := strconv.Itoa(s.pid())
@@ -275,9 +274,7 @@ var hookedRE = regexp.MustCompile(`^probe: (\d+) of them hook returns in the det
 func TestJumpReturnPanicPastSwap(t *testing.T) {
 	t.Parallel()
 	bin := faultProbeBin(t)
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewSource(logSeed(t)))
 	for _, args := range [][]string{
 		{"r:work => count", "r:rec => count"},
 		{"-o", "/dev/null", "--tracer", "function_graph", "--filter", "work", "--filter", "rec"},

@@ -131,9 +131,7 @@ func TestJumpFork(t *testing.T) {
 // every result right (stress checks both itself).
 func TestJumpDetachUnderLoad(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewSource(logSeed(t)))
 	const trials = 30
 	s := startStress(t, stressO0, "spin", "4")
 	pid := strconv.Itoa(s.pid())

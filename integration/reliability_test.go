@@ -327,9 +327,7 @@ func stressChild(t *testing.T, probePid int) int {
 // program's status), one line on stderr.
 func TestFaultTraceeKilled(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewSource(logSeed(t)))
 	exe := stressBin(t, stressO2)
 	for i := 0; i < 10; i++ {
 		delay := time.Duration(rng.Intn(300)) * time.Millisecond
@@ -368,9 +366,7 @@ func TestFaultTraceeKilled(t *testing.T) {
 // hijacked. The process ends as untraced, probe cleanly.
 func TestFaultExitWhileInProbe(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewSource(logSeed(t)))
 	t.Run("exit_group", func(t *testing.T) {
 		exe := stressBin(t, stressO0)
 		for i := 0; i < 6; i++ {
@@ -486,8 +482,7 @@ func signalTrials(t *testing.T, rng *rand.Rand, v stressVariant, n int, args ...
 // left running, untraced, with its text and its results intact.
 func TestFaultTracerSignals(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := logSeed(t)
 	const lanes, trials = 4, 50
 	var mu sync.Mutex
 	early := 0
@@ -516,8 +511,7 @@ func TestFaultTracerSignals(t *testing.T) {
 // instructions run single-stepped in out-of-line slots (--no-boost).
 func TestFaultDetachInFlight(t *testing.T) {
 	t.Parallel()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := logSeed(t)
 	for i, args := range [][]string{
 		{"-o", os.DevNull, "--tracer", "function_graph", "--filter", "rec,work"},
 		{"--no-boost", "p:work => count", "p:rec+1 => count", "r:rec => count"},
@@ -545,9 +539,7 @@ func TestFaultPanicInHandler(t *testing.T) {
 		t.Errorf("the shipping binary %s contains the test-only fault hook", probeBin)
 	}
 	bin := faultProbeBin(t)
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewSource(logSeed(t)))
 	specs := []string{"p:work => count", "r:work => count"}
 	for _, c := range []struct {
 		where string
