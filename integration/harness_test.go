@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -88,6 +89,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	defaultSignalsForChildren()
 	dir, err := os.MkdirTemp("", "probe-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: FAIL:", err)
@@ -99,6 +101,32 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// defaultSignalsForChildren gives the processes we start the default
+// SIGINT and SIGHUP even when we were started with them ignored (from a
+// script's background job, or nohup): a Go program keeps an inherited
+// SIG_IGN for these two until it calls signal.Notify, so the tests of a
+// signal that reaches probe before it catches any would see probe ignore
+// it. A Go handler, unlike SIG_IGN, is not inherited across exec; ours
+// drops what it catches, which is what ignoring meant.
+func defaultSignalsForChildren() {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		hex, ok := strings.CutPrefix(line, "SigIgn:")
+		if !ok {
+			continue
+		}
+		ignored, _ := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+			if ignored&(1<<(sig-1)) != 0 {
+				signal.Notify(make(chan os.Signal, 1), sig)
+			}
+		}
+	}
 }
 
 // setup builds the probe binary and all tracees into dir. Any failure is
