@@ -18,10 +18,16 @@ const pageSize = 4096
 // the hint or fail, never over an existing mapping.
 const mapFixedNoreplace = 0x100000
 
+// injectBlocked is every signal but those an instruction raises itself.
+// A forced SIGTRAP (the step's) that finds itself blocked resets the
+// thread's handler for it: it must never be blocked.
+const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) | 1<<(unix.SIGBUS-1) |
+	1<<(unix.SIGILL-1) | 1<<(unix.SIGFPE-1) | 1<<(unix.SIGSYS-1))
+
 // InjectSyscall runs one system call in the context of stopped thread tid
 // and restores every register afterwards (the CRIU/gdb technique). Signals
 // that arrive meanwhile are deferred, not lost.
-func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64, err error) {
 	insn, err := p.syscallInsn()
 	if err != nil {
 		return 0, err
@@ -40,10 +46,31 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 	// orig_rax = -1 keeps the kernel from "restarting" an interrupted
 	// syscall over our registers; the saved set restores the real one.
 	regs.Orig_rax = ^uint64(0)
-	if err := p.SetRegs(tid, &regs); err != nil {
+	// Signals blocked meanwhile stay queued for the thread: else each
+	// step stops for the next one before the instruction runs, and a
+	// steady stream of them (a profiling timer) would never let it run.
+	var mask uint64
+	if err := ptraceGetSigmask(tid, &mask); err != nil {
 		return 0, fmt.Errorf("inject syscall: %w", err)
 	}
-	defer p.SetRegs(tid, &saved)
+	blocked := mask | injectBlocked
+	if err := ptraceSetSigmask(tid, &blocked); err != nil {
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	if err := p.SetRegs(tid, &regs); err != nil {
+		ptraceSetSigmask(tid, &mask)
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	defer func() {
+		// A thread not put back would run on in our registers.
+		rerr := p.SetRegs(tid, &saved)
+		if merr := ptraceSetSigmask(tid, &mask); rerr == nil {
+			rerr = merr
+		}
+		if rerr != nil && err == nil {
+			ret, err = 0, fmt.Errorf("inject syscall: restore thread %d: %w", tid, rerr)
+		}
+	}()
 	for {
 		if err := p.Step(tid, 0); err != nil {
 			return 0, fmt.Errorf("inject syscall: step: %w", err)
@@ -52,26 +79,33 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 		if err != nil {
 			return 0, err
 		}
-		switch ev.Kind {
-		case EventExit:
+		if ev.Kind == EventExit {
 			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
-		case EventSignal:
-			// Not executed yet: keep the signal for later, step again.
-			if info, err := p.Siginfo(tid); err == nil {
-				p.DeferOrTake(tid, info)
-			}
-			continue
+		}
+		if err := p.GetRegs(tid, &regs); err != nil {
+			return 0, err
+		}
+		if regs.Rip != insn && regs.Rip != insn+2 {
+			// Never step on through the tracee's own code.
+			return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.Rip)
+		}
+		switch ev.Kind {
 		case EventTrap:
-			if err := p.GetRegs(tid, &regs); err != nil {
-				return 0, err
-			}
 			if regs.Rip == insn+2 {
 				return regs.Rax, nil
 			}
-			continue
-		default:
-			continue
+			fallthrough // a SIGTRAP sent to it, before the instruction
+		case EventSignal:
+			// Not executed yet (the step's own SIGTRAP, queued as the
+			// call returns, is taken before any other signal): the
+			// signal is the tracee's, kept for later.
+			if info, err := p.Siginfo(tid); err == nil {
+				p.DeferOrTake(tid, info)
+			}
 		}
+		// Else a group-stop or an interrupt, before the instruction or
+		// after it: then the step's trap is still queued, and the next
+		// step reports it without running anything.
 	}
 }
 

@@ -1,6 +1,22 @@
 package tracee
 
-import "testing"
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 func TestGapsNear(t *testing.T) {
 	maps := []mapping{
@@ -31,5 +47,129 @@ func TestGapsNear(t *testing.T) {
 	// A request larger than every gap but the top one lands above.
 	if got := gapsNear([]mapping{{start: 0x10000 + 16*pageSize, end: 0x7ffffffff000 - 0x100000}}, 0x20000, 0x1000); len(got) != 1 || got[0] < 0x7ffffffff000-0x100000 {
 		t.Errorf("got %#x, want one candidate in the top gap", got)
+	}
+}
+
+// TestInjectSyscallUnderSignals injects system calls into a thread that
+// queued signals keep reaching, stopped in its own code or inside a system
+// call of its own: each call returns its own result, every register is put
+// back, and every signal is delivered once, none lost and none doubled.
+func TestInjectSyscallUnderSignals(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "signals")
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, "testdata/signals.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	runtime.LockOSThread() // for the test's life: this thread is the tracer
+	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Kill(p.Pid, unix.SIGKILL)
+	lines := bufio.NewReader(stdout)
+	// Up to Launch's SIGCONT it stops; then it runs to "ready".
+	for sig := 0; sig != int(unix.SIGCONT); {
+		if err := p.Cont(p.Pid, 0); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := p.WaitThread(p.Pid)
+		if err != nil || ev.Kind == EventExit {
+			t.Fatalf("starting: %+v, %v", ev, err)
+		}
+		if ev.Kind == EventSignal {
+			sig = ev.Sig
+		}
+	}
+	if err := p.Cont(p.Pid, int(unix.SIGCONT)); err != nil {
+		t.Fatal(err)
+	}
+	var sigRT unix.Signal
+	if line, err := lines.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready ") {
+		t.Fatalf("tracee said %q, %v", line, err)
+	} else if n, err := strconv.Atoi(strings.TrimSpace(line[len("ready "):])); err != nil {
+		t.Fatalf("tracee said %q", line)
+	} else {
+		sigRT = unix.Signal(n)
+	}
+	var sent atomic.Int64
+	stop := make(chan struct{})
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if unix.Tgkill(p.Pid, p.Pid, sigRT) == nil {
+				sent.Add(1)
+			}
+			time.Sleep(time.Duration(rng.Intn(200)) * time.Microsecond)
+		}
+	}()
+	// A call that never returns (the thread stopped for signal after
+	// signal, never running the instruction) fails the test, not the run.
+	stuck := time.AfterFunc(60*time.Second, func() { unix.Kill(p.Pid, unix.SIGKILL) })
+	defer stuck.Stop()
+	const calls = 400
+	for i := 0; i < calls; i++ {
+		tid, err := p.Hold()
+		if err != nil {
+			t.Fatalf("call %d: hold: %v", i, err)
+		}
+		var before, after unix.PtraceRegs
+		if err := p.GetRegs(tid, &before); err != nil {
+			t.Fatal(err)
+		}
+		nr, want := uint64(unix.SYS_GETPID), uint64(p.Pid)
+		if i%2 == 1 {
+			nr, want = unix.SYS_GETPPID, uint64(os.Getpid())
+		}
+		got, err := p.InjectSyscall(tid, nr)
+		if err != nil || got != want {
+			t.Fatalf("call %d: system call %d gave %d, %v; want %d", i, nr, got, err, want)
+		}
+		if err := p.GetRegs(tid, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after != before {
+			t.Fatalf("call %d: registers not put back:\n got %+v\nwant %+v", i, after, before)
+		}
+		if err := p.Cont(tid, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-sending
+
+	t.Logf("%d system calls injected, %d signals sent", calls, sent.Load())
+	// SIGRTMIN+1 is delivered after every SIGRTMIN still queued.
+	unix.Tgkill(p.Pid, p.Pid, sigRT+1)
+	for {
+		ev, err := p.WaitThread(p.Pid)
+		if errors.Is(err, ErrNoProcess) || err == nil && ev.Kind == EventExit {
+			break // a zombie may be seen before its exit is reported
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := 0
+		if ev.Kind == EventSignal {
+			sig = ev.Sig
+		}
+		if err := p.Cont(ev.Tid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	line, err := lines.ReadString('\n')
+	if want := fmt.Sprintf("%d\n", sent.Load()); line != want {
+		t.Errorf("the tracee counted %q SIGRTMIN, %v; %d were sent", line, err, sent.Load())
 	}
 }

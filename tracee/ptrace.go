@@ -47,3 +47,13 @@ func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
 func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
 	return ptrace(unix.PTRACE_SETREGS, tid, 0, uintptr(unsafe.Pointer(regs)))
 }
+
+// The signal mask is the kernel's sigset_t, 8 bytes (one bit per signal,
+// bit n-1 for signal n).
+func ptraceGetSigmask(tid int, mask *uint64) error {
+	return ptrace(unix.PTRACE_GETSIGMASK, tid, 8, uintptr(unsafe.Pointer(mask)))
+}
+
+func ptraceSetSigmask(tid int, mask *uint64) error {
+	return ptrace(unix.PTRACE_SETSIGMASK, tid, 8, uintptr(unsafe.Pointer(mask)))
+}
