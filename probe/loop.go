@@ -139,7 +139,7 @@ func (t *Tracer) onTrap(tid int) {
 	if t.resumeOptimized(tid, s, regs, via, hooked) {
 		return
 	}
-	t.runDisplaced(tid, s, regs, &hit)
+	t.runDisplaced(tid, s, regs, hit)
 }
 
 // serveEntry does what a hit at site s asks before the thread resumes: the
@@ -148,40 +148,40 @@ func (t *Tracer) onTrap(tid int) {
 // detour has loaded the return address (hookRet), and so has a detour
 // for the function tracer (loadedRet); else they are 0. hooked: the
 // return is hooked, and a return-hook detour must swap it.
-func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, loadedRet uint64) (hit Hit, hooked bool) {
+func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, loadedRet uint64) (hit *Hit, hooked bool) {
 	t.handling(tid, regs, s.addr)
 	hit = t.newHit(tid, regs)
 	for _, p := range s.probes {
 		if p.enabled.Load() {
 			p.hits.Add(1)
-			if t.fetch(p, &hit) && p.handler.Pre != nil {
+			if t.fetch(p, hit) && p.handler.Pre != nil {
 				faultPoint("entry")
 				hit.Probe = p
 				hit.Where = s.where
-				p.handler.Pre(&hit)
+				p.handler.Pre(hit)
 			}
 		}
 	}
 	hit.Fields = nil
 	if len(s.retInsns) > 0 {
-		t.onRetInsn(s, &hit)
+		t.onRetInsn(s, hit)
 	}
 	if s.fnRet != nil {
-		t.goReturn(tid, regs, s, &hit)
+		t.goReturn(tid, regs, s, hit)
 	}
 	if s.unwind != 0 {
-		t.onUnwinder(tid, regs, s.unwind, &hit)
+		t.onUnwinder(tid, regs, s.unwind, hit)
 	}
 	switch {
 	case s.fn != nil && !t.ft.opts.Returns:
-		t.traceEntryOnly(regs, s, &hit, loadedRet)
+		t.traceEntryOnly(regs, s, hit, loadedRet)
 	case s.fn != nil && s.fn.isGo:
-		t.goEnter(tid, regs, s, &hit)
+		t.goEnter(tid, regs, s, hit)
 	case len(s.returns) > 0 || s.fn != nil:
-		hooked = t.enter(tid, regs, s, &hit, hookRet)
+		hooked = t.enter(tid, regs, s, hit, hookRet)
 	}
 	if len(s.captures) > 0 {
-		t.capture(tid, s, &hit)
+		t.capture(tid, s, hit)
 	}
 	if s.linker {
 		t.onLinkerEvent(tid, regs)
@@ -221,7 +221,9 @@ func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit)
 	t.proc.Step(tid, 0)
 }
 
-func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
+// newHit fills the one Hit the tracer hands to handlers (a Hit is valid
+// only during the handler): one per stop, not an allocation per stop.
+func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) *Hit {
 	comm, ok := t.comms[tid]
 	if !ok {
 		comm = tracee.Comm(t.pid, tid)
@@ -231,7 +233,8 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) Hit {
 	if now == 0 {
 		now = t.now()
 	}
-	return Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
+	t.hit = Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
+	return &t.hit
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {
@@ -269,8 +272,7 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 	s.insn.Fixup(regs, t.proc, s.slot)
 	if s.post {
 		t.handling(tid, regs, regs.Rip)
-		hit := t.newHit(tid, regs)
-		t.runPost(s, &hit)
+		t.runPost(s, t.newHit(tid, regs))
 	}
 	t.proc.SetRegs(tid, regs)
 	t.proc.Cont(tid, 0)

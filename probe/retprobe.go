@@ -93,7 +93,7 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 		slot = f.sp // it returned with ret $n
 	}
 	if cs != nil {
-		t.dropDead(cs, slot, true, &hit)
+		t.dropDead(cs, slot, true, hit)
 	}
 	if cs == nil || cs.top() == nil || cs.top().sp != slot {
 		if cs != nil {
@@ -112,7 +112,7 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
 		fr := cs.pop()
 		ret = fr.ret
-		t.returned(cs, &fr, &hit)
+		t.returned(cs, &fr, hit)
 	}
 	return ret, true
 }

@@ -115,7 +115,7 @@ func (t *Tracer) onSyscall(tid int) {
 			continue
 		}
 		p.hits.Add(1)
-		if t.fetch(p, &hit) && p.handler.Pre != nil {
+		if t.fetch(p, hit) && p.handler.Pre != nil {
 			hit.Probe = p
 			hit.Where = p.Where
 			if !entry {
@@ -124,7 +124,7 @@ func (t *Tracer) onSyscall(tid int) {
 				hit.Return = &Return{Func: p.funcName, Caller: regs.Rip}
 				hit.Where = t.returnWhere(regs.Rip, p.funcName)
 			}
-			p.handler.Pre(&hit)
+			p.handler.Pre(hit)
 		}
 	}
 	t.proc.Cont(tid, 0)

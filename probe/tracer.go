@@ -63,6 +63,7 @@ type Tracer struct {
 	hookJumps    atomic.Int64        // jumps to return-hook detours (optimize.go)
 	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
 	regs         unix.PtraceRegs
+	hit          Hit // the stop's, handed to handlers (newHit)
 	place        *tracee.Placer
 	tuning       Tuning
 	monoBase     int64
