@@ -292,6 +292,9 @@ func runCmdStdin(t *testing.T, env []string, stdin []byte, name string, args ...
 	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
+	// On the timeout a Go program (probe) prints where every goroutine
+	// is, for the log; WaitDelay then kills what is left.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	err := cmd.Run()
