@@ -300,13 +300,23 @@ func runCmdStdin(t *testing.T, env []string, stdin []byte, name string, args ...
 	err := cmd.Run()
 	r := result{stdout: so.String(), stderr: se.String(), code: exitCode(cmd.ProcessState), elapsed: time.Since(start)}
 	if ctx.Err() != nil {
-		t.Fatalf("%s %q: timed out after %v\n%v", name, args, cmdTimeout, r)
+		t.Fatalf("%s %q: timed out after %v (full stderr: %s)\n%v", name, args, cmdTimeout, keepDump(cmd.Process.Pid, r.stderr), r)
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("%s %q: %v\n%v", name, args, err, r)
 	}
 	return r
+}
+
+// keepDump writes a timed-out process's whole stderr (a goroutine dump
+// is longer than a log shows) to a file and returns its name.
+func keepDump(pid int, stderr string) string {
+	name := filepath.Join(os.TempDir(), fmt.Sprintf("probe-sigquit-%d.txt", pid))
+	if err := os.WriteFile(name, []byte(stderr), 0o644); err != nil {
+		return err.Error()
+	}
+	return name
 }
 
 // probe runs the probe binary with args.

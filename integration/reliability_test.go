@@ -299,12 +299,7 @@ func waitDumping(t *testing.T, p *bg, timeout time.Duration) result {
 	}
 	p.cmd.Process.Signal(syscall.SIGQUIT)
 	r := p.wait(t, 10*time.Second)
-	// The goroutine dump is longer than a log shows: keep all of it.
-	dump := filepath.Join(os.TempDir(), fmt.Sprintf("probe-sigquit-%d.txt", p.pid()))
-	if err := os.WriteFile(dump, []byte(r.stderr), 0o644); err != nil {
-		dump = err.Error()
-	}
-	t.Fatalf("%s (pid %d) did not exit within %v; SIGQUIT (full dump: %s):\n%v", p.desc, p.pid(), timeout, dump, r)
+	t.Fatalf("%s (pid %d) did not exit within %v; SIGQUIT (full dump: %s):\n%v", p.desc, p.pid(), timeout, keepDump(p.pid(), r.stderr), r)
 	return r
 }
 
