@@ -111,20 +111,14 @@ func testMain(m *testing.M) int {
 // it. A Go handler, unlike SIG_IGN, is not inherited across exec; ours
 // drops what it catches, which is what ignoring meant.
 func defaultSignalsForChildren() {
-	b, err := os.ReadFile("/proc/self/status")
+	v, err := statusValue("/proc/self/status", "SigIgn:")
 	if err != nil {
 		return
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		hex, ok := strings.CutPrefix(line, "SigIgn:")
-		if !ok {
-			continue
-		}
-		ignored, _ := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
-		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
-			if ignored&(1<<(sig-1)) != 0 {
-				signal.Notify(make(chan os.Signal, 1), sig)
-			}
+	ignored, _ := strconv.ParseUint(v, 16, 64)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		if ignored&(1<<(sig-1)) != 0 {
+			signal.Notify(make(chan os.Signal, 1), sig)
 		}
 	}
 }
@@ -603,16 +597,11 @@ func taskIDs(pid int) ([]int, error) {
 
 // tracerPid returns the TracerPid of thread tid of process pid.
 func tracerPid(pid, tid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	v, err := statusValue(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "TracerPid:")
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return 0, fmt.Errorf("no TracerPid in /proc/%d/task/%d/status", pid, tid)
+	return strconv.Atoi(v)
 }
 
 // taskState returns the state letter of thread tid of process pid.
@@ -661,16 +650,26 @@ func belongsTo(tid, pid int) bool {
 }
 
 func statusField(pid int, field string) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := statusValue(fmt.Sprintf("/proc/%d/status", pid), field)
 	if err != nil {
 		return 0, err
 	}
+	return strconv.Atoi(v)
+}
+
+// statusValue returns the value of field ("TracerPid:") in a /proc
+// status file, spaces trimmed.
+func statusValue(file, field string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, field); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
+			return strings.TrimSpace(v), nil
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+	return "", fmt.Errorf("no %s in %s", field, file)
 }
 
 // waitTracedBy waits until every thread of pid is traced by process tracer

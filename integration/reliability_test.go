@@ -184,18 +184,15 @@ func counts(out string) map[string]int {
 
 // rssKiB reads VmRSS of pid ("VmRSS:    17144 kB"), or -1 once it is gone.
 func rssKiB(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	v, err := statusValue(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB")); err == nil {
-				return n
-			}
-		}
+	n, err := strconv.Atoi(strings.TrimSuffix(v, " kB"))
+	if err != nil {
+		return -1
 	}
-	return -1
+	return n
 }
 
 // ---------------------------------------------------------------------
