@@ -26,7 +26,8 @@ const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) |
 
 // InjectSyscall runs one system call in the context of stopped thread tid
 // and restores every register afterwards (the CRIU/gdb technique). Signals
-// that arrive meanwhile are deferred, not lost.
+// that arrive meanwhile stay queued (blocked) or, those that cannot be
+// blocked, are deferred: none is lost.
 func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64, err error) {
 	insn, err := p.syscallInsn()
 	if err != nil {
@@ -96,9 +97,10 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64,
 			}
 			fallthrough // a SIGTRAP sent to it, before the instruction
 		case EventSignal:
-			// Not executed yet (the step's own SIGTRAP, queued as the
-			// call returns, is taken before any other signal): the
-			// signal is the tracee's, kept for later.
+			// One we could not block (SIGSTOP, or a fault signal sent
+			// with kill), before the instruction ran: the step's own
+			// SIGTRAP, queued as the call returns, is taken before any
+			// other. It is the tracee's, kept for later.
 			if info, err := p.Siginfo(tid); err == nil {
 				p.DeferOrTake(tid, info)
 			}
