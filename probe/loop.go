@@ -32,7 +32,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	switch ev.Kind {
 	case tracee.EventTrap:
 		t.stopTime = t.now()
-		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept)
+		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept, t.stopCPU(ev.Tid))
 		t.onTrap(ev.Tid)
 		t.handled()
 		t.stopTime = 0

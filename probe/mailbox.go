@@ -82,6 +82,25 @@ func (m *mailbox) regs(slot uint64, regs *unix.PtraceRegs, trap uint64) {
 	regs.Orig_rax = ^uint64(0)
 }
 
+// stopCPU returns the CPU tid stopped on, as it left it in its slot, if
+// it stopped at a mailbox trap (its slot claimed and whole, and no signal
+// handler run inside the claim), else -1.
+func (t *Tracer) stopCPU(tid int) int {
+	m := t.mbox
+	if m == nil || t.mboxDirty[tid] {
+		return -1
+	}
+	slot, _, ok := m.claimed(tid)
+	if !ok {
+		return -1
+	}
+	v := atomic.LoadUint64(m.word(slot, singlestep.SlotCPU))
+	if v == ^uint64(0) {
+		return -1 // the kernel has no CPU segment for lsl to read
+	}
+	return int(v & 0xfff) // below: the NUMA node
+}
+
 // reply lets the thread in slot go on with the tracer's answer.
 func (m *mailbox) reply(slot, v uint64) {
 	atomic.StoreUint64(m.word(slot, singlestep.SlotReply), v)

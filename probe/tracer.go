@@ -489,6 +489,9 @@ func (t *Tracer) now() int64 { return t.monoBase + int64(time.Since(t.wallBase))
 
 // cpuOf is the CPU thread tid stopped on, for the CPU column.
 func (t *Tracer) cpuOf(tid int) int {
+	if cpu := t.stopCPU(tid); cpu >= 0 {
+		return cpu
+	}
 	if cpu := t.place.CPUOf(tid, t.proc.Slept); cpu >= 0 {
 		return cpu
 	}

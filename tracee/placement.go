@@ -53,6 +53,7 @@ type Placer struct {
 
 	hits        int
 	hot         int // the thread that hit last
+	hotCPU      int // the CPU it said it stopped on, or -1
 	windowStart int64
 	window      int64 // length of the current window
 	watched     int   // the thread whose run time the window measures
@@ -103,14 +104,16 @@ func (p *Placer) CPU() int {
 }
 
 // Hit notes a probe hit by tid at now (CLOCK_MONOTONIC ns); slept says
-// whether we had to sleep for it. Once a window it re-decides where we run.
-func (p *Placer) Hit(tid int, now int64, slept bool) {
+// whether we had to sleep for it, and cpu is the CPU it stopped on when the
+// thread said so itself (a mailbox trap), else -1. Once a window it
+// re-decides where we run.
+func (p *Placer) Hit(tid int, now int64, slept bool, cpu int) {
 	if p == nil || p.disabled {
 		return
 	}
 	p.seen.Add(1)
 	p.hits++
-	p.hot = tid
+	p.hot, p.hotCPU = tid, cpu
 	if p.windowStart == 0 {
 		p.startWindow(now)
 		return
@@ -122,26 +125,35 @@ func (p *Placer) Hit(tid int, now int64, slept bool) {
 	// The tracee thread does not stay put: a wake-up sends it to the
 	// other CPU whenever ours has any other task queued (a runtime
 	// thread, one that just slept), and once apart every wake-up keeps
-	// it apart. Together, the stop is there when we run again; having to
-	// sleep for it is the sign we are apart (or the tracee slept), so
+	// it apart. A CPU the thread gave costs nothing to check: follow at
+	// once. Otherwise it costs a read of its stat, and having to sleep
+	// for the stop is the sign we are apart (or the tracee slept), so
 	// look where it is then, at most once a millisecond.
-	if slept && now-p.lastFollow >= followGap || p.hits%followEvery == 0 {
+	switch {
+	case cpu >= 0:
+		p.followTo(tid, cpu)
+	case slept && now-p.lastFollow >= followGap || p.hits%followEvery == 0:
 		p.lastFollow = now
 		p.follow(tid)
 	}
 }
 
+// follow pins us to the CPU tid last ran on, if we are placed.
 func (p *Placer) follow(tid int) {
 	if cpu, ok := p.threadCPU(tid); ok {
-		p.mu.Lock()
-		if p.placed && cpu != p.cpu {
-			p.pin(cpu)
-		}
-		if p.placed && p.cpu == cpu {
-			p.followed = tid
-		}
-		p.mu.Unlock()
+		p.followTo(tid, cpu)
 	}
+}
+
+func (p *Placer) followTo(tid, cpu int) {
+	p.mu.Lock()
+	if p.placed && cpu != p.cpu {
+		p.pin(cpu)
+	}
+	if p.placed && p.cpu == cpu {
+		p.followed = tid
+	}
+	p.mu.Unlock()
 }
 
 func (p *Placer) startWindow(now int64) {
@@ -172,10 +184,16 @@ func (p *Placer) decide(now int64) {
 		p.retryAt = now + placeBackoffMin
 	case placed && !fast:
 		p.unplace()
+	case placed && p.hotCPU >= 0:
+		p.followTo(p.hot, p.hotCPU)
 	case placed:
 		p.follow(p.hot)
 	case fast && now >= p.retryAt:
-		if cpu, ok := p.threadCPU(p.hot); ok {
+		cpu, ok := p.hotCPU, p.hotCPU >= 0
+		if !ok {
+			cpu, ok = p.threadCPU(p.hot)
+		}
+		if ok {
 			p.place(cpu)
 			p.followed = p.hot
 			p.window = placeFirstWindow // a bad bet shows soon

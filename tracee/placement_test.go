@@ -73,7 +73,7 @@ func placer(t *testing.T) *Placer {
 	if !p.disabled || p.CPU() != -1 {
 		t.Fatalf("placement on with one CPU allowed")
 	}
-	p.Hit(1, 1, true)
+	p.Hit(1, 1, true, -1)
 	if p.CPU() != -1 {
 		t.Fatalf("a disabled Placer placed")
 	}
