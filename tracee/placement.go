@@ -125,16 +125,22 @@ func (p *Placer) Hit(tid int, now int64, slept bool, cpu int) {
 	// The tracee thread does not stay put: a wake-up sends it to the
 	// other CPU whenever ours has any other task queued (a runtime
 	// thread, one that just slept), and once apart every wake-up keeps
-	// it apart. A CPU the thread gave costs nothing to check: follow at
-	// once. Otherwise it costs a read of its stat, and having to sleep
-	// for the stop is the sign we are apart (or the tracee slept), so
-	// look where it is then, at most once a millisecond.
+	// it apart. When the thread we are placed for says where it stopped,
+	// follow it at once: that costs nothing to check. Otherwise having
+	// to sleep for the stop is the sign we are apart (or the tracee
+	// slept), so look where the thread is then, at most once a
+	// millisecond: a read of its stat, and with several threads hitting
+	// on both CPUs, following each would only move us back and forth.
 	switch {
-	case cpu >= 0:
+	case cpu >= 0 && tid == p.followed:
 		p.followTo(tid, cpu)
 	case slept && now-p.lastFollow >= followGap || p.hits%followEvery == 0:
 		p.lastFollow = now
-		p.follow(tid)
+		if cpu >= 0 {
+			p.followTo(tid, cpu)
+		} else {
+			p.follow(tid)
+		}
 	}
 }
 
