@@ -192,3 +192,45 @@ func TestPlacerWatchdog(t *testing.T) {
 		p.Release()
 	})
 }
+
+// TestPlacerFollows: a CPU given with a hit (the mailbox's) moves us at
+// once for the thread we are placed for; for another thread only as a
+// CPU read from /proc would, on a slept hit at most once a millisecond, so
+// that threads hitting on both CPUs do not move us at every hit.
+func TestPlacerFollows(t *testing.T) {
+	onOwnThread(t, func() {
+		p := placer(t)
+		if p == nil {
+			return
+		}
+		p.stall = time.Hour
+		first, last := firstCPU(p.orig), lastCPU(p.orig)
+		const served, other = 1, 2
+		now := int64(10e9)
+		p.windowStart, p.window = now, placeWindow
+		p.place(first)
+		p.followed = served
+		steps := []struct {
+			tid     int
+			at      int64
+			slept   bool
+			cpu     int
+			wantCPU int
+		}{
+			{served, 1000, false, last, last},              // the served thread moved: follow
+			{other, 2000, false, first, last},              // another thread, not slept: stay
+			{other, 3000, true, first, first},              // slept, the last look long ago: it is served now
+			{served, 4000, false, last, first},             // no longer the served one
+			{other, 5000, false, last, last},               // the served one moved: follow
+			{served, 6000, true, first, last},              // slept, but within a millisecond of the last look
+			{served, 3000 + followGap, true, first, first}, // a millisecond after it
+		}
+		for i, s := range steps {
+			p.Hit(s.tid, now+s.at, s.slept, s.cpu)
+			if got := p.CPU(); got != s.wantCPU {
+				t.Fatalf("step %d (thread %d on CPU %d, slept %v): pinned to %d, want %d", i, s.tid, s.cpu, s.slept, got, s.wantCPU)
+			}
+		}
+		p.Release()
+	})
+}
