@@ -180,7 +180,7 @@ func (g *Graph) startLine(r *Record, d int64, depth int) {
 }
 
 func (g *Graph) appendCPU(dst []byte, cpu int) []byte {
-	return fmt.Appendf(dst, " %*d) ", g.opts.CPUWidth, cpu)
+	return append(appendIntRight(append(dst, ' '), int64(cpu), g.opts.CPUWidth), ") "...)
 }
 
 // appendProc appends the kernel's funcgraph-proc column: comm cut to 7

@@ -95,7 +95,8 @@ func (t *Text) Write(r *Record) error {
 	var b []byte
 	switch r.Kind {
 	case KindProbe:
-		b = fmt.Appendf(t.prefix(r), "%s: (%s)", r.Event, r.Where)
+		b = append(append(t.prefix(r), r.Event...), ": ("...)
+		b = append(append(b, r.Where...), ')')
 		b = probe.AppendFields(b, r.Fields)
 		for _, f := range r.Stack { // ftrace's stacktrace trigger: one frame a line
 			b = append(append(b, "\n => "...), f...)
@@ -121,8 +122,11 @@ func (t *Text) Write(r *Record) error {
 // right-aligned in 16, pid left-aligned in 7, CPU in 3 digits,
 // seconds.microseconds.
 func (t *Text) prefix(r *Record) []byte {
-	return fmt.Appendf(t.line[:0], "%16s-%-7d [%03d] %5d.%06d: ",
-		r.Comm, r.Tid, r.CPU, r.Time/1e9, r.Time%1e9/1e3)
+	b := append(appendRight(t.line[:0], r.Comm, 16), '-')
+	b = append(appendIntLeft(b, int64(r.Tid), 7), " ["...)
+	b = append(appendIntZero(b, int64(r.CPU), 3), "] "...)
+	b = append(appendIntRight(b, r.Time/1e9, 5), '.')
+	return append(appendIntZero(b, r.Time%1e9/1e3, 6), ": "...)
 }
 
 func (t *Text) Comment(s string) error {
