@@ -31,11 +31,11 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	defer t.reringDoorbell()
 	switch ev.Kind {
 	case tracee.EventTrap:
-		t.stopTime = t.now()
-		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept, t.stopCPU(ev.Tid))
+		t.stopTime, t.stopTid, t.stopCPU = t.now(), ev.Tid, t.mailboxCPU(ev.Tid)
+		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept, t.stopCPU)
 		t.onTrap(ev.Tid)
 		t.handled()
-		t.stopTime = 0
+		t.stopTime, t.stopTid = 0, 0
 	case tracee.EventSignal:
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:

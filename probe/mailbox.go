@@ -82,10 +82,10 @@ func (m *mailbox) regs(slot uint64, regs *unix.PtraceRegs, trap uint64) {
 	regs.Orig_rax = ^uint64(0)
 }
 
-// stopCPU returns the CPU tid stopped on, as it left it in its slot, if
+// mailboxCPU returns the CPU tid stopped on, as it left it in its slot, if
 // it stopped at a mailbox trap (its slot claimed and whole, and no signal
 // handler run inside the claim), else -1.
-func (t *Tracer) stopCPU(tid int) int {
+func (t *Tracer) mailboxCPU(tid int) int {
 	m := t.mbox
 	if m == nil || t.mboxDirty[tid] {
 		return -1

@@ -72,6 +72,8 @@ type Tracer struct {
 	lostHits     uint64
 	flight       inFlight // the stop being handled, for emergencyDetach
 	stopTime     int64    // when the SIGTRAP stop being handled was seen, or 0
+	stopTid      int      // the thread of that stop
+	stopCPU      int      // the CPU it said it stopped on (mailboxCPU), or -1
 
 	trampoline  uint64               // where hijacked returns come back: its stub, with a mailbox
 	trampTrap   uint64               // the trampoline's int3 (without a mailbox, the trampoline)
@@ -489,8 +491,8 @@ func (t *Tracer) now() int64 { return t.monoBase + int64(time.Since(t.wallBase))
 
 // cpuOf is the CPU thread tid stopped on, for the CPU column.
 func (t *Tracer) cpuOf(tid int) int {
-	if cpu := t.stopCPU(tid); cpu >= 0 {
-		return cpu
+	if tid == t.stopTid && t.stopCPU >= 0 {
+		return t.stopCPU
 	}
 	if cpu := t.place.CPUOf(tid, t.proc.Slept); cpu >= 0 {
 		return cpu
