@@ -46,7 +46,7 @@ func TestCPUColumn(t *testing.T) {
 			t.Fatalf("%v: no events", v.args)
 		}
 		if stops, _ := strconv.Atoi(m[1]); (stops > 0) != v.mailbox {
-			t.Errorf("%v: %d stops served from the mailbox, want some: %v, %d events", v.args, stops, v.mailbox, len(evs))
+			t.Errorf("%v: %d stops served from the mailbox (of %d events), want them from the mailbox: %v", v.args, stops, len(evs), v.mailbox)
 		}
 		for _, e := range evs {
 			if strconv.Itoa(e.cpu) != last {

@@ -37,7 +37,7 @@ const (
 	SlotReply = 16  // the tracer's answer: swap the return address (MailboxEntry), where to return (MailboxReturn)
 	SlotStack = 24  // the word at the thread's sp: the return address, at an entry
 	SlotRegs  = 32  // the thread's registers, laid out as unix.PtraceRegs (rip and orig_rax left out)
-	SlotCPU   = 248 // the CPU the thread ran on just before the int3, as the segment limit vgetcpu reads gives it; all ones if it could not be read
+	SlotCPU   = 248 // the CPU the thread ran on just before the int3, as vgetcpu's segment limit has it (node << 12 | cpu); all ones if lsl could not read it
 )
 
 // The registers end where SlotCPU starts (this fails to compile if not).
