@@ -143,7 +143,14 @@ func checkFreeAfter(t *testing.T, p *piped, pid int, checks *int, after string) 
 		free := true
 		tids, err := taskIDs(pid)
 		if err != nil {
-			t.Fatalf("tracee %d is gone: %v\n%v", pid, err, p.stdout.String())
+			// How it died: a signal's number is in the exit status.
+			how := "not reaped within 5 s"
+			select {
+			case <-p.done:
+				how = p.res.String()
+			case <-time.After(5 * time.Second):
+			}
+			t.Fatalf("tracee %d is gone (%v) %s: %s", pid, err, after, how)
 		}
 		for _, tid := range tids {
 			tp, err1 := tracerPid(pid, tid)
