@@ -133,25 +133,29 @@ func (p *Placer) Hit(tid int, now int64, slept bool, cpu int) {
 	// on both CPUs, following each would only move us back and forth.
 	switch {
 	case cpu >= 0 && tid == p.followed:
-		p.followTo(tid, cpu)
+		p.follow(tid, cpu)
 	case slept && now-p.lastFollow >= followGap || p.hits%followEvery == 0:
 		p.lastFollow = now
-		if cpu >= 0 {
-			p.followTo(tid, cpu)
-		} else {
-			p.follow(tid)
-		}
+		p.follow(tid, cpu)
 	}
 }
 
-// follow pins us to the CPU tid last ran on, if we are placed.
-func (p *Placer) follow(tid int) {
-	if cpu, ok := p.threadCPU(tid); ok {
-		p.followTo(tid, cpu)
+// where is the CPU tid stopped on: said, the CPU it gave itself, or if
+// that is -1 the one its stat shows.
+func (p *Placer) where(tid, said int) (int, bool) {
+	if said >= 0 {
+		return said, true
 	}
+	return p.threadCPU(tid)
 }
 
-func (p *Placer) followTo(tid, cpu int) {
+// follow pins us to the CPU tid stopped on (said, or -1: see where), if
+// we are placed.
+func (p *Placer) follow(tid, said int) {
+	cpu, ok := p.where(tid, said)
+	if !ok {
+		return
+	}
 	p.mu.Lock()
 	if p.placed && cpu != p.cpu {
 		p.pin(cpu)
@@ -190,16 +194,10 @@ func (p *Placer) decide(now int64) {
 		p.retryAt = now + placeBackoffMin
 	case placed && !fast:
 		p.unplace()
-	case placed && p.hotCPU >= 0:
-		p.followTo(p.hot, p.hotCPU)
 	case placed:
-		p.follow(p.hot)
+		p.follow(p.hot, p.hotCPU)
 	case fast && now >= p.retryAt:
-		cpu, ok := p.hotCPU, p.hotCPU >= 0
-		if !ok {
-			cpu, ok = p.threadCPU(p.hot)
-		}
-		if ok {
+		if cpu, ok := p.where(p.hot, p.hotCPU); ok {
 			p.place(cpu)
 			p.followed = p.hot
 			p.window = placeFirstWindow // a bad bet shows soon
