@@ -144,13 +144,7 @@ func checkFreeAfter(t *testing.T, p *piped, pid int, checks *int, after string) 
 		tids, err := taskIDs(pid)
 		if err != nil {
 			// How it died: a signal's number is in the exit status.
-			how := "not reaped within 5 s"
-			select {
-			case <-p.done:
-				how = p.res.String()
-			case <-time.After(5 * time.Second):
-			}
-			t.Fatalf("tracee %d is gone (%v) %s: %s", pid, err, after, how)
+			t.Fatalf("tracee %d is gone (%v) %s: %v", pid, err, after, p.wait(t, 5*time.Second))
 		}
 		for _, tid := range tids {
 			tp, err1 := tracerPid(pid, tid)
