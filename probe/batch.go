@@ -52,6 +52,7 @@ func (t *Tracer) writeSites(b *siteBatch) error {
 	if len(b.sites) == 0 {
 		return nil
 	}
+	t.holdForInstall()
 	err := t.writeSlots(b.slots)
 	if err == nil {
 		err = t.writeBreakpoints(b.sites)

@@ -34,6 +34,8 @@ func (t *Tracer) detachAll(anchor int) {
 		t.proc.Interrupt(th.Tid)
 	}
 	t.holdAll(held)
+	// Read before any step: a step's forced SIGTRAP resets SIG_IGN.
+	trapAct, trapIgnored := t.trapIgnoredBefore(t.heldThreads(held))
 	for tid := range held {
 		t.leaveMailbox(tid)
 	}
@@ -49,7 +51,7 @@ func (t *Tracer) detachAll(anchor int) {
 		// cannot trap on a probe first.
 		t.swallowDoorbell(held)
 	}
-	for tid, sig := range held {
+	for tid := range held {
 		if t.proc.Thread(tid) == nil {
 			continue
 		}
@@ -62,9 +64,35 @@ func (t *Tracer) detachAll(anchor int) {
 			}
 		}
 		t.leaveDetour(tid)
-		t.proc.Detach(tid, sig)
+	}
+	if trapIgnored {
+		// Every thread held: none can have a SIGTRAP pending that
+		// setting SIG_IGN would discard.
+		t.restoreTrapIgnored(trapAct, t.heldThreads(held)...)
+	}
+	for tid, sig := range held {
+		if t.proc.Thread(tid) != nil {
+			t.proc.Detach(tid, sig)
+		}
 	}
 	t.stepping = map[int]*site{}
+}
+
+// heldThreads lists the held threads of the process (not children sharing
+// its memory), those with no signal owed first.
+func (t *Tracer) heldThreads(held map[int]int) []int {
+	var free, owed []int
+	for tid, sig := range held {
+		if th := t.proc.Thread(tid); th == nil || th.Forked {
+			continue
+		}
+		if sig == 0 {
+			free = append(free, tid)
+		} else {
+			owed = append(owed, tid)
+		}
+	}
+	return append(free, owed...)
 }
 
 // swallowDoorbell takes a doorbell SIGSTOP that no thread has taken yet:

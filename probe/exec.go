@@ -55,6 +55,16 @@ func (t *Tracer) programPath() string {
 // onExec serves the exec stop of the process: the old program's state is
 // dropped and the new one is run to its entry point (onExecEntry).
 func (t *Tracer) onExec(ev tracee.Event) {
+	if t.trapIgnored() {
+		// An ignored signal stays ignored across exec: the new program
+		// gets SIG_IGN back from the reset of our traps, as the kernel
+		// leaves it (handler only: flags, restorer and mask cleared).
+		// Only this thread is left.
+		t.restoreTrapIgnored([4]uint64{1}, ev.Tid)
+		t.trapAct = trapAction{act: [4]uint64{1}, known: true}
+	} else {
+		t.trapAct = trapAction{} // handlers are SIG_DFL in the new program
+	}
 	dropped := t.forgetProgram()
 	t.execDropped = append(t.execDropped, dropped...)
 	if len(dropped) > 0 && !t.follow {

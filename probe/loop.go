@@ -293,7 +293,7 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 		t.proc.Cont(tid, 0)
 		return
 	}
-	t.proc.Cont(tid, int(unix.SIGTRAP))
+	t.passTrap(tid)
 }
 
 // onSignal handles a signal-delivery-stop. Signals for the tracee are

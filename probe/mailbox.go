@@ -38,8 +38,11 @@ type mailbox struct {
 	entryTrap uint64
 	ret       uint64 // the return routine, once made
 	retTrap   uint64
-	retStub   uint64 // the return trampoline's stub
-	retID     uint64 // and its id
+	// Where each routine has its trap and runs with SIGTRAP unblocked
+	// for a thread that had it blocked.
+	entryLayout, retLayout singlestep.RoutineLayout
+	retStub                uint64 // the return trampoline's stub
+	retID                  uint64 // and its id
 }
 
 func (m *mailbox) word(slot uint64, off int) *uint64 {
@@ -80,6 +83,16 @@ func (m *mailbox) regs(slot uint64, regs *unix.PtraceRegs, trap uint64) {
 	*regs = *(*unix.PtraceRegs)(unsafe.Pointer(&m.mem[slot+singlestep.SlotRegs]))
 	regs.Rip = trap + singlestep.BreakpointPCAdjust
 	regs.Orig_rax = ^uint64(0)
+}
+
+// trapState is the signal state the thread in slot read just before its
+// int3, whose forced SIGTRAP may have changed it (tracee.TrapState).
+func (m *mailbox) trapState(slot uint64) tracee.TrapState {
+	s := tracee.TrapState{Mask: *m.word(slot, singlestep.SlotSigMask)}
+	for i := range s.Action {
+		s.Action[i] = *m.word(slot, singlestep.SlotTrapAction+8*i)
+	}
+	return s
 }
 
 // mailboxCPU returns the CPU tid stopped on, as it left it in its slot, if
@@ -154,17 +167,17 @@ func (t *Tracer) mailboxRoutine(anchor int, kind singlestep.MailboxKind) (at, tr
 	if err != nil {
 		return 0, 0
 	}
-	code, trap, err := r.Code(base)
+	code, l, err := r.Code(base)
 	if err != nil || t.writeSlots([]slotWrite{{base, code}}) != nil {
 		t.freeSlots(base, slots)
 		return 0, 0
 	}
 	if kind == singlestep.MailboxReturn {
-		m.ret, m.retTrap = base, trap
+		m.ret, m.retTrap, m.retLayout = base, l.Trap, l
 	} else {
-		m.entry, m.entryTrap = base, trap
+		m.entry, m.entryTrap, m.entryLayout = base, l.Trap, l
 	}
-	return base, trap
+	return base, l.Trap
 }
 
 // MailboxStops counts the stops served from the mailbox, without a
@@ -187,9 +200,10 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 		ret, ok := t.returnFrom(tid, regs)
 		if !ok {
 			t.settleIn(tid, regs, slot, id)
-			t.proc.Cont(tid, int(unix.SIGTRAP))
+			t.passTrap(tid)
 			return true
 		}
+		t.mailboxTrapState(tid, slot, false)
 		m.reply(slot, ret)
 		t.proc.Cont(tid, 0)
 		t.mboxStops.Add(1)
@@ -204,6 +218,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 		return false // the ordinary path turns it back into an int3
 	}
 	m.regs(slot, regs, o.at)
+	t.mailboxTrapState(tid, slot, false)
 	t.flight.slot = slot + 1
 	ret := *m.word(slot, singlestep.SlotStack)
 	var hookRet, loadedRet uint64
@@ -268,6 +283,7 @@ func (t *Tracer) settleable(id uint64) bool {
 // slot.
 func (t *Tracer) settleIn(tid int, regs *unix.PtraceRegs, slot, id uint64) {
 	m := t.mbox
+	t.mailboxTrapState(tid, slot, true)
 	if id == m.retID {
 		regs.Rip = t.trampTrap + singlestep.BreakpointPCAdjust
 	} else {
@@ -326,6 +342,9 @@ func (t *Tracer) leaveMailbox(tid int) {
 			}
 			return
 		}
+		if t.reblockTrap(tid, &t.regs) {
+			continue
+		}
 		if !t.stepOnce(tid) {
 			return
 		}
@@ -349,6 +368,7 @@ func (t *Tracer) clearStepFlag(tid int) {
 func (t *Tracer) mailboxSignal(tid int) {
 	if m := t.mbox; m != nil && m.owns(slotOf(tid), tid) {
 		t.mboxDirty[tid] = true
+		t.keepTrapMaskForSignal(tid, slotOf(tid))
 	}
 }
 
@@ -356,6 +376,7 @@ func (t *Tracer) mailboxSignal(tid int) {
 // that a new thread given its id does not find it claimed.
 func (t *Tracer) mailboxThreadGone(tid int) {
 	delete(t.mboxDirty, tid)
+	delete(t.trapReblocked, tid)
 	if m := t.mbox; m != nil && m.owns(slotOf(tid), tid) {
 		m.release(slotOf(tid))
 	}
@@ -364,7 +385,7 @@ func (t *Tracer) mailboxThreadGone(tid int) {
 // stepOnce single-steps a held thread; a signal that arrives first is
 // kept for later. false if the thread cannot be stepped.
 func (t *Tracer) stepOnce(tid int) bool {
-	if t.proc.Step(tid, 0) != nil {
+	if t.proc.StepKeepingSignals(tid) != nil {
 		return false
 	}
 	ev, err := t.proc.WaitThread(tid)

@@ -154,6 +154,17 @@ func (t *Tracer) DetourExits() int { return int(t.detourExits.Load()) }
 // of the process stopped; anchor is already held. Where it cannot, the
 // int3 stays: the result is the same, only slower.
 func (t *Tracer) optimizeSites(anchor int) {
+	held, ok := t.installHeld, true
+	t.installHeld = nil
+	defer func() {
+		for _, tid := range held {
+			t.proc.Cont(tid, 0)
+		}
+		if t.proc.TookDoorbell() {
+			// Its command is still queued: ring again for the loop.
+			unix.Kill(t.bellPid(), unix.SIGSTOP)
+		}
+	}()
 	if t.tuning.NoBoost || t.tuning.NoOptimize || isGo(t.space.Main()) {
 		return
 	}
@@ -167,16 +178,9 @@ func (t *Tracer) optimizeSites(anchor int) {
 	if len(cands) == 0 {
 		return
 	}
-	held, ok := t.stopOthers(anchor)
-	defer func() {
-		for _, tid := range held {
-			t.proc.Cont(tid, 0)
-		}
-		if t.proc.TookDoorbell() {
-			// Its command is still queued: ring again for the loop.
-			unix.Kill(t.bellPid(), unix.SIGSTOP)
-		}
-	}()
+	if held == nil {
+		held, ok = t.stopOthers(anchor)
+	}
 	if !ok {
 		return
 	}
@@ -363,6 +367,29 @@ func (t *Tracer) freeSlots(base uint64, slots int) {
 	for i := slots - 1; i >= 0; i-- {
 		t.freeSlot(base + uint64(i*singlestep.SlotSize))
 	}
+}
+
+// holdForInstall stops every thread but the anchor the first time a
+// breakpoint is written before Start, and keeps them until Start
+// (optimizeSites) lets them go: a thread must not meet an int3 that Start
+// turns into a jump. The forced SIGTRAP of an int3 resets a program's
+// SIGTRAP state where SIGTRAP is blocked or ignored (tracee/trapstate.go);
+// a jump-optimised entry's mailbox routine keeps it (trapstate.go).
+func (t *Tracer) holdForInstall() {
+	if t.anchor == 0 || t.installHeld != nil {
+		return // started, or held already
+	}
+	held, ok := t.stopOthers(t.anchor)
+	if !ok {
+		for _, tid := range held {
+			t.proc.Cont(tid, 0)
+		}
+		return
+	}
+	if held == nil {
+		held = []int{} // no other thread: held all the same
+	}
+	t.installHeld = held
 }
 
 // stopOthers interrupts every thread but anchor and collects each one's

@@ -74,7 +74,7 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 	ret, ok := t.returnFrom(tid, regs)
 	if !ok {
-		t.proc.Cont(tid, int(unix.SIGTRAP))
+		t.passTrap(tid)
 		return
 	}
 	regs.Rip = ret

@@ -50,8 +50,11 @@ type Tracer struct {
 	space *symbols.Space
 	// shownSpace is space for other goroutines (Symbols): the ptrace
 	// thread replaces space when libraries come and go.
-	shownSpace   atomic.Pointer[symbols.Space]
-	anchor       int // a thread held stopped while commands run, or 0
+	shownSpace atomic.Pointer[symbols.Space]
+	anchor     int // a thread held stopped while commands run, or 0
+	// installHeld are the other threads, held from the first breakpoint
+	// written before Start until Start (holdForInstall).
+	installHeld  []int
 	sites        map[uint64]*site
 	probes       map[string]*Probe
 	stepping     map[int]*site // threads whose displaced instruction is in flight
@@ -75,21 +78,25 @@ type Tracer struct {
 	stopTid      int      // the thread of that stop
 	stopCPU      int      // the CPU it said it stopped on (mailboxCPU), or -1
 
-	trampoline  uint64               // where hijacked returns come back: its stub, with a mailbox
-	trampTrap   uint64               // the trampoline's int3 (without a mailbox, the trampoline)
-	mbox        *mailbox             // registers shared with the tracee (mailbox.go), or nil
-	mboxTried   bool                 // ensureMailbox has run
-	mboxStubs   map[uint64]*jumpOpt  // detours with a mailbox stub, by stub id
-	mboxDirty   map[int]bool         // threads that took a signal holding their slot
-	mboxStops   atomic.Int64         // stops served from the mailbox
-	shadow      map[int]*callStack   // per thread, for hijacked returns
-	goStacks    map[int64]*callStack // per goroutine, for Go's function tracer
-	goidOff     int                  // offset of runtime.g's goid; 0 if unknown
-	gbuf        [maxGoidOff + 8]byte
-	ft          *funcTracer
-	pastStacks  []StackUsage // the stack tracer's, from function tracers stopped
-	wheres      map[whereKey]string
-	lostReturns uint64
+	trampoline uint64              // where hijacked returns come back: its stub, with a mailbox
+	trampTrap  uint64              // the trampoline's int3 (without a mailbox, the trampoline)
+	mbox       *mailbox            // registers shared with the tracee (mailbox.go), or nil
+	mboxTried  bool                // ensureMailbox has run
+	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
+	mboxDirty  map[int]bool        // threads that took a signal holding their slot
+	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
+	// in again while their routine had it unblocked (trapstate.go).
+	trapAct       trapAction
+	trapReblocked map[int]bool
+	mboxStops     atomic.Int64         // stops served from the mailbox
+	shadow        map[int]*callStack   // per thread, for hijacked returns
+	goStacks      map[int64]*callStack // per goroutine, for Go's function tracer
+	goidOff       int                  // offset of runtime.g's goid; 0 if unknown
+	gbuf          [maxGoidOff + 8]byte
+	ft            *funcTracer
+	pastStacks    []StackUsage // the stack tracer's, from function tracers stopped
+	wheres        map[whereKey]string
+	lostReturns   uint64
 
 	forkedReturns map[int][]forkedReturn // per adopted vfork child
 	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
@@ -188,6 +195,7 @@ func (t *Tracer) newAddressSpace() {
 	t.forkedReturns = make(map[int][]forkedReturn)
 	t.mboxStubs = make(map[uint64]*jumpOpt)
 	t.mboxDirty = make(map[int]bool)
+	t.trapReblocked = make(map[int]bool)
 }
 
 // newTracer starts the ptrace thread, which runs setup and then serves

@@ -27,10 +27,20 @@ import (
 // beyond the red zone, which holds at a SysV function's entry and on the
 // return trampoline (the callee's frame is gone). Never in Go code, whose
 // goroutine stacks are small and whose ABI has no red zone.
+//
+// Before its int3 the routine also reads the thread's signal mask and the
+// process's SIGTRAP action into the slot. The kernel forces an int3's
+// SIGTRAP: where SIGTRAP is blocked in the thread or ignored, it resets
+// the process's action to SIG_DFL and unblocks SIGTRAP in the thread. So
+// a thread that has SIGTRAP blocked unblocks it just for its int3 and
+// blocks it again after: no reset, and other threads never see the
+// action changed. (An ignored SIGTRAP is reset all the same: the tracer
+// puts SIG_IGN back, knowing from the slot that it was there.)
 const (
-	MailboxSlots    = 256
-	MailboxSlotSize = 256
-	MailboxSize     = MailboxSlots * MailboxSlotSize
+	MailboxSlots     = 256
+	mailboxSlotShift = 9
+	MailboxSlotSize  = 1 << mailboxSlotShift
+	MailboxSize      = MailboxSlots * MailboxSlotSize
 
 	SlotOwner = 0   // the claiming thread's tid; 0: free
 	SlotAt    = 8   // the stub the thread came from (its id), written just before the int3
@@ -38,7 +48,17 @@ const (
 	SlotStack = 24  // the word at the thread's sp: the return address, at an entry
 	SlotRegs  = 32  // the thread's registers, laid out as unix.PtraceRegs (rip and orig_rax left out)
 	SlotCPU   = 248 // the CPU the thread ran on just before the int3, as vgetcpu's segment limit has it (node << 12 | cpu); all ones if lsl could not read it
+	// SlotSigMask is the thread's blocked signals (rt_sigprocmask) and
+	// SlotTrapAction the SIGTRAP action (rt_sigaction's struct: handler,
+	// flags, restorer, mask), both read just before the int3.
+	SlotSigMask    = 256
+	SlotTrapAction = 264
+	slotTrapSet    = 296 // a sigset of SIGTRAP alone, for rt_sigprocmask to unblock
+	slotEnd        = slotTrapSet + 8
 )
+
+// The slot holds what the routine stores (this fails to compile if not).
+const _ = MailboxSlotSize - slotEnd
 
 // The registers end where SlotCPU starts (this fails to compile if not).
 const _ = SlotCPU - SlotRegs - unsafe.Sizeof(unix.PtraceRegs{})
@@ -165,6 +185,68 @@ func (a *asm) store(reg, disp int) {
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(disp))
 }
 
+// load appends `mov disp(%rcx), %reg`.
+func (a *asm) load(reg, disp int) {
+	rex := byte(0x48)
+	if reg >= 8 {
+		rex |= 0x04
+	}
+	a.raw(rex, 0x8b, 0x80|byte(reg&7)<<3|1)
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(disp))
+}
+
+// sigSyscall appends rt_sigprocmask(how, set, oldset, 8) or
+// rt_sigaction(sig, act, oldact, 8) (nr), the two pointers into the slot
+// at %r8 (noSlot: NULL).
+func (a *asm) sigSyscall(nr, arg1 uint32, set, old int) {
+	a.raw(0xb8) // mov $nr,%eax
+	a.b = binary.LittleEndian.AppendUint32(a.b, nr)
+	a.raw(0xbf) // mov $arg1,%edi
+	a.b = binary.LittleEndian.AppendUint32(a.b, arg1)
+	for _, arg := range []struct {
+		disp       int
+		lea, clear []byte
+	}{{set, []byte{0x49, 0x8d, 0xb0}, []byte{0x31, 0xf6}}, {old, []byte{0x49, 0x8d, 0x90}, []byte{0x31, 0xd2}}} {
+		if arg.disp == noSlot {
+			a.raw(arg.clear...) // xor %esi,%esi / xor %edx,%edx
+			continue
+		}
+		a.raw(arg.lea...) // lea disp(%r8),%rsi / %rdx
+		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(arg.disp))
+	}
+	a.raw(0x41, 0xba, 8, 0, 0, 0) // mov $8,%r10d: the kernel's sizeof(sigset_t)
+	a.raw(0x0f, 0x05)             // syscall (clobbers rax, rcx, r11)
+}
+
+const noSlot = -1
+
+// withSlotInR8 appends code around body that may make system calls: the
+// slot (%rcx) and the stub (%rdx) wait in %r8 and %r9, and the registers
+// the calls use are the thread's again afterwards, from the slot.
+func (a *asm) withSlotInR8(body func()) {
+	a.raw(0x49, 0x89, 0xc8) // mov %rcx,%r8
+	a.raw(0x49, 0x89, 0xd1) // mov %rdx,%r9
+	body()
+	a.raw(0x4c, 0x89, 0xc1) // mov %r8,%rcx
+	a.raw(0x4c, 0x89, 0xca) // mov %r9,%rdx
+	for _, reg := range []int{regRSI, regRDI, regR8, regR9, regR10} {
+		a.load(reg, SlotRegs+regOff[reg])
+	}
+}
+
+// ifTrapBlocked appends body, run only if the thread had SIGTRAP blocked
+// (bit 4 of SlotSigMask, in the slot at %rcx).
+func (a *asm) ifTrapBlocked(body func()) {
+	a.raw(0xf6, 0x81) // testb $0x10,SlotSigMask(%rcx)
+	a.b = binary.LittleEndian.AppendUint32(a.b, SlotSigMask)
+	a.raw(1 << (unix.SIGTRAP - 1))
+	a.raw(0x0f, 0x84) // je past
+	jz := len(a.b)
+	a.raw(0, 0, 0, 0)
+	body()
+	binary.LittleEndian.PutUint32(a.b[jz:], uint32(len(a.b)-jz-4))
+}
+
 // storeRAX appends `mov %rax, disp(%rcx)`.
 func (a *asm) storeRAX(disp int) { a.store(regRAX, disp) }
 
@@ -226,16 +308,23 @@ func (r *MailboxRoutine) Size() int {
 	return len(b)
 }
 
-// Code returns the routine's bytes for placement at at, and the address
-// of its int3.
-func (r *MailboxRoutine) Code(at uint64) (code []byte, trap uint64, err error) {
+// RoutineLayout says where things are in a routine's code.
+type RoutineLayout struct {
+	Trap uint64 // its int3
+	// From Unblocked up to Reblocked a thread that had SIGTRAP blocked
+	// runs with it unblocked, its int3 in between.
+	Unblocked, Reblocked uint64
+}
+
+// Code returns the routine's bytes for placement at at, and their layout.
+func (r *MailboxRoutine) Code(at uint64) (code []byte, l RoutineLayout, err error) {
 	a := &asm{at: at}
 	a.raw(0xb8) // mov $SYS_gettid,%eax
 	a.b = binary.LittleEndian.AppendUint32(a.b, unix.SYS_GETTID)
 	a.raw(0x0f, 0x05)                    // syscall (clobbers rcx, r11)
 	a.raw(0x41, 0x89, 0xc3)              // mov %eax,%r11d: the owner
 	a.raw(0x25, MailboxSlots-1, 0, 0, 0) // and $255,%eax
-	a.raw(0xc1, 0xe0, 0x08)              // shl $8,%eax: * MailboxSlotSize
+	a.raw(0xc1, 0xe0, mailboxSlotShift)  // shl $9,%eax: * MailboxSlotSize
 	a.raw(0x48, 0x8d, 0x0d)              // lea Box(%rip),%rcx
 	a.rel32(r.Box)
 	a.raw(0x48, 0x01, 0xc1)             // add %rax,%rcx: the slot
@@ -267,6 +356,21 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, trap uint64, err error) {
 	a.storeRAX(SlotRegs + regOff[regFSBase])
 	a.raw(0xf3, 0x48, 0x0f, 0xae, 0xc8) // rdgsbase %rax
 	a.storeRAX(SlotRegs + regOff[regGSBase])
+	// The signal state an int3's forced SIGTRAP may change (see
+	// SlotSigMask), and SIGTRAP unblocked for the trap if it is blocked.
+	a.withSlotInR8(func() {
+		a.sigSyscall(unix.SYS_RT_SIGPROCMASK, unix.SIG_BLOCK, noSlot, SlotSigMask)
+		a.sigSyscall(unix.SYS_RT_SIGACTION, uint32(unix.SIGTRAP), noSlot, SlotTrapAction)
+	})
+	a.ifTrapBlocked(func() {
+		a.withSlotInR8(func() {
+			a.raw(0x49, 0xc7, 0x80) // movq $SIGTRAP's bit,slotTrapSet(%r8)
+			a.b = binary.LittleEndian.AppendUint32(a.b, slotTrapSet)
+			a.b = binary.LittleEndian.AppendUint32(a.b, 1<<(unix.SIGTRAP-1))
+			a.sigSyscall(unix.SYS_RT_SIGPROCMASK, unix.SIG_UNBLOCK, slotTrapSet, noSlot)
+			l.Unblocked = a.pc()
+		})
+	})
 	// The CPU, for the tracer's CPU column and placement, which would
 	// otherwise read the thread's /proc stat. lsl (~20 ns here) and not
 	// rdpid (~1 ns), which not every CPU has: one path everywhere. A
@@ -276,8 +380,14 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, trap uint64, err error) {
 	a.raw(0x41, 0x0f, 0x03, 0xc3)          // lsl %r11d,%eax
 	a.storeRAX(SlotCPU)
 	a.store(regRDX, SlotAt) // last: the slot is whole
-	trap = a.pc()
+	l.Trap = a.pc()
 	a.raw(BreakpointInsn...)
+	a.ifTrapBlocked(func() {
+		a.withSlotInR8(func() {
+			a.sigSyscall(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, SlotSigMask, noSlot)
+			l.Reblocked = a.pc()
+		})
+	})
 	switch r.Kind {
 	case MailboxEntry:
 		tramp := r.Tramp
@@ -301,5 +411,5 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, trap uint64, err error) {
 	a.raw(0xff, 0xe2) // jmp *%rdx: the stub's done tail
 	binary.LittleEndian.PutUint32(a.b[jne:], uint32(int32(taken-(a.at+uint64(jne)+4))))
 	a.raw(0xff, 0xe2) // taken: jmp *%rdx, the stub's fallback
-	return a.b, trap, a.err
+	return a.b, l, a.err
 }

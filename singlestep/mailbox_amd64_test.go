@@ -2,9 +2,11 @@ package singlestep
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
+	"golang.org/x/sys/unix"
 )
 
 // decodeAll disassembles code placed at at: every instruction's address
@@ -72,7 +74,8 @@ func TestMailboxRoutine(t *testing.T) {
 	const at, box, tramp = 0x7f0000001000, 0x7f0000100000, 0x7f0000002000
 	for _, kind := range []MailboxKind{MailboxEntry, MailboxReturn} {
 		r := &MailboxRoutine{Kind: kind, Box: box, Tramp: tramp}
-		code, trap, err := r.Code(at)
+		code, l, err := r.Code(at)
+		trap := l.Trap
 		if err != nil || len(code) != r.Size() {
 			t.Fatalf("kind %d: %v, %d bytes, Size %d", kind, err, len(code), r.Size())
 		}
@@ -80,8 +83,42 @@ func TestMailboxRoutine(t *testing.T) {
 		if in := insts[trap]; in.Op != x86asm.INT || in.Len != 1 {
 			t.Fatalf("kind %d: the trap at %#x is %v", kind, trap, in)
 		}
-		ints, taken := 0, 0
-		for pc, in := range insts {
+		pcs := make([]uint64, 0, len(insts))
+		for pc := range insts {
+			pcs = append(pcs, pc)
+		}
+		slices.Sort(pcs)
+		ints, taken, trapTests, syscalls := 0, 0, 0, 0
+		var sigCalls []uint64 // the rt_sig* calls, in order: %eax set before each
+		eax := uint64(0)
+		for i, pc := range pcs {
+			in := insts[pc]
+			if in.Op == x86asm.MOV && in.Args[0] == x86asm.EAX {
+				if imm, ok := in.Args[1].(x86asm.Imm); ok {
+					eax = uint64(imm)
+				}
+			}
+			if in.Op == x86asm.SYSCALL {
+				syscalls++
+				if eax == unix.SYS_RT_SIGPROCMASK || eax == unix.SYS_RT_SIGACTION {
+					sigCalls = append(sigCalls, pc)
+				}
+			}
+			if in.Op == x86asm.JE && i > 0 {
+				// testb $0x10,SlotSigMask(%rcx): the unblock before
+				// the trap and the block again after it, skipped when
+				// SIGTRAP was not blocked.
+				if prev := insts[pcs[i-1]]; prev.Op == x86asm.TEST {
+					if m, ok := prev.Args[0].(x86asm.Mem); !ok || m.Base != x86asm.RCX || m.Disp != SlotSigMask || prev.Args[1] != x86asm.Imm(1<<(unix.SIGTRAP-1)) {
+						t.Errorf("kind %d: %v before the je at %#x", kind, prev, pc)
+					}
+					if to := target(pc, in); to <= pc || to > pcs[len(pcs)-1] {
+						t.Errorf("kind %d: je at %#x to %#x", kind, pc, to)
+					}
+					trapTests++
+					continue
+				}
+			}
 			switch in.Op {
 			case x86asm.INT:
 				ints++
@@ -110,6 +147,13 @@ func TestMailboxRoutine(t *testing.T) {
 		}
 		if ints != 1 || taken != 1 {
 			t.Errorf("kind %d: %d int3s and %d claim failures, want 1 each", kind, ints, taken)
+		}
+		// gettid, the mask and the action read, SIGTRAP unblocked, and
+		// blocked again; the unblocked stretch holds the trap.
+		if trapTests != 2 || syscalls != 5 || len(sigCalls) != 4 {
+			t.Errorf("kind %d: %d SIGTRAP tests, %d system calls (%d rt_sig*), want 2, 5 (4)", kind, trapTests, syscalls, len(sigCalls))
+		} else if !(sigCalls[2] < l.Unblocked && l.Unblocked < trap && trap < l.Reblocked && sigCalls[3] < l.Reblocked) {
+			t.Errorf("kind %d: unblocked at %#x, trap %#x, blocked again at %#x; the calls at %#x", kind, l.Unblocked, trap, l.Reblocked, sigCalls)
 		}
 	}
 	// Out of reach of the mailbox: an error, never a wrong displacement.

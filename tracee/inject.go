@@ -3,6 +3,7 @@ package tracee
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -19,8 +20,10 @@ const pageSize = 4096
 const mapFixedNoreplace = 0x100000
 
 // injectBlocked is every signal but those an instruction raises itself.
-// A forced SIGTRAP (the step's) that finds itself blocked resets the
-// thread's handler for it: it must never be blocked.
+// SIGTRAP among them: a step's forced SIGTRAP that finds SIGTRAP blocked
+// resets the process's action for it and unblocks it in the thread
+// (trapstate.go), so it is left unblocked for the call even when the
+// thread had it blocked.
 const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) | 1<<(unix.SIGBUS-1) |
 	1<<(unix.SIGILL-1) | 1<<(unix.SIGFPE-1) | 1<<(unix.SIGSYS-1))
 
@@ -28,7 +31,106 @@ const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) |
 // and restores every register afterwards (the CRIU/gdb technique). Signals
 // that arrive meanwhile stay queued (blocked) or, those that cannot be
 // blocked, are deferred: none is lost.
-func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64, err error) {
+//
+// The thread is left in the kind of stop it was in, so that a resume does
+// what it would have: deliver the signal of a signal-delivery-stop, and
+// restart a system call of the thread's own that the stop interrupted.
+// At an interrupt (EventStop) the call runs between the syscall stops of
+// PTRACE_SYSCALL and the thread is interrupted again; at a signal it is
+// single-stepped, which ends in a SIGTRAP stop, unless the process
+// ignores SIGTRAP, which that forced SIGTRAP would reset
+// (trapstate.go): then syscall stops too (injectSyscallNoStep).
+func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+	if t := p.threads[tid]; t != nil && t.stop == EventStop || TrapIgnored(p.Pid) {
+		if ret, err := p.injectSyscallNoStep(tid, nr, args...); err != errRestartPending {
+			return ret, err
+		}
+	}
+	return p.injectSyscall(tid, nr, args, p.stepThroughSyscall)
+}
+
+var errRestartPending = errors.New("the thread is in a system call to be restarted")
+
+// injectSyscallNoStep is InjectSyscall without a single-step: the thread
+// runs the call from its syscall-entry stop to its syscall-exit stop,
+// which are no signals, so the process's SIGTRAP action and the thread's
+// mask are as they were. A thread at an interrupt is interrupted again,
+// where a resume restarts a call of its own as the kernel would have;
+// another is left in that exit stop, where a resume's signal is sent, not
+// delivered (its siginfo is the kernel's), and would restart nothing
+// (errRestartPending when there is a call to restart).
+func (p *Process) injectSyscallNoStep(tid int, nr uint64, args ...uint64) (uint64, error) {
+	var regs unix.PtraceRegs
+	if err := p.GetRegs(tid, &regs); err != nil {
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	t := p.threads[tid]
+	interrupted := t != nil && t.stop == EventStop
+	if !interrupted && restartPending(&regs) {
+		return 0, errRestartPending
+	}
+	ret, err := p.injectSyscall(tid, nr, args, p.runToSyscallExit)
+	if err != nil || !interrupted {
+		return ret, err
+	}
+	return ret, p.interruptAgain(tid)
+}
+
+// interruptAgain takes a thread in a syscall-exit stop back to an interrupt
+// stop (PTRACE_EVENT_STOP): interrupted before it runs, it stops in
+// get_signal on its way out, before the kernel decides about restarting.
+func (p *Process) interruptAgain(tid int) error {
+	if err := ptraceInterrupt(tid); err != nil {
+		return fmt.Errorf("inject syscall: %w", err)
+	}
+	if t := p.threads[tid]; t != nil {
+		t.Stopped = false
+	}
+	if err := ptraceCont(tid, 0); err != nil {
+		return fmt.Errorf("inject syscall: %w", err)
+	}
+	for {
+		ev, err := p.WaitThread(tid)
+		if err != nil {
+			return err
+		}
+		switch ev.Kind {
+		case EventExit:
+			return fmt.Errorf("inject syscall: thread %d exited", tid)
+		case EventStop:
+			return nil
+		case EventSignal, EventTrap:
+			// Not possible before the jobctl trap, which get_signal
+			// takes first; kept all the same.
+			p.deferStopSignal(tid)
+		}
+		if t := p.threads[tid]; t != nil {
+			t.Stopped = false
+		}
+		if err := ptraceCont(tid, 0); err != nil {
+			return fmt.Errorf("inject syscall: %w", err)
+		}
+	}
+}
+
+// restartPending reports whether a thread stopped with regs is returning
+// from a system call that the kernel restarts when it resumes (rax one of
+// the -ERESTART* codes, orig_rax the call).
+func restartPending(regs *unix.PtraceRegs) bool {
+	if int64(regs.Orig_rax) < 0 {
+		return false
+	}
+	switch int64(regs.Rax) {
+	case -512, -513, -514, -516: // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK
+		return true
+	}
+	return false
+}
+
+// injectSyscall sets thread tid up to run system call nr at a syscall
+// instruction, has run run it to completion, and puts back every register
+// and the signal mask.
+func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid int, insn uint64) (uint64, error)) (ret uint64, err error) {
 	insn, err := p.syscallInsn()
 	if err != nil {
 		return 0, err
@@ -54,7 +156,7 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64,
 	if err := ptraceGetSigmask(tid, &mask); err != nil {
 		return 0, fmt.Errorf("inject syscall: %w", err)
 	}
-	blocked := mask | injectBlocked
+	blocked := (mask | injectBlocked) &^ trapBit
 	if err := ptraceSetSigmask(tid, &blocked); err != nil {
 		return 0, fmt.Errorf("inject syscall: %w", err)
 	}
@@ -72,6 +174,13 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64,
 			ret, err = 0, fmt.Errorf("inject syscall: restore thread %d: %w", tid, rerr)
 		}
 	}()
+	return run(tid, insn)
+}
+
+// stepThroughSyscall single-steps thread tid, set up at the syscall instruction
+// insn, until it has run it, and returns the call's result.
+func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
+	var regs unix.PtraceRegs
 	for {
 		if err := p.Step(tid, 0); err != nil {
 			return 0, fmt.Errorf("inject syscall: step: %w", err)
@@ -97,17 +206,71 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (ret uint64,
 			}
 			fallthrough // a SIGTRAP sent to it, before the instruction
 		case EventSignal:
-			// One we could not block (SIGSTOP, or a fault signal sent
-			// with kill), before the instruction ran: the step's own
-			// SIGTRAP, queued as the call returns, is taken before any
-			// other. It is the tracee's, kept for later.
-			if info, err := p.Siginfo(tid); err == nil {
-				p.DeferOrTake(tid, info)
-			}
+			p.deferStopSignal(tid)
 		}
 		// Else a group-stop or an interrupt, before the instruction or
 		// after it: then the step's trap is still queued, and the next
 		// step reports it without running anything.
+	}
+}
+
+// runToSyscallExit runs thread tid, set up at the syscall instruction insn,
+// from its syscall-entry stop to its syscall-exit stop (PTRACE_SYSCALL),
+// and returns the call's result.
+func (p *Process) runToSyscallExit(tid int, insn uint64) (uint64, error) {
+	var regs unix.PtraceRegs
+	entered := false
+	for {
+		if t := p.threads[tid]; t != nil {
+			t.Stopped = false
+		}
+		if err := ptrace(unix.PTRACE_SYSCALL, tid, 0, 0); err != nil {
+			return 0, fmt.Errorf("inject syscall: %w", err)
+		}
+		ev, err := p.WaitThread(tid)
+		if err != nil {
+			return 0, err
+		}
+		if ev.Kind == EventExit {
+			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
+		}
+		if err := p.GetRegs(tid, &regs); err != nil {
+			return 0, err
+		}
+		switch ev.Kind {
+		case EventSyscall:
+			entry, err := p.SyscallEntry(tid)
+			if err != nil {
+				return 0, err
+			}
+			switch {
+			case regs.Rip != insn+2:
+				// The exit of a call the thread was stopped in when we
+				// set it up, which ours replaced (orig_rax -1).
+				if regs.Rip != insn {
+					return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.Rip)
+				}
+			case entry:
+				entered = true
+			case entered:
+				return regs.Rax, nil
+			}
+		case EventTrap, EventSignal:
+			// A signal we could not block (or a SIGTRAP sent to it),
+			// before the instruction ran: the tracee's, kept for later.
+			if regs.Rip != insn {
+				return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.Rip)
+			}
+			p.deferStopSignal(tid)
+		}
+	}
+}
+
+// deferStopSignal keeps the signal thread tid is stopped for, for its next
+// resume.
+func (p *Process) deferStopSignal(tid int) {
+	if info, err := p.Siginfo(tid); err == nil {
+		p.DeferOrTake(tid, info)
 	}
 }
 

@@ -173,3 +173,86 @@ func TestInjectSyscallUnderSignals(t *testing.T) {
 		t.Errorf("the tracee counted %q SIGRTMIN, %v; %d were sent", line, err, sent.Load())
 	}
 }
+
+// TestInjectKeepsTrapState injects system calls into a thread interrupted
+// in a nanosleep of its own, with SIGTRAP blocked and ignored: no step is
+// taken (its forced SIGTRAP would reset SIG_IGN and unblock SIGTRAP), and
+// the thread's sleep is restarted as the kernel would, not cut short.
+func TestInjectKeepsTrapState(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "trapkeep")
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, "testdata/trapkeep.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	runtime.LockOSThread()
+	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Kill(p.Pid, unix.SIGKILL)
+	lines := bufio.NewReader(stdout)
+	for sig := 0; sig != int(unix.SIGCONT); {
+		if err := p.Cont(p.Pid, 0); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := p.WaitThread(p.Pid)
+		if err != nil || ev.Kind == EventExit {
+			t.Fatalf("starting: %+v, %v", ev, err)
+		}
+		if ev.Kind == EventSignal {
+			sig = ev.Sig
+		}
+	}
+	if err := p.Cont(p.Pid, int(unix.SIGCONT)); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("tracee said %q, %v", line, err)
+	}
+	time.Sleep(50 * time.Millisecond) // into its nanosleep
+	for i := 0; i < 3; i++ {
+		tid, err := p.Hold()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var regs unix.PtraceRegs
+		if err := p.GetRegs(tid, &regs); err != nil {
+			t.Fatal(err)
+		}
+		if !TrapIgnored(p.Pid) || i == 0 && !restartPending(&regs) {
+			t.Fatalf("held at %#x with rax %#x: not in a nanosleep to restart, or SIGTRAP not ignored", regs.Rip, regs.Rax)
+		}
+		if got, err := p.InjectSyscall(tid, unix.SYS_GETPID); err != nil || got != uint64(p.Pid) {
+			t.Fatalf("getpid gave %d, %v", got, err)
+		}
+		if !TrapIgnored(p.Pid) {
+			t.Fatalf("injection %d: SIGTRAP is no longer ignored", i)
+		}
+		if err := p.Cont(tid, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		ev, err := p.WaitThread(p.Pid)
+		if errors.Is(err, ErrNoProcess) || err == nil && ev.Kind == EventExit {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := 0
+		if ev.Kind == EventSignal {
+			sig = ev.Sig
+		}
+		p.Cont(ev.Tid, sig)
+	}
+	if line, _ := lines.ReadString('\n'); line != "nanosleep=0 full=1 blocked=1 ignored=1\n" {
+		t.Errorf("the tracee said %q, want its whole sleep and SIGTRAP blocked and ignored", line)
+	}
+}

@@ -41,6 +41,9 @@ type Process struct {
 	mem     *os.File
 	threads map[int]*Thread
 	syscall uint64 // address of a `syscall` instruction, for injection
+	// TrapStateFailures counts the threads whose signal state a forced
+	// SIGTRAP changed and could not be put back (trapstate.go).
+	TrapStateFailures int
 
 	lastStop int // the thread Wait last reported stopped
 
@@ -81,6 +84,11 @@ type Thread struct {
 	// syscallStops: this thread alone stops at its syscalls (see
 	// SetThreadSyscallStops).
 	syscallStops bool
+	// owed is the signal state a forced SIGTRAP took from the thread, to
+	// be put back before it runs (trapstate.go).
+	owed *owedTrapState
+	// stop is the kind of stop it is in, while Stopped.
+	stop EventKind
 }
 
 // Attach seizes every thread of pid, re-reading /proc/PID/task until no new
@@ -347,6 +355,7 @@ func (p *Process) Cont(tid, sig int) error {
 	if t == nil {
 		return fmt.Errorf("thread %d: %w", tid, ErrNoProcess)
 	}
+	p.payTrapState(t)
 	if len(t.pending) > 0 && sig == 0 {
 		sig = p.takePending(t)
 	}
@@ -416,6 +425,7 @@ func (p *Process) Detach(tid, sig int) error {
 	if t == nil {
 		return nil
 	}
+	p.payTrapState(t)
 	if len(t.pending) > 0 && sig == 0 {
 		sig = p.takePending(t)
 	}

@@ -206,6 +206,7 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 	default:
 		ev.Kind = EventOther
 	}
+	t.stop = ev.Kind
 	return ev, true
 }
 
