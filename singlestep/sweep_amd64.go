@@ -42,13 +42,13 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 			next, limit = offs[i+1], min(len(code), offs[i+1]+maxRunOn)
 		}
 		for off := offs[i]; off < limit && !(off >= next && isStart(off)); {
-			n, rel, branch, ok := sweepDecode(code[off:])
-			if !ok {
+			n, rel, direct, _, err := branchDecode(code[off:])
+			if err != nil {
 				off++
 				continue
 			}
 			starts[off/64] |= 1 << (off % 64)
-			if branch {
+			if direct {
 				from := addr + uint64(off)
 				out = append(out, Branch{From: from, To: from + uint64(n) + uint64(rel)})
 			}
@@ -58,20 +58,21 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 	return out
 }
 
-// sweepDecode returns the length of the instruction at the start of code
-// and, for a direct branch, its displacement; ok is false if it does not
-// decode. Most instructions are measured by quickDecode; the rest (VEX,
-// EVEX, rare or prefixed forms) by x86asm.
-func sweepDecode(code []byte) (n int, rel int64, branch, ok bool) {
-	if n, rel, branch, ok := quickDecode(code); ok {
-		return n, rel, branch, true
+// branchDecode decodes the instruction at the start of code for a look at
+// where it may go: its length, and whether it is a direct branch (with
+// its displacement) or an indirect jmp. Most instructions are measured by
+// quickDecode; the rest (VEX, EVEX, rare or prefixed forms, indirect
+// jumps) by x86asm.
+func branchDecode(code []byte) (n int, rel int64, direct, indirectJmp bool, err error) {
+	if n, rel, direct, ok := quickDecode(code); ok {
+		return n, rel, direct, false, nil
 	}
 	inst, err := decodeInst(code)
 	if err != nil {
-		return 0, 0, false, false
+		return 0, 0, false, false, err
 	}
-	r, branch := inst.Args[0].(x86asm.Rel)
-	return inst.Len, int64(r), branch, true
+	r, direct := inst.Args[0].(x86asm.Rel)
+	return inst.Len, int64(r), direct, !direct && inst.Op == x86asm.JMP, nil
 }
 
 // Immediate (or displacement) kinds of the opcodes quickDecode measures.
@@ -214,6 +215,8 @@ func quickDecode(code []byte) (n int, rel int64, branch, ok bool) {
 			return 0, 0, false, false // XOP in 64-bit mode
 		case oneByte && op == 0xc7 && m == 0xf8:
 			return 0, 0, false, false // xbegin: a branch
+		case oneByte && op == 0xff && (reg == 4 || reg == 5):
+			return 0, 0, false, false // an indirect jmp: x86asm tells its kind
 		case kind == qGroup3 && reg >= 2:
 			kind = qPlain
 		case kind == qGroup3 && op == 0xf6:

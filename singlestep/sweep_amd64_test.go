@@ -68,6 +68,8 @@ func TestQuickDecodeForms(t *testing.T) {
 		{name: "invalid in 64-bit mode", code: "06"},
 		{name: "two REX", code: "48 48 89 e5"},
 		{name: "truncated imm", code: "48 81 ec 00 01"},
+		{name: "jmp *%rax", code: "ff e0"},
+		{name: "jmp *8(%rax)", code: "ff 60 08"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,6 +86,38 @@ func TestQuickDecodeForms(t *testing.T) {
 			}
 			agreeWithX86asm(t, code, 0)
 		})
+	}
+}
+
+// TestBranchDecode: what PlanDetour and the sweep ask of an instruction.
+func TestBranchDecode(t *testing.T) {
+	tests := []struct {
+		name             string
+		code             string
+		len              int
+		rel              int64
+		direct, indirect bool
+	}{
+		{name: "call rel32", code: "e8 10 00 00 00", len: 5, rel: 16, direct: true},
+		{name: "bnd jmp", code: "f2 e9 00 01 00 00", len: 6, rel: 256, direct: true},
+		{name: "xbegin", code: "c7 f8 10 00 00 00", len: 6, rel: 16, direct: true},
+		{name: "jmp *%rax", code: "ff e0", len: 2, indirect: true},
+		{name: "notrack jmp *%rax", code: "3e ff e0", len: 3, indirect: true},
+		{name: "jmp *table(,%rax,8)", code: "ff 24 c5 00 10 00 00", len: 7, indirect: true},
+		{name: "call *%rax", code: "ff d0", len: 2},
+		{name: "vmovdqu", code: "c5 fe 6f 06", len: 4},
+		{name: "mov", code: "48 89 e5", len: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, rel, direct, indirect, err := branchDecode(hx(t, tc.code))
+			if err != nil || n != tc.len || rel != tc.rel || direct != tc.direct || indirect != tc.indirect {
+				t.Fatalf("branchDecode = %d, %d, direct %v, indirect %v, %v; want %d, %d, %v, %v", n, rel, direct, indirect, err, tc.len, tc.rel, tc.direct, tc.indirect)
+			}
+		})
+	}
+	if _, _, _, _, err := branchDecode(hx(t, "06")); err == nil {
+		t.Errorf("branchDecode(06): no error")
 	}
 }
 
