@@ -33,7 +33,7 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 		}
 	}
 	offs = append([]int{0}, offs...)
-	var out []Branch
+	out := make([]Branch, 0, len(code)/16) // compiled code has a branch every 20-25 bytes
 	// Last entry first: the decoding begun at an entry stops where it
 	// meets the one begun at the next entry, which has marked its starts.
 	for i := len(offs) - 1; i >= 0; i-- {
@@ -87,11 +87,42 @@ const (
 	qRel8          // a branch with a rel8
 	qRel32         // a branch with a rel32
 	qGroup3        // f6, f7: ib or iz for /0 and /1 (test) only
+	qPop           // 8f: pop r/m, XOP for /1-/7
+	qMovImm        // c7: mov r/m, iz; xbegin for c7 f8
+	qGroup5        // ff: inc, dec, call, push r/m; jmp for /4 and /5
 )
 
+// quickModRM marks, in oneByteQuick and twoByteQuick, the opcodes with a
+// ModRM byte.
+const quickModRM = 0x80
+
+// modrmSize is the length of a ModRM byte and what follows it for
+// addressing (SIB, displacement), but for the disp32 of a SIB without base.
+var modrmSize = func() (size [256]uint8) {
+	for m := range size {
+		mod, rm := m>>6, m&7
+		switch {
+		case mod == 3:
+			size[m] = 1
+		case mod == 0 && rm == 5:
+			size[m] = 5 // disp32(%rip)
+		case mod == 0:
+			size[m] = 1
+		case mod == 1:
+			size[m] = 2
+		default:
+			size[m] = 5
+		}
+		if mod != 3 && rm == 4 {
+			size[m]++ // SIB
+		}
+	}
+	return size
+}()
+
 // oneByteQuick and twoByteQuick give the immediate kind of the opcodes of
-// the one-byte and 0f maps that quickDecode measures; ModRM presence comes
-// from oneByteHasModRM and twoByteLacksModRM. Left out, for x86asm: the
+// the one-byte and 0f maps that quickDecode measures, with quickModRM as
+// oneByteHasModRM and twoByteLacksModRM say. Left out, for x86asm: the
 // opcodes invalid in 64-bit mode, moffs, VEX/EVEX/XOP escapes, system
 // groups (0f 00, 0f 01), 3DNow!, the few whose length depends on a
 // mandatory prefix.
@@ -155,6 +186,17 @@ func quickTables() (one, two [256]uint8) {
 	set(&two, qPlain, span(0xb0, 0xb7)...)
 	set(&two, qPlain, 0xb9, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf, 0xc0, 0xc1, 0xc3, 0xc7)
 	set(&two, qPlain, span(0xc8, 0xfe)...)
+	set(&one, qPop, 0x8f)
+	set(&one, qMovImm, 0xc7)
+	set(&one, qGroup5, 0xff)
+	for op := range 256 {
+		if one[op] != qNo && oneByteHasModRM[op] {
+			one[op] |= quickModRM
+		}
+		if two[op] != qNo && !twoByteLacksModRM[op] {
+			two[op] |= quickModRM
+		}
+	}
 	return one, two
 }
 
@@ -175,73 +217,65 @@ func quickDecode(code []byte) (n int, rel int64, branch, ok bool) {
 		i++
 	}
 	prefixed := i > 0
-	if i >= len(code) {
+	if i >= len(code) || code[i] == 0x0f && i+1 >= len(code) {
 		return 0, 0, false, false
 	}
-	op, oneByte := code[i], code[i] != 0x0f
-	i++
-	var kind uint8
-	var modrm bool
-	switch {
-	case oneByte:
-		kind, modrm = oneByteQuick[op], oneByteHasModRM[op]
-	case i >= len(code):
-		return 0, 0, false, false
-	default:
-		op = code[i]
-		i++
-		switch op {
+	var info uint8
+	switch op := code[i]; op {
+	case 0x0f:
+		switch code[i+1] {
 		case 0x38:
-			kind, modrm = qPlain, true
-			i++ // the opcode
+			info, i = qPlain|quickModRM, i+3
 		case 0x3a:
-			kind, modrm = qImm8, true
-			i++
+			info, i = qImm8|quickModRM, i+3
 		default:
-			kind, modrm = twoByteQuick[op], !twoByteLacksModRM[op]
+			info, i = twoByteQuick[code[i+1]], i+2
 		}
+	default:
+		info, i = oneByteQuick[op], i+1
 	}
+	kind := info &^ quickModRM
 	if kind == qNo {
 		return 0, 0, false, false
 	}
-	if modrm {
+	if info&quickModRM != 0 {
 		if i >= len(code) {
 			return 0, 0, false, false
 		}
-		m := code[i]
-		mod, reg, rm := m>>6, m>>3&7, m&7
-		switch {
-		case oneByte && op == 0x8f && reg != 0:
-			return 0, 0, false, false // XOP in 64-bit mode
-		case oneByte && op == 0xc7 && m == 0xf8:
-			return 0, 0, false, false // xbegin: a branch
-		case oneByte && op == 0xff && (reg == 4 || reg == 5):
-			return 0, 0, false, false // an indirect jmp: x86asm tells its kind
-		case kind == qGroup3 && reg >= 2:
-			kind = qPlain
-		case kind == qGroup3 && op == 0xf6:
-			kind = qImm8
-		case kind == qGroup3:
+		m, reg := code[i], code[i]>>3&7
+		switch kind {
+		case qPop:
+			if reg != 0 {
+				return 0, 0, false, false // XOP in 64-bit mode
+			}
+		case qMovImm:
+			if m == 0xf8 {
+				return 0, 0, false, false // xbegin: a branch
+			}
 			kind = qImmZ
+		case qGroup5:
+			if reg == 4 || reg == 5 {
+				return 0, 0, false, false // an indirect jmp: x86asm tells its kind
+			}
+		case qGroup3:
+			switch {
+			case reg >= 2:
+				kind = qPlain
+			case code[i-1] == 0xf6:
+				kind = qImm8
+			default:
+				kind = qImmZ
+			}
 		}
-		i++
-		if mod != 3 && rm == 4 {
-			if i >= len(code) {
+		if m&0xc7 == 0x04 { // mod 0, a SIB
+			if i+1 >= len(code) {
 				return 0, 0, false, false
 			}
-			if mod == 0 && code[i]&7 == 5 {
-				i += 4 // SIB without a base: disp32
+			if code[i+1]&7 == 5 {
+				i += 4 // no base: disp32
 			}
-			i++
 		}
-		switch {
-		case mod == 0 && rm == 5:
-			i += 4 // disp32(%rip)
-		case mod == 1:
-			i++
-		case mod == 2:
-			i += 4
-		}
+		i += int(modrmSize[m])
 	}
 	switch kind {
 	case qImm8:
@@ -265,17 +299,16 @@ func quickDecode(code []byte) (n int, rel int64, branch, ok bool) {
 		default:
 			i += 4
 		}
-	case qRel8, qRel32:
-		if prefixed {
+	case qRel8:
+		if prefixed || i >= len(code) {
 			return 0, 0, false, false // bnd, hints, 16-bit forms: x86asm's view
 		}
-		if kind == qRel8 && i < len(code) {
-			return i + 1, int64(int8(code[i])), true, true
+		return i + 1, int64(int8(code[i])), true, true
+	case qRel32:
+		if prefixed || i+4 > len(code) {
+			return 0, 0, false, false
 		}
-		if kind == qRel32 && i+4 <= len(code) {
-			return i + 4, int64(int32(binary.LittleEndian.Uint32(code[i:]))), true, true
-		}
-		return 0, 0, false, false
+		return i + 4, int64(int32(binary.LittleEndian.Uint32(code[i:]))), true, true
 	}
 	if i > len(code) || i > 15 {
 		return 0, 0, false, false
