@@ -1,6 +1,8 @@
 package symbols
 
 import (
+	"cmp"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -222,5 +224,23 @@ func TestFDEStartsFromHeader(t *testing.T) {
 	slices.Sort(parsed)
 	if len(fromHdr) == 0 || !slices.Equal(fromHdr, parsed) {
 		t.Errorf("FDE starts from .eh_frame_hdr %x, parsed %x", fromHdr, parsed)
+	}
+}
+
+// TestSortByTarget: the radix sort orders branches by target as a
+// comparison sort does, over targets that differ in one byte or in all.
+func TestSortByTarget(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for _, spread := range []uint64{0, 0xff, 0xffff_ffff, ^uint64(0)} {
+		b := make([]singlestep.Branch, 5000)
+		for i := range b {
+			b[i] = singlestep.Branch{From: uint64(i), To: 0x7f00_0000_0000 + rng.Uint64()&spread}
+		}
+		want := slices.Clone(b)
+		slices.SortStableFunc(want, func(x, y singlestep.Branch) int { return cmp.Compare(x.To, y.To) })
+		sortByTarget(b)
+		if !slices.Equal(b, want) {
+			t.Errorf("spread %#x: not sorted by target, or not stably", spread)
+		}
 	}
 }
