@@ -123,9 +123,8 @@ var modrmSize = func() (size [256]uint8) {
 // oneByteQuick and twoByteQuick give the immediate kind of the opcodes of
 // the one-byte and 0f maps that quickDecode measures, with quickModRM as
 // oneByteHasModRM and twoByteLacksModRM say. Left out, for x86asm: the
-// opcodes invalid in 64-bit mode, moffs, VEX/EVEX/XOP escapes, system
-// groups (0f 00, 0f 01), 3DNow!, the few whose length depends on a
-// mandatory prefix.
+// opcodes invalid in 64-bit mode, moffs, VEX/EVEX/XOP escapes, 3DNow!,
+// the few whose length depends on a mandatory prefix.
 var oneByteQuick, twoByteQuick = quickTables()
 
 // legacyPrefix: the legacy prefixes quickDecode passes over (not lock:
@@ -172,7 +171,9 @@ func quickTables() (one, two [256]uint8) {
 	set(&one, qGroup3, 0xf6, 0xf7)
 	set(&one, qPlain, span(0xf8, 0xff)...)
 
-	set(&two, qPlain, 0x02, 0x03, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0b, 0x0d)
+	// 0f 00 and 0f 01 (system groups, rdtscp, xgetbv, rdpkru...): a
+	// ModRM, no immediate, whatever the ModRM; x86asm knows not all.
+	set(&two, qPlain, 0x00, 0x01, 0x02, 0x03, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0b, 0x0d)
 	set(&two, qPlain, span(0x10, 0x1f)...)
 	set(&two, qPlain, span(0x28, 0x2f)...)
 	set(&two, qPlain, 0x30, 0x31, 0x32, 0x33)
