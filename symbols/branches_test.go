@@ -51,20 +51,27 @@ func buildInto(t *testing.T) string {
 	return out
 }
 
-// TestBranchTargetsInside: the branches of other and cond land inside
-// target's first five bytes, and Inside says where from; nothing lands
-// strictly inside the start of an ordinary function.
-func TestBranchTargetsInside(t *testing.T) {
-	path := buildInto(t)
+// openBranches opens the module at path, closed when the test ends, and
+// computes its branch targets.
+func openBranches(t *testing.T, path string) (*Module, *BranchTargets) {
+	t.Helper()
 	m, err := OpenModule(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	bt, err := m.BranchTargets()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, bt
+}
+
+// TestBranchTargetsInside: the branches of other and cond land inside
+// target's first five bytes, and Inside says where from; nothing lands
+// strictly inside the start of an ordinary function.
+func TestBranchTargetsInside(t *testing.T) {
+	m, bt := openBranches(t, buildInto(t))
 	syms := map[string]Symbol{}
 	for _, name := range []string{"target", "other", "cond", "main"} {
 		s, ok := m.Lookup(name)
@@ -128,14 +135,7 @@ func TestBranchTargetsObjdump(t *testing.T) {
 		}
 	}
 	for _, path := range files {
-		m, err := OpenModule(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := m.BranchTargets()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, bt := openBranches(t, path)
 		have := make(map[singlestep.Branch]bool, len(bt.branches))
 		for _, b := range bt.branches {
 			have[b] = true
@@ -158,7 +158,6 @@ func TestBranchTargetsObjdump(t *testing.T) {
 		if seen == 0 {
 			t.Errorf("%s: objdump shows no branch", path)
 		}
-		m.Close()
 	}
 }
 
@@ -166,20 +165,9 @@ func TestBranchTargetsObjdump(t *testing.T) {
 // branch targets, computed once; a copy of the file has its own.
 func TestBranchTargetsShared(t *testing.T) {
 	path := buildInto(t)
-	var sets []*BranchTargets
-	for _, p := range []string{path, path} {
-		m, err := OpenModule(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bt, err := m.BranchTargets()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sets = append(sets, bt)
-		m.Close()
-	}
-	if sets[0] != sets[1] {
+	_, first := openBranches(t, path)
+	_, second := openBranches(t, path)
+	if first != second {
 		t.Errorf("two modules of %s computed their branch targets each", path)
 	}
 	data, err := os.ReadFile(path)
@@ -190,28 +178,16 @@ func TestBranchTargetsShared(t *testing.T) {
 	if err := os.WriteFile(cp, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m, err := OpenModule(cp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	bt, err := m.BranchTargets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bt == sets[0] || !slices.Equal(bt.branches, sets[0].branches) || !slices.Equal(bt.entries, sets[0].entries) {
-		t.Errorf("the copy's branch targets: shared %v, equal %v", bt == sets[0], slices.Equal(bt.branches, sets[0].branches))
+	_, bt := openBranches(t, cp)
+	if bt == first || !slices.Equal(bt.branches, first.branches) || !slices.Equal(bt.entries, first.entries) {
+		t.Errorf("the copy's branch targets: shared %v, equal %v", bt == first, slices.Equal(bt.branches, first.branches))
 	}
 }
 
 // TestFDEStartsFromHeader: the starts read from .eh_frame_hdr's table are
 // those of the FDEs delve's parser finds in .eh_frame.
 func TestFDEStartsFromHeader(t *testing.T) {
-	m, err := OpenModule(buildInto(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, _ := openBranches(t, buildInto(t))
 	fromHdr, err := m.ehFrameHdrStarts()
 	if err != nil {
 		t.Fatal(err)
