@@ -244,7 +244,7 @@ func funcLines(t *testing.T, tf traceFile) map[string]int {
 // the bytes a jmp at target's entry covers (a jmp to target+1, a jns to
 // target+4), from outside target: target keeps its int3 under a probe,
 // the function tracer and function_graph, and the program computes what
-// it does untraced (it checks every result itself); frame, an ordinary
+// it does untraced (it checks every result itself); plain, an ordinary
 // function, is still jump-optimised. Before the module's branches were
 // checked, target got a jmp and each run died of SIGSEGV.
 func TestJumpInto(t *testing.T) {
@@ -262,7 +262,7 @@ func TestJumpInto(t *testing.T) {
 				args  []string
 				calls func(t *testing.T, trace string) map[string]int // by function
 			}{
-				{[]string{"p:target", "p:frame"}, func(t *testing.T, trace string) map[string]int {
+				{[]string{"p:target", "p:plain"}, func(t *testing.T, trace string) map[string]int {
 					got := map[string]int{}
 					for name, n := range countByName(eventsIn(t, trace)) {
 						got[strings.TrimSuffix(strings.TrimPrefix(name, "p_"), "_0")] = n
@@ -285,10 +285,10 @@ func TestJumpInto(t *testing.T) {
 					t.Fatalf("%q: %v\nwant exit 0, stdout %q, some sites jump-optimised and only target refused (%s)", mode.args, r, want.stdout, refused)
 				}
 				if mode.args[0] == "p:target" && head[1] != "1" {
-					t.Errorf("%q: %s sites jump-optimised, want frame only", mode.args, head[1])
+					t.Errorf("%q: %s sites jump-optimised, want plain only", mode.args, head[1])
 				}
 				got := mode.calls(t, out)
-				for _, fn := range []string{"target", "other", "frame"} {
+				for _, fn := range []string{"target", "other", "plain"} {
 					if got[fn] != calls {
 						t.Errorf("%q: %s seen %d times, want %d (%v)", mode.args, fn, got[fn], calls, got)
 					}

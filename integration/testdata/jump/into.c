@@ -3,9 +3,9 @@
  * past its first instruction, inside the bytes a jmp written at target's
  * entry would cover: by a jmp to target+1, or, built with -DJCC, by a jns
  * to target+4. A probe at target must keep its int3, whatever tracer runs;
- * frame, an ordinary function, is still jump-optimised.
+ * plain, an ordinary function, is still jump-optimised.
  *
- * usage: into N   call target, other and frame N times each, check every
+ * usage: into N   call target, other and plain N times each, check every
  *                 result; print the sums and "ok", or "BAD" and exit 1
  */
 #include <stdio.h>
@@ -37,16 +37,12 @@ __asm__(".text\n"
 #endif
 	".size other,.-other\n");
 
-/* frame: a stack frame with locals, as in jump.c. */
-__attribute__((noinline)) long frame(long a, long b)
+/* plain: an ordinary function, whose first instructions a jmp may
+ * cover. */
+__attribute__((noinline)) long plain(long a)
 {
-	volatile long v[6];
-	for (int i = 0; i < 6; i++)
-		v[i] = a * i + b;
-	long s = 0;
-	for (int i = 0; i < 6; i++)
-		s += v[i];
-	return s;
+	volatile long v = a;
+	return v * 15 + 42;
 }
 
 int main(int argc, char **argv)
@@ -55,12 +51,12 @@ int main(int argc, char **argv)
 		return 2;
 	long n = atol(argv[1]), t = 0, o = 0, f = 0, bad = 0;
 	for (long i = 1; i <= n; i++) {
-		long ti = target(i), oi = other(i), fi = frame(i, 7);
+		long ti = target(i), oi = other(i), fi = plain(i);
 		bad += ti != 3 * i + 1 || oi != 3 * i + 1 || fi != 15 * i + 42;
 		t += ti;
 		o += oi;
 		f += fi;
 	}
-	printf("target=%ld other=%ld frame=%ld %s\n", t, o, f, bad ? "BAD" : "ok");
+	printf("target=%ld other=%ld plain=%ld %s\n", t, o, f, bad ? "BAD" : "ok");
 	return bad != 0;
 }
