@@ -51,9 +51,6 @@ func (bt *BranchTargets) Inside(lo, hi uint64) (Landing, bool) {
 	return Landing{}, false
 }
 
-// Len is the number of branches and entry points, for tests.
-func (bt *BranchTargets) Len() int { return len(bt.branches) + len(bt.entries) }
-
 // branchSet is one file's BranchTargets, computed once.
 type branchSet struct {
 	once sync.Once
