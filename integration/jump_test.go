@@ -203,3 +203,177 @@ func TestJumpREPL(t *testing.T) {
 	done := fmt.Sprintf("done %d", calls)
 	stopStress(t, s, stressOutput(2, done, done, done, "check ok"))
 }
+
+// intoBin builds testdata/jump/into.c, whose other enters target by a jmp
+// to target+1 (form "jmp") or a jns to target+4 ("jcc"), once per run.
+func intoBin(t *testing.T, form string) string {
+	t.Helper()
+	flags := []string{"-O2", "-g", "-Wall"}
+	if form == "jcc" {
+		flags = append(flags, "-DJCC")
+	}
+	return builtOnce(t, "into_"+form, filepath.Join("testdata", "jump", "into.c"), flags...)
+}
+
+// refusedRE matches PROBE_DEBUG_JUMPS's lines for sites kept as int3s
+// because a branch from elsewhere lands inside their jmp: one site, whose
+// line matches site.
+func refusedRE(site string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^probe: 1 sites keep their int3, something else lands inside the jump:\nprobe:   ` + site + `\n\z`)
+}
+
+// jumpedHeadRE matches the lines before the refusals, with any count of
+// sites jump-optimised (some return-hooking).
+var jumpedHeadRE = regexp.MustCompile(`^probe: (\d+) sites jump-optimised, 0 threads moved out of detours\n(?:probe: \d+ of them hook returns in the detour, 0 threads moved out after the swap\n)?`)
+
+// funcLines counts a function trace's lines by "FUNC <-CALLER".
+func funcLines(t *testing.T, tf traceFile) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for _, l := range tf.section(t, "function")[1:] {
+		m := funcLineRE.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("not a function tracer line: %q", l)
+		}
+		got[m[6]+" <-"+m[7]]++
+	}
+	return got
+}
+
+// TestJumpInto: other enters target past its first instruction, inside
+// the bytes a jmp at target's entry covers (a jmp to target+1, a jns to
+// target+4), from outside target: target keeps its int3 under a probe,
+// the function tracer and function_graph, and the program computes what
+// it does untraced (it checks every result itself); plain, an ordinary
+// function, is still jump-optimised. Before the module's branches were
+// checked, target got a jmp and each run died of SIGSEGV.
+func TestJumpInto(t *testing.T) {
+	const calls = 200
+	for _, tc := range []struct{ form, from, at string }{{"jmp", "0x1/0x3", "0x1"}, {"jcc", "0x7/0x12", "0x4"}} {
+		t.Run(tc.form, func(t *testing.T) {
+			t.Parallel()
+			exe := intoBin(t, tc.form)
+			want := runCmd(t, nil, exe, strconv.Itoa(calls))
+			if want.code != 0 || !strings.HasSuffix(want.stdout, " ok\n") {
+				t.Fatalf("untraced: %v", want)
+			}
+			refused := refusedRE(`target\+0x0/0xb: a branch at other\+` + tc.from + ` lands at target\+` + tc.at + `/0xb`)
+			for _, mode := range []struct {
+				args  []string
+				calls func(t *testing.T, trace string) map[string]int // by function
+			}{
+				{[]string{"p:target", "p:plain"}, func(t *testing.T, trace string) map[string]int {
+					got := map[string]int{}
+					for name, n := range countByName(eventsIn(t, trace)) {
+						got[strings.TrimSuffix(strings.TrimPrefix(name, "p_"), "_0")] = n
+					}
+					got["other"] = calls // not probed
+					return got
+				}},
+				{[]string{"--tracer", "function"}, func(t *testing.T, trace string) map[string]int {
+					return byFunction(funcLines(t, readTrace(t, trace)))
+				}},
+				{[]string{"--tracer", "function_graph"}, func(t *testing.T, trace string) map[string]int {
+					return countsOf(graphOfOneThread(t, readTrace(t, trace)))
+				}},
+			} {
+				out := filepath.Join(t.TempDir(), "trace")
+				args := append(append([]string{"run", "-o", out}, mode.args...), "--", exe, strconv.Itoa(calls))
+				r := probeEnv(t, jumpDebug, args...)
+				head := jumpedHeadRE.FindStringSubmatch(r.stderr)
+				if r.code != 0 || r.stdout != want.stdout || head == nil || head[1] == "0" || !refused.MatchString(r.stderr[len(head[0]):]) {
+					t.Fatalf("%q: %v\nwant exit 0, stdout %q, some sites jump-optimised and only target refused (%s)", mode.args, r, want.stdout, refused)
+				}
+				if mode.args[0] == "p:target" && head[1] != "1" {
+					t.Errorf("%q: %s sites jump-optimised, want plain only", mode.args, head[1])
+				}
+				got := mode.calls(t, out)
+				for _, fn := range []string{"target", "other", "plain"} {
+					if got[fn] != calls {
+						t.Errorf("%q: %s seen %d times, want %d (%v)", mode.args, fn, got[fn], calls, got)
+					}
+				}
+			}
+		})
+	}
+}
+
+// byFunction sums a function trace's lines by function.
+func byFunction(lines map[string]int) map[string]int {
+	got := map[string]int{}
+	for fn, n := range lines {
+		name, _, _ := strings.Cut(fn, " <-")
+		got[name] += n
+	}
+	return got
+}
+
+// TestJumpLibcMemcpy: glibc's __mempcpy_* jump to +3 of the matching
+// __memcpy_*, so p:libc:memcpy keeps its int3, as does the memcpy the
+// program calls under the function tracers on libc:__mem*; the program's
+// output is as untraced (it checks every copy itself) and every call is
+// seen exactly once. Before, this program (and jq, python3) died of
+// SIGSEGV.
+func TestJumpLibcMemcpy(t *testing.T) {
+	t.Parallel()
+	const calls = 300
+	exe := builtOnce(t, "memcopy", filepath.Join("testdata", "jump", "memcopy.c"), "-O2", "-g", "-Wall")
+	want := runCmd(t, nil, exe, strconv.Itoa(calls))
+	if want.code != 0 || !strings.HasPrefix(want.stdout, fmt.Sprintf("copies=%d ", 2*calls)) || !strings.HasSuffix(want.stdout, " ok\n") {
+		t.Fatalf("untraced: %v", want)
+	}
+	run := func(mode ...string) (trace, refusals string) {
+		t.Helper()
+		trace = filepath.Join(t.TempDir(), "trace")
+		args := append(append([]string{"run", "-o", trace}, mode...), "--", exe, strconv.Itoa(calls))
+		r := probeEnv(t, jumpDebug, args...)
+		head := jumpedHeadRE.FindStringSubmatch(r.stderr)
+		if r.code != 0 || r.stdout != want.stdout || head == nil {
+			t.Fatalf("%q: %v\nwant exit 0 and stdout %q", mode, r, want.stdout)
+		}
+		return trace, r.stderr[len(head[0]):]
+	}
+	// refused checks that impl, the memcpy called, kept its int3.
+	refused := func(mode, refusals, impl string) {
+		t.Helper()
+		re := regexp.MustCompile(`(?m)^probe:   ` + regexp.QuoteMeta(impl) + `\+0x0/0x[0-9a-f]+: a branch at __mempcpy_\S+ lands at ` + regexp.QuoteMeta(impl) + `\+0x[1-4]/0x[0-9a-f]+$`)
+		if !strings.HasPrefix(refusals, "probe: ") || !re.MatchString(refusals) {
+			t.Errorf("%s: the memcpy called, %q, is not among the sites refused a jmp:\n%s", mode, impl, refusals)
+		}
+	}
+
+	trace, refusals := run("p:libc:memcpy n=%dx:u64 if n == 777")
+	evs := eventsIn(t, trace)
+	if len(evs) != calls || countByName(evs)["p_memcpy_0"] != calls {
+		t.Fatalf("p:libc:memcpy: %d events (%v), want %d", len(evs), countByName(evs), calls)
+	}
+	refused("p:libc:memcpy", refusals, evs[0].sym)
+
+	trace, refusals = run("--tracer", "function", "--filter", "libc:__mem*")
+	lines := funcLines(t, readTrace(t, trace))
+	var impl string
+	pcopies := 0
+	for fn, n := range lines {
+		switch name, caller, _ := strings.Cut(fn, " <-"); {
+		case caller != "main":
+		case strings.HasPrefix(name, "__mempcpy_"):
+			pcopies += n
+		case impl == "" && n == calls:
+			impl = name
+		default:
+			t.Errorf("function: %s <-main %d times", name, n)
+		}
+	}
+	if impl == "" || pcopies != calls {
+		t.Fatalf("function: calls from main %v, want %d of memcpy and of mempcpy", lines, calls)
+	}
+	refused("function", refusals, impl)
+
+	// function_graph sees each call the function tracer saw, from main and
+	// from libc (printf's).
+	trace, refusals = run("--tracer", "function_graph", "--filter", "libc:__mem*")
+	if got, want := countsOf(graphOfOneThread(t, readTrace(t, trace))), byFunction(lines); !mapsEqual(got, want) {
+		t.Errorf("function_graph: calls %v, want %v", got, want)
+	}
+	refused("function_graph", refusals, impl)
+}

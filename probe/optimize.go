@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -178,12 +179,10 @@ func (t *Tracer) optimizeSites(anchor int) {
 	if len(cands) == 0 {
 		return
 	}
-	if held == nil {
-		held, ok = t.stopOthers(anchor)
-	}
-	if !ok {
-		return
-	}
+	// Planned before any thread is stopped for it: planning reads files
+	// (a library's first sweep for branch targets takes milliseconds),
+	// not the tracee. (Threads held since the first breakpoint went in
+	// before Start stay held: holdForInstall.)
 	addrs := make([]uint64, 0, len(t.sites))
 	for a := range t.sites {
 		addrs = append(addrs, a)
@@ -194,6 +193,15 @@ func (t *Tracer) optimizeSites(anchor int) {
 		if d := t.planDetour(st, addrs); d != nil {
 			plans[st] = d
 		}
+	}
+	if len(plans) == 0 {
+		return
+	}
+	if held == nil {
+		held, ok = t.stopOthers(anchor)
+	}
+	if !ok {
+		return
 	}
 	inside := func(rip uint64) bool {
 		for st, d := range plans {
@@ -216,9 +224,9 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 }
 
-// planDetour returns st's detour if its function allows one and no other
+// planDetour returns st's detour if its function allows one, no other
 // site (addrs: every site's address, sorted) is inside the range its jmp
-// would cover.
+// would cover, and nothing else in the module lands there (landsInside).
 func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 	fn, err := st.module.ReadCode(st.sym.Addr, st.sym.Size)
 	if err != nil {
@@ -242,7 +250,45 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 	if next < len(addrs) && addrs[next] < st.addr+uint64(d.Covered) {
 		return nil
 	}
+	if why := t.landsInside(st, d); why != "" {
+		t.mu.Lock()
+		t.jumpsRefused = append(t.jumpsRefused, why)
+		t.mu.Unlock()
+		return nil
+	}
 	return d
+}
+
+// landsInside says what reaches the instructions st's jmp (d) would
+// cover other than through its first byte, or "" if nothing does, as far
+// as can be told: PlanDetour has seen the function's own branches; any
+// other direct branch of the module, or a function starting there, would
+// land in the middle of the jmp (glibc's __mempcpy_* jumps to +3 of
+// __memcpy_*). A module whose code cannot be swept may jump anywhere.
+func (t *Tracer) landsInside(st *site, d *singlestep.Detour) string {
+	m := st.module
+	bt, err := m.BranchTargets()
+	if err != nil {
+		return fmt.Sprintf("%s: cannot tell where %s's code jumps: %v", t.space.Describe(st.addr), m.Name, err)
+	}
+	link := st.addr - m.Bias
+	l, ok := bt.Inside(link, link+uint64(d.Covered))
+	switch {
+	case !ok:
+		return ""
+	case l.Entry:
+		return fmt.Sprintf("%s: a function starts at %s", t.space.Describe(st.addr), t.space.Describe(l.At+m.Bias))
+	}
+	return fmt.Sprintf("%s: a branch at %s lands at %s", t.space.Describe(st.addr), t.space.Describe(l.From+m.Bias), t.space.Describe(l.At+m.Bias))
+}
+
+// JumpsRefused says, for tests and PROBE_DEBUG_JUMPS, which sites kept
+// their int3 because something outside their function lands inside the
+// bytes a jmp would cover, one sorted line each. Read it after Start.
+func (t *Tracer) JumpsRefused() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Sorted(slices.Values(t.jumpsRefused))
 }
 
 // stepOut single-steps a stopped thread out of the ranges about to be

@@ -44,6 +44,9 @@ type Tracer struct {
 	isStarted bool
 	rang      bool // a doorbell SIGSTOP is in flight
 	gone      bool // detached or exited: ring no more
+	// jumpsRefused: sites kept as int3s because something else lands
+	// inside their jmp's bytes (optimize.go), for JumpsRefused.
+	jumpsRefused []string
 
 	// Owned by the ptrace thread.
 	proc  *tracee.Process

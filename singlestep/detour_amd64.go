@@ -3,8 +3,6 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
-
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // JumpSize is the length of the jmp rel32 a jump-optimised probe writes
@@ -88,27 +86,19 @@ func PlanDetour(fn []byte, fnAddr, addr uint64) (*Detour, error) {
 		return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 	}
 	for off := 0; off < len(fn); {
-		inst, _, err := decodeX86(fn[off:])
+		n, rel, direct, indirectJmp, err := branchDecode(fn[off:])
 		if err != nil {
 			return nil, newDecodeError(fnAddr+uint64(off), fn[off:], err)
 		}
 		at := fnAddr + uint64(off)
-		off += inst.Len
-		switch inst.Op {
-		case x86asm.JMP, x86asm.CALL, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE, x86asm.JRCXZ, x86asm.JECXZ,
-			x86asm.JO, x86asm.JNO, x86asm.JB, x86asm.JAE, x86asm.JE, x86asm.JNE, x86asm.JBE, x86asm.JA,
-			x86asm.JS, x86asm.JNS, x86asm.JP, x86asm.JNP, x86asm.JL, x86asm.JGE, x86asm.JLE, x86asm.JG:
-		default:
-			continue
-		}
-		rel, ok := inst.Args[0].(x86asm.Rel)
-		if !ok {
-			if inst.Op == x86asm.JMP {
-				return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
-			}
+		off += n
+		switch {
+		case indirectJmp:
+			return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
+		case !direct:
 			continue // an indirect call returns after itself, not into the range
 		}
-		target := fnAddr + uint64(off) + uint64(int64(rel))
+		target := fnAddr + uint64(off) + uint64(rel)
 		if addr < target && target < addr+uint64(d.Covered) {
 			return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, at)
 		}

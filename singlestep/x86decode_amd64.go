@@ -9,18 +9,33 @@ import (
 )
 
 // decodeX86 decodes the instruction at the start of code in 64-bit mode and
-// returns it with its lower-case mnemonic. It covers for x86asm's gaps: an
-// undecodable instruction that begins with a prefix comes back as a
-// one-byte pseudo-instruction without error; endbr64/endbr32 (on every
-// function entry of CET-enabled builds) are unknown to it; it measures
-// vzeroupper/vzeroall one byte too long when more code follows.
+// returns it with its lower-case mnemonic (see decodeInst).
 func decodeX86(code []byte) (x86asm.Inst, string, error) {
+	inst, err := decodeInst(code)
+	if err != nil {
+		return inst, "", err
+	}
 	for _, e := range endbrForms {
 		if bytes.HasPrefix(code, e.bytes) {
-			return x86asm.Inst{Op: x86asm.NOP, Mode: 64, Len: len(e.bytes)}, e.mnemonic, nil
+			return inst, e.mnemonic, nil
+		}
+	}
+	return inst, mnemonicOf(&inst), nil
+}
+
+// decodeInst decodes the instruction at the start of code in 64-bit mode.
+// It covers for x86asm's gaps: an undecodable instruction that begins
+// with a prefix comes back as a one-byte pseudo-instruction without error;
+// endbr64/endbr32 (on every function entry of CET-enabled builds) are
+// unknown to it (they come back as a NOP); it measures vzeroupper/vzeroall
+// one byte too long when more code follows.
+func decodeInst(code []byte) (x86asm.Inst, error) {
+	for _, e := range endbrForms {
+		if bytes.HasPrefix(code, e.bytes) {
+			return x86asm.Inst{Op: x86asm.NOP, Mode: 64, Len: len(e.bytes)}, nil
 		}
 		if len(code) < len(e.bytes) && bytes.HasPrefix(e.bytes, code) {
-			return x86asm.Inst{}, "", x86asm.ErrTruncated
+			return x86asm.Inst{}, x86asm.ErrTruncated
 		}
 	}
 	inst, err := x86asm.Decode(code, 64)
@@ -31,7 +46,7 @@ func decodeX86(code []byte) (x86asm.Inst, string, error) {
 				inst.Len = l.opcodeOff + 1
 			}
 		}
-		return inst, mnemonicOf(&inst), nil
+		return inst, nil
 	}
 	// Report only x86asm's two sentinel errors (its AVX decoder has ad-hoc
 	// ones). Decoding again with zero padding tells "runs past the end of
@@ -39,13 +54,13 @@ func decodeX86(code []byte) (x86asm.Inst, string, error) {
 	if len(code) < 15 {
 		padded := append(append([]byte(nil), code...), make([]byte, 15-len(code))...)
 		if p, perr := x86asm.Decode(padded, 64); perr == nil && p.Op != 0 && p.Len > len(code) {
-			return x86asm.Inst{}, "", x86asm.ErrTruncated
+			return x86asm.Inst{}, x86asm.ErrTruncated
 		}
 	}
 	if errors.Is(err, x86asm.ErrTruncated) {
-		return x86asm.Inst{}, "", x86asm.ErrTruncated
+		return x86asm.Inst{}, x86asm.ErrTruncated
 	}
-	return x86asm.Inst{}, "", x86asm.ErrUnrecognized
+	return x86asm.Inst{}, x86asm.ErrUnrecognized
 }
 
 var endbrForms = []struct {

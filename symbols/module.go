@@ -69,6 +69,9 @@ type Module struct {
 	cfi   cfiCache   // call frame information, for unwinding (cfi.go)
 	ifunc ifuncSlots // IRELATIVE GOT slots by resolver (ifunc.go)
 
+	branchOnce sync.Once
+	branches   *branchSet // direct branch targets, shared by file (branches.go)
+
 	profiling  profilingMarks // -pg runtime symbols seen while loading (patchsite.go)
 	sitesOnce  sync.Once
 	patchSites []PatchSite

@@ -474,6 +474,12 @@ func debugCounts(t *probe.Tracer) {
 		if n := t.ReturnHookJumps(); n > 0 {
 			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
 		}
+		if refused := t.JumpsRefused(); len(refused) > 0 {
+			fmt.Fprintf(os.Stderr, "probe: %d sites keep their int3, something else lands inside the jump:\n", len(refused))
+			for _, why := range refused {
+				fmt.Fprintf(os.Stderr, "probe:   %s\n", why)
+			}
+		}
 	}
 	if os.Getenv("PROBE_DEBUG_MAILBOX") != "" {
 		fmt.Fprintf(os.Stderr, "probe: %d stops served from the mailbox\n", t.MailboxStops())
