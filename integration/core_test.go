@@ -384,7 +384,8 @@ func TestBadInputRun(t *testing.T) {
 	}
 }
 
-var listRE = regexp.MustCompile(`^0x([0-9a-f]{16}) 0x([0-9a-f]+) (\S+) (\S+)$`)
+// The optional fifth column: tracing sites, no-return-hook.
+var listRE = regexp.MustCompile(`^0x([0-9a-f]{16}) 0x([0-9a-f]+) (\S+) (\S+)(?: \S+)?$`)
 
 type listLine struct {
 	addr, size uint64

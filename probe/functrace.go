@@ -453,7 +453,15 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			}
 			fn := &traceFunc{name: display, isGo: goMod, notrace: noTrace, graph: inGraph,
 				where: fmt.Sprintf("%s+0x0/%#x", sym.Name, sym.Size)}
-			out = append(out, candidate{module: m, sym: sym, fn: fn, skip: unsafeToTrace(sym.Name, goMod, opts.Returns)})
+			skip := unsafeToTrace(sym.Name, goMod, opts.Returns)
+			if skip == "" && !goMod {
+				// Without returns too: the function tracer names the
+				// caller from the return address at [sp].
+				if ok, why := m.CallEntry(sym); !ok {
+					skip = why
+				}
+			}
+			out = append(out, candidate{module: m, sym: sym, fn: fn, skip: skip})
 		}
 	}
 	for _, gs := range [][]*funcGlob{filter, notrace, graph} {

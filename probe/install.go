@@ -114,6 +114,11 @@ func (t *Tracer) installReturn(anchor int, p *Probe, r resolved) error {
 	}
 	p.funcName = r.sym.Name
 	if !isGo(r.module) {
+		if ok, why := r.module.CallEntry(r.sym); !ok {
+			// Its [sp] is no return address: a trampoline there would
+			// overwrite whatever the word is (argc, a caller's local).
+			return badInput(fmt.Errorf("%s: no return probe on %s: %s", r.where, r.sym.Name, why))
+		}
 		capture := r
 		if hasDwarfNames(p.Spec.Args) {
 			var err error

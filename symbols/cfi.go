@@ -2,6 +2,8 @@ package symbols
 
 import (
 	"debug/elf"
+	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
@@ -138,4 +140,33 @@ func ruleAt(fdes frame.FrameDescriptionEntries, pc uint64) (r cfiRule) {
 	}
 	r.ok = true
 	return r
+}
+
+// CallEntry reports whether the function sym of this module is entered by
+// a call, so that the word at [rsp] on its first instruction is its return
+// address; if not, why says why. The toolchain's names say it for _start
+// (its [sp] is argc) and gcc's cold parts (f.cold, reached by a jump from
+// f); for the rest the CFI at its address decides: a called function's
+// CFA there is rsp+8 with the return address at CFA-8, where a part of a
+// function jumped to with its parent's frame in place has its parent's
+// CFA, and the first frame of a thread has no return address at all.
+func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
+	switch name := sym.Name; {
+	case name == "_start":
+		return false, "not entered by a call: the entry point, whose [sp] is argc, not a return address"
+	case strings.HasSuffix(name, ".cold") || strings.Contains(name, ".cold.") || strings.HasSuffix(name, "[clone .cold]"):
+		// gcc only jumps to these, even where no frame is left and
+		// [sp] happens to hold the parent's return address.
+		return false, "not entered by a call: a cold part of another function, jumped to"
+	}
+	if r, found := m.callerRule(sym.Addr); found {
+		switch {
+		case r.Outermost:
+			return false, "not entered by a call: its call frame information says it has no return address (the first frame)"
+		case r.CFAFromRBP || r.CFAOffset != 8 || r.RetOffset != -8:
+			return false, fmt.Sprintf("not entered by a call: at its entry the return address is not at [sp] (CFA %s+%d, as in a part of another function jumped to)",
+				map[bool]string{true: "rbp", false: "rsp"}[r.CFAFromRBP], r.CFAOffset)
+		}
+	}
+	return true, ""
 }

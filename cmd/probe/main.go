@@ -538,13 +538,20 @@ func cmdList(args []string) (int, error) {
 			fnAddr := s.Addr - uint64(s.Offset)
 			sites[fnAddr] = append(sites[fnAddr], fmt.Sprintf("%s@%s0x%x", s.Kind, sign, off))
 		}
+		// Go returns are probes on RET instructions: no return address
+		// is ever touched there.
+		_, goModule := m.Lookup("runtime.main")
 		for _, fn := range m.Functions() {
 			if !probe.GlobMatch(glob, fn.Name) {
 				continue
 			}
 			fmt.Fprintf(w, "0x%016x 0x%x %s %s", fn.Addr+m.Bias, fn.Size, m.Name, fn.Name)
-			if s := sites[fn.Addr]; len(s) > 0 {
-				fmt.Fprintf(w, " %s", strings.Join(s, ","))
+			marks := sites[fn.Addr]
+			if ok, _ := m.CallEntry(fn); !ok && !goModule {
+				marks = append(marks, "no-return-hook")
+			}
+			if len(marks) > 0 {
+				fmt.Fprintf(w, " %s", strings.Join(marks, ","))
 			}
 			fmt.Fprintln(w)
 		}
