@@ -78,7 +78,7 @@ func TestReturnLongjmp(t *testing.T) {
 			evs := parseEventsFile(t, ev)
 			wantReturns(t, evs, "r_mid_0", 200, retLocRE("main", "mid"))
 			wantReturns(t, evs, "r_leaf_0", 200, retLocRE("mid", "leaf"))
-			wantComment(t, ev, "# 200 returns lost (frames abandoned by longjmp or an exception)")
+			wantComment(t, ev, "# 200 returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)")
 		})
 	}
 }

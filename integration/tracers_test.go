@@ -240,7 +240,7 @@ func (tf traceFile) section(t *testing.T, name string) []string {
 	return s
 }
 
-const lostText = "returns lost (frames abandoned by longjmp or an exception)"
+const lostText = "returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)"
 
 // wantNotes checks the notes at the end of the trace: the returns lost
 // (none when lost is 0), and no other note unless others is set.

@@ -76,11 +76,15 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		// The r_brk breakpoint is among the sites copied.
 		c.linker = &linkerWatch{rDebug: t.linker.rDebug, unloading: map[int]bool{}, err: t.linker.err}
 	}
-	if cs := t.shadow[ev.Tid]; cs != nil {
+	for i, cs := range t.threadStacks(ev.Tid) {
 		cp := *cs
 		cp.frames = append([]shadowFrame(nil), cs.frames...)
 		cp.lane = int64(proc.Pid)
-		c.shadow[proc.Pid] = &cp
+		if i == 0 {
+			c.shadow[proc.Pid] = &cp
+		} else {
+			c.parked[proc.Pid] = append(c.parked[proc.Pid], &cp)
+		}
 	}
 	proc.Cont(proc.Pid, sig)
 	return true

@@ -41,7 +41,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 		// lead it to the trampoline, and must go home as the parent's
 		// would (the kernel copies the return instances for vfork).
 		var rets []forkedReturn
-		if cs := t.shadow[ev.Tid]; cs != nil {
+		for _, cs := range t.threadStacks(ev.Tid) {
 			for _, f := range cs.frames {
 				if f.hijacked && !f.unhooked {
 					rets = append(rets, forkedReturn{sp: f.sp, ret: f.ret})
@@ -61,7 +61,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 	}
 	t.restoreSitesIn(child, sites)
 	// Its stack is a copy of the forking thread's, hijacked returns and all.
-	if cs := t.shadow[ev.Tid]; cs != nil {
+	for _, cs := range t.threadStacks(ev.Tid) {
 		for _, f := range cs.frames {
 			if f.hijacked && !f.unhooked {
 				unhijackIn(child, f.sp, f.ret, t.trampoline)

@@ -200,20 +200,28 @@ func (t *Tracer) removeFuncTracer() error {
 	// The stack tracer's deepest points so far stay reported.
 	t.retireAll()
 	t.pastStacks = append(t.pastStacks, t.ft.stacks...)
-	for _, cs := range t.shadow {
-		for i := range cs.frames {
-			f := &cs.frames[i]
-			cs.count(f, -1)
-			f.fn, f.mode, f.depth = nil, 0, 0
-			cs.count(f, 1) // an unhooked frame stays counted as one
+	for tid := range t.shadow {
+		for _, cs := range t.threadStacks(tid) {
+			t.forgetCalls(cs)
 		}
-		cs.max = stackMax{base: cs.max.base}
 	}
 	// Go calls are followed only for the function tracer, at entries and
 	// RETs that are going: nothing on those stacks is anyone's any more.
 	t.goStacks = make(map[int64]*callStack)
 	t.ft = nil
 	return t.dropEmpty(used)
+}
+
+// forgetCalls makes the calls on cs nobody's: their returns still come
+// home through the trampoline, reported to no tracer.
+func (t *Tracer) forgetCalls(cs *callStack) {
+	for i := range cs.frames {
+		f := &cs.frames[i]
+		cs.count(f, -1)
+		f.fn, f.mode, f.depth = nil, 0, 0
+		cs.count(f, 1) // an unhooked frame stays counted as one
+	}
+	cs.max = stackMax{base: cs.max.base}
 }
 
 // candidate is a function selected for tracing.

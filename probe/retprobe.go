@@ -42,11 +42,10 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 			return false
 		}
 	}
-	cs := t.threadStack(tid)
 	// A tail call jumps in with its caller's hijacked slot at [sp]: that
 	// caller is still live and returns along with it.
 	tail := ret == t.trampoline
-	t.dropDead(cs, regs.Rsp, tail, hit)
+	cs := t.stackForEntry(tid, regs, ret, hit)
 	f := shadowFrame{sp: regs.Rsp, ret: ret, site: s, time: hit.Time, hijacked: true}
 	if s.fn != nil {
 		t.traceEnter(cs, &f, s.fn, hit)
@@ -88,7 +87,7 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool) {
 	slot := regs.Rsp - 8
 	hit := t.newHit(tid, regs)
-	cs := t.shadow[tid]
+	cs := t.stackForReturn(tid, slot)
 	if f := cs.topOrNil(); f != nil && f.sp < slot && slot-f.sp <= 0xffff && t.popsOnReturn(f.site, slot-f.sp) {
 		slot = f.sp // it returned with ret $n
 	}
@@ -247,31 +246,41 @@ func (t *Tracer) mailboxTrampoline(anchor int, near uint64) bool {
 	return true
 }
 
-// restoreReturns puts back every hijacked return address still live on a
-// stack, for detach. A frame below the thread's sp was abandoned (its slot
-// may hold anything now) and a slot that no longer holds the trampoline
-// was overwritten: neither is touched.
+// restoreReturns puts back every hijacked return address still on a
+// stack, for detach, on every stack a thread has calls on. A slot that no
+// longer holds the trampoline was overwritten (its frame abandoned) and is
+// not touched.
 func (t *Tracer) restoreReturns() {
-	for tid, cs := range t.shadow {
-		t.retireStack(cs)
+	for tid := range t.shadow {
+		for _, s := range t.threadStacks(tid) {
+			t.retireStack(s)
+		}
 		if t.proc.Thread(tid) == nil || t.proc.GetRegs(tid, &t.regs) != nil {
 			continue
 		}
 		sp := t.regs.Rsp
 		if t.regs.Rip == t.trampTrap+singlestep.BreakpointPCAdjust {
 			// Stopped on the trampoline itself: its frame has returned.
-			if f := cs.top(); f != nil && f.sp == sp-8 {
-				t.regs.Rip = f.ret
+			if c, i := t.frameAt(tid, sp-8); c != nil {
+				t.regs.Rip = c.frames[i].ret
 				t.proc.SetRegs(tid, &t.regs)
 			}
 		}
-		for i := range cs.frames {
-			if f := &cs.frames[i]; f.sp >= sp && f.hijacked && !f.unhooked {
-				t.unhijack(f)
+		// Which of its stacks the thread is on now is not known (it may
+		// have switched since its last hooked call): a slot that still
+		// holds the trampoline is ours wherever it is, and is put back,
+		// but for one in the red zone below sp, where a leaf function's
+		// data may sit now.
+		for _, s := range t.threadStacks(tid) {
+			for i := range s.frames {
+				if f := &s.frames[i]; f.hijacked && !f.unhooked && (f.sp >= sp || f.sp < sp-128) {
+					t.unhijack(f)
+				}
 			}
 		}
 	}
 	t.shadow = map[int]*callStack{}
+	t.parked = map[int][]*callStack{}
 }
 
 // goRetSites finds the RET instructions of a Go function, where its return

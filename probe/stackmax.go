@@ -94,8 +94,10 @@ func (t *Tracer) retireStack(cs *callStack) {
 
 // retireAll files every call stack left when tracing ends.
 func (t *Tracer) retireAll() {
-	for _, cs := range t.shadow {
-		t.retireStack(cs)
+	for tid := range t.shadow {
+		for _, cs := range t.threadStacks(tid) {
+			t.retireStack(cs)
+		}
 	}
 	for _, cs := range t.goStacks {
 		t.retireStack(cs)
@@ -107,7 +109,7 @@ func (t *Tracer) retireAll() {
 func (t *Tracer) threadGone(tid int) {
 	t.place.Forget(tid)
 	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: getcpu()} // it has no CPU any more
-	for _, cs := range []*callStack{t.shadow[tid], t.goStacks[-int64(tid)]} {
+	for _, cs := range append(t.threadStacks(tid), t.goStacks[-int64(tid)]) {
 		if cs == nil {
 			continue
 		}
@@ -117,6 +119,7 @@ func (t *Tracer) threadGone(tid int) {
 		}
 	}
 	delete(t.shadow, tid)
+	delete(t.parked, tid)
 	delete(t.goStacks, -int64(tid))
 }
 

@@ -92,7 +92,8 @@ type Tracer struct {
 	trapAct       trapAction
 	trapReblocked map[int]bool
 	mboxStops     atomic.Int64         // stops served from the mailbox
-	shadow        map[int]*callStack   // per thread, for hijacked returns
+	shadow        map[int]*callStack   // per thread, for hijacked returns: the stack it runs on
+	parked        map[int][]*callStack // per thread, the other stacks it has calls on (stackswitch.go)
 	goStacks      map[int64]*callStack // per goroutine, for Go's function tracer
 	goidOff       int                  // offset of runtime.g's goid; 0 if unknown
 	gbuf          [maxGoidOff + 8]byte
@@ -193,6 +194,7 @@ func (t *Tracer) newAddressSpace() {
 	t.stepping = make(map[int]*site)
 	t.comms = make(map[int]string)
 	t.shadow = make(map[int]*callStack)
+	t.parked = make(map[int][]*callStack)
 	t.goStacks = make(map[int64]*callStack)
 	t.wheres = make(map[whereKey]string)
 	t.forkedReturns = make(map[int][]forkedReturn)

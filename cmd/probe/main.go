@@ -453,7 +453,7 @@ func (s *sink) close(t *probe.Tracer) error {
 		s.writer.Comment(output.LostNote(lost))
 	}
 	if lost := t.LostReturns(); lost > 0 {
-		s.writer.Comment(fmt.Sprintf("%d returns lost (frames abandoned by longjmp or an exception)", lost))
+		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
 	s.writer.Flush()
 	if s.file != os.Stdout {

@@ -1,0 +1,268 @@
+package probe
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// A thread may run on more than one stack: swapcontext coroutines, fibers,
+// a handler on sigaltstack. A call stack (callStack) is one stack's chain
+// of live calls; t.shadow holds the one the thread runs on, t.parked the
+// others. A frame deeper than a return's on the same stack was abandoned
+// (longjmp, an exception), but one on another stack is live, waiting for
+// the thread to switch back: so a frame is only ever dropped from its own
+// stack.
+//
+// Which stack an entry is on: when the newest frame of the running stack
+// is its direct caller (the caller's return-address slot, from the CFI at
+// the return address, is that frame's), it is that one, the common case.
+// Otherwise the entry's caller chain is unwound (as Hit.Stack does) to the
+// first return-address slot that is a live frame's: that frame's stack is
+// the entry's, and every frame of ours the unwind passed over is dead. An
+// entry with no such frame above it starts a stack of its own.
+
+// maxParked bounds the stacks a thread keeps besides the running one: a
+// coroutine never resumed leaves its calls behind for good.
+const maxParked = 64
+
+// maxWalk bounds the frames an entry's caller chain is unwound through.
+const maxWalk = 256
+
+// stackForEntry returns the call stack that an entry of thread tid with
+// registers regs, its return address ret at [sp], is on, made the running
+// one, with the frames it shows are dead dropped.
+func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *Hit) *callStack {
+	cs := t.threadStack(tid)
+	sp := regs.Rsp
+	if ret == t.trampoline && ret != 0 {
+		// A tail call: the caller's slot is [sp] itself.
+		if c, i := t.frameAt(tid, sp); c != nil {
+			t.runOn(tid, c)
+			t.dropAbove(c, i+1, hit)
+			return c
+		}
+		t.dropDead(cs, sp, true, hit)
+		return cs
+	}
+	top := cs.top()
+	if top == nil && len(t.parked[tid]) == 0 {
+		return cs
+	}
+	if top != nil && top.sp > sp && t.callerSlot(ret, sp, regs.Rbp) == top.sp {
+		return cs // called by the newest frame: nothing to drop
+	}
+	c, i, end, ok := t.enclosingFrame(tid, ret, sp, regs.Rbp)
+	if !ok {
+		// The chain cannot be walked: as on one stack.
+		t.dropDead(cs, sp, false, hit)
+		return cs
+	}
+	// The frames of ours the unwind passed over, in [sp, end), are on
+	// this stack and not callers of this entry: over, and so is every
+	// call made below each of them, and below the caller found.
+	if c != nil {
+		t.dropAbove(c, i+1, hit)
+	}
+	for _, s := range t.threadStacks(tid) {
+		for j := range s.frames {
+			if f := &s.frames[j]; f.sp >= sp && f.sp < end {
+				t.dropAbove(s, j, hit)
+				break
+			}
+		}
+	}
+	if c == nil {
+		// No live call above it: a stack of its own, or one whose
+		// calls are all over.
+		if cs.top() != nil {
+			c = &callStack{lane: int64(tid)}
+		} else {
+			c = cs
+		}
+	}
+	t.runOn(tid, c)
+	t.pruneParked(tid, hit)
+	return c
+}
+
+// stackForReturn returns the call stack of thread tid whose frame has its
+// return-address slot at slot, made the running one; the running stack if
+// none has.
+func (t *Tracer) stackForReturn(tid int, slot uint64) *callStack {
+	cs := t.shadow[tid]
+	if cs == nil || len(t.parked[tid]) == 0 {
+		return cs
+	}
+	for i := len(cs.frames) - 1; i >= 0; i-- {
+		if cs.frames[i].sp == slot {
+			return cs
+		}
+	}
+	if c, _ := t.frameAt(tid, slot); c != nil {
+		t.runOn(tid, c)
+		return c
+	}
+	return cs
+}
+
+// threadStacks lists every call stack of thread tid, the running one first.
+func (t *Tracer) threadStacks(tid int) []*callStack {
+	var out []*callStack
+	if cs := t.shadow[tid]; cs != nil {
+		out = append(out, cs)
+	}
+	return append(out, t.parked[tid]...)
+}
+
+// frameAt finds the live frame of thread tid whose return-address slot is
+// slot: its stack and index, or nil.
+func (t *Tracer) frameAt(tid int, slot uint64) (*callStack, int) {
+	for _, s := range t.threadStacks(tid) {
+		for j := len(s.frames) - 1; j >= 0; j-- {
+			if s.frames[j].sp == slot {
+				return s, j
+			}
+		}
+	}
+	return nil, -1
+}
+
+// runOn makes c thread tid's running stack, parking the one it was on.
+func (t *Tracer) runOn(tid int, c *callStack) {
+	cs := t.shadow[tid]
+	if cs == c {
+		return
+	}
+	parked := t.parked[tid][:0]
+	for _, s := range t.parked[tid] {
+		if s != c {
+			parked = append(parked, s)
+		}
+	}
+	if cs != nil && cs.top() != nil {
+		parked = append(parked, cs)
+	}
+	t.parked[tid] = parked
+	t.shadow[tid] = c
+}
+
+// pruneParked drops the oldest parked stacks of tid beyond maxParked, and
+// those left empty; their calls are lost.
+func (t *Tracer) pruneParked(tid int, hit *Hit) {
+	parked := t.parked[tid]
+	kept := parked[:0]
+	for i, s := range parked {
+		if s.top() == nil || len(parked)-i > maxParked {
+			t.dropAbove(s, 0, hit)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	if len(kept) == 0 {
+		delete(t.parked, tid)
+		return
+	}
+	t.parked[tid] = kept
+}
+
+// dropAbove loses the frames of s from index i up: calls over although
+// their returns were never seen.
+func (t *Tracer) dropAbove(s *callStack, i int, hit *Hit) {
+	for len(s.frames) > i {
+		t.lose(s, hit, true)
+	}
+}
+
+// callerSlot is where the caller of a function just entered (sp at its
+// entry, ret at [sp], bp its rbp) keeps its own return address, from the
+// CFI at ret; 0 if unknown.
+func (t *Tracer) callerSlot(ret, sp, bp uint64) uint64 {
+	slot, _, _, ok := t.unwindStep(ret, sp+8, bp, true)
+	if !ok {
+		return 0
+	}
+	return slot
+}
+
+// enclosingFrame unwinds the caller chain of an entry (ret at [sp], bp its
+// rbp) to the first return-address slot that is a live frame's of thread
+// tid: its stack and index (nil if the chain ends first), and end, the
+// address up to which the walk went (that slot, or the top of the
+// stack). ok is false if the chain could not be followed.
+func (t *Tracer) enclosingFrame(tid int, ret, sp, bp uint64) (c *callStack, i int, end uint64, ok bool) {
+	pc, sp, caller := ret, sp+8, true
+	for n := 0; n < maxWalk; n++ {
+		if pc == 0 {
+			return nil, -1, sp, true // a zero return address ends the chain
+		}
+		slot, cfa, nbp, ok := t.unwindStep(pc, sp, bp, caller)
+		if !ok {
+			return nil, -1, 0, false
+		}
+		if slot == 0 {
+			return nil, -1, sp, true // the outermost frame: the top of the stack
+		}
+		if c, i := t.frameAt(tid, slot); c != nil {
+			return c, i, slot, true
+		}
+		w, ok := t.readWord(slot)
+		if !ok {
+			return nil, -1, 0, false
+		}
+		pc, sp, bp = w, cfa, nbp
+	}
+	return nil, -1, 0, false
+}
+
+// unwindStep takes one step up a stack from pc (a return address if
+// caller), sp and bp by the call frame information: the slot holding the
+// caller's return address, the caller's sp (the CFA) and its rbp. slot is
+// 0 at the outermost frame. Without a rule for pc (no CFI, a signal
+// frame's expressions) it fails: a frame pointer could lead past frames
+// unseen, which must not be taken for abandoned.
+func (t *Tracer) unwindStep(pc, sp, bp uint64, caller bool) (slot, cfa, nbp uint64, ok bool) {
+	look := pc
+	if caller {
+		look = pc - 1
+	}
+	rule, found := callerRuleIn(t.space.ModuleAt(look), look)
+	if !found && caller {
+		// A return address made by hand at a function's first
+		// instruction (makecontext's __start_context), not after a call.
+		look = pc
+		rule, found = callerRuleIn(t.space.ModuleAt(look), look)
+	}
+	switch {
+	case !found:
+		return 0, 0, 0, false
+	case rule.Outermost:
+		return 0, sp, bp, true
+	}
+	base := sp
+	if rule.CFAFromRBP {
+		base = bp
+	}
+	cfa = uint64(int64(base) + rule.CFAOffset)
+	slot = uint64(int64(cfa) + rule.RetOffset)
+	nbp = bp
+	if rule.RBPSaved {
+		w, ok := t.readWord(uint64(int64(cfa) + rule.RBPOffset))
+		if !ok {
+			return 0, 0, 0, false
+		}
+		nbp = w
+	}
+	if cfa <= sp || cfa-sp > maxFrameSize {
+		return 0, 0, 0, false
+	}
+	return slot, cfa, nbp, true
+}
+
+// callerRuleIn is m.CallerRule(pc), no rule when m is nil.
+func callerRuleIn(m *symbols.Mapped, pc uint64) (symbols.CallerRule, bool) {
+	if m == nil {
+		return symbols.CallerRule{}, false
+	}
+	return m.CallerRule(pc)
+}
