@@ -113,7 +113,7 @@ func OpenRecording(r io.Reader) (*Recording, error) {
 	if version != recordingVersion {
 		return nil, fmt.Errorf("%w: format version %d (this probe reads %d)", ErrNotRecording, version, recordingVersion)
 	}
-	rec := &Recording{dec: gob.NewDecoder(br)}
+	rec := &Recording{dec: gob.NewDecoder(&gobLimit{r: br})}
 	if err := rec.dec.Decode(&rec.Info); err != nil {
 		return nil, fmt.Errorf("%w: its header is cut short or damaged (%v)", ErrNotRecording, err)
 	}
@@ -163,4 +163,76 @@ func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
 		return n, ferr
 	}
 	return n, err
+}
+
+// maxGobMessage bounds one message of a recording's gob stream: a record
+// is a few hundred bytes, and a damaged length must not make gob allocate
+// gigabytes before it finds out.
+const maxGobMessage = 16 << 20
+
+// gobLimit passes a gob stream through, reading each message's length
+// prefix (gob's unsigned integer: one byte below 128, else the negated
+// count of big-endian bytes that follow) and refusing one over
+// maxGobMessage before gob sees it.
+type gobLimit struct {
+	r       *bufio.Reader
+	left    uint64 // bytes of the current message still to pass
+	pending []byte // a length prefix read, still to pass
+}
+
+func (g *gobLimit) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(g.pending) > 0 {
+			c := copy(p[n:], g.pending)
+			g.pending, n = g.pending[c:], n+c
+			continue
+		}
+		if g.left == 0 {
+			if n > 0 {
+				return n, nil // a message's end: let gob take it
+			}
+			if err := g.prefix(); err != nil {
+				return n, err
+			}
+			continue
+		}
+		m, err := g.r.Read(p[n:min(len(p), n+int(min(g.left, uint64(len(p)))))])
+		n, g.left = n+m, g.left-uint64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// prefix reads the next message's length.
+func (g *gobLimit) prefix() error {
+	b, err := g.r.ReadByte()
+	if err != nil {
+		return err
+	}
+	g.pending = append(g.pending[:0], b)
+	if b < 0x80 {
+		g.left = uint64(b)
+		return nil
+	}
+	size := int(-int8(b))
+	if size > 8 {
+		return fmt.Errorf("damaged: a message length of %d bytes", size)
+	}
+	var v uint64
+	for i := 0; i < size; i++ {
+		c, err := g.r.ReadByte()
+		if err != nil {
+			return err
+		}
+		g.pending = append(g.pending, c)
+		v = v<<8 | uint64(c)
+	}
+	if v > maxGobMessage {
+		return fmt.Errorf("damaged: a message of %d bytes (at most %d)", v, maxGobMessage)
+	}
+	g.left = v
+	return nil
 }

@@ -3,6 +3,8 @@ package output
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -75,6 +77,30 @@ func TestRecordingRejectsOtherFiles(t *testing.T) {
 	for _, data := range []string{"", "hello\n", "\x7fELF\x02\x01\x01", "probe-trace\n2\n", "probe-trace\n1\ngarbage"} {
 		if _, err := OpenRecording(strings.NewReader(data)); !errors.Is(err, ErrNotRecording) {
 			t.Errorf("%q: %v, want ErrNotRecording", data, err)
+		}
+	}
+}
+
+// TestRecordingDamagedLength: a recording whose first message claims 8
+// EiB (or any length over the bound) is refused at once, without gob
+// allocating for it.
+func TestRecordingDamagedLength(t *testing.T) {
+	for _, length := range [][]byte{
+		{0xf8, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, // 2^63-1
+		{0xfc, 0x10, 0x00, 0x00, 0x00},                         // 256 MiB
+	} {
+		head := fmt.Sprintf("%s%d\n", recordingMagic, recordingVersion)
+		src := append([]byte(head), length...)
+		src = append(src, make([]byte, 64)...)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := OpenRecording(bytes.NewReader(src))
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "damaged: a message of") {
+			t.Errorf("length % x: %v, want the message refused as damaged", length, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+			t.Errorf("length % x: %d bytes allocated", length, grew)
 		}
 	}
 }

@@ -14,6 +14,7 @@ package script
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -99,11 +100,36 @@ func (e *TokenError) Unwrap() error { return e.Err }
 // token. Every error Load returns is an *Error, except a file that
 // cannot be read.
 func Load(path string, validateProbe func(text string) error) (*Script, error) {
-	src, err := os.ReadFile(path)
+	src, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(path, src, validateProbe)
+}
+
+// MaxFileSize bounds a script read: no probe script is near it, and a path
+// such as /dev/zero must not grow probe's memory without end.
+const MaxFileSize = 1 << 20
+
+// ErrTooLarge is a script file over MaxFileSize.
+var ErrTooLarge = fmt.Errorf("larger than %d KiB: not a probe script", MaxFileSize>>10)
+
+// ReadFile reads a script file (YAML, or REPL commands), refusing one
+// larger than MaxFileSize.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(src) > MaxFileSize {
+		return nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
+	}
+	return src, nil
 }
 
 // Parse is Load on a script already read; path names it in errors.

@@ -188,10 +188,18 @@ func (s *session) openInput() (<-chan string, func(), error) {
 		s.term, s.errs = os.Stdout, os.Stderr
 		go func() {
 			defer close(lines)
-			sc := bufio.NewScanner(os.Stdin)
-			for sc.Scan() {
+			r := bufio.NewReaderSize(os.Stdin, maxLine)
+			for {
+				line, err := readLine(r)
+				if errors.Is(err, errLineTooLong) {
+					fmt.Fprintf(s.errs, "probe: %v: skipped\n", err)
+					continue
+				}
+				if err != nil {
+					return
+				}
 				select {
-				case lines <- sc.Text():
+				case lines <- line:
 				case <-stop:
 					return
 				}
@@ -226,6 +234,31 @@ func (s *session) openInput() (<-chan string, func(), error) {
 		}
 	}()
 	return lines, func() { close(stop); rl.Close() }, nil
+}
+
+// maxLine bounds a command line read from a pipe or file: a longer one
+// (an endless one: /dev/zero) is skipped with an error, never kept.
+const maxLine = 64 << 10
+
+var errLineTooLong = fmt.Errorf("a command line longer than %d KiB", maxLine>>10)
+
+// readLine reads one line from r without its newline; a line longer than
+// r's buffer is read to its end and dropped: errLineTooLong.
+func readLine(r *bufio.Reader) (string, error) {
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = r.ReadSlice('\n')
+		}
+		if err == nil || err == io.EOF {
+			return "", errLineTooLong
+		}
+		return "", err
+	}
+	if err == io.EOF && len(line) > 0 {
+		err = nil // a last line with no newline
+	}
+	return strings.TrimSuffix(string(line), "\n"), err
 }
 
 // exec runs one command line; its errors are reported and the session
@@ -634,7 +667,7 @@ func (s *session) source(name string) error {
 	if ext := filepath.Ext(name); ext == ".yaml" || ext == ".yml" {
 		return sourceYAML(s, name)
 	}
-	data, err := os.ReadFile(name)
+	data, err := script.ReadFile(name)
 	if err != nil {
 		return err
 	}
