@@ -68,3 +68,65 @@ func TestInputBoundsCLI(t *testing.T) {
 		t.Errorf("probe report of a damaged recording: want exit 2 and the message refused, got %v", r)
 	}
 }
+
+// TestCommandBadInput: the bad input of list and run is exit status 2 and
+// one line, as attach's is.
+func TestCommandBadInput(t *testing.T) {
+	loop := bin("loop", o0pie)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "/nonexist"}, "probe: open /nonexist: no such file or directory\n"},
+		{[]string{"list", "/etc/passwd"}, "probe: /etc/passwd: not an ELF file\n"},
+		{[]string{"list", "99999999"}, "probe: pid 99999999: no such process\n"},
+		{[]string{"run", "--duration", "1s", "p:work", "--", loop, "1"}, "probe: --duration: for attach only (run traces until the program exits; Ctrl-C ends it)\n"},
+		{[]string{"run", "-o", "/tmp", "p:work", "--", loop, "1"}, "probe: /tmp: is a directory\n"},
+	} {
+		r := probe(t, tc.args...)
+		if r.code != 2 || r.stderr != tc.want || r.stdout != "" {
+			t.Errorf("probe %q: want exit 2 and %q, got %v", tc.args, tc.want, r)
+		}
+	}
+	// Reading another user's process map takes the permission tracing it
+	// does: refused as attach is.
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	r := asNobody(t, []string{"list", strconv.Itoa(s.pid())})
+	want := fmt.Sprintf("probe: pid %d: not permitted to read its memory map (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)\n", s.pid())
+	if r.code != 2 || r.stderr != want {
+		t.Errorf("probe list as nobody: want exit 2 and %q, got %v", want, r)
+	}
+}
+
+// TestDetachKeepsSleeping: an attach that ends at once (the shortest
+// --duration, and Ctrl-C right away) never cuts a sleep of the tracee's
+// short: the system call it was in is restarted as the kernel would have,
+// and returns as untraced, after its whole length.
+func TestDetachKeepsSleeping(t *testing.T) {
+	exe := builtOnce(t, "sleeper", filepath.Join("testdata", "lifecycle", "sleeper.c"), "-O2", "-pthread")
+	for _, mode := range []string{"nanosleep", "clock", "poll", "futex"} {
+		for _, how := range []string{"duration", "sigint"} {
+			p := startBg(t, nil, exe, mode, "1500")
+			p.waitStdout(t, "ready\n", 10*time.Second)
+			time.Sleep(100 * time.Millisecond) // into its sleep
+			args := []string{"attach", "-o", os.DevNull, strconv.Itoa(p.pid()), "p:main"}
+			if how == "duration" {
+				args = append([]string{"attach", "--duration", "1ms"}, args[1:]...)
+				if r := probe(t, args...); r.code != 0 {
+					t.Fatalf("probe %q: %v", args, r)
+				}
+			} else {
+				pr := startProbe(t, args...)
+				waitTracedBy(t, p.pid(), pr.pid(), 10*time.Second)
+				pr.signal(t, os.Interrupt)
+				if r := pr.wait(t, cmdTimeout); r.code != 0 {
+					t.Fatalf("probe %q: %v", args, r)
+				}
+			}
+			r := p.wait(t, cmdTimeout)
+			if want := "ready\n" + mode + ": returned 0, whole sleep yes\n"; r.code != 0 || r.stdout != want {
+				t.Errorf("%s, detached by %s: want %q, got %v", mode, how, want, r)
+			}
+		}
+	}
+}

@@ -137,6 +137,27 @@ func TestOutputSymlinkRefused(t *testing.T) {
 			waitFree(t, s, nil)
 		}
 	}
+	// A link as a directory of the path (etcdir -> a directory holding
+	// the victim) is refused too, naming the link.
+	etcdir := filepath.Join(dir, "etcdir")
+	if err := os.Symlink(dir, etcdir); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "-o", filepath.Join(etcdir, "victim"), "p:work", "--", bin("loop", o0pie), "1"},
+		{"attach", "-o", filepath.Join(etcdir, "victim"), pid, "p:work"},
+		{"report", "-o", filepath.Join(etcdir, "new"), rec},
+	} {
+		r := probe(t, args...)
+		want := "probe: " + etcdir + " is a symbolic link: probe does not write through one (give the path it points to)\n"
+		if r.code != 2 || r.stderr != want || r.stdout != "" {
+			t.Errorf("probe %q: want exit status 2, no stdout and stderr %q; got\n%v", args, want, r)
+		}
+		waitFree(t, s, nil)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "new")); !os.IsNotExist(err) {
+		t.Errorf("a file was created through the linked directory: %v", err)
+	}
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "not probe's\n" {
 		t.Errorf("the link's target changed: %q, %v", b, err)
 	}

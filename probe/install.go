@@ -75,6 +75,10 @@ func (t *Tracer) installIn(anchor int, p *Probe) error {
 // placeProbe resolves s (p's spec, or a copy naming its library by path) and
 // writes p's breakpoints; on failure nothing of p is left.
 func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
+	if s.Kind == KindReturn && s.Loc.Symbol != "" && s.Loc.Offset != 0 {
+		// Said before the offset is checked: no offset would do.
+		return badInput(fmt.Errorf("%s: a return probe must be at a function's entry (no +offset)", s.Loc))
+	}
 	rs, err := t.resolve(s)
 	if err != nil {
 		return err

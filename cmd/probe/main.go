@@ -4,12 +4,14 @@ package main
 
 import (
 	"bufio"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -172,13 +174,13 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.out, "o", "", "")
-	fs.DurationVar(&o.duration, "duration", 0, "")
+	fs.Var((*durationFlag)(&o.duration), "duration", "")
 	fs.StringVar(&o.tracers, "tracer", "", "")
 	fs.Var(&o.filter, "filter", "")
 	fs.Var(&o.notrace, "notrace", "")
 	fs.Var(&o.graphFunc, "graph-function", "")
 	fs.IntVar(&o.maxDepth, "max-depth", 0, "")
-	fs.DurationVar(&o.threshold, "graph-time-threshold", 0, "")
+	fs.Var((*durationFlag)(&o.threshold), "graph-time-threshold", "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
@@ -191,7 +193,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.follow, "f", false, "")
 	for {
 		if err := fs.Parse(args); err != nil {
-			return o, nil, nil, err
+			return o, nil, nil, flagError(err)
 		}
 		fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 		if args = fs.Args(); len(args) == 0 {
@@ -200,6 +202,42 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 		pos, args = append(pos, args[0]), args[1:]
 	}
 }
+
+// durationFlag is a positive duration with its unit: "5" alone is a
+// mistake (seconds? milliseconds?), and so is a duration of nothing.
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err == nil && v <= 0:
+		return errors.New("want a positive duration")
+	case err == nil:
+		*d = durationFlag(v)
+		return nil
+	}
+	if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+		return errors.New("missing unit (e.g. 5s, 100ms)")
+	}
+	return errors.New("not a duration (e.g. 5s, 1m30s, 100ms)")
+}
+
+// flagError rewrites the flag package's "invalid value "5" for flag
+// -duration: ..." as the flag is written: --duration "5": ...
+func flagError(err error) error {
+	if m := flagErrRE.FindStringSubmatch(err.Error()); m != nil {
+		dash := "--"
+		if len(m[2]) == 1 {
+			dash = "-"
+		}
+		return fmt.Errorf("%s%s %s: %s", dash, m[2], m[1], m[3])
+	}
+	return err
+}
+
+var flagErrRE = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -(\S+): (.*)$`)
 
 func bad(format string, a ...any) (int, error) { return 2, fmt.Errorf(format, a...) }
 
@@ -217,6 +255,9 @@ func cmdRun(args []string, record bool) (int, error) {
 		return bad("%v", err)
 	}
 	o.record = record
+	if o.set["duration"] {
+		return bad("--duration: for attach only (run traces until the program exits; Ctrl-C ends it)")
+	}
 	if len(argv) == 0 {
 		return bad("missing -- CMD (usage: probe run [flags] [SPEC ...] -- CMD [ARGS ...])")
 	}
@@ -507,15 +548,26 @@ func cmdList(args []string) (int, error) {
 	}
 	var space *symbols.Space
 	var err error
-	if pid, perr := strconv.Atoi(args[0]); perr == nil {
+	pid, perr := strconv.Atoi(args[0])
+	if perr == nil {
 		space, err = symbols.LoadProcess(pid)
 	} else {
 		space, err = symbols.LoadBinary(args[0])
 	}
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return bad("%v", err)
-		}
+	var pathErr *os.PathError
+	switch {
+	case err == nil:
+	case perr == nil && errors.Is(err, os.ErrNotExist):
+		return bad("pid %d: no such process", pid)
+	case perr == nil && errors.Is(err, os.ErrPermission):
+		// As attach says it: reading another process's maps takes the
+		// same permission as tracing it.
+		return bad("pid %d: not permitted to read its memory map (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid)
+	case errors.As(err, &pathErr) && (errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission)):
+		return bad("%v", pathErr)
+	case errors.As(err, new(*elf.FormatError)):
+		return bad("%s: not an ELF file", args[0])
+	default:
 		return 1, err
 	}
 	defer space.Close()

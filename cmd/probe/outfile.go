@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,9 +19,11 @@ import (
 const outputMode = 0o600
 
 // createOutput opens path for writing a trace: created 0600, or
-// truncated if it exists. A symbolic link is refused rather than
-// followed, so that probe (often root) cannot be pointed through one at
-// a file it did not create; the error is bad input (exit status 2).
+// truncated if it exists. A path with a symbolic link anywhere in it is
+// refused rather than followed, so that probe (often root) cannot be
+// pointed through one (a link to /etc as a directory of the path, or as
+// the file) at a file it did not create. Errors name the path and are bad
+// input (exit status 2): the user named it.
 //
 // "-", /dev/stdout and /dev/stderr name descriptors we already hold (the
 // last two through links the system made): they get a duplicate of the
@@ -29,15 +32,102 @@ func createOutput(path string) (*os.File, error) {
 	if fd, ok := ownDescriptor(path); ok {
 		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
 		if err != nil {
-			return nil, fmt.Errorf("%w: -o %s: descriptor %d is not open", probe.ErrBadInput, path, fd)
+			return nil, outputError{path, fmt.Errorf("descriptor %d is not open", fd)}
 		}
 		return os.NewFile(uintptr(nfd), path), nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, outputMode)
-	if errors.Is(err, unix.ELOOP) {
-		return nil, symlinkError(path)
+	f, err := openNoSymlinks(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, symlinkError(linkIn(path))
+	case err != nil:
+		return nil, outputError{path, errors.Unwrap(err)}
 	}
-	return f, err
+	return f, nil
+}
+
+// outputError is an output path that cannot be opened: bad input.
+type outputError struct {
+	path string
+	err  error
+}
+
+func (e outputError) Error() string        { return fmt.Sprintf("%s: %v", e.path, e.err) }
+func (e outputError) Is(target error) bool { return target == probe.ErrBadInput }
+
+// openNoSymlinks opens path with flags (mode outputMode), following no
+// symbolic link in any of its components: openat2's RESOLVE_NO_SYMLINKS
+// (Linux 5.6), else a walk opening each directory with O_NOFOLLOW. A link
+// gives ELOOP.
+func openNoSymlinks(path string, flags int) (*os.File, error) {
+	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: outputMode, Resolve: unix.RESOLVE_NO_SYMLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = walkNoSymlinks(path, flags)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// walkNoSymlinks is openNoSymlinks without openat2.
+func walkNoSymlinks(path string, flags int) (int, error) {
+	dir := unix.AT_FDCWD
+	if filepath.IsAbs(path) {
+		dir = -1
+	}
+	parts := strings.Split(filepath.Clean(path), "/")
+	for i, part := range parts {
+		if part == "" {
+			if i == 0 {
+				fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return -1, err
+				}
+				dir = fd
+			}
+			continue
+		}
+		last := i == len(parts)-1
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if last {
+			f = flags | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		}
+		fd, err := unix.Openat(dir, part, f, outputMode)
+		if dir >= 0 {
+			unix.Close(dir)
+		}
+		if errors.Is(err, unix.ENOTDIR) && !last {
+			if fi, lerr := os.Lstat(strings.Join(parts[:i+1], "/")); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+				err = unix.ELOOP
+			}
+		}
+		if err != nil {
+			return -1, err
+		}
+		if last {
+			return fd, nil
+		}
+		dir = fd
+	}
+	return -1, unix.EISDIR
+}
+
+// linkIn names the first component of path that is a symbolic link (the
+// path itself if none is found).
+func linkIn(path string) string {
+	parts := strings.Split(filepath.Clean(path), "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		if p == "" {
+			continue
+		}
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return p
+		}
+	}
+	return path
 }
 
 // ownDescriptor says which of our standard output descriptors path names,
@@ -84,7 +174,7 @@ func historyPath() string {
 		return ""
 	}
 	path := filepath.Join(dir, "history")
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|unix.O_NOFOLLOW, outputMode)
+	f, err := openNoSymlinks(path, unix.O_RDONLY|unix.O_CREAT)
 	if err != nil {
 		return ""
 	}
