@@ -130,3 +130,36 @@ func TestDetachKeepsSleeping(t *testing.T) {
 		}
 	}
 }
+
+// TestRunKilledTakesTracee documents run's PTRACE_O_EXITKILL: probe run
+// killed by SIGKILL (no chance to detach) takes the program it started
+// with it, as README's Guarantees say, rather than leave it to die of
+// its next breakpoint.
+func TestRunKilledTakesTracee(t *testing.T) {
+	pr := startProbe(t, "run", "-o", os.DevNull, "p:work", "--", bin("spin", o0pie), "1", "30000")
+	pr.waitStdout(t, "ready\n", 10*time.Second)
+	// The child of whichever of probe's threads forked it.
+	var kids []string
+	tids, _ := taskIDs(pr.pid())
+	for _, tid := range tids {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pr.pid(), tid))
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) != 1 {
+		t.Fatalf("probe's children: %q, want spin alone", kids)
+	}
+	child, _ := strconv.Atoi(kids[0])
+	pr.cmd.Process.Kill()
+	pr.wait(t, cmdTimeout)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return // gone, or a zombie waiting for init
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spin (pid %d) lives on after probe run was killed: %s", child, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
