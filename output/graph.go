@@ -2,11 +2,9 @@ package output
 
 import (
 	"bufio"
-	"cmp"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/probedbg/probe/probe"
@@ -34,8 +32,13 @@ type Graph struct {
 	opts   GraphOptions
 	header bool // written
 	lanes  map[int64]*graphLane
-	seq    uint64 // arrival order of held-back entries
-	last   struct {
+	// queue holds the lines not yet written, in the order their records
+	// came (the order of their stops): an entry waits there until its
+	// lane's next record says whether it is a leaf, and the lines of
+	// other lanes that came after it wait behind it, so that the trace
+	// reads in time order as ftrace's merge of its buffers does.
+	queue []*graphItem
+	last  struct {
 		printed   bool // a line was printed: the lane below is valid
 		lane      int64
 		comm      string
@@ -45,14 +48,27 @@ type Graph struct {
 	buf []byte // what one call writes
 }
 
+// graphItem is one record's line (or lines) to come.
+type graphItem struct {
+	comment string // a note, in its place among the lines; else rec's
+	rec     Record
+	depth   int // the probe comment's indentation: its lane's calls open
+	// For an entry, until resolved: whether it is a leaf, and the
+	// duration if it is.
+	resolved bool
+	leaf     bool
+	d        int64
+}
+
+// maxHeld bounds the queue: past it, the oldest entry is taken for a call
+// that does not return at once ("func() {"), as ftrace does when the next
+// event is not in its peek.
+const maxHeld = 1 << 14
+
 // graphLane is one call stack's state between records.
 type graphLane struct {
-	open int // calls entered and not yet returned or lost
-	// pending is an entry held back until the lane's next record says
-	// whether it returns at once (a leaf, "func();") or not ("func() {").
-	pending    Record
-	hasPending bool
-	seq        uint64 // of pending
+	open    int        // calls entered and not yet returned or lost
+	pending *graphItem // an entry whose lane has had no record since
 }
 
 // NewGraph returns a function_graph writer; like Text, it writes its
@@ -67,7 +83,6 @@ func NewGraph(w io.Writer, opts GraphOptions) *Graph {
 const noDuration = math.MinInt64
 
 func (g *Graph) Write(r *Record) error {
-	g.buf = g.buf[:0]
 	lane := g.lanes[r.Lane]
 	if lane == nil {
 		lane = &graphLane{}
@@ -75,62 +90,103 @@ func (g *Graph) Write(r *Record) error {
 	}
 	// Only the lane's own next record resolves its pending entry, as ftrace
 	// peeks at the next event of the same CPU buffer only.
-	if lane.hasPending {
-		lane.hasPending = false
-		p := &lane.pending
-		if r.Kind == KindReturn && r.Func == p.Func && r.Depth == p.Depth {
-			g.line(p, r.Time-r.EntryTime, p.Depth, p.Func, "();")
-			return g.end(r, lane)
+	if p := lane.pending; p != nil {
+		lane.pending, p.resolved = nil, true
+		if r.Kind == KindReturn && r.Func == p.rec.Func && r.Depth == p.rec.Depth {
+			p.leaf, p.d = true, r.Time-r.EntryTime
+			g.account(r, lane)
+			return g.drain(false)
 		}
-		g.line(p, noDuration, p.Depth, p.Func, "() {")
 	}
-	switch r.Kind {
-	case KindEntry:
+	it := &graphItem{rec: *r, depth: lane.open, resolved: r.Kind != KindEntry}
+	switch {
+	case r.Kind == KindEntry && g.opts.Threshold > 0:
 		// In tracing_thresh mode the kernel records no entries at all.
-		if g.opts.Threshold == 0 {
-			lane.pending, lane.hasPending = *r, true
-			lane.seq = g.seq
-			g.seq++
-		}
-	case KindReturn:
-		d := r.Time - r.EntryTime
-		switch {
-		case g.opts.Threshold == 0:
-			g.line(r, d, r.Depth, "}")
-		case d >= g.opts.Threshold:
-			// No entry line says which call this closes: name it.
-			g.line(r, d, r.Depth, "} /* ", r.Func, " */")
-		}
-	case KindLost:
-		if g.opts.Threshold == 0 {
-			g.line(r, noDuration, r.Depth, "} /* ", r.Func, ": return lost */")
-		}
-	case KindProbe:
-		g.startLine(r, noDuration, lane.open)
-		g.buf = fmt.Appendf(g.buf, "/* %s: (%s)", r.Event, r.Where)
-		g.buf = probe.AppendFields(g.buf, r.Fields)
-		g.buf = append(g.buf, " */\n"...)
-		for _, f := range r.Stack { // a stacktrace action's frames, a comment each
-			g.startLine(r, noDuration, lane.open)
-			g.buf = fmt.Appendf(g.buf, "/* => %s */\n", f)
-		}
+		it = nil
+	case r.Kind == KindEntry:
+		lane.pending = it
+	case r.Kind == KindReturn && g.opts.Threshold > 0 && r.Time-r.EntryTime < g.opts.Threshold,
+		r.Kind == KindLost && g.opts.Threshold > 0:
+		it = nil
 	}
-	return g.end(r, lane)
+	if it != nil {
+		g.queue = append(g.queue, it)
+	}
+	g.account(r, lane)
+	return g.drain(false)
 }
 
-// end records how many calls r leaves open in its lane, forgets a lane
-// with none (goroutines come and go), and writes what Write printed.
-func (g *Graph) end(r *Record, lane *graphLane) error {
+// account records how many calls r leaves open in its lane, and forgets a
+// lane with none (goroutines come and go).
+func (g *Graph) account(r *Record, lane *graphLane) {
 	switch r.Kind {
 	case KindEntry:
 		lane.open = r.Depth + 1
 	case KindReturn, KindLost:
 		lane.open = r.Depth
 	}
-	if lane.open == 0 && !lane.hasPending {
+	if lane.open == 0 && lane.pending == nil {
 		delete(g.lanes, r.Lane)
 	}
+}
+
+// drain writes the queued lines up to the first entry not yet resolved;
+// with all, or past maxHeld, it takes such entries for calls that do not
+// return at once.
+func (g *Graph) drain(all bool) error {
+	g.buf = g.buf[:0]
+	n := 0
+	for ; n < len(g.queue); n++ {
+		it := g.queue[n]
+		if !it.resolved {
+			if !all && len(g.queue)-n <= maxHeld {
+				break
+			}
+			it.resolved = true
+			if l := g.lanes[it.rec.Lane]; l != nil && l.pending == it {
+				l.pending = nil
+			}
+		}
+		g.render(it)
+	}
+	g.queue = g.queue[:copy(g.queue, g.queue[n:])]
 	return g.write()
+}
+
+// render appends an item's lines to g.buf.
+func (g *Graph) render(it *graphItem) {
+	if it.comment != "" {
+		g.writeHeader()
+		g.buf = append(append(append(g.buf, "# "...), it.comment...), '\n')
+		return
+	}
+	r := &it.rec
+	switch r.Kind {
+	case KindEntry:
+		if it.leaf {
+			g.line(r, it.d, r.Depth, r.Func, "();")
+		} else {
+			g.line(r, noDuration, r.Depth, r.Func, "() {")
+		}
+	case KindReturn:
+		if g.opts.Threshold == 0 {
+			g.line(r, r.Time-r.EntryTime, r.Depth, "}")
+		} else {
+			// No entry line says which call this closes: name it.
+			g.line(r, r.Time-r.EntryTime, r.Depth, "} /* ", r.Func, " */")
+		}
+	case KindLost:
+		g.line(r, noDuration, r.Depth, "} /* ", r.Func, ": return lost */")
+	case KindProbe:
+		g.startLine(r, noDuration, it.depth)
+		g.buf = fmt.Appendf(g.buf, "/* %s: (%s)", r.Event, r.Where)
+		g.buf = probe.AppendFields(g.buf, r.Fields)
+		g.buf = append(g.buf, " */\n"...)
+		for _, f := range r.Stack { // a stacktrace action's frames, a comment each
+			g.startLine(r, noDuration, it.depth)
+			g.buf = fmt.Appendf(g.buf, "/* => %s */\n", f)
+		}
+	}
 }
 
 func (g *Graph) write() error {
@@ -216,16 +272,13 @@ func (g *Graph) writeHeader() {
 }
 
 func (g *Graph) Comment(s string) error {
-	g.buf = g.buf[:0]
-	g.writeHeader()
-	g.buf = append(g.buf, "# "...)
-	g.buf = append(g.buf, s...)
-	g.buf = append(g.buf, '\n')
-	return g.write()
+	g.queue = append(g.queue, &graphItem{comment: s, resolved: true})
+	return g.drain(false)
 }
 
-// Flush writes out what is buffered but leaves pending entries pending:
-// whether one is a leaf must not depend on when the event queue ran dry.
+// Flush writes out what is buffered but leaves pending entries pending
+// (and what came after them): whether one is a leaf must not depend on
+// when the event queue ran dry.
 func (g *Graph) Flush() error {
 	g.buf = g.buf[:0]
 	g.writeHeader()
@@ -236,22 +289,9 @@ func (g *Graph) Flush() error {
 }
 
 // Finish prints the entries still waiting for their lane's next record as
-// calls that had not returned when the trace ended, in the order they came.
+// calls that had not returned when the trace ended, each in its place.
 func (g *Graph) Finish() error {
-	var pending []*graphLane
-	for _, lane := range g.lanes {
-		if lane.hasPending {
-			pending = append(pending, lane)
-		}
-	}
-	slices.SortFunc(pending, func(a, b *graphLane) int { return cmp.Compare(a.seq, b.seq) })
-	g.buf = g.buf[:0]
-	for _, lane := range pending {
-		lane.hasPending = false
-		p := &lane.pending
-		g.line(p, noDuration, p.Depth, p.Func, "() {")
-	}
-	if err := g.write(); err != nil {
+	if err := g.drain(true); err != nil {
 		return err
 	}
 	return g.Flush()

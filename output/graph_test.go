@@ -121,9 +121,10 @@ func TestGraph(t *testing.T) {
 			loop2.ret(10, 40, "main", 0),
 			loop.ret(0, 50, "main", 0),
 		},
+		// In time order: loop-4243's main came before loop-4242's work,
+		// and waits behind nothing once it is known for a leaf.
 		want: `
  1)   loop-4242    |               |  main() {
- 1)   loop-4242    |   0.010 us    |    work();
  ------------------------------------------
  2)   loop-4242    =>   loop-4243   
  ------------------------------------------
@@ -133,6 +134,7 @@ func TestGraph(t *testing.T) {
  1)   loop-4243    =>   loop-4242   
  ------------------------------------------
 
+ 1)   loop-4242    |   0.010 us    |    work();
  1)   loop-4242    |   0.050 us    |  }
 `,
 	}, {
@@ -143,13 +145,14 @@ func TestGraph(t *testing.T) {
 			g2.ret(10, 20, "main.work", 0),
 			g1.ret(0, 30, "main.work", 0),
 		},
+		// In time order: g1's call began first, though it ended last.
 		want: `
- 1)   loop-4242    |   0.010 us    |  main.work();
+ 1)   loop-4242    |   0.030 us    |  main.work();
  ------------------------------------------
  1)   loop-4242    =>   loop-4242   
  ------------------------------------------
 
- 1)   loop-4242    |   0.030 us    |  main.work();
+ 1)   loop-4242    |   0.010 us    |  main.work();
 `,
 	}, {
 		name: "threshold",

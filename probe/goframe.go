@@ -25,6 +25,19 @@ const goStackTop = 1 << 62
 // no goroutine stack we recognise (a system stack, assembly that uses R14)
 // is followed by thread instead.
 func (t *Tracer) goStack(tid int, regs *unix.PtraceRegs) (*callStack, uint64) {
+	key, lane, goid, pos, base := t.goroutineOf(tid, regs)
+	cs := t.goLane(key, lane, base)
+	cs.goroutine = goid
+	return cs, pos
+}
+
+// goroutineOf says which call stack a thread stopped in Go code is on:
+// its key in goStacks, its lane and goroutine id (0 if not known), the
+// position of sp there and the stack's base. In Go code R14 holds the
+// goroutine's g, whose first words are its stack bounds; a thread on no
+// goroutine stack we recognise (a system stack, assembly that uses R14)
+// is followed by thread instead.
+func (t *Tracer) goroutineOf(tid int, regs *unix.PtraceRegs) (key, lane, goid int64, pos, base uint64) {
 	if g := regs.R14; g != 0 {
 		// One read for the stack bounds and, when its place is known,
 		// the goroutine id: a g is reused by later goroutines, an id
@@ -36,18 +49,28 @@ func (t *Tracer) goStack(tid int, regs *unix.PtraceRegs) (*callStack, uint64) {
 		if _, err := t.proc.ReadAt(b, int64(g)); err == nil {
 			lo, hi := binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
 			if lo < regs.Rsp && regs.Rsp <= hi && hi-lo <= 1<<30 {
-				lane, goid := int64(g), int64(0)
+				lane = int64(g)
 				if t.goidOff > 0 {
 					goid = int64(binary.LittleEndian.Uint64(b[t.goidOff:]))
 					lane = goid
 				}
-				cs := t.goLane(lane, lane, goStackTop)
-				cs.goroutine = goid
-				return cs, goStackTop - (hi - regs.Rsp)
+				return lane, lane, goid, goStackTop - (hi - regs.Rsp), goStackTop
 			}
 		}
 	}
-	return t.goLane(-int64(tid), int64(tid), 0), regs.Rsp
+	return -int64(tid), int64(tid), 0, regs.Rsp, 0
+}
+
+// Lane says which call stack the hit is on, as the function tracer's
+// events have it (FuncEvent.Lane, Goroutine): the thread, or in a Go
+// program the goroutine.
+func (h *Hit) Lane() (lane, goroutine int64) {
+	t := h.tracer
+	if t == nil || h.Regs == nil || t.ft == nil || !isGo(t.space.Main()) {
+		return int64(h.Tid), 0
+	}
+	_, lane, goroutine, _, _ = t.goroutineOf(h.Tid, h.Regs)
+	return lane, goroutine
 }
 
 // maxGoidOff bounds the read of a g at each Go event.

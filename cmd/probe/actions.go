@@ -132,9 +132,13 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		if pl == nil || !pl.Run(h) {
 			return
 		}
+		lane, goroutine := h.Lane()
 		r := output.Record{
 			Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
 			Event: h.Probe.Event, Where: h.Where,
+			// The call stack it happened on: in function_graph, a
+			// comment among that stack's calls.
+			Lane: lane, Goroutine: goroutine,
 			EntryTime: returnEntry(h),
 			// Fields live only during the handler: keep a copy.
 			Fields: append([]probe.Field(nil), h.Fields...),
