@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -77,5 +80,64 @@ func checkComments(t *testing.T, text, event string, inside bool) {
 	}
 	if comments == 0 {
 		t.Errorf("no %s comment in\n%s", event, limit(text))
+	}
+}
+
+// TestProfileAndStackFormats: the profile's columns agree for a
+// recursion (Avg = Time/Hit); pprof shows by default what it has (time
+// of calls, or probe hits when it has only those); pprof and folded alike
+// need call stacks, and are refused without any.
+func TestProfileAndStackFormats(t *testing.T) {
+	exe := tracerBin(t, "shape_O0_pie")
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "profile.txt")
+	if r := probe(t, "run", "--tracer", "profile", "-o", prof, "--", exe, "2", "20", "0"); r.code != 0 {
+		t.Fatalf("probe --tracer profile: %v", r)
+	}
+	b, _ := os.ReadFile(prof)
+	m := regexp.MustCompile(`(?m)^  recurse +(\d+) +([\d.]+) us +([\d.]+) us`).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("no recurse row in\n%s", b)
+	}
+	hit, _ := strconv.ParseFloat(m[1], 64)
+	tm, _ := strconv.ParseFloat(m[2], 64)
+	avg, _ := strconv.ParseFloat(m[3], 64)
+	if hit != 21 || math.Abs(avg-tm/hit) > 0.002 {
+		t.Errorf("recurse: Hit %v, Time %v us, Avg %v us: want 21 hits and Avg = Time/Hit (%.3f)", hit, tm, avg, tm/hit)
+	}
+
+	// pprof of probe hits with stacks only: go tool pprof -top shows them.
+	pb := filepath.Join(dir, "hits.pb")
+	if r := probe(t, "run", "--format", "pprof", "-o", pb, "p:leaf => stacktrace", "--", exe, "2", "0", "0"); r.code != 0 {
+		t.Fatalf("probe --format pprof: %v", r)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^ +12 +\d+(\.\d+)?% .* leaf$`).Match(top) {
+		t.Errorf("go tool pprof -top of 12 leaf hits: %v\n%s", err, top)
+	}
+	// With function_graph: time by default, a function's flat time not 0.
+	pb = filepath.Join(dir, "graph.pb")
+	if r := probe(t, "run", "--tracer", "function_graph", "--format", "pprof", "-o", pb, "--", exe, "2", "3", "0"); r.code != 0 {
+		t.Fatalf("probe --format pprof: %v", r)
+	}
+	top, err = exec.Command("go", "tool", "pprof", "-top", pb).CombinedOutput()
+	if err != nil || !strings.Contains(string(top), "Type: time") || !regexp.MustCompile(`(?m)^ +[1-9][\d.]*[mun]?s .* main$`).Match(top) {
+		t.Errorf("go tool pprof -top of a function_graph profile: %v\n%s", err, top)
+	}
+	// Folded stacks of probe hits: counts.
+	folded := filepath.Join(dir, "hits.folded")
+	if r := probe(t, "run", "--format", "folded", "-o", folded, "p:leaf => stacktrace", "--", exe, "2", "0", "0"); r.code != 0 {
+		t.Fatalf("probe --format folded: %v", r)
+	}
+	if b, _ := os.ReadFile(folded); !regexp.MustCompile(`(?m);mid;leaf 12$`).Match(b) {
+		t.Errorf("folded probe stacks: want a ...;mid;leaf 12 line, got\n%s", b)
+	}
+	// Nothing to show: both refused alike.
+	for _, f := range []string{"pprof", "folded"} {
+		r := probe(t, "run", "--format", f, "-o", filepath.Join(dir, "x"), "p:leaf", "--", exe, "1", "0", "0")
+		want := "probe: --format " + f + ": no call stacks to show: give --tracer function_graph, or a probe with => stacktrace\n"
+		if r.code != 2 || r.stderr != want {
+			t.Errorf("--format %s with no stacks: want exit 2 and %q, got %v", f, want, r)
+		}
 	}
 }

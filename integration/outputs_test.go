@@ -552,7 +552,7 @@ func TestOutputBadFormat(t *testing.T) {
 		want string
 	}{
 		{[]string{"--format", "xml"}, `unknown format "xml"`},
-		{[]string{"--format", "folded", "p:leaf"}, "--format folded: needs --tracer function_graph"},
+		{[]string{"--format", "folded", "p:leaf"}, "--format folded: no call stacks to show: give --tracer function_graph, or a probe with => stacktrace"},
 		{[]string{"--format", "pprof", "--tracer", "function"}, "--format pprof: needs --tracer function_graph"},
 	} {
 		r := probe(t, append(append([]string{"run"}, tc.args...), "--", exe, "1", "0", "0")...)

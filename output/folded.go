@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -16,17 +18,32 @@ import (
 //
 // Lines are written by Finish; comments follow them as "# ..." lines,
 // which flamegraph.pl skips.
+//
+// With no traced calls, the stacks are those probe hits carry (the
+// stacktrace action), each line counting the hits of its stack.
 type Folded struct {
 	w      *bufio.Writer
 	stacks *callStacks
+	hits   map[string]int64 // probe hit stacks, outermost first, joined with ";"
 }
 
 // NewFolded returns a folded-stacks writer.
 func NewFolded(w io.Writer) *Folded {
-	return &Folded{w: bufio.NewWriter(w), stacks: newCallStacks()}
+	return &Folded{w: bufio.NewWriter(w), stacks: newCallStacks(), hits: map[string]int64{}}
 }
 
 func (f *Folded) Write(r *Record) error {
+	if r.Kind == KindProbe {
+		f.stacks.last = max(f.stacks.last, r.Time) // calls open at the end close then
+		if len(r.Stack) > 0 {
+			frames := make([]string, len(r.Stack))
+			for i, fr := range r.Stack { // the stack is innermost first
+				frames[len(r.Stack)-1-i] = frameFunc(fr)
+			}
+			f.hits[strings.Join(frames, ";")]++
+		}
+		return nil
+	}
 	f.stacks.add(r)
 	return nil
 }
@@ -40,6 +57,12 @@ func (f *Folded) Flush() error { return f.w.Flush() }
 
 func (f *Folded) Finish() error {
 	f.stacks.finish()
+	if len(f.stacks.stats) == 0 {
+		// Counts and nanoseconds do not add up: hits only without calls.
+		for _, key := range slices.Sorted(maps.Keys(f.hits)) {
+			fmt.Fprintf(f.w, "%s %d\n", key, f.hits[key])
+		}
+	}
 	for _, key := range f.stacks.sorted() {
 		fmt.Fprintf(f.w, "%s %d\n", strings.ReplaceAll(key, stackSep, ";"), f.stacks.stats[key].self)
 	}

@@ -91,9 +91,15 @@ func (p *Pprof) Flush() error {
 
 // profile builds the profile: one Function and Location per symbol.
 func (p *Pprof) profile() *profile.Profile {
+	// What pprof shows by default: the time of calls when there are
+	// calls, else the probe hits (whose time is 0).
+	def := "time"
+	if len(p.stacks.stats) == 0 {
+		def = "calls"
+	}
 	prof := &profile.Profile{
 		SampleType:        []*profile.ValueType{{Type: "calls", Unit: "count"}, {Type: "time", Unit: "nanoseconds"}},
-		DefaultSampleType: "time",
+		DefaultSampleType: def,
 		PeriodType:        &profile.ValueType{Type: "time", Unit: "nanoseconds"},
 		Period:            1,
 		// TimeNanos is left out: pprof reads it as wall time, and records

@@ -20,13 +20,16 @@ type FuncStat struct {
 	Stddev float64 // sample standard deviation of the durations, ns
 }
 
-// Avg is the mean duration of a call that returned, truncated as the
-// kernel does; 0 if none did.
+// Avg is Time over the calls that returned, truncated as the kernel
+// does: Time/Hit when no return was lost (the kernel's avg). For a
+// recursive function, whose Time is counted once in its outermost call,
+// it is that time shared by all its calls, so that the columns agree;
+// 0 if no call returned.
 func (s FuncStat) Avg() int64 {
 	if s.Calls == 0 {
 		return 0
 	}
-	return s.Sum / int64(s.Calls)
+	return s.Time / int64(s.Calls)
 }
 
 // Profile aggregates function tracer records into ftrace's function

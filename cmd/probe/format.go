@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 )
@@ -21,12 +22,10 @@ func checkFormat(o *options, ts tracers) error {
 	switch o.format {
 	case "", "text", "json", "chrome":
 	case "pprof", "folded":
-		// Their stacks are built from calls and returns.
+		// Their stacks are built from calls and returns (or come with
+		// probe hits: stackFormatSource).
 		if ts.function || ts.stack && !ts.graph && !ts.profile {
 			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns), not %s", o.format, o.tracers)
-		}
-		if o.format == "folded" && !ts.returns() {
-			return fmt.Errorf("--format folded: needs --tracer function_graph")
 		}
 	default:
 		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof or folded)", o.format)
@@ -38,6 +37,30 @@ func checkFormat(o *options, ts tracers) error {
 		return fmt.Errorf("--format pprof: the profile is binary; give -o FILE or redirect the output")
 	}
 	return nil
+}
+
+// stackFormatSource checks that pprof and folded have call stacks to
+// show: function_graph's (or the profile's) calls, or the stacks probe
+// hits carry (the stacktrace action). probes says whether a probe has the
+// stacktrace action, when the probes are known (a recording: only whether
+// it has probes).
+func stackFormatSource(o *options, ts tracers, probes bool) error {
+	if (o.format == "pprof" || o.format == "folded") && !ts.graph && !ts.profile && !probes {
+		return fmt.Errorf("--format %s: no call stacks to show: give --tracer function_graph, or a probe with => stacktrace", o.format)
+	}
+	return nil
+}
+
+// stacktraces reports whether a probe of defs has the stacktrace action.
+func stacktraces(defs []*probeDef) bool {
+	for _, d := range defs {
+		for _, a := range d.Actions {
+			if a.Kind == action.Stacktrace {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isTerminal(f *os.File) bool {

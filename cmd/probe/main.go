@@ -271,6 +271,9 @@ func cmdRun(args []string, record bool) (int, error) {
 		return failure(err)
 	}
 	ts, err := parseTracers(&o)
+	if err == nil {
+		err = stackFormatSource(&o, ts, stacktraces(parsed))
+	}
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -360,6 +363,11 @@ func cmdAttach(args []string, record bool) (int, error) {
 		pos = append(pos[:1], specs...)
 	}
 	ts, err := parseTracers(&o)
+	if err == nil {
+		// (A bad spec is reported where the specs are parsed below.)
+		defs, perr := parseSpecs(pos[1:])
+		err = stackFormatSource(&o, ts, perr != nil || stacktraces(defs))
+	}
 	if err != nil {
 		return bad("%v", err)
 	}

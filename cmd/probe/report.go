@@ -46,6 +46,9 @@ func cmdReport(args []string) (int, error) {
 	}
 	o.tracers, o.threshold, o.cpuWidth = rec.Info.Tracers, time.Duration(rec.Info.Threshold), rec.Info.CPUWidth
 	ts, err := parseTracers(&o)
+	if err == nil {
+		err = stackFormatSource(&o, ts, rec.Info.Probes)
+	}
 	if err != nil {
 		return bad("%v", err)
 	}
