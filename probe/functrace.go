@@ -364,6 +364,9 @@ type funcGlob struct {
 	modules []*symbols.Mapped
 	pattern string
 	matched bool
+	// anyModule: no MOD: was given; like p:SYM, the glob looks in the
+	// program, then in the first library where it matches.
+	anyModule bool
 }
 
 // parseGlobs splits comma lists and resolves "MOD:GLOB" (a C++ "a::b" is
@@ -376,18 +379,64 @@ func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
 			if text == "" {
 				continue
 			}
-			g := &funcGlob{flag: flag, text: text, pattern: text, modules: []*symbols.Mapped{t.space.Main()}}
+			g := &funcGlob{flag: flag, text: text, pattern: text, modules: []*symbols.Mapped{t.space.Main()}, anyModule: true}
 			if i := strings.IndexByte(text, ':'); i > 0 && !strings.HasPrefix(text[i:], "::") {
 				m, err := t.space.FindModule(text[:i])
 				if err != nil {
 					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
 				}
-				g.modules, g.pattern = []*symbols.Mapped{m}, text[i+1:]
+				g.modules, g.pattern, g.anyModule = []*symbols.Mapped{m}, text[i+1:], false
+			} else if m := t.firstMatching(g.pattern); m != nil {
+				g.modules = []*symbols.Mapped{m}
 			}
 			gs = append(gs, g)
 		}
 	}
 	return gs, nil
+}
+
+// firstMatching is the first module, the program then its libraries in
+// the order p:SYM looks in them, with a function that pattern matches.
+func (t *Tracer) firstMatching(pattern string) *symbols.Mapped {
+	for _, m := range t.space.Mapped {
+		if countMatching(m, pattern) > 0 {
+			return m
+		}
+	}
+	return nil
+}
+
+// countMatching counts the functions of m that pattern matches.
+func countMatching(m *symbols.Mapped, pattern string) int {
+	n := 0
+	for _, sym := range m.Functions() {
+		if sym.Size > 0 && (globMatch(pattern, sym.Name) || globMatch(pattern, displayName(sym.Name))) {
+			n++
+		}
+	}
+	return n
+}
+
+// noMatch is the error of a glob that matches nothing where it looked,
+// naming the modules where it does match.
+func (t *Tracer) noMatch(g *funcGlob) error {
+	where := g.modules[0].Name
+	if g.anyModule {
+		where += " or its libraries"
+	}
+	var elsewhere []string
+	for _, m := range t.space.Mapped {
+		if m == g.modules[0] {
+			continue
+		}
+		if n := countMatching(m, g.pattern); n > 0 {
+			elsewhere = append(elsewhere, fmt.Sprintf("%s: %d", m.Name, n))
+		}
+	}
+	if len(elsewhere) > 0 {
+		return badInput(fmt.Errorf("%s %q matches no function in %s (matches in %s; say MOD:GLOB)", g.flag, g.text, where, strings.Join(elsewhere, ", ")))
+	}
+	return badInput(fmt.Errorf("%s %q matches no function in %s", g.flag, g.text, where))
 }
 
 func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string) bool {
@@ -438,10 +487,11 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 		}
 	}
 	var out []candidate
+	seen := map[uint64]bool{} // by runtime address: an IFUNC's implementation may match by name too
 	for _, m := range mods {
 		goMod := isGo(m)
 		for _, sym := range m.Functions() {
-			if sym.Size == 0 {
+			if sym.Size == 0 && !sym.IFunc {
 				continue
 			}
 			display := displayName(sym.Name)
@@ -459,23 +509,39 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			if noTrace && !opts.Returns {
 				continue
 			}
+			cm, csym, skip := m, sym, ""
+			if sym.IFunc {
+				// The resolver runs once, at load: trace the
+				// implementation it picked, as p:SYM does.
+				if r, ok := t.ifuncImplementation(m, sym); ok {
+					cm, csym, display = r.module, r.sym, displayName(r.sym.Name)
+				} else {
+					skip = "an IFUNC: its resolver runs once at load, and the implementation it picked could not be found"
+				}
+			}
+			if seen[csym.Addr+cm.Bias] {
+				continue
+			}
+			seen[csym.Addr+cm.Bias] = true
 			fn := &traceFunc{name: display, isGo: goMod, notrace: noTrace, graph: inGraph,
-				where: fmt.Sprintf("%s+0x0/%#x", sym.Name, sym.Size)}
-			skip := unsafeToTrace(sym.Name, goMod, opts.Returns)
+				where: fmt.Sprintf("%s+0x0/%#x", csym.Name, csym.Size)}
+			if skip == "" {
+				skip = unsafeToTrace(csym.Name, goMod, opts.Returns)
+			}
 			if skip == "" && !goMod {
 				// Without returns too: the function tracer names the
 				// caller from the return address at [sp].
-				if ok, why := m.CallEntry(sym); !ok {
+				if ok, why := cm.CallEntry(csym); !ok {
 					skip = why
 				}
 			}
-			out = append(out, candidate{module: m, sym: sym, fn: fn, skip: skip})
+			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip})
 		}
 	}
 	for _, gs := range [][]*funcGlob{filter, notrace, graph} {
 		for _, g := range gs {
 			if !g.matched {
-				return nil, badInput(fmt.Errorf("%s %q matches no function in %s", g.flag, g.text, g.modules[0].Name))
+				return nil, t.noMatch(g)
 			}
 		}
 	}
