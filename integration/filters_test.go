@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -90,6 +91,34 @@ func TestFilterLikeSymbols(t *testing.T) {
 			if n < 10 {
 				t.Errorf("%s: %s's implementation entered %d times, want at least 10 (entries: %v)", tracer, fn, n, impls)
 			}
+		}
+	}
+}
+
+// TestGoEntryOnceWhenStackGrows: a Go function whose call grows the
+// goroutine's stack comes back to its first instruction from
+// runtime.morestack; p:main.deep counts each call once, at +0, with its
+// argument.
+func TestGoEntryOnceWhenStackGrows(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-o", trace, "p:main.deep n=%ax:s64", "--", gorecBin, "300", "4")
+	if r.code != 0 || r.stdout != "calls=1204 total=134520\n" {
+		t.Fatalf("probe run gorec: %v", r)
+	}
+	evs := eventsIn(t, trace)
+	if n := countByName(evs)["p_main_deep_0"]; n != 4*301 {
+		t.Errorf("p:main.deep fired %d times, want 4*301 (every call once, though 512-byte frames grow the stacks)", n)
+	}
+	seen := map[string]int{}
+	for _, e := range evs {
+		if !strings.HasPrefix(e.loc, "main.deep+0x0/") {
+			t.Fatalf("event at %q, want main.deep+0x0", e.loc)
+		}
+		seen[e.rest]++
+	}
+	for n := 0; n <= 300; n++ {
+		if c := seen[" n="+strconv.Itoa(n)]; c != 4 {
+			t.Fatalf("n=%d seen %d times, want 4 (one call per goroutine)", n, c)
 		}
 	}
 }

@@ -84,6 +84,18 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 		return err
 	}
 	r := rs[0]
+	if s.Kind == KindEntry && r.sym.Name != "" && r.addr == r.sym.Addr+r.module.Bias && isGo(r.module) {
+		// A Go function that grows its stack comes back to its first
+		// instruction from runtime.morestack: after the stack check,
+		// each call is seen once. The check leaves the argument
+		// registers alone; the probe is still reported at +0.
+		if off := singlestep.GoStackCheckEnd(r.code); off > 0 {
+			where := r.where
+			r = funcSite(r.module, r.sym, r.code, off)
+			r.where = where
+			rs = []resolved{r}
+		}
+	}
 	if s.Kind == KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && hasDwarfNames(s.Args) {
 		// As perf probe: variables are read after the prologue, where
 		// gcc's frame-based locations hold them.
