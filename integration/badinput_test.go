@@ -72,6 +72,11 @@ func TestBadInput(t *testing.T) {
 		// Filters and actions.
 		{"filter missing value", []string{"{pid}", "p:work x=%di if x =="}, q(`probe: bad filter "x ==": missing value after "x =="`), nil},
 		{"filter unknown field", []string{"{pid}", "p:work x=%di if y == 1"}, q(`probe: bad filter "y == 1": unknown field "y" (fields: x, comm)`), nil},
+		{"filter number against string", []string{"{pid}", `p:work x=%di:s64 if x == "a"`}, q(`probe: bad filter "x == \"a\"": field "x" is a number: compare it with a number, not a string`), nil},
+		{"filter DWARF integer against string", []string{"{pid}", `p:work i if i == "a"`}, q(`probe: bad filter "i == \"a\"": field "i" is a number: compare it with a number, not a string`), nil},
+		{"filter incomplete", []string{"{pid}", "p:work i if i >"}, q(`probe: bad filter "i >": missing value after "i >"`), nil},
+		{"filter unclosed", []string{"{pid}", "p:work i if (i > 1"}, q(`probe: bad filter "(i > 1": missing ")"`), nil},
+		{"filter dangling &&", []string{"{pid}", "p:work i if i > 1 &&"}, q(`probe: bad filter "i > 1 &&": expression ends where a comparison was expected`), nil},
 		{"unknown action", []string{"{pid}", "p:work => bogus"}, q(`probe: bad action "bogus": unknown action (want print, count, hist, stacktrace, traceon, traceoff, enable or disable)`), nil},
 		{"action on a missing field", []string{"{pid}", "p:work => hist:nosuch"}, q(`probe: bad action "hist:nosuch": nosuch is not a field of probe/p_work_0 (fields: none)`), nil},
 		// Scripts.

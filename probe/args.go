@@ -43,6 +43,9 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 				return nil, err
 			}
 			if p.Kind != KindReturn {
+				if size, signed, ok := v.IntType(); ok {
+					return dwarfIntVar{dwarfVar{v}, size, signed}, nil
+				}
 				return dwarfVar{v}, nil
 			}
 			p.captures = append(p.captures, v)
@@ -62,6 +65,16 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 type dwarfVar struct{ v *symbols.Var }
 
 func (d dwarfVar) Read(h *HitEnv) (uint64, string, error) { return d.v.Read(h.Regs, h.Mem) }
+
+// dwarfIntVar is a DWARF variable that is an integer (DwarfIntType): a
+// filter compares it as one, and refuses a string for it.
+type dwarfIntVar struct {
+	dwarfVar
+	size   int
+	signed bool
+}
+
+func (d dwarfIntVar) IntType() (int, bool) { return d.size, d.signed }
 
 // capturedVar is a return probe's DWARF name: its value was read at the
 // function's entry into the shadow frame now returning.

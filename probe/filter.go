@@ -265,6 +265,9 @@ func (p *filterParser) pred() (int32, error) {
 		p.f.needComm = true
 	case arg.typ == TypeDwarf:
 		pr.kind, isStr = cmpText, true // a number compares its raw value
+		if _, ok := arg.dwarf.(DwarfIntType); ok {
+			isStr = false // an integer of C or Go: no string is one
+		}
 	case arg.count > 0 && arg.typ == TypeChar:
 		pr.kind, isStr, isNum = cmpChars, true, false
 	case arg.count > 0:

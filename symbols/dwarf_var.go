@@ -156,6 +156,28 @@ func (d *DebugInfo) Var(pc uint64, expr string) (v *Var, err error) {
 // ("struct req *", "const char *"), Go spelling for Go code.
 func (v *Var) Type() string { return v.tname }
 
+// IntType says whether the variable is an integer (C's and Go's integer
+// types, char, bool, an enum), and then its size and signedness.
+func (v *Var) IntType() (size int, signed, ok bool) {
+	t := v.typ
+	for {
+		td, isTypedef := t.(*godwarf.TypedefType)
+		if !isTypedef {
+			break
+		}
+		t = td.Type
+	}
+	switch t.(type) {
+	case *godwarf.IntType, *godwarf.CharType:
+		return int(t.Common().ByteSize), true, true
+	case *godwarf.UintType, *godwarf.UcharType, *godwarf.BoolType:
+		return int(t.Common().ByteSize), false, true
+	case *godwarf.EnumType:
+		return int(t.Common().ByteSize), false, true
+	}
+	return 0, false, false
+}
+
 // String returns the expression as written.
 func (v *Var) String() string { return v.expr }
 
