@@ -52,7 +52,36 @@ type Tracer struct {
 type Probe struct {
 	Text string
 	Pos  Pos
+	// Where each part of the probe is written, for errors found only
+	// when it is resolved against the process (Locate).
+	pieces []piecePos
 }
+
+type piecePos struct {
+	text  string
+	alias []string
+	pos   Pos
+}
+
+// Locate returns err, found when the probe was added to a process, as an
+// error at the script's node that holds token (the location, a fetch-arg,
+// the event name), or at the probe's when no node does; it unwraps to err.
+func (p *Probe) Locate(err error, token string) error {
+	at := p.Pos
+	if i := pieceIndex(len(p.pieces), func(i int) (string, []string) { return p.pieces[i].text, p.pieces[i].alias }, token); i >= 0 {
+		at = p.pieces[i].pos
+	}
+	return &LocatedError{Pos: at, Err: err}
+}
+
+// LocatedError is an error at a place in a script.
+type LocatedError struct {
+	Pos Pos
+	Err error
+}
+
+func (e *LocatedError) Error() string { return e.Pos.String() + ": " + oneLine(e.Err) }
+func (e *LocatedError) Unwrap() error { return e.Err }
 
 // Output is where events go.
 type Output struct {
@@ -614,6 +643,11 @@ func (l *loader) probe(n ast.Node, what string) (Probe, error) {
 		}
 	}
 	p := Probe{Text: strings.Join(words, " "), Pos: l.pos(n)}
+	for _, pc := range pieces {
+		if pc.node != nil {
+			p.pieces = append(p.pieces, piecePos{pc.text, pc.alias, l.pos(pc.node)})
+		}
+	}
 	if l.validate != nil {
 		if err := l.validate(p.Text); err != nil {
 			at := n
@@ -632,20 +666,29 @@ func (l *loader) probe(n ast.Node, what string) (Probe, error) {
 // findPiece returns the node of the piece that holds token: one whose
 // text is the token or has it as a word, else one that contains it.
 func findPiece(pieces []piece, token string) ast.Node {
-	if token == "" {
-		return nil
-	}
-	for _, p := range pieces {
-		if p.node != nil && (p.text == token || contains(p.alias, token) || contains(strings.Fields(p.text), token)) {
-			return p.node
-		}
-	}
-	for _, p := range pieces {
-		if p.node != nil && strings.Contains(p.text, token) {
-			return p.node
-		}
+	if i := pieceIndex(len(pieces), func(i int) (string, []string) { return pieces[i].text, pieces[i].alias }, token); i >= 0 {
+		return pieces[i].node
 	}
 	return nil
+}
+
+// pieceIndex is findPiece's choice among n pieces, their text and aliases
+// given by at; -1 if none holds token.
+func pieceIndex(n int, at func(int) (string, []string), token string) int {
+	if token == "" {
+		return -1
+	}
+	for i := 0; i < n; i++ {
+		if text, alias := at(i); text == token || contains(alias, token) || contains(strings.Fields(text), token) {
+			return i
+		}
+	}
+	for i := 0; i < n; i++ {
+		if text, _ := at(i); strings.Contains(text, token) {
+			return i
+		}
+	}
+	return -1
 }
 
 // action turns one YAML action into its CLI word: "stacktrace",

@@ -58,18 +58,48 @@ duration: 2s
 			Threshold: 50 * time.Microsecond, Pos: Pos{"f.yaml", 2, 3},
 		},
 		Probes: []Probe{
-			{"p:work i x=%di:u32 if i > 1 && x != 0", Pos{"f.yaml", 9, 5}},
-			{"r:grp/done work $retval => print count count:comm,tid hist:duration hist:x:log2 hist:x:linear=16 stacktrace traceon traceoff enable:grp/done disable:p_work_0 count:comm", Pos{"f.yaml", 12, 5}},
-			{"p:libc:malloc size=%di:u64", Pos{"f.yaml", 18, 5}},
-			{"p:free", Pos{"f.yaml", 19, 5}},
-			{"r:probe/done2 work", Pos{"f.yaml", 20, 5}},
+			{Text: "p:work i x=%di:u32 if i > 1 && x != 0", Pos: Pos{"f.yaml", 9, 5}},
+			{Text: "r:grp/done work $retval => print count count:comm,tid hist:duration hist:x:log2 hist:x:linear=16 stacktrace traceon traceoff enable:grp/done disable:p_work_0 count:comm", Pos: Pos{"f.yaml", 12, 5}},
+			{Text: "p:libc:malloc size=%di:u64", Pos: Pos{"f.yaml", 18, 5}},
+			{Text: "p:free", Pos: Pos{"f.yaml", 19, 5}},
+			{Text: "r:probe/done2 work", Pos: Pos{"f.yaml", 20, 5}},
 		},
 		Output:      Output{File: "out.txt", Format: "json", Pos: Pos{"f.yaml", 23, 3}},
 		Duration:    2 * time.Second,
 		DurationPos: Pos{"f.yaml", 25, 11},
 	}
+	for i := range s.Probes {
+		s.Probes[i].pieces = nil // where each part is: TestLocate
+	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("got\n%+v\nwant\n%+v", s, want)
+	}
+}
+
+// TestLocate: an error found when a probe is added (an unknown symbol, a
+// variable, an event name) is reported at the node that holds it.
+func TestLocate(t *testing.T) {
+	src := "probes:\n  - at: wrk\n    event: grp/dup\n    args: [i, nosuchvar]\n  - 'p:work x=%di'\n"
+	s, err := Parse("f.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := errors.New("boom")
+	for _, c := range []struct {
+		probe int
+		token string
+		want  string
+	}{
+		{0, "wrk", "f.yaml:2:9: boom"},
+		{0, "nosuchvar", "f.yaml:4:15: boom"},
+		{0, "grp/dup", "f.yaml:3:12: boom"},
+		{0, "", "f.yaml:2:5: boom"},
+		{1, "work", "f.yaml:5:5: boom"},
+	} {
+		err := s.Probes[c.probe].Locate(base, c.token)
+		if err.Error() != c.want || !errors.Is(err, base) {
+			t.Errorf("probe %d, token %q: %v, want %q wrapping the error", c.probe, c.token, err, c.want)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/script"
 )
 
 // maxStackFrames bounds a stacktrace action's unwind.
@@ -24,6 +25,7 @@ type probeDef struct {
 	// names, $params), and the actions are checked then.
 	fields     []string
 	fieldsOpen bool
+	src        *script.Probe // where a script wrote it, or nil
 }
 
 // parseProbeDef parses a probe text and checks its fetch-args, filter and
@@ -93,7 +95,7 @@ func addProbes(t *probe.Tracer, defs []*probeDef, s *sink) error {
 	for _, d := range defs {
 		_, pl, err := addProbe(t, d, s)
 		if err != nil {
-			return err
+			return located(d, err)
 		}
 		plans = append(plans, pl)
 	}

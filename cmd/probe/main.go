@@ -22,6 +22,7 @@ import (
 	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/script"
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -145,14 +146,16 @@ type options struct {
 	noMailbox   bool
 	noPlacement bool
 
-	script   string
-	set      map[string]bool // the flags given, which a script does not override
-	repl     bool
-	format   string // --format; "" is text
-	record   bool   // probe record: the trace goes to a recording
-	cpuWidth int    // probe report: the recording machine's CPU column
-	buffer   int    // --buffer-size: events held for the writer
-	follow   bool   // -f: follow forks and execs
+	script string
+	// scriptProbes are the script's probes, the first of the specs.
+	scriptProbes []*script.Probe
+	set          map[string]bool // the flags given, which a script does not override
+	repl         bool
+	format       string // --format; "" is text
+	record       bool   // probe record: the trace goes to a recording
+	cpuWidth     int    // probe report: the recording machine's CPU column
+	buffer       int    // --buffer-size: events held for the writer
+	follow       bool   // -f: follow forks and execs
 }
 
 // globList is a flag that may be given many times.
@@ -270,6 +273,7 @@ func cmdRun(args []string, record bool) (int, error) {
 	if err != nil {
 		return failure(err)
 	}
+	locateScriptProbes(parsed, &o)
 	ts, err := parseTracers(&o)
 	if err == nil {
 		err = stackFormatSource(&o, ts, stacktraces(parsed))
@@ -376,6 +380,9 @@ func cmdAttach(args []string, record bool) (int, error) {
 		return bad("no probes given (usage: probe attach [flags] PID SPEC ..., or --repl)")
 	}
 	parsed, err := parseSpecs(pos[1:])
+	if err == nil {
+		locateScriptProbes(parsed, &o)
+	}
 	if err != nil {
 		return failure(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/script"
+	"github.com/probedbg/probe/symbols"
 )
 
 // applyScript loads --script and merges it into the command line: the
@@ -63,10 +64,42 @@ func applyScript(o *options, cliSpecs []string, attach bool) ([]string, error) {
 		}
 	}
 	var specs []string
-	for _, p := range s.Probes {
-		specs = append(specs, p.Text)
+	for i := range s.Probes {
+		specs = append(specs, s.Probes[i].Text)
+		o.scriptProbes = append(o.scriptProbes, &s.Probes[i])
 	}
 	return append(specs, cliSpecs...), nil
+}
+
+// locateScriptProbes gives the probes that came from the script (the first
+// of defs, as applyScript put them) their place in it, where an error found
+// when the probe is added is reported.
+func locateScriptProbes(defs []*probeDef, o *options) {
+	for i, src := range o.scriptProbes {
+		if i < len(defs) {
+			defs[i].src = src
+		}
+	}
+}
+
+// located is err, from adding d to the process, at d's place in its script
+// if it came from one: at the node of the token the error names.
+func located(d *probeDef, err error) error {
+	if d.src == nil || err == nil {
+		return err
+	}
+	token := ""
+	var us *symbols.UnknownSymbolError
+	var ae *probe.ArgError
+	switch {
+	case errors.As(err, &us):
+		token = us.Name
+	case errors.As(err, &ae):
+		token = ae.Token
+	case strings.HasSuffix(err.Error(), "already exists"):
+		token = d.Spec.Group + "/" + d.Spec.Event
+	}
+	return d.src.Locate(err, token)
 }
 
 // validateProbeText is parseProbeDef for a YAML script: its errors name
