@@ -360,3 +360,71 @@ func TestREPLActionsAndSource(t *testing.T) {
 	}
 	checkSurvives(t, s)
 }
+
+// TestREPLCompletionInLibraries: Tab completes a function of a library,
+// named by MOD: or not, as p:SYM finds one.
+func TestREPLCompletionInLibraries(t *testing.T) {
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	env := []string{"XDG_STATE_HOME=" + t.TempDir(), "HOME=" + t.TempDir()}
+	r := startREPL(t, env, true, "attach", strconv.Itoa(s.pid()))
+	io.WriteString(r.in, "add p:libc:getpp\t\r")
+	r.waitFor(t, `added p_getppid_0\n`)
+	io.WriteString(r.in, "add r:pthread_getattr_n\t\r")
+	r.waitFor(t, `added r_pthread_getattr_np_0\n`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	checkSurvives(t, s)
+}
+
+// TestREPLSessionFixes: a refused add leaves nothing behind (no table at
+// detach); the tables at detach are comments once ("# count...", not
+// "# # count..."); a switch of output back to the terminal keeps the
+// profile's table.
+func TestREPLSessionFixes(t *testing.T) {
+	s := startSpin(t, o0pie, 1, 60*time.Second)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "trace.txt")
+	r := startREPL(t, nil, false, "attach", "--repl", "-o", trace, strconv.Itoa(s.pid()))
+	r.send(t, "add p:work => count:comm")
+	r.waitFor(t, `added p_work_0\n`)
+	r.send(t, "add p:wrk => count:comm")
+	r.waitFor(t, `unknown symbol "wrk"`)
+	r.send(t, "add p:work k=%di => hist:nosuch")
+	r.waitFor(t, `bad action "hist:nosuch"`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, "\n# count:comm of probe/p_work_0: ") || strings.Contains(text, "# # ") || strings.Contains(text, "p_wrk_0") || strings.Count(text, "# count:") != 1 {
+		t.Errorf("the trace's tables at detach: want one count table, of p_work_0, marked once; got\n%s", limit(text))
+	}
+	waitFree(t, s, nil)
+
+	json := filepath.Join(dir, "p.json")
+	r = startREPL(t, nil, false, "attach", "--repl", strconv.Itoa(s.pid()))
+	r.send(t, "filter work")
+	r.send(t, "tracer profile")
+	r.send(t, "output "+json+" json")
+	r.waitFor(t, `# tracer: profile\n`)
+	r.send(t, "output -")
+	time.Sleep(200 * time.Millisecond)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	out := r.text()
+	if strings.Contains(out, ": work\n") || strings.Count(out, "  Function  ") < 2 {
+		t.Errorf("the profile on the terminal: want its tables (before the json and after), no line per call; got\n%s", limit(out))
+	}
+	if b, err := os.ReadFile(json); err != nil || !strings.Contains(string(b), `"func":"work"`) {
+		t.Errorf("the json section: %v\n%s", err, limit(string(b)))
+	}
+	checkSurvives(t, s)
+}

@@ -102,6 +102,11 @@ func (t *Text) Write(r *Record) error {
 			b = append(append(b, "\n => "...), f...)
 		}
 	case KindEntry:
+		if t.tracer != "function" {
+			// A trace of probe events beside the profile, whose calls
+			// go to its table only.
+			return nil
+		}
 		b = append(t.prefix(r), r.Func...)
 		// The kernel leaves the parent out when it has no address for it.
 		if r.Caller != "" {

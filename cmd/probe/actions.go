@@ -155,6 +155,9 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		s.stream.Send(r)
 	}})
 	if err != nil {
+		if pl := plan.Load(); pl != nil {
+			pl.Remove() // its tables with it: nothing of a probe refused stays
+		}
 		return nil, nil, err
 	}
 	s.notePending(p)
@@ -185,7 +188,8 @@ func (s *sink) drawActions() error {
 		// JSON, Chrome, pprof and recordings keep notes in their own
 		// way: the tables go there as comments, a line each.
 		for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-			if err := s.writer.Comment(line); err != nil {
+			// The writer marks a comment itself: "# count..." not "# # count...".
+			if err := s.writer.Comment(strings.TrimPrefix(line, "# ")); err != nil {
 				return err
 			}
 		}

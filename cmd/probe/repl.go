@@ -24,6 +24,7 @@ import (
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/script"
+	"github.com/probedbg/probe/symbols"
 )
 
 const replHelp = `commands:
@@ -72,6 +73,9 @@ type session struct {
 	specs map[string]string       // event -> spec text, as typed
 	plans map[string]*action.Plan // event -> its actions, added in the REPL
 	funcs []string                // the main executable's functions, for completion
+	// modFuncs are the function names of each module, for completion of
+	// add (functionNames), made on first use.
+	modFuncs map[string][]string
 
 	quit bool
 }
@@ -303,6 +307,10 @@ func (s *session) run(line string) error {
 	case "output":
 		return s.output(args)
 	case "pause", "resume":
+		// Events hit before the command are on their way to the gate:
+		// they count as the command found them (printed before a
+		// pause, counted until a resume), as stats counts them.
+		s.sink.stream.Sync()
 		s.gate.mu.Lock()
 		s.gate.paused = cmd == "pause"
 		n := s.gate.unprinted
@@ -611,6 +619,7 @@ func (s *session) closeSection() {
 }
 
 func (s *session) stats() error {
+	s.sink.stream.Sync() // the events sent so far counted, as pause and resume do
 	var b strings.Builder
 	var total uint64
 	for _, p := range s.probes() {
@@ -739,6 +748,41 @@ func (ts tracers) name() string {
 // function names, event names, tracer names.
 type completer struct{ s *session }
 
+// functionNames lists the functions of module mod ("": the program's,
+// then every library's), for completion; made once per module.
+func (s *session) functionNames(mod string) []string {
+	space := s.t.Symbols()
+	if space == nil {
+		return nil
+	}
+	mods := space.Mapped
+	if mod != "" {
+		m, err := space.FindModule(mod)
+		if err != nil {
+			return nil
+		}
+		mods = []*symbols.Mapped{m}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.modFuncs == nil {
+		s.modFuncs = map[string][]string{}
+	}
+	var out []string
+	for _, m := range mods {
+		names, ok := s.modFuncs[m.Name]
+		if !ok {
+			for _, fn := range m.Functions() {
+				names = append(names, fn.Name)
+			}
+			sort.Strings(names)
+			s.modFuncs[m.Name] = names
+		}
+		out = append(out, names...)
+	}
+	return out
+}
+
 func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 	text := string(line[:pos])
 	i := strings.LastIndexByte(text, ' ')
@@ -750,11 +794,19 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 		cmd, _, _ := strings.Cut(strings.TrimSpace(text), " ")
 		switch cmd {
 		case "add":
-			// p:FUNC, r:FUNC, p:GRP/EVENT FUNC: complete after the last ':'.
+			// p:FUNC, r:FUNC, p:GRP/EVENT FUNC, p:MOD:FUNC: complete
+			// after the last ':', in MOD's functions when one is named,
+			// else in the program's and its libraries'.
+			mod := ""
 			if j := strings.LastIndexByte(word, ':'); j >= 0 {
+				if k := strings.LastIndexByte(word[:j], ':'); k >= 0 {
+					mod = word[k+1 : j]
+				} else if !strings.HasPrefix(word, "p:") && !strings.HasPrefix(word, "r:") {
+					mod = word[:j]
+				}
 				word = word[j+1:]
 			}
-			cands = c.s.funcs
+			cands = c.s.functionNames(mod)
 		case "functions", "filter", "graph-function":
 			cands = c.s.funcs
 		case "del", "enable", "disable":
@@ -769,8 +821,10 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 		}
 	}
 	var out [][]rune
+	seen := map[string]bool{} // a name in several modules is offered once
 	for _, cand := range cands {
-		if strings.HasPrefix(cand, word) {
+		if strings.HasPrefix(cand, word) && !seen[cand] {
+			seen[cand] = true
 			out = append(out, []rune(cand[len(word):]+" "))
 		}
 	}
