@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,7 @@ type session struct {
 	gate *gate
 
 	term   io.Writer // the terminal (through readline when it draws a prompt)
+	events io.Writer // the trace's way there: term, in whole lines at a prompt
 	errs   io.Writer
 	file   *os.File // output FILE, or nil: events go to term
 	format string
@@ -190,6 +192,7 @@ func (s *session) openInput() (<-chan string, func(), error) {
 	stop := make(chan struct{})
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
 		s.term, s.errs = os.Stdout, os.Stderr
+		s.events = os.Stdout
 		go func() {
 			defer close(lines)
 			r := bufio.NewReaderSize(os.Stdin, maxLine)
@@ -220,6 +223,11 @@ func (s *session) openInput() (<-chan string, func(), error) {
 		return nil, nil, err
 	}
 	s.term, s.errs = rl.Stdout(), rl.Stderr()
+	// Readline clears the prompt's line before each write and draws
+	// the prompt again after it: a write of the trace that ended inside
+	// a line would have that line's start erased by the next write, or
+	// joined to a message of ours.
+	s.events = &wholeLines{w: rl.Stdout()}
 	go func() {
 		defer close(lines)
 		for {
@@ -238,6 +246,27 @@ func (s *session) openInput() (<-chan string, func(), error) {
 		}
 	}()
 	return lines, func() { close(stop); rl.Close() }, nil
+}
+
+// wholeLines passes on only whole lines, each write ending with a
+// newline; the rest waits for the write that ends it.
+type wholeLines struct {
+	mu   sync.Mutex
+	w    io.Writer
+	tail []byte
+}
+
+func (l *wholeLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tail = append(l.tail, p...)
+	i := bytes.LastIndexByte(l.tail, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	_, err := l.w.Write(l.tail[:i+1])
+	l.tail = append(l.tail[:0], l.tail[i+1:]...)
+	return len(p), err
 }
 
 // maxLine bounds a command line read from a pipe or file: a longer one
@@ -585,7 +614,7 @@ func (s *session) out() io.Writer {
 	if s.file != nil {
 		return s.file
 	}
-	return s.term
+	return s.events
 }
 
 // openSection starts a section of the trace for the current tracer.
@@ -748,9 +777,11 @@ func (ts tracers) name() string {
 // function names, event names, tracer names.
 type completer struct{ s *session }
 
-// functionNames lists the functions of module mod ("": the program's,
-// then every library's), for completion; made once per module.
-func (s *session) functionNames(mod string) []string {
+// functionNames lists the functions of module mod for completion, or
+// with no mod those of the first module with one that starts with prefix
+// (the program, then its libraries: where p:SYM looks); made once per
+// module.
+func (s *session) functionNames(mod, prefix string) []string {
 	space := s.t.Symbols()
 	if space == nil {
 		return nil
@@ -768,7 +799,6 @@ func (s *session) functionNames(mod string) []string {
 	if s.modFuncs == nil {
 		s.modFuncs = map[string][]string{}
 	}
-	var out []string
 	for _, m := range mods {
 		names, ok := s.modFuncs[m.Name]
 		if !ok {
@@ -778,9 +808,11 @@ func (s *session) functionNames(mod string) []string {
 			sort.Strings(names)
 			s.modFuncs[m.Name] = names
 		}
-		out = append(out, names...)
+		if i := sort.SearchStrings(names, prefix); i < len(names) && strings.HasPrefix(names[i], prefix) {
+			return names
+		}
 	}
-	return out
+	return nil
 }
 
 func (c completer) Do(line []rune, pos int) ([][]rune, int) {
@@ -806,7 +838,7 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 				}
 				word = word[j+1:]
 			}
-			cands = c.s.functionNames(mod)
+			cands = c.s.functionNames(mod, word)
 		case "functions", "filter", "graph-function":
 			cands = c.s.funcs
 		case "del", "enable", "disable":
