@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,15 +85,15 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 		return err
 	}
 	r := rs[0]
+	p.shownAt = ""
 	if s.Kind == KindEntry && r.sym.Name != "" && r.addr == r.sym.Addr+r.module.Bias && isGo(r.module) {
 		// A Go function that grows its stack comes back to its first
 		// instruction from runtime.morestack: after the stack check,
 		// each call is seen once. The check leaves the argument
 		// registers alone; the probe is still reported at +0.
 		if off := singlestep.GoStackCheckEnd(r.code); off > 0 {
-			where := r.where
+			p.shownAt = r.where
 			r = funcSite(r.module, r.sym, r.code, off)
-			r.where = where
 			rs = []resolved{r}
 		}
 	}
@@ -103,7 +104,7 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 			r, rs = after, []resolved{after}
 		}
 	}
-	p.Addr, p.Where, p.Module, p.captures = r.addr, r.where, r.module.Name, nil
+	p.Addr, p.Where, p.Module, p.captures = r.addr, cmp.Or(p.shownAt, r.where), r.module.Name, nil
 	if s.Kind == KindReturn {
 		err = t.installReturn(anchor, p, r)
 	} else if err = t.compileArgs(p, r, 0); err == nil {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -157,7 +158,7 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 			if t.fetch(p, hit) && p.handler.Pre != nil {
 				faultPoint("entry")
 				hit.Probe = p
-				hit.Where = s.where
+				hit.Where = cmp.Or(p.shownAt, s.where)
 				p.handler.Pre(hit)
 			}
 		}
@@ -244,7 +245,7 @@ func (t *Tracer) runPost(s *site, hit *Hit) {
 	for _, p := range s.probes {
 		if p.enabled.Load() && p.handler.Post != nil {
 			hit.Probe = p
-			hit.Where = s.where
+			hit.Where = cmp.Or(p.shownAt, s.where)
 			p.handler.Post(hit)
 		}
 	}

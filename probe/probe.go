@@ -83,6 +83,7 @@ type Probe struct {
 	handler  Handler
 	sites    []*site        // one; for a Go return probe, each RET of the function
 	funcName string         // the function a return probe reports
+	shownAt  string         // where its hits say they are, when not at its site's place (a Go entry, moved past the stack check)
 	args     *Args          // fetch-args and filter; nil when none
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool
