@@ -42,8 +42,10 @@ __attribute__((noinline, noipa)) int work(int x)
 
 static volatile sig_atomic_t handled;
 static __thread volatile sig_atomic_t handled_here; /* by this thread */
-static void plain_trap(int sig) { (void)sig; handled++; handled_here++; }
-static void calling_trap(int sig) { (void)sig; handled++; work(handled); }
+/* Threads raise SIGTRAP at once: the count is atomic, or two handlers
+ * may add one each and leave one more. */
+static void plain_trap(int sig) { (void)sig; __atomic_add_fetch(&handled, 1, __ATOMIC_RELAXED); handled_here++; }
+static void calling_trap(int sig) { (void)sig; work(__atomic_add_fetch(&handled, 1, __ATOMIC_RELAXED)); }
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int failures, calls;
