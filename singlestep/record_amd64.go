@@ -1,0 +1,412 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// In-process recording: a probe whose handler only needs the values of
+// registers and of the words at sp, at a jump-optimised C entry, runs no
+// trap at all. Its stub calls the record routine, which reserves room in
+// the calling thread's ring, stamps the record with rdtscp (the TSC and
+// the CPU, from TSC_AUX), and the stub copies the values in and commits.
+// The tracer drains the rings from its own mapping of the same memory.
+//
+// The rings live in memory shared with the tracer (tracee.MapShared):
+//
+//	page 0:      RingsNoSlot (hits of threads that found no ring free),
+//	             RingsNoTid (hits where the thread id could not be read)
+//	then Slots rings, RingHeaderSize + RingSize bytes apart:
+//	  RingOwner  the thread id that claimed it (lock cmpxchg from 0); the
+//	             tracer frees it when the thread is gone
+//	  RingLost   records dropped because the ring was full
+//	  RingHead   bytes reserved so far (the producer's, a cache line alone)
+//	  RingTail   bytes drained so far (the tracer's, a cache line alone)
+//	  data       RingSize bytes from RingHeaderSize
+//
+// Each thread writes only its own ring, so nothing on the hot path
+// writes a cache line another thread writes. A record is RecordHeader
+// bytes and its values, 8 bytes each:
+//
+//	word 0  the commit stamp: the record's position in the ring + 1,
+//	        written last; the tracer reads a record only once it is there
+//	word 1  site id << 32 | cpu << 16 | length in bytes (id 0: padding
+//	        to the ring's end, so that no record wraps)
+//	word 2  the TSC
+//
+// A signal handler may run in the middle of a record and make records of
+// its own: room is reserved with one cmpxchg (not locked: only the thread
+// itself, through its signal handlers, competes for its ring), so each
+// record has its own place, and the tracer waits at a record not yet
+// committed.
+//
+// The thread id is read from the thread's control block (%fs base +
+// TidOff: glibc's struct pthread keeps it there), not with gettid: no
+// system call on the hot path. A thread with no %fs base is counted in
+// RingsNoTid and not recorded.
+const (
+	RingsNoSlot = 0
+	RingsNoTid  = 8
+	RingsHeader = 4096 // the counters' page, before the first ring
+
+	RingOwner      = 0
+	RingLost       = 8
+	RingHead       = 64
+	RingTail       = 128
+	RingHeaderSize = 4096
+
+	RecordHeader = 24
+	// RecordMax is the longest record: its length is 16 bits.
+	RecordMax = 1<<16 - 8
+
+	// ringProbes is how many rings from its own a thread tries.
+	ringProbes = 8
+)
+
+// RecordLayout is where the rings are and how they are cut.
+type RecordLayout struct {
+	Base     uint64 // the rings' memory in the tracee
+	Slots    int    // rings, a power of two
+	RingSize uint64 // data bytes of each ring, a power of two
+	TidOff   int32  // where the thread id is, from the %fs base
+}
+
+// Stride is the distance between two rings.
+func (l RecordLayout) Stride() uint64 { return RingHeaderSize + l.RingSize }
+
+// Size is the bytes the rings take in all.
+func (l RecordLayout) Size() uint64 { return RingsHeader + uint64(l.Slots)*l.Stride() }
+
+// Check reports whether the layout can be coded: the ring sizes fit the
+// routine's 32-bit immediates.
+func (l RecordLayout) Check() error {
+	switch {
+	case l.Slots <= 0 || l.Slots&(l.Slots-1) != 0:
+		return fmt.Errorf("%d rings: not a power of two", l.Slots)
+	case l.RingSize < 4096 || l.RingSize&(l.RingSize-1) != 0 || l.RingSize > 1<<30:
+		return fmt.Errorf("ring size %d: a power of two from 4 KiB to 1 GiB", l.RingSize)
+	case l.Stride() > 1<<31:
+		return fmt.Errorf("ring size %d: too large", l.RingSize)
+	}
+	return nil
+}
+
+// RecordRoutine is the code every record stub calls: given %r8 = site id
+// << 32 | record length, it returns in %rsi the record's address (0: not
+// recorded, and counted) and in %r9 its commit stamp, with the header's
+// words 1 and 2 written. It uses %rax, %rcx, %rdx, %rsi, %r8, %r9 and the
+// flags, which the stub saves.
+type RecordRoutine struct{ Layout RecordLayout }
+
+// Size is the length of the routine's code.
+func (r *RecordRoutine) Size() int {
+	b, _ := r.Code(0)
+	return len(b)
+}
+
+// Code returns the routine's bytes for placement at at.
+func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
+	l := r.Layout
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	a := &asm{at: at}
+	jcc := func(cc byte) int { // a jcc rel32 to be patched: returns its place
+		a.raw(0x0f, cc)
+		a.raw(0, 0, 0, 0)
+		return len(a.b) - 4
+	}
+	land := func(at int) { binary.LittleEndian.PutUint32(a.b[at:], uint32(len(a.b)-at-4)) }
+	imm32 := func(v uint64) { a.b = binary.LittleEndian.AppendUint32(a.b, uint32(v)) }
+	movabsRAX := func(v uint64) { // movabs $v,%rax
+		a.raw(0x48, 0xb8)
+		a.b = binary.LittleEndian.AppendUint64(a.b, v)
+	}
+	mask := l.RingSize - 1
+
+	a.raw(0xf3, 0x48, 0x0f, 0xae, 0xc0) // rdfsbase %rax
+	a.raw(0x48, 0x85, 0xc0)             // test %rax,%rax
+	noTid := jcc(0x84)                  // je noTid
+	a.raw(0x8b, 0x80)                   // mov TidOff(%rax),%eax
+	imm32(uint64(uint32(l.TidOff)))
+	a.raw(0x85, 0xc0) // test %eax,%eax
+	noTid2 := jcc(0x8e)
+	a.raw(0x89, 0xc2)          // mov %eax,%edx: the owner
+	a.raw(0x89, 0xc1)          // mov %eax,%ecx: the first ring tried
+	a.raw(0x41, 0xb9)          // mov $ringProbes,%r9d
+	imm32(ringProbes)          //
+	try := len(a.b)            // try:
+	a.raw(0x89, 0xce)          // mov %ecx,%esi
+	a.raw(0x81, 0xe6)          // and $Slots-1,%esi
+	imm32(uint64(l.Slots - 1)) //
+	a.raw(0x48, 0x69, 0xf6)    // imul $Stride,%rsi,%rsi
+	imm32(l.Stride())
+	movabsRAX(l.Base + RingsHeader)
+	a.raw(0x48, 0x01, 0xc6)             // add %rax,%rsi: the ring
+	a.raw(0x48, 0x39, 0x16)             // cmp %rdx,(%rsi)
+	found := jcc(0x84)                  // je found
+	a.raw(0x48, 0x83, 0x3e, 0x00)       // cmpq $0,(%rsi)
+	next := jcc(0x85)                   // jne next
+	a.raw(0x31, 0xc0)                   // xor %eax,%eax
+	a.raw(0xf0, 0x48, 0x0f, 0xb1, 0x16) // lock cmpxchg %rdx,(%rsi)
+	claimed := jcc(0x84)                // je found
+	land(next)                          // next:
+	a.raw(0xff, 0xc1)                   // inc %ecx
+	a.raw(0x41, 0xff, 0xc9)             // dec %r9d
+	a.raw(0x0f, 0x85)                   // jne try
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(try-(len(a.b)+4))))
+	movabsRAX(l.Base)
+	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoSlot) // lock incq RingsNoSlot(%rax)
+	a.raw(0x31, 0xf6, 0xc3)                    // xor %esi,%esi; ret
+	land(noTid)
+	land(noTid2)
+	movabsRAX(l.Base)
+	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoTid) // lock incq RingsNoTid(%rax)
+	a.raw(0x31, 0xf6, 0xc3)                   // xor %esi,%esi; ret
+
+	land(found)
+	land(claimed)
+	retry := len(a.b)                       // retry:
+	a.raw(0x48, 0x8b, 0x46, RingHead)       // mov RingHead(%rsi),%rax: h
+	a.raw(0x48, 0x89, 0xc1)                 // mov %rax,%rcx
+	a.raw(0x48, 0x81, 0xe1)                 // and $mask,%rcx: its offset
+	imm32(mask)                             //
+	a.raw(0x41, 0x0f, 0xb7, 0xd0)           // movzwl %r8w,%edx: the length
+	a.raw(0x4c, 0x8d, 0x0c, 0x11)           // lea (%rcx,%rdx),%r9
+	a.raw(0x49, 0x81, 0xf9)                 // cmp $RingSize,%r9
+	imm32(l.RingSize)                       //
+	fits := jcc(0x86)                       // jbe fits
+	a.raw(0x41, 0xb9)                       // mov $RingSize,%r9d
+	imm32(l.RingSize)                       //
+	a.raw(0x49, 0x29, 0xc9)                 // sub %rcx,%r9: the padding to the end
+	a.raw(0x4c, 0x01, 0xca)                 // add %r9,%rdx
+	land(fits)                              // fits:
+	a.raw(0x4c, 0x8d, 0x0c, 0x10)           // lea (%rax,%rdx),%r9: the new head
+	a.raw(0x4c, 0x89, 0xc9)                 // mov %r9,%rcx
+	a.raw(0x48, 0x2b, 0x8e)                 // sub RingTail(%rsi),%rcx
+	imm32(RingTail)                         //
+	a.raw(0x48, 0x81, 0xf9)                 // cmp $RingSize,%rcx
+	imm32(l.RingSize)                       //
+	full := jcc(0x87)                       // ja full
+	a.raw(0x4c, 0x0f, 0xb1, 0x4e, RingHead) // cmpxchg %r9,RingHead(%rsi)
+	a.raw(0x0f, 0x85)                       // jne retry
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(retry-(len(a.b)+4))))
+	// Reserved [h, new head): the record ends there.
+	a.raw(0x41, 0x0f, 0xb7, 0xd0) // movzwl %r8w,%edx
+	a.raw(0x4c, 0x89, 0xc9)       // mov %r9,%rcx
+	a.raw(0x48, 0x29, 0xd1)       // sub %rdx,%rcx: the record's position
+	a.raw(0x48, 0x89, 0xca)       // mov %rcx,%rdx
+	a.raw(0x48, 0x29, 0xc2)       // sub %rax,%rdx: the padding
+	a.raw(0x48, 0x83, 0xfa, 0x10) // cmp $16,%rdx
+	noPad := jcc(0x82)            // jb noPad: none, or too short for a header (the tracer skips it)
+	a.raw(0x49, 0x89, 0xc1)       // mov %rax,%r9
+	a.raw(0x49, 0x81, 0xe1)       // and $mask,%r9
+	imm32(mask)                   //
+	a.raw(0x4e, 0x8d, 0x8c, 0x0e) // lea RingHeaderSize(%rsi,%r9),%r9
+	imm32(RingHeaderSize)
+	a.raw(0x49, 0x89, 0x51, 0x08) // mov %rdx,8(%r9): id 0, the padding's length
+	a.raw(0x48, 0xff, 0xc0)       // inc %rax
+	a.raw(0x49, 0x89, 0x01)       // mov %rax,(%r9): committed
+	land(noPad)                   // noPad:
+	a.raw(0x4c, 0x8d, 0x49, 0x01) // lea 1(%rcx),%r9: the record's stamp
+	a.raw(0x48, 0x81, 0xe1)       // and $mask,%rcx
+	imm32(mask)                   //
+	a.raw(0x48, 0x8d, 0xb4, 0x0e) // lea RingHeaderSize(%rsi,%rcx),%rsi: the record
+	imm32(RingHeaderSize)
+	a.raw(0x0f, 0x01, 0xf9)             // rdtscp: %edx:%eax the TSC, %ecx TSC_AUX (node << 12 | cpu)
+	a.raw(0x48, 0xc1, 0xe2, 0x20)       // shl $32,%rdx
+	a.raw(0x48, 0x09, 0xd0)             // or %rdx,%rax
+	a.raw(0x48, 0x89, 0x46, 0x10)       // mov %rax,16(%rsi)
+	a.raw(0x81, 0xe1, 0xff, 0x0f, 0, 0) // and $0xfff,%ecx
+	a.raw(0x48, 0xc1, 0xe1, 0x10)       // shl $16,%rcx
+	a.raw(0x4c, 0x09, 0xc1)             // or %r8,%rcx
+	a.raw(0x48, 0x89, 0x4e, 0x08)       // mov %rcx,8(%rsi)
+	a.raw(0xc3)                         // ret
+	land(full)                          // full:
+	a.raw(0x48, 0xff, 0x46, RingLost)   // incq RingLost(%rsi): one instruction, whole against signals
+	a.raw(0x31, 0xf6, 0xc3)             // xor %esi,%esi; ret
+	return a.b, a.err
+}
+
+// RecordStub is a site's own code: it saves what the routine uses below
+// the red zone, calls it, copies the site's values into the record,
+// commits it, and goes on at Next (the detour's copies of the covered
+// instructions), every register as it was. As the mailbox stub, only at a
+// SysV function's entry: 184 bytes below sp must be free.
+type RecordStub struct {
+	Routine uint64
+	Next    uint64
+	Site    uint32
+	// Regs are the registers recorded, in order, as their byte offsets
+	// in unix.PtraceRegs: the 16 general registers and the flags.
+	Regs []int
+	// StackWords are recorded after them: the words at sp, sp+8, ...
+	StackWords int
+
+	pops int // where the pops start in the code, once made
+}
+
+// A stub starts with `lea -RecordStubRedZone(%rsp),%rsp`; its pushfq is
+// at RecordStubPushf.
+const (
+	RecordStubRedZone = mbRedZone
+	RecordStubPushf   = 5
+)
+
+// RecordStackMax bounds StackWords: at a function's entry the words just
+// above sp are the caller's frame, always mapped.
+const RecordStackMax = 8
+
+// The stub's saves, from its sp up: r9 r8 rsi rdx rcx rax rflags; the
+// thread's sp is rsSP above.
+var rsSaved = []int{regR9, regR8, regRSI, regRDX, regRCX, regRAX, regFlags}
+
+const rsSP = mbRedZone + 7*8
+
+// Len is the length of the site's records.
+func (s *RecordStub) Len() int { return RecordHeader + 8*(len(s.Regs)+s.StackWords) }
+
+// Size is the length of the stub's code.
+func (s *RecordStub) Size() int {
+	b, _ := (&RecordStub{Regs: s.Regs, StackWords: s.StackWords}).Code(0)
+	return len(b)
+}
+
+// Code returns the stub's bytes for placement at at.
+func (s *RecordStub) Code(at uint64) ([]byte, error) {
+	if s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax {
+		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
+	}
+	byOff := map[int]int{}
+	for reg, off := range regOff {
+		byOff[off] = reg
+	}
+	a := &asm{at: at}
+	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80)             // lea -0x80(%rsp),%rsp: below the red zone
+	a.raw(0x9c, 0x50, 0x51, 0x52, 0x56, 0x41, 0x50) // pushfq; push %rax,%rcx,%rdx,%rsi,%r8
+	a.raw(0x41, 0x51)                               // push %r9
+	a.raw(0x49, 0xb8)                               // movabs $(Site << 32 | Len),%r8
+	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(s.Site)<<32|uint64(s.Len()))
+	a.raw(0xe8) // call Routine
+	a.rel32(s.Routine)
+	a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
+	a.raw(0x0f, 0x84)       // je out
+	skip := len(a.b)
+	a.raw(0, 0, 0, 0)
+	put := func(i int) { // mov %rax,RecordHeader+8*i(%rsi)
+		a.raw(0x48, 0x89, 0x86)
+		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(RecordHeader+8*i))
+	}
+	for i, off := range s.Regs {
+		reg, ok := byOff[off]
+		if !ok || reg > regFlags {
+			return nil, fmt.Errorf("register at %d of the registers' struct: not recordable", off)
+		}
+		if saved := indexOf(rsSaved, reg); saved >= 0 {
+			a.loadStack(8 * saved)
+		} else if reg == regRSP {
+			a.raw(0x48, 0x8d, 0x84, 0x24) // lea rsSP(%rsp),%rax
+			a.b = binary.LittleEndian.AppendUint32(a.b, rsSP)
+		} else {
+			rex := byte(0x48)
+			if reg >= 8 {
+				rex |= 0x04
+			}
+			a.raw(rex, 0x89, 0x86|byte(reg&7)<<3) // mov %reg,disp(%rsi)
+			a.b = binary.LittleEndian.AppendUint32(a.b, uint32(RecordHeader+8*i))
+			continue
+		}
+		put(i)
+	}
+	for w := range s.StackWords {
+		a.loadStack(rsSP + 8*w)
+		put(len(s.Regs) + w)
+	}
+	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
+	binary.LittleEndian.PutUint32(a.b[skip:], uint32(len(a.b)-skip-4))
+	s.pops = len(a.b)
+	a.raw(0x41, 0x59, 0x41, 0x58, 0x5e, 0x5a, 0x59, 0x58, 0x9d) // pop %r9,%r8,%rsi,%rdx,%rcx,%rax; popfq
+	a.raw(0x48, 0x8d, 0xa4, 0x24, mbRedZone, 0x00, 0x00, 0x00)  // lea 0x80(%rsp),%rsp
+	a.raw(0xe9)                                                 // jmp Next
+	a.rel32(s.Next)
+	return a.b, a.err
+}
+
+// StubRewind says how a thread inside a record stub or the routine gets
+// back to the probed instruction with every register as it was, the
+// record not made (or made already, if it was committed): with Saved, the
+// stub's saves are at Area (r9 r8 rsi rdx rcx rax rflags, upward); the
+// thread's sp is SP.
+type StubRewind struct {
+	Saved bool
+	Area  uint64
+	SP    uint64
+}
+
+// SavedRegs are the registers of a stub's save area, in order from its
+// lowest word: their byte offsets in unix.PtraceRegs.
+func SavedRegs() []int {
+	offs := make([]int, len(rsSaved))
+	for i, r := range rsSaved {
+		offs[i] = regOff[r]
+	}
+	return offs
+}
+
+// RoutineRewind is StubRewind for a thread inside the routine at sp rsp:
+// the stub's call put one word above the save area.
+func RoutineRewind(rsp uint64) StubRewind {
+	return StubRewind{Saved: true, Area: rsp + 8, SP: rsp + 8 + rsSP}
+}
+
+// Rewind is StubRewind for a thread at rip, sp rsp, in this stub placed
+// at at; false if rip is not one of its instructions' starts.
+func (s *RecordStub) Rewind(at, rip, rsp uint64) (StubRewind, bool) {
+	code, err := s.Code(at)
+	if err != nil || rip < at || rip >= at+uint64(len(code)) {
+		return StubRewind{}, false
+	}
+	off := int(rip - at)
+	if off == 0 {
+		return StubRewind{SP: rsp}, true
+	}
+	// The saves: after the lea (5 bytes), pushfq, push %rax, %rcx, %rdx,
+	// %rsi (a byte each), %r8, %r9 (two each). None changes a register
+	// but sp, so until the last one the registers are the thread's.
+	for n, end := range []int{RecordStubPushf, 6, 7, 8, 9, 10, 12} {
+		if off == end {
+			return StubRewind{SP: rsp + uint64(8*n) + mbRedZone}, true
+		}
+	}
+	if off < s.pops {
+		return StubRewind{Saved: true, Area: rsp, SP: rsp + rsSP}, true
+	}
+	// The restores: pop %r9, %r8 (two bytes each), %rsi, %rdx, %rcx,
+	// %rax, popfq (one each); the words stay where they were.
+	for n, end := range []int{0, 2, 4, 5, 6, 7, 8} {
+		if off == s.pops+end {
+			area := rsp - uint64(8*n)
+			return StubRewind{Saved: true, Area: area, SP: area + rsSP}, true
+		}
+	}
+	switch off {
+	case s.pops + 9: // the lea back over the red zone
+		return StubRewind{SP: rsp + mbRedZone}, true
+	case s.pops + 9 + 8: // the jmp: all as it was
+		return StubRewind{SP: rsp}, true
+	}
+	return StubRewind{}, false
+}
+
+func indexOf(regs []int, reg int) int {
+	for i, r := range regs {
+		if r == reg {
+			return i
+		}
+	}
+	return -1
+}
+
+// RecordSlots returns a power of two of at least n rings.
+func RecordSlots(n int) int { return 1 << bits.Len(uint(max(n, 1)-1)) }
