@@ -1,0 +1,114 @@
+package ring
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"strings"
+	"time"
+)
+
+// rdtsc reads the time-stamp counter (tsc_amd64.s).
+func rdtsc() uint64
+
+// Clock turns the TSC values of records into the tracer's clock (now).
+// It is a line from an anchor (a TSC value and its time), whose slope is
+// calibrated over a few milliseconds at first, then at each Refresh (at
+// most once a second) over the whole time since the first sample. A
+// Refresh moves the anchor to the line's present point, so that the
+// times it gives never jump (one thread's events stay in order), and
+// aims the new slope to meet the real clock a second later: the line
+// follows CLOCK_MONOTONIC to well under a microsecond a second with the
+// TSC invariant (constant_tsc, nonstop_tsc).
+type Clock struct {
+	now         func() int64
+	first       [2]uint64 // the first sample: TSC, time
+	anchor      [2]uint64 // the line's anchor: TSC, time
+	perTSC      float64   // nanoseconds per TSC tick
+	lastRefresh time.Time
+}
+
+// InvariantTSC reports why the TSC cannot serve as a clock here, or "".
+func InvariantTSC() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "cannot read /proc/cpuinfo"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "flags") {
+			continue
+		}
+		have := map[string]bool{}
+		for _, fl := range strings.Fields(line[strings.IndexByte(line, ':')+1:]) {
+			have[fl] = true
+		}
+		for _, need := range []string{"constant_tsc", "nonstop_tsc", "rdtscp"} {
+			if !have[need] {
+				return "the CPU has no " + need
+			}
+		}
+		return ""
+	}
+	return "no CPU flags in /proc/cpuinfo"
+}
+
+// sample reads the TSC and now together, from the closest pair of five.
+func (c *Clock) sample() (tsc, ns uint64) {
+	best := ^uint64(0)
+	for range 5 {
+		a := rdtsc()
+		n := c.now()
+		b := rdtsc()
+		if b-a < best {
+			best, tsc, ns = b-a, a+(b-a)/2, uint64(n)
+		}
+	}
+	return tsc, ns
+}
+
+// NewClock calibrates the TSC against now over a few milliseconds.
+func NewClock(now func() int64) (*Clock, error) {
+	c := &Clock{now: now}
+	tsc0, ns0 := c.sample()
+	time.Sleep(5 * time.Millisecond)
+	t1, n1 := c.sample()
+	if t1 <= tsc0 || n1 <= ns0 {
+		return nil, errors.New("the TSC does not advance with the clock")
+	}
+	c.first, c.anchor = [2]uint64{tsc0, ns0}, [2]uint64{tsc0, ns0}
+	c.perTSC = float64(n1-ns0) / float64(t1-tsc0)
+	c.lastRefresh = time.Now()
+	return c, nil
+}
+
+// Refresh takes a new sample, at most once a second, and bends the line
+// toward it without a jump.
+func (c *Clock) Refresh() {
+	if time.Since(c.lastRefresh) < time.Second {
+		return
+	}
+	c.lastRefresh = time.Now()
+	t, n := c.sample()
+	if t <= c.first[0] || n <= c.first[1] || t <= c.anchor[0] {
+		return
+	}
+	long := float64(n-c.first[1]) / float64(t-c.first[0])
+	here := c.Time(t)
+	// Over the next second's ticks, make up the line's error now.
+	ticks := 1e9 / long
+	slope := long - float64(here-int64(n))/ticks
+	if slope <= long/2 || slope >= long*2 {
+		slope = long
+	}
+	c.anchor, c.perTSC = [2]uint64{t, uint64(here)}, slope
+}
+
+// Time is tsc on the tracer's clock.
+func (c *Clock) Time(tsc uint64) int64 {
+	d := float64(int64(tsc-c.anchor[0])) * c.perTSC
+	return int64(c.anchor[1]) + int64(d)
+}

@@ -1,0 +1,145 @@
+package ring
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/probedbg/probe/singlestep"
+)
+
+// producer writes records as singlestep.RecordRoutine and a stub do, for
+// the reader's tests: reserve (with padding to the ring's end), fill,
+// commit last.
+type producer struct {
+	mem  []byte
+	l    singlestep.RecordLayout
+	base uint64 // the ring's header
+}
+
+func (p *producer) word(off uint64) uint64 { return binary.LittleEndian.Uint64(p.mem[off:]) }
+func (p *producer) put(off, v uint64)      { binary.LittleEndian.PutUint64(p.mem[off:], v) }
+
+// reserve returns where the record of length n goes and its stamp, or
+// false when the ring is full (counted, as the routine does).
+func (p *producer) reserve(n uint64) (at, stamp uint64, ok bool) {
+	size := p.l.RingSize
+	h := p.word(p.base + singlestep.RingHead)
+	off := h & (size - 1)
+	need := n
+	if off+n > size {
+		need += size - off
+	}
+	if h+need-p.word(p.base+singlestep.RingTail) > size {
+		p.put(p.base+singlestep.RingLost, p.word(p.base+singlestep.RingLost)+1)
+		return 0, 0, false
+	}
+	p.put(p.base+singlestep.RingHead, h+need)
+	pos := h + need - n
+	data := p.base + singlestep.RingHeaderSize
+	if pad := pos - h; pad >= 16 {
+		p.put(data+off+8, pad)
+		p.put(data+off, h+1)
+	}
+	return data + pos&(size-1), pos + 1, true
+}
+
+func (p *producer) record(site uint32, cpu int, tsc uint64, values ...uint64) (at, stamp uint64, ok bool) {
+	n := uint64(singlestep.RecordHeader + 8*len(values))
+	at, stamp, ok = p.reserve(n)
+	if !ok {
+		return 0, 0, false
+	}
+	p.put(at+8, uint64(site)<<32|uint64(cpu)<<16|n)
+	p.put(at+16, tsc)
+	for i, v := range values {
+		p.put(at+singlestep.RecordHeader+uint64(8*i), v)
+	}
+	return at, stamp, true
+}
+
+func newRing(t *testing.T, ringSize uint64) (*Rings, *producer) {
+	t.Helper()
+	l := singlestep.RecordLayout{Slots: 2, RingSize: ringSize, TidOff: 0x2d0}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	mem := make([]byte, l.Size())
+	p := &producer{mem: mem, l: l, base: singlestep.RingsHeader + l.Stride()} // the second ring
+	p.put(p.base+singlestep.RingOwner, 4242)
+	return New(mem, l), p
+}
+
+// TestDrainWraps: records of changing lengths go round a small ring many
+// times, padded where one would cross the end (with a header, or in the
+// last 8 bytes without one); the reader hands on each, in order, with its
+// values, and frees their room.
+func TestDrainWraps(t *testing.T) {
+	r, p := newRing(t, 4096)
+	var next, got uint64
+	for round := range 2000 {
+		nv := round % 7
+		vals := make([]uint64, nv)
+		for i := range vals {
+			vals[i] = next*10 + uint64(i)
+		}
+		at, stamp, ok := p.record(uint32(1+round%3), round%4, next, vals...)
+		if !ok {
+			t.Fatalf("round %d: full with the reader caught up", round)
+		}
+		p.put(at, stamp)
+		next++
+		if round%5 == 4 {
+			r.Drain(0, func(rec *Record) {
+				if rec.Tid != 4242 || rec.TSC != got || len(rec.Values) != int(got%7) || rec.CPU != int(got%4) || rec.Site != uint32(1+got%3) {
+					t.Fatalf("record %d: %+v", got, *rec)
+				}
+				for i, v := range rec.Values {
+					if v != got*10+uint64(i) {
+						t.Fatalf("record %d value %d: %d", got, i, v)
+					}
+				}
+				got++
+			})
+		}
+	}
+	if got != next {
+		t.Fatalf("read %d records of %d", got, next)
+	}
+	if !r.Drained(4242) || r.Lost(nil).Total() != 0 {
+		t.Fatalf("drained %v, lost %+v", r.Drained(4242), r.Lost(nil))
+	}
+}
+
+// TestDrainWaitsForCommit: a record reserved and not committed (its
+// thread is in the middle of it, or a signal handler's record came after
+// it) stops the reader there until it is; a full ring counts its drops.
+func TestDrainWaitsForCommit(t *testing.T) {
+	r, p := newRing(t, 4096)
+	at1, stamp1, _ := p.record(1, 0, 100, 1)
+	at2, stamp2, _ := p.record(1, 0, 101, 2) // the handler's, committed first
+	p.put(at2, stamp2)
+	var seen []uint64
+	collect := func(rec *Record) { seen = append(seen, rec.Values[0]) }
+	if n := r.Drain(0, collect); n != 0 {
+		t.Fatalf("drained %d past a record not committed", n)
+	}
+	p.put(at1, stamp1)
+	if n := r.Drain(0, collect); n != 2 || seen[0] != 1 || seen[1] != 2 {
+		t.Fatalf("after the commit: %d records, %v", n, seen)
+	}
+	dropped := 0
+	for {
+		if _, _, ok := p.record(1, 0, 0, 7, 7, 7); !ok {
+			dropped++
+			if dropped == 3 {
+				break
+			}
+		}
+	}
+	if l := r.Lost(nil); l.Full[4242] != 3+1 { // and what is left reserved
+		t.Fatalf("lost %+v, want 4 for tid 4242", l)
+	}
+	if lost, ok := r.Free(4242); !ok || lost != 3+1 { // and the uncommitted last
+		t.Fatalf("Free: %d, %v", lost, ok)
+	}
+}
