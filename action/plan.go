@@ -146,6 +146,20 @@ func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
 // Stack reports whether the plan wants the user stack at each hit.
 func (pl *Plan) Stack() bool { return pl.stack }
 
+// FieldsOnly reports whether every action reads no more than the hit's
+// fields, thread, CPU and time (print, count, hist): the plan may run
+// long after the hit, from a record (in-process probes). Stacks need the
+// thread stopped; traceon/off and enable/disable act on other probes at
+// the moment of the hit.
+func (pl *Plan) FieldsOnly() bool {
+	for _, a := range pl.acts {
+		if a.Kind != Print && a.Kind != Count && a.Kind != Hist {
+			return false
+		}
+	}
+	return true
+}
+
 // Remove takes the plan's tables out of the session (its probe was deleted).
 func (pl *Plan) Remove() {
 	s := pl.session

@@ -60,6 +60,31 @@ cost() {
 			printf "%-44s %9.1f %9.2f %9.0f\n", n, p / 1000, p / f, (t1 - b) / 1e6
 		}'
 }
+# loop_ns CMD...: the median over RUNS runs of the tracee's own time
+# (work's loop_ns): for probes that never stop it.
+loop_ns() {
+	local xs=() i
+	for ((i = 0; i < runs; i++)); do
+		xs+=("$(BENCH_LOOP_NS=1 "$@" 2>&1 >/dev/null | sed -n 's/^loop_ns=//p' | tail -1)")
+	done
+	printf '%s\n' "${xs[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p"
+}
+
+# inproc NAME THREADS HITS CMD...: a row of what a hit costs the thread
+# that makes it: the tracee's loop time traced minus untraced, over the
+# hits of one thread (HITS split over THREADS, which run at once).
+inproc() {
+	local name=$1 threads=$2 n=$3
+	shift 3
+	local args=() x
+	for x in "$@"; do args+=("${x//@N@/$((n / threads))}"); done
+	local traced plain
+	traced=$(loop_ns "${args[@]}")
+	plain=$(loop_ns "$work" $((n / threads)) "$threads")
+	awk -v n="$name" -v a="$traced" -v b="$plain" -v h="$((n / threads))" -v f="$floor_ns" '
+		BEGIN { p = (a - b) / h; printf "%-44s %9.3f %9.4f %9s\n", n, p / 1000, p / f, "-" }'
+}
+
 # per_hit ROW: the us/hit column of a row, in ns.
 per_hit() { awk '{ print $(NF - 2) * 1000 }' <<<"$1"; }
 
@@ -73,17 +98,26 @@ echo "$same"
 cost "floor, tracer on any CPU" 1 "$out/floor" "$work" @N@ 1 floor
 cost "  C floor + GETREGS, same CPU" 1 taskset -c 0 "$out/floor" -g "$work" @N@ 1 floor
 cost "  C floor + GETREGS + SETREGS, same CPU" 1 taskset -c 0 "$out/floor" -r "$work" @N@ 1 floor
-entry=$(cost "probe p:leaf a=%di b=%si" 1 "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1)
+ihits=$((hits * 10))
+inproc "probe p:leaf a=%di b=%si, in-process (10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
+one=$(inproc "  => count (no line per hit, 10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count' -- "$work" @N@ 1)
+echo "$one"
+two=$(inproc "  => count, 2 threads (10x)" 2 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count' -- "$work" @N@ 2)
+echo "$two"
+awk -v a="$(per_hit "$two")" -v b="$(per_hit "$one")" \
+	'BEGIN { printf "%-44s %19.2f\n", "  2 threads' hit / 1 thread's", a / b }'
+inproc "  4 threads (10x)" 4 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4
+entry=$(cost "probe p:leaf a=%di b=%si --no-inprocess" 1 "$probe" run --no-inprocess -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1)
 echo "$entry"
-cost "  --no-mailbox (registers by PTRACE_GETREGS)" 1 "$probe" run --no-mailbox -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
+cost "  --no-mailbox (registers by PTRACE_GETREGS)" 1 "$probe" run --no-inprocess --no-mailbox -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-optimize (int3, boosted copy)" 1 "$probe" run --no-optimize -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-boost (push %rbp emulated)" 1 "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
-cost "  --no-placement" 1 "$probe" run --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
+cost "  --no-placement" 1 "$probe" run --no-inprocess --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "probe r:leaf \$retval (per call)" 1 "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" @N@ 1
 cost "probe --tracer function_graph (per call)" 1 "$probe" run -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
 cost "  --no-mailbox" 1 "$probe" run --no-mailbox -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
 cost "floor, 4 threads (per hit)" 4 "$out/floor" "$work" @N@ 4 floor
-four=$(cost "probe p:leaf, 4 threads (per hit)" 4 "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4)
+four=$(cost "probe p:leaf stopping, 4 threads (per hit)" 4 "$probe" run --no-inprocess -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4)
 echo "$four"
 awk -v a="$(per_hit "$four")" -v b="$(per_hit "$entry")" \
 	'BEGIN { printf "%-44s %19.2f\n", "  4 threads per hit / 1 thread per hit", a / b }'

@@ -30,9 +30,11 @@ func TestCPUColumn(t *testing.T) {
 		args    []string
 		mailbox bool // its stops are served from the mailbox
 	}{
-		{[]string{"p:work"}, true},
+		{[]string{"--no-inprocess", "p:work"}, true},
 		{[]string{"r:work $retval"}, true},
-		{[]string{"--no-mailbox", "p:work"}, false},
+		{[]string{"--no-inprocess", "--no-mailbox", "p:work"}, false},
+		// In-process: the CPU is rdtscp's, in the record.
+		{[]string{"p:work"}, false},
 	} {
 		ev := filepath.Join(t.TempDir(), "events")
 		args := append([]string{"-c", "0", probeBin, "attach", "--duration", "1s", "-o", ev}, v.args[:len(v.args)-1]...)

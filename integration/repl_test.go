@@ -178,7 +178,7 @@ func replScenario(t *testing.T, r *replSession, s *spinProc, loc string) {
 	r.waitFor(t, `disabled p_work_0\n`)
 	time.Sleep(200 * time.Millisecond) // the queued events are printed
 	r.send(t, "list")
-	hits, _ := strconv.Atoi(r.waitFor(t, `probe/p_work_0 +disabled +hits=(\d+) +`+regexp.QuoteMeta(loc)+` +p:work k=%di:s64\n`)[1])
+	hits, _ := strconv.Atoi(r.waitFor(t, `probe/p_work_0 +disabled +hits=(\d+) +`+regexp.QuoteMeta(loc)+` +p:work k=%di:s64  \((in-process|stops: [^)]+)\)\n`)[1])
 	time.Sleep(200 * time.Millisecond)
 	evs := r.events()
 	if len(evs) != hits {

@@ -24,11 +24,16 @@ func trapstateBin(t *testing.T, opt string) string {
 
 // trapstateTracing are the ways of tracing work() the tests go through:
 // entry and return probes (whose returns come back through the mailbox
-// too) and function_graph.
-var trapstateTracing = []struct{ flags, specs []string }{
-	{nil, []string{"p:work x=%di"}},
-	{nil, []string{"p:work", "r:work $retval"}},
-	{[]string{"--tracer", "function_graph", "--filter", "work"}, nil},
+// too), function_graph, and an entry probe that records in the tracee.
+var trapstateTracing = []struct {
+	flags, specs []string
+	mailbox      bool // its hits stop the thread, served from the mailbox
+}{
+	{[]string{"--no-inprocess"}, []string{"p:work x=%di"}, true},
+	{nil, []string{"p:work", "r:work $retval"}, true},
+	{[]string{"--tracer", "function_graph", "--filter", "work"}, nil, true},
+	// In-process: no trap at all, nothing of SIGTRAP touched.
+	{nil, []string{"p:work x=%di"}, false},
 }
 
 // TestTrapStateRun: four threads that block SIGTRAP (with a handler of
@@ -56,8 +61,8 @@ func TestTrapStateRun(t *testing.T) {
 						t.Errorf("probe %v -- trapstate %v: want exit 0 and stdout\n%s\ngot %v", tracing, args, want.stdout, r)
 						continue
 					}
-					if stops := mailboxStops(t, r); stops == 0 {
-						t.Errorf("probe %v -- trapstate %v: no stop served from the mailbox\n%v", tracing, args, r)
+					if stops := mailboxStops(t, r); (stops > 0) != tracing.mailbox {
+						t.Errorf("probe %v -- trapstate %v: %d stops served from the mailbox, want some: %v\n%v", tracing, args, stops, tracing.mailbox, r)
 					}
 				}
 			}
@@ -86,7 +91,7 @@ func TestTrapStateAttach(t *testing.T) {
 				time.Sleep(time.Duration(100+rng.Intn(300)) * time.Millisecond)
 				pr.signal(t, os.Interrupt)
 				r := pr.wait(t, cmdTimeout)
-				if r.code != 0 || mailboxStops(t, r) == 0 {
+				if r.code != 0 || (mailboxStops(t, r) > 0) != tracing.mailbox {
 					t.Fatalf("probe %v: want exit 0 and stops served from the mailbox, got %v", args, r)
 				}
 				if p.exited() {

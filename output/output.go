@@ -228,6 +228,15 @@ func (s *Stream) run() {
 	}
 }
 
+// Room is how many records Send can take now without dropping any: a
+// producer that can wait (the drain of in-process probes' rings, which
+// hold what it has not taken) takes no more than that.
+func (s *Stream) Room() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit - len(s.batch)
+}
+
 // Send queues a record. It never blocks: when the writer has fallen a
 // whole buffer behind, the record is dropped and counted (Lost).
 func (s *Stream) Send(r Record) {

@@ -38,7 +38,11 @@ func (t *Tracer) detachAll(anchor int) {
 	trapAct, trapIgnored := t.trapIgnoredBefore(t.heldThreads(held))
 	for tid := range held {
 		t.leaveMailbox(tid)
+		t.leaveRecordCode(tid)
 	}
+	// Every record a thread has committed is handed on before probe
+	// lets go (the caller holds hmu).
+	t.drainAll()
 	t.restoreReturns()
 	t.disarmExecEntry()
 	sites := make([]*site, 0, len(t.sites))

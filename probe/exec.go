@@ -109,6 +109,7 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	t.newAddressSpace()
 	t.xol, t.trampoline, t.trampTrap, t.goidOff = nil, 0, 0, 0
 	t.mbox, t.mboxTried = nil, false
+	t.retireRings()
 	t.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
 	return dropped

@@ -49,6 +49,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 			}
 		}
 		t.forkedReturns[ev.NewTid] = rets
+		t.recordVfork(ev.Tid, ev.NewTid)
 		return true
 	}
 	child, err := t.proc.TakeChild(ev.NewTid)

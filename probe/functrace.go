@@ -277,6 +277,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		return nil, err
 	}
 	st.fn = c.fn
+	t.keepRecording(st)
 	sites = append(sites, st)
 	if !c.fn.isGo || !returns {
 		return sites, nil

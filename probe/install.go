@@ -183,7 +183,25 @@ func (t *Tracer) attachSite(anchor int, p *Probe, r resolved, add func(*site)) e
 	add(st)
 	st.post = st.post || p.handler.Post != nil
 	p.sites = append(p.sites, st)
+	t.keepRecording(st)
 	return nil
+}
+
+// keepRecording turns a site that records in the tracee back into an
+// int3 at once when what it records no longer serves its probes: no hit
+// of it traps to make keepPlain see it.
+func (t *Tracer) keepRecording(st *site) {
+	if st.opt != nil && st.opt.record != nil {
+		t.keepPlain(st)
+		if st.opt == nil {
+			t.recordSites.Add(-1)
+			st.trapWhy = "its probes changed after the start"
+		}
+	}
+	if st.opt == nil && st.trapWhy == "" && t.isReady() {
+		st.trapWhy = "added after the start"
+	}
+	notePaths(st)
 }
 
 // addSite analyses the instruction at r and gives it an XOL slot; its slot
@@ -303,6 +321,9 @@ func (t *Tracer) detachSites(p *Probe) error {
 		st.post = false
 		for _, q := range st.probes {
 			st.post = st.post || q.handler.Post != nil
+		}
+		if len(st.probes)+len(st.returns)+len(st.retInsns)+len(st.captures) > 0 {
+			t.keepRecording(st)
 		}
 	}
 	err := t.dropEmpty(p.sites)

@@ -21,10 +21,10 @@ func (t *Tracer) loop() {
 		ev, err := t.proc.WaitAny()
 		if err != nil {
 			t.loopErr = err
-			t.emergencyDetach()
+			t.withHandlers(t.emergencyDetach)
 			return
 		}
-		t.serveEvent(ev)
+		t.withHandlers(func() { t.serveEvent(ev) })
 	}
 }
 
@@ -55,20 +55,28 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		}
 		// A vfork child leaves our memory.
 		delete(t.forkedReturns, ev.Tid)
+		t.recordVforkDone(ev.Tid)
 		t.proc.Detach(ev.Tid, 0)
 	case tracee.EventExit:
 		delete(t.stepping, ev.Tid)
 		t.mailboxThreadGone(ev.Tid)
 		if ev.Forked {
 			delete(t.forkedReturns, ev.Tid)
+			t.recordVforkDone(ev.Tid)
 			return
 		}
 		t.threadGone(ev.Tid)
-		delete(t.comms, ev.Tid)
+		if !t.recordThreadGone(ev.Tid) {
+			delete(t.comms, ev.Tid) // else once its records are handed on
+		}
 		if ev.Tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
 		}
 	default: // EventStop, EventClone, EventOther
+		if ev.Kind == tracee.EventClone && t.inproc != nil {
+			// Its hits reach us after it may be gone: its name now.
+			t.comms[ev.NewTid] = tracee.Comm(t.pid, ev.NewTid)
+		}
 		t.resume(ev.Tid)
 	}
 }
@@ -225,6 +233,11 @@ func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit)
 // newHit fills the one Hit the tracer hands to handlers (a Hit is valid
 // only during the handler): one per stop, not an allocation per stop.
 func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) *Hit {
+	if t.inproc != nil {
+		// What the thread recorded before this stop goes first: its
+		// events stay in the order it made them.
+		t.drainThread(tid)
+	}
 	comm, ok := t.comms[tid]
 	if !ok {
 		comm = tracee.Comm(t.pid, tid)
@@ -404,10 +417,10 @@ func (t *Tracer) allGroupStopped() bool { return t.proc.AllGroupStopped() }
 func (t *Tracer) pollWhileStopped() {
 	if ev, ok, err := t.proc.WaitAnyNonBlocking(); err != nil {
 		t.loopErr = err
-		t.emergencyDetach()
+		t.withHandlers(t.emergencyDetach)
 		return
 	} else if ok {
-		t.serveEvent(ev)
+		t.withHandlers(func() { t.serveEvent(ev) })
 		return
 	}
 	select {
@@ -419,7 +432,7 @@ func (t *Tracer) pollWhileStopped() {
 		// A doorbell rung now stays pending until SIGCONT flushes it, or
 		// is swallowed later: either way it is not owed any more.
 		t.answered()
-		t.runCommands(tid)
+		t.withHandlers(func() { t.runCommands(tid) })
 		if !t.detached {
 			t.proc.Listen(tid)
 		}

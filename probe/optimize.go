@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -36,11 +37,12 @@ import (
 // jumpOpt is a site's jump optimisation.
 type jumpOpt struct {
 	detour *singlestep.Detour
-	base   uint64 // where the detour's code starts
-	at     uint64 // the detour's int3
-	skip   uint64 // on from the int3 without the return hook (Detour.Skip)
-	copies uint64 // on for a thread that never ran the detour (Detour.Copies)
-	stub   uint64 // its mailbox stub, in front of base, where the jmp goes; 0 if none
+	base   uint64      // where the detour's code starts
+	at     uint64      // the detour's int3
+	skip   uint64      // on from the int3 without the return hook (Detour.Skip)
+	copies uint64      // on for a thread that never ran the detour (Detour.Copies)
+	stub   uint64      // its mailbox stub, in front of base, where the jmp goes; 0 if none
+	record *recordSite // its record stub, in front of base, if it records in the tracee
 	site   *site
 }
 
@@ -112,6 +114,8 @@ func (t *Tracer) callerEntry(s *site) bool {
 // for.
 func (t *Tracer) fits(s *site, o *jumpOpt) bool {
 	switch {
+	case o.record != nil:
+		return t.recordFits(s, o.record)
 	case o.hook():
 		return t.returnHookEntry(s)
 	case o.detour.LoadReturn:
@@ -166,7 +170,11 @@ func (t *Tracer) optimizeSites(anchor int) {
 			unix.Kill(t.bellPid(), unix.SIGSTOP)
 		}
 	}()
-	if t.tuning.NoBoost || t.tuning.NoOptimize || isGo(t.space.Main()) {
+	defer func() { notePaths(slices.Collect(maps.Values(t.sites))...) }()
+	if why := t.noJumps(); why != "" {
+		for _, st := range t.sites {
+			st.trapWhy = why
+		}
 		return
 	}
 	var cands []*site
@@ -219,9 +227,23 @@ func (t *Tracer) optimizeSites(anchor int) {
 		}
 		rips = append(rips, rip)
 	}
+	t.prepareRings(anchor, held, maps.Keys(plans))
 	for st, d := range plans {
 		t.optimize(anchor, st, d, rips)
 	}
+}
+
+// noJumps says why no site gets a jmp, or "".
+func (t *Tracer) noJumps() string {
+	switch {
+	case t.tuning.NoBoost:
+		return "--no-boost"
+	case t.tuning.NoOptimize:
+		return "--no-optimize"
+	case isGo(t.space.Main()):
+		return "Go program"
+	}
+	return ""
 }
 
 // planDetour returns st's detour if its function allows one, no other
@@ -326,9 +348,12 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
 		return
 	}
-	stub := t.entryStub(anchor, st)
+	rec, rs := t.recordStub(st)
+	var stub *singlestep.MailboxStub
 	size := d.Size()
-	if stub != nil {
+	if rec != nil {
+		size += rec.Size()
+	} else if stub = t.entryStub(anchor, st); stub != nil {
 		size += stub.Size()
 	}
 	at, slots, err := t.allocDetour(anchor, st.addr, size)
@@ -337,6 +362,14 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	base, id := at, uint64(0)
 	var code []byte
+	if rec != nil {
+		base += uint64(rec.Size())
+		rec.Next = d.Copies(base)
+		if code, err = rec.Code(at); err != nil {
+			st.trapWhy = err.Error()
+			rec, rs, base, code, err = nil, nil, at, nil, nil
+		}
+	}
 	if stub != nil {
 		base += uint64(stub.Size())
 		stub.Next, stub.Done = base, d.Copies(base)
@@ -363,6 +396,12 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.detours[st.opt.at] = st.opt
+	if rs != nil {
+		rs.stub, rs.end, rs.code = at, base, rec
+		st.opt.record = rs
+		t.inproc.sites[rs.id] = rs
+		t.recordSites.Add(1)
+	}
 	if stub != nil {
 		st.opt.stub = at
 		t.mboxStubs[id] = st.opt

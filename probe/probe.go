@@ -12,6 +12,7 @@ package probe
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +40,12 @@ func badInput(err error) error        { return &inputError{err} }
 type Handler struct {
 	Pre  func(*Hit)
 	Post func(*Hit)
+	// Recorded says Pre reads of its Hit only Probe, Pid, Tid, Comm,
+	// Time, CPU, Where and Fields (no Regs, Mem or Stack), and may run
+	// on another goroutine than the tracer's, any time after the hit:
+	// the probe may then record in the tracee and never stop it
+	// (in-process probes, inproc.go).
+	Recorded bool
 }
 
 // Hit is one thread stopped at a probe. It is valid only during the handler.
@@ -94,6 +101,10 @@ type Probe struct {
 	pending  atomic.Bool    // waiting for its library to be loaded
 	placed   atomic.Bool    // was installed at some time
 	placeErr error          // why its library's last load did not install it
+
+	pathMu    sync.Mutex // guards what Path reports
+	inProcess bool
+	trapWhy   string
 }
 
 // SetEnabled turns the probe's handlers on or off; a disabled probe stays
@@ -141,6 +152,9 @@ type site struct {
 	module *symbols.Mapped // the module and function addr is in, for optimize
 	sym    symbols.Symbol
 	opt    *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
+	// trapWhy is why the site's probes do not record in the tracee
+	// (inproc.go), when optimizeSites found a reason.
+	trapWhy string
 }
 
 // runMode is how a site's displaced instruction runs after the handlers.

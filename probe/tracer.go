@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
 )
@@ -31,6 +32,7 @@ type Tracer struct {
 	launched bool
 
 	started  chan struct{}
+	ready    chan struct{} // closed once Start has placed the jumps (Ready)
 	done     chan struct{} // closed when the loop has ended
 	kick     chan struct{} // wakes the ptrace thread when it is not in wait4
 	exit     ExitStatus
@@ -87,6 +89,15 @@ type Tracer struct {
 	mboxTried  bool                // ensureMailbox has run
 	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
 	mboxDirty  map[int]bool        // threads that took a signal holding their slot
+
+	inproc      *inproc       // the rings of in-process probes (inproc.go), or nil
+	inprocWhy   string        // why there are none, once ensureRings found a reason
+	hmu         sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
+	drainStop   chan struct{} // closed to stop the drain
+	drainDone   chan struct{} // closed when it has stopped
+	recordSites atomic.Int64  // sites that record in the tracee
+	recordRoom  func() int    // SetRecordRoom
+	lostPast    ring.Lost     // what the rings of programs before an exec lost
 	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
 	// in again while their routine had it unblocked (trapstate.go).
 	trapAct       trapAction
@@ -209,6 +220,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 	t := &Tracer{
 		kick:    make(chan struct{}, 1),
 		started: make(chan struct{}),
+		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
 		probes:  make(map[string]*Probe),
 	}
@@ -249,8 +261,9 @@ func (t *Tracer) serve() {
 		if r := recover(); r != nil {
 			// Our bug must not become the tracee's problem.
 			t.loopErr = fmt.Errorf("internal error: %v", r)
-			t.emergencyDetach()
+			t.withHandlers(t.emergencyDetach)
 		}
+		t.stopDrain()
 		t.place.Release()
 		t.retireAll()
 		t.closeQueue()
@@ -272,8 +285,25 @@ func (t *Tracer) serve() {
 	anchor := t.anchor
 	t.anchor = 0
 	t.optimizeSites(anchor)
+	t.startDrain()
+	close(t.ready)
 	t.proc.Cont(anchor, 0)
 	t.loop()
+}
+
+// Ready is closed once Start has decided which probes are jump-optimised
+// and which record in the tracee (Probe.Path); it may never be, if the
+// process ends first (Done).
+func (t *Tracer) Ready() <-chan struct{} { return t.ready }
+
+// isReady reports whether Start has placed the jumps.
+func (t *Tracer) isReady() bool {
+	select {
+	case <-t.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // Tuning switches off speed-ups, for comparison and for tests that prove
@@ -298,6 +328,12 @@ type Tuning struct {
 	// NoPlacement leaves the ptrace thread wherever the scheduler puts it
 	// instead of following the tracee thread it serves (tracee.Placer).
 	NoPlacement bool
+	// NoInProcess makes every probe stop the thread, even those that
+	// could record in the tracee (inproc.go).
+	NoInProcess bool
+	// RingSize is each thread's ring for in-process probes, in bytes (a
+	// power of two); 0: DefaultRingSize.
+	RingSize int
 }
 
 // SetTuning applies to probes installed afterwards (NoBoost) and at once

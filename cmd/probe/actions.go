@@ -91,6 +91,16 @@ func findDef(defs []*probeDef, event string) *probeDef {
 // addProbes installs the probes with their actions' handler, then binds
 // enable/disable to the probes they name.
 func addProbes(t *probe.Tracer, defs []*probeDef, s *sink) error {
+	for _, d := range defs {
+		for _, a := range d.Actions {
+			switch a.Kind {
+			case action.TraceOn, action.TraceOff, action.Enable, action.Disable:
+				// They act on the other probes at the moment of their
+				// hit: none may record to be handed on later.
+				s.noRecord = true
+			}
+		}
+	}
 	plans := make([]*action.Plan, 0, len(defs))
 	for _, d := range defs {
 		_, pl, err := addProbe(t, d, s)
@@ -129,7 +139,10 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		}
 		plan.Store(pl)
 	}
-	p, err := t.AddSpec(d.Spec, probe.Handler{Pre: func(h *probe.Hit) {
+	// Actions that read no more than a hit's fields can run from a
+	// record the tracee made itself, without stopping.
+	recorded := !s.noRecord && plan.Load() != nil && plan.Load().FieldsOnly() && !plan.Load().Stack()
+	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Pre: func(h *probe.Hit) {
 		pl := plan.Load()
 		if pl == nil || !pl.Run(h) {
 			return
@@ -161,6 +174,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		return nil, nil, err
 	}
 	s.notePending(p)
+	s.added = append(s.added, p)
 	if pl := plan.Load(); pl != nil {
 		return p, pl, nil
 	}

@@ -19,6 +19,9 @@ func checkFormat(o *options, ts tracers) error {
 	if o.buffer < 1 {
 		return fmt.Errorf("--buffer-size %d: want at least 1 event", o.buffer)
 	}
+	if k := o.ringKiB; o.set["ring-size"] && (k < 4 || k&(k-1) != 0 || k > 1<<20) {
+		return fmt.Errorf("--ring-size %d: want a power of two from 4 to 1048576 (KiB)", k)
+	}
 	switch o.format {
 	case "", "text", "json", "chrome":
 	case "pprof", "folded":

@@ -9,9 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/script"
 	"github.com/probedbg/probe/symbols"
 )
@@ -72,6 +75,14 @@ flags:
                             of from memory shared with the tracee
   --no-placement            do not move the tracer next to the tracee
                             thread it serves (see README, Speed)
+  --no-inprocess            stop the thread at every hit, even for probes
+                            that could record in the tracee (see README,
+                            In-process probes)
+  --ring-size KIB           each thread's ring for in-process probes, in
+                            KiB, a power of two (default 4096); past it
+                            records are dropped and counted
+  -v                        say on standard error how each probe's hits are
+                            taken: in-process, or with a stop and why
   -f                        follow forks and execs: children traced with the
                             same probes, probes re-resolved after an exec
   --repl                    attach: read commands (add, del, tracer, ...)
@@ -145,6 +156,9 @@ type options struct {
 	noOptimize  bool
 	noMailbox   bool
 	noPlacement bool
+	noInProcess bool
+	ringKiB     int  // --ring-size
+	verbose     bool // -v: each probe's path
 
 	script string
 	// scriptProbes are the script's probes, the first of the specs.
@@ -188,6 +202,9 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
 	fs.BoolVar(&o.noMailbox, "no-mailbox", false, "")
+	fs.BoolVar(&o.noInProcess, "no-inprocess", false, "")
+	fs.IntVar(&o.ringKiB, "ring-size", probe.DefaultRingSize>>10, "")
+	fs.BoolVar(&o.verbose, "v", false, "")
 	fs.StringVar(&o.script, "script", "", "")
 	o.set = map[string]bool{}
 	fs.BoolVar(&o.repl, "repl", false, "")
@@ -311,6 +328,9 @@ func cmdRun(args []string, record bool) (int, error) {
 	}()
 	sink.stream.Sync()
 	t.Start()
+	if o.verbose {
+		printPaths(t, sink)
+	}
 	var status probe.ExitStatus
 	var loopErr error
 	select {
@@ -420,6 +440,9 @@ func cmdAttach(args []string, record bool) (int, error) {
 	}
 	sink.stream.Sync()
 	t.Start()
+	if o.verbose {
+		printPaths(t, sink)
+	}
 	var timeout <-chan time.Time
 	if o.duration > 0 {
 		timeout = time.After(o.duration)
@@ -462,15 +485,19 @@ func attachCatching(pid int) (t *probe.Tracer, sigs <-chan os.Signal, stop func(
 
 // sink is where events go: a formatter fed off the ptrace thread.
 type sink struct {
-	file    *os.File
-	writer  output.Writer // notes go here
-	all     output.Writer // events go here
-	stream  *output.Stream
-	traced  *probe.FuncTraceInfo // what the function tracer installed
-	acts    *action.Session      // the probes' actions (actions.go)
-	stack   bool                 // the stack tracer's report is owed
-	text    bool                 // the trace is ftrace's text: the stack report may follow it
-	pending []*probe.Probe       // probes that waited for their library (pending.go)
+	file   *os.File
+	writer output.Writer // notes go here
+	all    output.Writer // events go here
+	stream *output.Stream
+	traced *probe.FuncTraceInfo // what the function tracer installed
+	acts   *action.Session      // the probes' actions (actions.go)
+	added  []*probe.Probe       // the probes added, for -v
+	// noRecord: some probe's actions switch others (traceon/off,
+	// enable/disable), so none records in the tracee.
+	noRecord bool
+	stack    bool           // the stack tracer's report is owed
+	text     bool           // the trace is ftrace's text: the stack report may follow it
+	pending  []*probe.Probe // probes that waited for their library (pending.go)
 }
 
 func openSink(o *options, ts tracers, probes bool) (*sink, error) {
@@ -508,6 +535,9 @@ func (s *sink) close(t *probe.Tracer) error {
 	if lost := s.stream.Lost(); lost > 0 {
 		s.writer.Comment(output.LostNote(lost))
 	}
+	if l := t.RecordsLost(); l.Total() > 0 {
+		s.writer.Comment(recordsLostNote(l))
+	}
 	if lost := t.LostReturns(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
@@ -519,6 +549,46 @@ func (s *sink) close(t *probe.Tracer) error {
 	}
 	debugCounts(t)
 	return err
+}
+
+// recordsLostNote says what the in-process probes' rings dropped, as
+// ftrace's "[LOST N EVENTS]": by thread for full rings, in sum for hits
+// that found no ring.
+func recordsLostNote(l ring.Lost) string {
+	var parts []string
+	for _, tid := range slices.Sorted(maps.Keys(l.Full)) {
+		if n := l.Full[tid]; n > 0 {
+			parts = append(parts, fmt.Sprintf("tid %d: %d", tid, n))
+		}
+	}
+	note := fmt.Sprintf("%d events lost in the tracee", l.Total())
+	if len(parts) > 0 {
+		note += fmt.Sprintf(", rings full (%s; --ring-size)", strings.Join(parts, ", "))
+	}
+	if l.NoRing > 0 {
+		note += fmt.Sprintf(", %d of threads that found no ring free", l.NoRing)
+	}
+	if l.NoTid > 0 {
+		note += fmt.Sprintf(", %d of threads without a thread control block", l.NoTid)
+	}
+	return note
+}
+
+// printPaths says on stderr, for -v, how each probe's hits are taken.
+func printPaths(t *probe.Tracer, s *sink) {
+	select {
+	case <-t.Ready():
+	case <-t.Done():
+	}
+	ps := slices.Clone(s.added)
+	slices.SortFunc(ps, func(a, b *probe.Probe) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, p := range ps {
+		if in, why := p.Path(); in {
+			fmt.Fprintf(os.Stderr, "probe: %s: in-process\n", p.Name())
+		} else {
+			fmt.Fprintf(os.Stderr, "probe: %s: stops the thread (%s)\n", p.Name(), why)
+		}
+	}
 }
 
 // debugCounts says on stderr, for tests, which fast paths ran: the sites
@@ -544,7 +614,13 @@ func debugCounts(t *probe.Tracer) {
 
 // addAll installs the probes, then the function tracer.
 func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink) error {
-	if err := t.SetTuning(probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoMailbox: o.noMailbox, NoPlacement: o.noPlacement}); err != nil {
+	tu := probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoMailbox: o.noMailbox, NoPlacement: o.noPlacement,
+		NoInProcess: o.noInProcess, RingSize: o.ringKiB << 10}
+	if err := t.SetTuning(tu); err != nil {
+		return err
+	}
+	// The rings hold what the output has no room for yet.
+	if err := t.SetRecordRoom(s.stream.Room); err != nil {
 		return err
 	}
 	if err := addProbes(t, specs, s); err != nil {

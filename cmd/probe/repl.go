@@ -464,7 +464,11 @@ func (s *session) list() error {
 		s.mu.Lock()
 		text := s.specs[p.Event]
 		s.mu.Unlock()
-		fmt.Fprintf(&b, "%-20s %-8s hits=%-8d %-24s %s\n", p.Name(), state, p.Hits(), p.Where, text)
+		path := "in-process"
+		if in, why := p.Path(); !in {
+			path = "stops: " + why
+		}
+		fmt.Fprintf(&b, "%-20s %-8s hits=%-8d %-24s %s  (%s)\n", p.Name(), state, p.Hits(), p.Where, text, path)
 	}
 	io.WriteString(s.term, b.String())
 	return nil

@@ -1,0 +1,341 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests of in-process probes (probe/inproc.go): a probe that only
+// reads registers and stack words records in the tracee and never stops
+// it. seq.c calls work(who, i) with i counting each caller's calls, so a
+// trace shows by itself a record missing, doubled or garbled.
+
+func seqBin(t *testing.T) string {
+	t.Helper()
+	return builtOnce(t, "seq", filepath.Join("testdata", "inprocess", "seq.c"), "-O2", "-g", "-Wall", "-pthread")
+}
+
+// seqCall is one work(who, i) record of a trace.
+type seqCall struct {
+	tid     int
+	who, i  int64
+	comment bool
+}
+
+var seqLineRE = regexp.MustCompile(`^\s*(\S+)-(\d+)\s+\[\d+\]\s+[0-9.]+: p_work_0: \(work\+0x0/0x[0-9a-f]+\) a=0x([0-9a-f]+) b=0x([0-9a-f]+)$`)
+
+// seqTrace reads the work() records of a text trace, and its "events
+// lost" note's count.
+func seqTrace(t *testing.T, trace string) (calls []seqCall, lost int) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSuffix(trace, "\n"), "\n") {
+		if m := regexp.MustCompile(`^# (\d+) events lost in the tracee`).FindStringSubmatch(line); m != nil {
+			lost, _ = strconv.Atoi(m[1])
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := seqLineRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("not a work() record: %q", line)
+		}
+		if m[1] != "seq" {
+			t.Fatalf("comm %q, want seq: %q", m[1], line)
+		}
+		tid, _ := strconv.Atoi(m[2])
+		who, _ := strconv.ParseInt(m[3], 16, 64)
+		i, _ := strconv.ParseInt(m[4], 16, 64)
+		calls = append(calls, seqCall{tid: tid, who: who, i: i})
+	}
+	return calls, lost
+}
+
+// checkSequences checks that each (thread, who)'s calls come in order
+// from 0 with no gap, and returns how many each who made.
+func checkSequences(t *testing.T, calls []seqCall) map[int64]int64 {
+	t.Helper()
+	type key struct {
+		tid int
+		who int64
+	}
+	next := map[key]int64{}
+	whoOf := map[int]int64{}
+	for _, c := range calls {
+		k := key{c.tid, c.who}
+		if c.i != next[k] {
+			t.Fatalf("thread %d: work(%d, %d) after work(%d, %d): a record missing or out of order", c.tid, c.who, c.i, c.who, next[k]-1)
+		}
+		next[k]++
+		if w, ok := whoOf[c.tid]; ok && w != c.who && c.who != 1 {
+			t.Fatalf("thread %d calls as %d and %d", c.tid, w, c.who)
+		}
+		if c.who != 1 {
+			whoOf[c.tid] = c.who
+		}
+	}
+	per := map[int64]int64{}
+	for k, n := range next {
+		per[k.who] += n
+	}
+	return per
+}
+
+// TestInProcessThreads: 8 threads x 100,000 hits, each recorded in the
+// tracee and printed once, in order, nothing lost at the default ring
+// size; the program prints what it prints untraced. The same probe with
+// --no-inprocess prints the same records (but for the time and CPU).
+func TestInProcessThreads(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	const threads, n = 8, 100000
+	base := runCmd(t, nil, exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "p:work a=%di b=%si", "--", exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
+	if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "probe: probe/p_work_0: in-process\n") {
+		t.Fatalf("probe run: want exit 0, the untraced output %q and the probe in-process; got %v", base.stdout, r)
+	}
+	trace, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, lost := seqTrace(t, string(trace))
+	if lost != 0 || len(calls) != threads*n {
+		t.Fatalf("%d records and %d lost, want %d and none", len(calls), lost, threads*n)
+	}
+	per := checkSequences(t, calls)
+	for who := range int64(threads) {
+		if per[who] != n {
+			t.Errorf("work(%d, ...): %d records, want %d", who, per[who], n)
+		}
+	}
+
+	// The same records through a stop at each hit.
+	const small = "300"
+	var traces [2][]string
+	for i, flags := range [][]string{nil, {"--no-inprocess"}} {
+		out := filepath.Join(t.TempDir(), "trace")
+		args := append(append([]string{"run", "-v", "-o", out}, flags...), "p:work a=%di b=%si ret=$stack0:symbol", "--", exe, "threads", "2", small)
+		r := probe(t, args...)
+		if want := map[bool]string{true: "in-process", false: "stops the thread (--no-inprocess)"}[i == 0]; r.code != 0 || !strings.Contains(r.stderr, "probe/p_work_0: "+want+"\n") {
+			t.Fatalf("probe %v: want exit 0 and %q; got %v", args, want, r)
+		}
+		b, _ := os.ReadFile(out)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.HasPrefix(line, "#") {
+				// The thread and what follows the time: the record.
+				f := strings.Fields(line)
+				traces[i] = append(traces[i], strings.Join(f[3:], " "))
+			}
+		}
+		slices.Sort(traces[i])
+	}
+	if len(traces[0]) != 600 || strings.Join(traces[0], "\n") != strings.Join(traces[1], "\n") {
+		t.Fatalf("in-process and trapped records differ:\n%s\n---\n%s", strings.Join(traces[0][:5], "\n"), strings.Join(traces[1][:min(5, len(traces[1]))], "\n"))
+	}
+	if !strings.Contains(traces[0][0], " ret=caller+0x") {
+		t.Errorf("$stack0 at work's entry is its return address into caller; got %q", traces[0][0])
+	}
+}
+
+// TestInProcessFilterAndActions: the filter and count/hist run on the
+// record, as on a stop.
+func TestInProcessFilterAndActions(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "p:work a=%di b=%si if b < 10 && a != 1", "--", exe, "threads", "3", "5000")
+	if r.code != 0 || !strings.Contains(r.stderr, "in-process") {
+		t.Fatalf("filter: %v", r)
+	}
+	trace, _ := os.ReadFile(out)
+	calls, _ := seqTrace(t, string(trace))
+	if len(calls) != 20 {
+		t.Fatalf("filter b < 10 && a != 1: %d records, want 20", len(calls))
+	}
+	r = probe(t, "run", "-v", "p:work a=%di => count:a", "--", exe, "threads", "3", "5000")
+	if r.code != 0 || !strings.Contains(r.stderr, "in-process") {
+		t.Fatalf("count: %v", r)
+	}
+	for a := range 3 {
+		if want := fmt.Sprintf(`(?m)^a=0x%x +5000 \|`, a); !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("count:a: no %q in\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestInProcessRingFull: with rings of 4 KiB, records are lost, and
+// counted: those printed and those lost add up to the calls, and what is
+// printed is whole.
+func TestInProcessRingFull(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	const threads, n = 4, 100000
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "--ring-size", "4", "-o", out, "p:work a=%di b=%si", "--", exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
+	if r.code != 0 {
+		t.Fatalf("probe run: %v", r)
+	}
+	trace, _ := os.ReadFile(out)
+	calls, lost := seqTrace(t, string(trace))
+	if lost == 0 || len(calls)+lost != threads*n {
+		t.Fatalf("%d records and %d lost, want them to add up to %d, some lost", len(calls), lost, threads*n)
+	}
+	if !regexp.MustCompile(`# \d+ events lost in the tracee, rings full \(tid \d+: \d+, `).Match(trace) {
+		t.Errorf("no per-thread loss note in the trace's end:\n%s", limit(string(trace[max(0, len(trace)-300):])))
+	}
+}
+
+// TestInProcessSignals: a signal handler that calls work() lands anywhere,
+// inside the record code too; its records and the interrupted thread's
+// are each whole and in order, none lost (rings large enough).
+func TestInProcessSignals(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "--ring-size", "65536", "-o", out, "p:work a=%di b=%si", "--", exe, "signals", "200000")
+	m := regexp.MustCompile(`^main=200000 handled=(\d+)\n$`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil || !strings.Contains(r.stderr, "in-process") {
+		t.Fatalf("probe run: %v", r)
+	}
+	handled, _ := strconv.ParseInt(m[1], 10, 64)
+	trace, _ := os.ReadFile(out)
+	calls, lost := seqTrace(t, string(trace))
+	per := checkSequences(t, calls)
+	if lost != 0 || per[0] != 200000 || per[1] != handled {
+		t.Fatalf("%d lost, work(0, ...) %d times, work(1, ...) %d: want none lost, 200000 and %d", lost, per[0], per[1], handled)
+	}
+	if handled < 100 {
+		t.Fatalf("only %d signals handled: the test did not test nesting", handled)
+	}
+}
+
+// TestInProcessFork: a forked child runs its original code (not
+// followed): only the parent's calls are recorded, and both run as
+// untraced. With -f probes stop the threads, and the child is traced too.
+func TestInProcessFork(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	base := runCmd(t, nil, exe, "fork", "1000")
+	for _, c := range []struct {
+		flag, path string
+		child      int64
+	}{
+		{"-v", "in-process", 0},
+		{"-f", "stops the thread (-f: a child would share the rings)", 1000},
+	} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, "run", c.flag, "-v", "-o", out, "p:work a=%di b=%si", "--", exe, "fork", "1000")
+		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "probe/p_work_0: "+c.path) {
+			t.Fatalf("probe run %s: want exit 0, %q and %q; got %v", c.flag, base.stdout, c.path, r)
+		}
+		trace, _ := os.ReadFile(out)
+		calls, _ := seqTrace(t, string(trace))
+		if per := checkSequences(t, calls); per[0] != 1000 || per[2] != c.child {
+			t.Fatalf("%s: parent %d records, child %d: want 1000 and %d", c.flag, per[0], per[2], c.child)
+		}
+	}
+}
+
+// TestInProcessAttach: attached to threads calling work() in a loop,
+// detached while they run: what was recorded is handed on whole, each
+// thread's calls with no gap and none lost; three times over; then a
+// probe killed with SIGKILL leaves in-process probes behind, which the
+// program outlives (it has no int3 to die of).
+func TestInProcessAttach(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	p := startPiped(t, nil, exe, "loop", "4")
+	p.waitStdout(t, "ready\n", 10*time.Second)
+	for round := range 3 {
+		out := filepath.Join(t.TempDir(), "trace")
+		pr := startBg(t, nil, probeBin, "attach", "-v", "-o", out, fmt.Sprint(p.pid()), "p:work a=%di b=%si")
+		time.Sleep(300 * time.Millisecond)
+		pr.signal(t, os.Interrupt)
+		r := pr.wait(t, cmdTimeout)
+		if r.code != 0 || !strings.Contains(r.stderr, "probe/p_work_0: in-process") {
+			t.Fatalf("round %d: probe attach: %v", round, r)
+		}
+		trace, _ := os.ReadFile(out)
+		calls, lost := seqTrace(t, string(trace))
+		type key struct {
+			tid int
+			who int64
+		}
+		first := map[key]int64{}
+		for _, c := range calls {
+			k := key{c.tid, c.who}
+			if f, ok := first[k]; !ok {
+				first[k] = c.i
+			} else if c.i != f+1 {
+				t.Fatalf("round %d: thread %d: work(%d, %d) after work(%d, %d)", round, c.tid, c.who, c.i, c.who, f)
+			} else {
+				first[k] = c.i
+			}
+		}
+		if lost != 0 || len(first) != 4 || len(calls) < 4000 {
+			t.Fatalf("round %d: %d records of %d threads, %d lost: want 4 threads' calls, thousands, none lost", round, len(calls), len(first), lost)
+		}
+		if p.exited() {
+			t.Fatalf("seq died under probe: %v", p.res)
+		}
+	}
+	pr := startBg(t, nil, probeBin, "attach", "-v", "-o", os.DevNull, fmt.Sprint(p.pid()), "p:work a=%di b=%si")
+	waitStderr(t, pr, "in-process", 10*time.Second)
+	pr.signal(t, os.Kill)
+	pr.wait(t, cmdTimeout)
+	time.Sleep(300 * time.Millisecond) // its rings fill, and drop
+	p.in.Close()
+	if r := p.wait(t, cmdTimeout); r.code != 0 || r.stdout != "ready\nthreads=4\n" {
+		t.Fatalf("seq after probe was killed: want exit 0 and its output; got %v", r)
+	}
+}
+
+// TestInProcessPaths: what cannot be recorded in the tracee stops the
+// thread, and -v says why.
+func TestInProcessPaths(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	for _, c := range []struct {
+		spec, why string
+	}{
+		{"p:work s=+0(%di):u64", "probe/p_work_0: s reads memory"},
+		{"p:work a=%di => stacktrace", "probe/p_work_0: its actions need the thread stopped"},
+
+		{"p:work who", "probe/p_work_0: who reads a DWARF variable"},
+	} {
+		r := probe(t, "run", "-v", "-o", os.DevNull, c.spec, "--", exe, "threads", "1", "3")
+		if want := "probe: probe/p_work_0: stops the thread (" + c.why + ")\n"; r.code != 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: want exit 0 and %q; got %v", c.spec, want, r)
+		}
+	}
+	// A return probe at the same entry needs the stop for its hook.
+	r := probe(t, "run", "-v", "-o", os.DevNull, "p:work a=%di", "r:work", "--", exe, "threads", "1", "3")
+	if want := "probe: probe/p_work_0: stops the thread (a return probe, post-handler or tracer shares the address)\n"; r.code != 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("p:work with r:work: want exit 0 and %q; got %v", want, r)
+	}
+	// A bad pointer read faults as before, from a stop.
+	r = probe(t, "run", "p:work s=+0(%di):u64", "--", exe, "threads", "1", "3")
+	if r.code != 0 || strings.Count(r.stdout, " s=(fault)") != 3 {
+		t.Errorf("+0(%%di) with %%di a small number: want 3 (fault)s; got %v", r)
+	}
+}
+
+// waitStderr waits until p has written s to its standard error.
+func waitStderr(t *testing.T, p *bg, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.stderr.String(), s) {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("%s did not write %q to stderr within %v: %v", p.desc, s, timeout, p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,141 @@
+/*
+ * seq: tracee for the tests of in-process probes (probe/inproc.go). Every
+ * call is work(who, i) with i counting each caller's calls from 0, so a
+ * trace shows by itself whether a record is missing, doubled or garbled.
+ *
+ *   seq threads T N   T threads call work(thread, i) N times each
+ *   seq signals N     the main thread calls work(0, i) N times while a
+ *                     second thread sends it SIGUSR1 as fast as it can;
+ *                     the handler calls work(1, k), k counting handled
+ *                     signals: records made inside records
+ *   seq fork N        the child of a fork calls work(2, i) N times, then
+ *                     the parent work(0, i) N times
+ *   seq loop T        T threads call work(thread, i) until stdin closes,
+ *                     pausing 1 ms every 64 calls
+ *
+ * It prints what it did, the same traced and untraced.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile long sink;
+
+__attribute__((noinline, noipa)) long work(long who, long i)
+{
+	sink += who ^ i;
+	sink ^= 3;
+	return who + i;
+}
+
+static long n;
+static volatile int stop;
+
+static void *caller(void *arg)
+{
+	long who = (long)arg, s = 0, i;
+	for (i = 0; n ? i < n : !stop; i++) {
+		s += work(who, i);
+		/* A loop runs until told: at a pace a trace can keep up with. */
+		if (!n && i % 64 == 63)
+			usleep(1000);
+	}
+	return (void *)i;
+}
+
+static void threads(int t, int loop)
+{
+	pthread_t th[64];
+	long calls = 0;
+	for (long i = 0; i < t; i++)
+		pthread_create(&th[i], NULL, caller, (void *)i);
+	if (loop) {
+		char c;
+		printf("ready\n");
+		fflush(stdout);
+		while (read(0, &c, 1) > 0)
+			;
+		stop = 1;
+	}
+	for (int i = 0; i < t; i++) {
+		void *r;
+		pthread_join(th[i], &r);
+		calls += (long)r;
+	}
+	if (loop)
+		printf("threads=%d\n", t); /* the calls depend on the time */
+	else
+		printf("threads=%d calls=%ld\n", t, calls);
+}
+
+static volatile sig_atomic_t handled;
+static volatile int done;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	work(1, handled);
+	handled = handled + 1;
+}
+
+static void *sender(void *arg)
+{
+	pthread_t main = *(pthread_t *)arg;
+	while (!done)
+		pthread_kill(main, SIGUSR1);
+	return NULL;
+}
+
+static void signals(long count)
+{
+	pthread_t self = pthread_self(), th;
+	signal(SIGUSR1, on_usr1);
+	pthread_create(&th, NULL, sender, &self);
+	while (!handled) /* the signals have begun */
+		;
+	for (long i = 0; i < count; i++)
+		work(0, i);
+	done = 1;
+	pthread_join(th, NULL);
+	signal(SIGUSR1, SIG_IGN);
+	/* handled varies: print it for the test to compare. */
+	printf("main=%ld handled=%ld\n", count, (long)handled);
+}
+
+static void forked(long count)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (long i = 0; i < count; i++)
+			work(2, i);
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	for (long i = 0; i < count; i++)
+		work(0, i);
+	printf("parent=%ld child=%ld status=%d\n", count, count, WEXITSTATUS(st));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 4 && strcmp(argv[1], "threads") == 0) {
+		n = atol(argv[3]);
+		threads(atoi(argv[2]), 0);
+	} else if (argc >= 3 && strcmp(argv[1], "signals") == 0) {
+		signals(atol(argv[2]));
+	} else if (argc >= 3 && strcmp(argv[1], "fork") == 0) {
+		forked(atol(argv[2]));
+	} else if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
+		threads(atoi(argv[2]), 1);
+	} else {
+		fprintf(stderr, "usage: seq threads T N | signals N | fork N | loop T\n");
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,718 @@
+package probe
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// In-process probes: a jump-optimised entry whose probes only read
+// registers and the words at sp, and whose handlers only need the values
+// (Handler.Recorded: print, count, hist), gets a record stub instead of a
+// trap (singlestep.RecordStub). The thread writes a record into its own
+// ring in memory shared with us and goes on: no stop, no system call.
+// A goroutine of ours drains the rings every few milliseconds and runs
+// the handlers on what the thread saw: its registers and stack words,
+// replayed through the same fetch-args and filter as a trapped hit, so
+// the values print exactly as they would have.
+//
+// What stays trapping, per probe, and why, is in Probe.Path.
+
+// DefaultRingSize is each thread's ring, in bytes.
+const DefaultRingSize = 4 << 20
+
+// defaultRings is how many threads get a ring; the rest count as lost.
+const defaultRings = 256
+
+// inproc is one process's rings and the code that writes them.
+type inproc struct {
+	rings   *ring.Rings
+	clock   *ring.Clock
+	routine uint64 // singlestep.RecordRoutine's code
+	size    int
+	sites   map[uint32]*recordSite
+	nextID  uint32
+	freed   map[int]uint64 // records lost in rings given back, by thread
+	gone    map[int]bool   // threads gone whose rings are to be given back once drained
+	vforked map[int]int    // a vfork child sharing our memory -> the thread it stopped
+	quiet   map[int]uint64 // threads whose records are a vfork child's, not shown -> count
+	// The replay of one record: registers and stack words as the
+	// thread had them.
+	regs   unix.PtraceRegs
+	stack  stackWords
+	env    HitEnv
+	fields []Field
+	hit    Hit
+}
+
+// recordSite is a site whose stub records.
+type recordSite struct {
+	site       *site
+	id         uint32
+	regs       []int // byte offsets in unix.PtraceRegs, as recorded
+	stackWords int
+	stub, end  uint64 // the stub's code
+	code       *singlestep.RecordStub
+}
+
+// stackWords serves reads of the words recorded at sp.
+type stackWords struct {
+	sp    uint64
+	words []uint64
+}
+
+func (s *stackWords) ReadAt(p []byte, addr int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		at := uint64(addr) + uint64(n)
+		i := (at - s.sp) / 8
+		if at < s.sp || i >= uint64(len(s.words)) {
+			break
+		}
+		p[n] = byte(s.words[i] >> (8 * ((at - s.sp) % 8)))
+		n++
+	}
+	if n < len(p) {
+		return n, fmt.Errorf("%#x: not recorded", uint64(addr)+uint64(n))
+	}
+	return n, nil
+}
+
+func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
+	return 0, fmt.Errorf("%#x: a record is read-only", addr)
+}
+
+// recordableRegs are the registers a record can hold, as their offsets
+// in unix.PtraceRegs: the general registers and the flags. %rip needs no
+// room: it is the site's address.
+var recordableRegs = func() map[uintptr]bool {
+	var r unix.PtraceRegs
+	m := map[uintptr]bool{}
+	for _, off := range []uintptr{
+		unsafe.Offsetof(r.Rax), unsafe.Offsetof(r.Rbx), unsafe.Offsetof(r.Rcx), unsafe.Offsetof(r.Rdx),
+		unsafe.Offsetof(r.Rsi), unsafe.Offsetof(r.Rdi), unsafe.Offsetof(r.Rbp), unsafe.Offsetof(r.Rsp),
+		unsafe.Offsetof(r.R8), unsafe.Offsetof(r.R9), unsafe.Offsetof(r.R10), unsafe.Offsetof(r.R11),
+		unsafe.Offsetof(r.R12), unsafe.Offsetof(r.R13), unsafe.Offsetof(r.R14), unsafe.Offsetof(r.R15),
+		unsafe.Offsetof(r.Eflags),
+	} {
+		m[off] = true
+	}
+	return m
+}()
+
+var ripOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
+
+// recordInputs says what a record must hold for a's fetch-args: the
+// registers (offsets in unix.PtraceRegs) and how many words at sp; why
+// is not "" when a reads something else (memory, DWARF).
+func (a *Args) recordInputs() (regs []int, words int, why string) {
+	if a == nil {
+		return nil, 0, ""
+	}
+	for i := range a.args {
+		f := &a.args[i]
+		switch {
+		case f.typ == TypeDwarf || f.base == baseDwarf:
+			return nil, 0, fmt.Sprintf("%s reads a DWARF variable", f.name)
+		case len(f.derefs) > 0 || f.count > 0:
+			return nil, 0, fmt.Sprintf("%s reads memory", f.name)
+		case f.typ.IsString() && f.base != baseComm && f.base != baseData:
+			return nil, 0, fmt.Sprintf("%s reads a string", f.name)
+		}
+		switch f.base {
+		case baseReg:
+			off := int(f.reg.idx) * 8
+			if off == ripOff {
+				continue
+			}
+			if !recordableRegs[uintptr(off)] {
+				return nil, 0, fmt.Sprintf("%s reads a segment register", f.name)
+			}
+			if !slices.Contains(regs, off) {
+				regs = append(regs, off)
+			}
+		case baseStack:
+			if f.imm >= singlestep.RecordStackMax {
+				return nil, 0, fmt.Sprintf("%s reads the stack beyond %d words", f.name, singlestep.RecordStackMax)
+			}
+			words = max(words, int(f.imm)+1)
+		}
+	}
+	// Fetch reads its stack words in one go from sp.
+	if words > 0 {
+		if a.stackWords > singlestep.RecordStackMax {
+			return nil, 0, "reads the stack beyond the words recorded"
+		}
+		words = max(words, int(a.stackWords))
+		rsp := int(regRsp) * 8
+		if !slices.Contains(regs, rsp) {
+			regs = append(regs, rsp)
+		}
+	}
+	return regs, words, ""
+}
+
+// recordPlan says what st's stub must record, or why st traps.
+func (t *Tracer) recordPlan(st *site) (regs []int, words int, why string) {
+	switch {
+	case t.tuning.NoInProcess:
+		return nil, 0, "--no-inprocess"
+	case t.follow:
+		return nil, 0, "-f: a child would share the rings"
+	case st.module == nil || isGo(st.module):
+		return nil, 0, "Go code"
+	case st.addr != st.sym.Addr+st.module.Bias:
+		return nil, 0, "not at a function's entry"
+	case !st.plainEntry():
+		return nil, 0, "a return probe, post-handler or tracer shares the address"
+	case len(st.probes) == 0:
+		return nil, 0, "no probe"
+	}
+	for _, p := range st.probes {
+		if !p.handler.Recorded || p.handler.Post != nil {
+			return nil, 0, fmt.Sprintf("%s: its actions need the thread stopped", p.Name())
+		}
+		r, w, why := p.args.recordInputs()
+		if why != "" {
+			return nil, 0, fmt.Sprintf("%s: %s", p.Name(), why)
+		}
+		for _, off := range r {
+			if !slices.Contains(regs, off) {
+				regs = append(regs, off)
+			}
+		}
+		words = max(words, w)
+	}
+	return regs, words, ""
+}
+
+// recordFits reports whether st still records what its stub rs was made
+// for.
+func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
+	regs, words, why := t.recordPlan(st)
+	if why != "" || words > rs.stackWords {
+		return false
+	}
+	for _, off := range regs {
+		if !slices.Contains(rs.regs, off) {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureRings maps the rings and places the record routine, once; nil
+// (with t.inprocWhy set) where in-process probes cannot work here.
+func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
+	if t.inproc != nil || t.inprocWhy != "" {
+		return t.inproc
+	}
+	why := func() string {
+		switch {
+		case !hasFSGSBase():
+			return "the kernel does not let a thread read its %fs base (FSGSBASE)"
+		case !t.proc.SamePidNamespace():
+			return "the process is in another pid namespace"
+		case t.proc.Seccomp():
+			// The rings are mapped by system calls run in a thread.
+			return "a thread runs under seccomp"
+		}
+		if why := ring.InvariantTSC(); why != "" {
+			return why
+		}
+		return ""
+	}()
+	if why != "" {
+		t.inprocWhy = why
+		return nil
+	}
+	tidOff, why := t.findTidOffset(append([]int{anchor}, held...))
+	if why != "" {
+		t.inprocWhy = why
+		return nil
+	}
+	clock, err := ring.NewClock(t.now)
+	if err != nil {
+		t.inprocWhy = err.Error()
+		return nil
+	}
+	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
+	if err := l.Check(); err != nil {
+		t.inprocWhy = err.Error()
+		return nil
+	}
+	addr, mem, err := t.proc.MapShared(anchor, t.space.Main().Bias, l.Size())
+	if err != nil {
+		t.inprocWhy = fmt.Sprintf("map the rings: %v", err)
+		return nil
+	}
+	l.Base = addr
+	r := &singlestep.RecordRoutine{Layout: l}
+	base, slots, err := t.allocDetour(anchor, t.space.Main().Bias, r.Size())
+	if err != nil {
+		t.inprocWhy = fmt.Sprintf("place the record routine: %v", err)
+		return nil
+	}
+	code, err := r.Code(base)
+	if err == nil {
+		err = t.writeSlots([]slotWrite{{base, code}})
+	}
+	if err != nil {
+		t.freeSlots(base, slots)
+		t.inprocWhy = fmt.Sprintf("place the record routine: %v", err)
+		return nil
+	}
+	t.inproc = &inproc{
+		rings: ring.New(mem, l), clock: clock, routine: base, size: len(code),
+		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]uint64{},
+	}
+	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
+	// Records are read after their thread may be gone: the names now
+	// (then of each new thread as it starts, in dispatch).
+	for _, tid := range append([]int{anchor}, held...) {
+		if _, ok := t.comms[tid]; !ok {
+			t.comms[tid] = tracee.Comm(t.pid, tid)
+		}
+	}
+	return t.inproc
+}
+
+// ringSize is each thread's ring in bytes: Tuning.RingSize, or the default.
+func (t *Tracer) ringSize() int {
+	if t.tuning.RingSize > 0 {
+		return t.tuning.RingSize
+	}
+	return DefaultRingSize
+}
+
+// findTidOffset finds where the thread control block at each thread's
+// %fs base holds its thread id: glibc's struct pthread keeps it at 0x2d0
+// on x86-64; elsewhere the one offset where every thread's id is.
+func (t *Tracer) findTidOffset(tids []int) (int32, string) {
+	const glibc, span = 0x2d0, 0x800
+	var common []int32
+	for i, tid := range tids {
+		var regs unix.PtraceRegs
+		if err := t.proc.GetRegs(tid, &regs); err != nil {
+			return 0, fmt.Sprintf("read thread %d's registers: %v", tid, err)
+		}
+		if regs.Fs_base == 0 {
+			return 0, fmt.Sprintf("thread %d has no thread control block (%%fs base 0)", tid)
+		}
+		buf := make([]byte, span)
+		if n, _ := t.proc.ReadAt(buf, int64(regs.Fs_base)); n < span {
+			return 0, fmt.Sprintf("cannot read thread %d's control block", tid)
+		}
+		var here []int32
+		for off := 0; off+4 <= span; off += 4 {
+			if *(*uint32)(unsafe.Pointer(&buf[off])) == uint32(tid) && (i == 0 || slices.Contains(common, int32(off))) {
+				here = append(here, int32(off))
+			}
+		}
+		common = here
+	}
+	switch {
+	case slices.Contains(common, glibc):
+		return glibc, ""
+	case len(common) == 1:
+		return common[0], ""
+	}
+	return 0, "cannot tell where the thread control block keeps the thread id"
+}
+
+// recordStub returns st's record stub (Next to be filled in), or nil
+// with the reason kept in st.trapWhy. The rings are made already
+// (prepareRings).
+func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
+	regs, words, why := t.recordPlan(st)
+	if why == "" && t.inproc == nil {
+		why = cmp.Or(t.inprocWhy, "no rings")
+	}
+	if why != "" {
+		st.trapWhy = why
+		return nil, nil
+	}
+	in := t.inproc
+	in.nextID++
+	rs := &recordSite{site: st, id: in.nextID, regs: regs, stackWords: words}
+	return &singlestep.RecordStub{Routine: in.routine, Site: rs.id, Regs: regs, StackWords: words}, rs
+}
+
+// prepareRings makes the rings if a site about to be optimised
+// records; the threads are held.
+func (t *Tracer) prepareRings(anchor int, held []int, sites func(func(*site) bool)) {
+	for st := range sites {
+		if _, _, why := t.recordPlan(st); why == "" {
+			t.ensureRings(anchor, held)
+			return
+		}
+	}
+}
+
+// startDrain starts the goroutine that drains the rings, if there are
+// any, once Start is done with the tracer's state: from then on the
+// drain and the loop take turns (withHandlers).
+func (t *Tracer) startDrain() {
+	if t.inproc == nil {
+		return
+	}
+	t.drainStop, t.drainDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(t.drainDone)
+		wait := time.Millisecond
+		for {
+			select {
+			case <-t.drainStop:
+				return
+			case <-time.After(wait):
+			}
+			n := 0
+			t.withHandlers(func() { n = t.drainRecords() })
+			// Busy rings are drained every millisecond; idle ones
+			// less often, up to every 20.
+			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
+			if n > 0 {
+				wait = time.Millisecond
+			}
+		}
+	}()
+}
+
+// stopDrain stops the draining goroutine, drains what is left and gives
+// back the rings' memory.
+func (t *Tracer) stopDrain() {
+	if t.drainStop != nil {
+		close(t.drainStop)
+		<-t.drainDone
+		t.drainStop = nil
+	}
+	t.withHandlers(t.retireRings)
+}
+
+// withHandlers runs fn holding the lock under which handlers run: the
+// ptrace loop's and the drain's hits never run at once.
+func (t *Tracer) withHandlers(fn func()) {
+	t.hmu.Lock()
+	defer t.hmu.Unlock()
+	fn()
+}
+
+// SetRecordRoom tells the tracer how many records its handlers can take
+// at the moment (the output's room): the drain leaves the rest in the
+// rings, which hold them, rather than have them dropped downstream.
+func (t *Tracer) SetRecordRoom(room func() int) error {
+	return t.do(func(int) error {
+		t.recordRoom = room
+		return nil
+	})
+}
+
+// room is how many records the handlers can take now; -1: no bound.
+func (t *Tracer) room() int {
+	if t.recordRoom == nil {
+		return -1
+	}
+	return max(t.recordRoom(), 0)
+}
+
+// drainRecords runs the handlers of the committed records, as many as
+// the handlers have room for; the caller holds hmu.
+func (t *Tracer) drainRecords() int {
+	in := t.inproc
+	if in == nil {
+		return 0
+	}
+	in.clock.Refresh()
+	room := t.room()
+	switch room {
+	case 0:
+		return 0
+	case -1:
+		room = 0 // Drain's "no bound"
+	}
+	n := in.rings.Drain(room, t.deliverRecord)
+	if len(in.gone) > 0 {
+		t.freeGone()
+	}
+	return n
+}
+
+// drainThread runs the handlers of every record tid has committed: tid
+// is stopped for a hit that comes after them. It waits for room as
+// drainAll does, while tid waits too.
+func (t *Tracer) drainThread(tid int) {
+	stuck := time.Now()
+	for {
+		room := t.room()
+		if room == 0 {
+			if time.Since(stuck) < 2*time.Second {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			room = -1
+		}
+		if _, more := t.inproc.rings.DrainThread(tid, max(room, 0), t.deliverRecord); !more {
+			return
+		}
+		stuck = time.Now()
+	}
+}
+
+// drainAll runs the handlers of every committed record, waiting for
+// room; after two seconds without any, the rest go all the same (and the
+// output drops and counts what it cannot take). The caller holds hmu.
+func (t *Tracer) drainAll() {
+	in := t.inproc
+	if in == nil {
+		return
+	}
+	stuck := time.Now()
+	for {
+		if t.room() == 0 {
+			if time.Since(stuck) > 2*time.Second {
+				in.rings.Drain(0, t.deliverRecord)
+				return
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if t.drainRecords() == 0 {
+			return
+		}
+		stuck = time.Now()
+	}
+}
+
+// deliverRecord runs the handlers of one record's probes.
+func (t *Tracer) deliverRecord(rec *ring.Record) {
+	in := t.inproc
+	if _, ok := in.quiet[rec.Tid]; ok {
+		in.quiet[rec.Tid]++ // a vfork child's hit, not reported (as uprobes)
+		return
+	}
+	rs := in.sites[rec.Site]
+	if rs == nil {
+		return
+	}
+	in.regs = unix.PtraceRegs{Rip: rs.site.addr}
+	words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&in.regs))
+	for i, off := range rs.regs {
+		if i < len(rec.Values) {
+			words[off/8] = rec.Values[i]
+		}
+	}
+	in.stack = stackWords{sp: in.regs.Rsp}
+	if n := len(rs.regs); len(rec.Values) > n {
+		in.stack.words = rec.Values[n:]
+	}
+	comm, ok := t.comms[rec.Tid]
+	if !ok {
+		comm = tracee.Comm(t.pid, rec.Tid)
+		t.comms[rec.Tid] = comm
+	}
+	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: comm, Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
+	for _, p := range rs.site.probes {
+		if !p.enabled.Load() {
+			continue
+		}
+		p.hits.Add(1)
+		if p.args != nil {
+			in.env.Regs, in.env.Comm = &in.regs, comm
+			in.fields = p.args.Fetch(&in.env, in.fields[:0])
+			in.hit.Fields = in.fields
+			if !p.args.Keep(in.fields) {
+				continue
+			}
+		} else {
+			in.hit.Fields = nil
+		}
+		if p.handler.Pre != nil {
+			in.hit.Probe, in.hit.Where = p, cmp.Or(p.shownAt, rs.site.where)
+			p.handler.Pre(&in.hit)
+		}
+	}
+}
+
+// leaveRecordCode takes a held thread inside the record routine or a
+// stub back to the probed instruction, every register as it was (from
+// the stub's saves): the original bytes go back before it runs again,
+// and it runs the function from its start. A record it had committed is
+// drained; one it had reserved only is counted lost (Rings.Lost). No
+// step: a step over the stub's pushfq would save the trap flag for its
+// popfq to set again once we are gone.
+func (t *Tracer) leaveRecordCode(tid int) {
+	in := t.inproc
+	if in == nil || t.proc.GetRegs(tid, &t.regs) != nil {
+		return
+	}
+	rip := t.regs.Rip
+	var rw singlestep.StubRewind
+	var to *site
+	if rip >= in.routine && rip < in.routine+uint64(in.size) {
+		// Called from a stub: its return address says which.
+		ret, ok := t.readWord(t.regs.Rsp)
+		if !ok {
+			return
+		}
+		for _, rs := range in.sites {
+			if ret > rs.stub && ret <= rs.end {
+				to = rs.site
+			}
+		}
+		rw = singlestep.RoutineRewind(t.regs.Rsp)
+	} else {
+		for _, rs := range in.sites {
+			if r, ok := rs.code.Rewind(rs.stub, rip, t.regs.Rsp); ok {
+				rw, to = r, rs.site
+				break
+			}
+		}
+	}
+	if to == nil {
+		return
+	}
+	if rw.Saved {
+		words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&t.regs))
+		for i, off := range singlestep.SavedRegs() {
+			v, ok := t.readWord(rw.Area + uint64(8*i))
+			if !ok {
+				return
+			}
+			words[off/8] = v
+		}
+	}
+	t.regs.Rsp, t.regs.Rip = rw.SP, to.addr
+	if t.proc.SetRegs(tid, &t.regs) == nil {
+		t.detourExits.Add(1)
+	}
+}
+
+// recordThreadGone gives tid's ring back once what it holds is handed
+// on: now, or after a later drain (then it reports true, and tid's comm
+// is forgotten then).
+func (t *Tracer) recordThreadGone(tid int) (later bool) {
+	in := t.inproc
+	if in == nil {
+		return false
+	}
+	in.gone[tid] = true
+	t.drainRecords()
+	t.freeGone()
+	return in.gone[tid]
+}
+
+// freeGone gives back the rings of gone threads that are drained.
+func (t *Tracer) freeGone() {
+	in := t.inproc
+	for tid := range in.gone {
+		if !in.rings.Drained(tid) {
+			continue
+		}
+		delete(in.gone, tid)
+		delete(t.comms, tid)
+		if lost, ok := in.rings.Free(tid); ok && lost > 0 {
+			in.freed[tid] += lost
+		}
+	}
+}
+
+// recordVfork notes that thread parent is stopped until its vfork child
+// execs or exits: the child shares its control block, so what its ring
+// gets meanwhile is the child's, not reported (as the trapping path).
+func (t *Tracer) recordVfork(parent, child int) {
+	if in := t.inproc; in != nil {
+		t.drainAll()
+		in.vforked[child] = parent
+		in.quiet[parent] = 0
+	}
+}
+
+// recordVforkDone ends what recordVfork began, at the child's exec or
+// exit.
+func (t *Tracer) recordVforkDone(child int) {
+	in := t.inproc
+	if in == nil {
+		return
+	}
+	parent, ok := in.vforked[child]
+	if !ok {
+		return
+	}
+	t.drainAll()
+	delete(in.vforked, child)
+	delete(in.quiet, parent)
+}
+
+// retireRings hands on what the rings hold, frees their pages and
+// forgets them: at the end, or at an exec (the new program has none).
+func (t *Tracer) retireRings() {
+	in := t.inproc
+	if in == nil {
+		t.inprocWhy = ""
+		return
+	}
+	t.drainAll()
+	t.lostPast = addLost(t.lostPast, in.rings.Lost(in.freed))
+	in.rings.Release()
+	t.inproc, t.inprocWhy = nil, ""
+}
+
+func addLost(a, b ring.Lost) ring.Lost {
+	out := ring.Lost{Full: map[int]uint64{}, NoRing: a.NoRing + b.NoRing, NoTid: a.NoTid + b.NoTid}
+	for _, m := range []map[int]uint64{a.Full, b.Full} {
+		for tid, n := range m {
+			out.Full[tid] += n
+		}
+	}
+	return out
+}
+
+// InProcessSites counts the probe sites that record in the tracee.
+func (t *Tracer) InProcessSites() int { return int(t.recordSites.Load()) }
+
+// RecordsLost says what the in-process probes' rings could not hold
+// (read it after Wait or Detach): by thread, records dropped on a full
+// ring; and the hits of threads that found no ring, or whose thread id
+// could not be read.
+func (t *Tracer) RecordsLost() ring.Lost {
+	var l ring.Lost
+	t.withHandlers(func() {
+		l = t.lostPast
+		if t.inproc != nil {
+			l = addLost(l, t.inproc.rings.Lost(t.inproc.freed))
+		}
+	})
+	return l
+}
+
+// Path says how p's hits are taken: in the tracee (inProcess), or with a
+// stop, and then why not in the tracee.
+func (p *Probe) Path() (inProcess bool, why string) {
+	p.pathMu.Lock()
+	defer p.pathMu.Unlock()
+	return p.inProcess, p.trapWhy
+}
+
+// notePaths records, for each probe at sites, whether it records in the
+// tracee or traps, and why.
+func notePaths(sites ...*site) {
+	for _, st := range sites {
+		rec := st.opt != nil && st.opt.record != nil
+		for _, p := range st.probes {
+			p.pathMu.Lock()
+			p.inProcess, p.trapWhy = rec, ""
+			if !rec {
+				p.trapWhy = cmp.Or(st.trapWhy, "not jump-optimised")
+			}
+			p.pathMu.Unlock()
+		}
+	}
+}
