@@ -110,22 +110,27 @@ func (r *Rings) drainRing(base uint64, tid, max int, unbounded bool, fn func(*Re
 // DrainThread is Drain of tid's ring alone (max 0: no bound); more
 // reports whether committed records are left in it.
 func (r *Rings) DrainThread(tid, max int, fn func(*Record)) (n int, more bool) {
-	slot, ok := r.slotOf[tid]
-	if !ok || atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) != uint64(tid) {
-		ok = false
-		for s := range r.layout.Slots {
-			if atomic.LoadUint64(r.word(r.ring(s)+singlestep.RingOwner)) == uint64(tid) {
-				slot, ok = s, true
-				r.slotOf[tid] = s
-				break
-			}
-		}
-	}
+	base, ok := r.ringOf(tid)
 	if !ok {
 		return 0, false
 	}
-	n = r.drainRing(r.ring(slot), tid, max, max == 0, fn)
+	n = r.drainRing(base, tid, max, max == 0, fn)
 	return n, !r.Drained(tid)
+}
+
+// ringOf finds tid's ring, from where it was last found if it is still
+// there.
+func (r *Rings) ringOf(tid int) (base uint64, ok bool) {
+	if slot, ok := r.slotOf[tid]; ok && atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) == uint64(tid) {
+		return r.ring(slot), true
+	}
+	for slot := range r.layout.Slots {
+		if atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) == uint64(tid) {
+			r.slotOf[tid] = slot
+			return r.ring(slot), true
+		}
+	}
+	return 0, false
 }
 
 // Pending reports whether some ring holds bytes not drained, committed
@@ -186,23 +191,20 @@ func (r *Rings) Lost(freed map[int]uint64) Lost {
 // Drained reports whether tid's ring has no committed record left (or
 // tid has no ring).
 func (r *Rings) Drained(tid int) bool {
-	for slot := range r.layout.Slots {
-		base := r.ring(slot)
-		if atomic.LoadUint64(r.word(base+singlestep.RingOwner)) != uint64(tid) {
-			continue
-		}
-		head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
-		tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
-		if tail == head {
-			return true
-		}
-		off := tail & (r.layout.RingSize - 1)
-		if r.layout.RingSize-off < 16 {
-			return false // a skip: Drain moves past it
-		}
-		return atomic.LoadUint64(r.word(base+singlestep.RingHeaderSize+off)) != tail+1
+	base, ok := r.ringOf(tid)
+	if !ok {
+		return true
 	}
-	return true
+	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
+	tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
+	if tail == head {
+		return true
+	}
+	off := tail & (r.layout.RingSize - 1)
+	if r.layout.RingSize-off < 16 {
+		return false // a skip: Drain moves past it
+	}
+	return atomic.LoadUint64(r.word(base+singlestep.RingHeaderSize+off)) != tail+1
 }
 
 // Free gives tid's ring back for another thread, once tid is gone and its
@@ -210,24 +212,21 @@ func (r *Rings) Drained(tid int) bool {
 // committed) is dropped and counted in the returned lost count, with the
 // records the ring could not hold.
 func (r *Rings) Free(tid int) (lost uint64, ok bool) {
-	for slot := range r.layout.Slots {
-		base := r.ring(slot)
-		if atomic.LoadUint64(r.word(base+singlestep.RingOwner)) != uint64(tid) {
-			continue
-		}
-		head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
-		tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
-		lost = atomic.LoadUint64(r.word(base + singlestep.RingLost))
-		if head != tail {
-			lost++ // at most one: a thread commits in order, but for its signal handlers
-		}
-		atomic.StoreUint64(r.word(base+singlestep.RingLost), 0)
-		atomic.StoreUint64(r.word(base+singlestep.RingTail), head)
-		atomic.StoreUint64(r.word(base+singlestep.RingOwner), 0)
-		delete(r.slotOf, tid)
-		return lost, true
+	base, ok := r.ringOf(tid)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
+	tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
+	lost = atomic.LoadUint64(r.word(base + singlestep.RingLost))
+	if head != tail {
+		lost++ // at most one: a thread commits in order, but for its signal handlers
+	}
+	atomic.StoreUint64(r.word(base+singlestep.RingLost), 0)
+	atomic.StoreUint64(r.word(base+singlestep.RingTail), head)
+	atomic.StoreUint64(r.word(base+singlestep.RingOwner), 0)
+	delete(r.slotOf, tid)
+	return lost, true
 }
 
 // Release frees the rings' pages, for the tracee too (MADV_REMOVE
