@@ -105,7 +105,7 @@ echo "$one"
 two=$(inproc "  => count, 2 threads (10x)" 2 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count' -- "$work" @N@ 2)
 echo "$two"
 awk -v a="$(per_hit "$two")" -v b="$(per_hit "$one")" \
-	'BEGIN { printf "%-44s %19.2f\n", "  2 threads' hit / 1 thread's", a / b }'
+	'BEGIN { printf "%-44s %19.2f\n", "  2 threads / 1 thread (per hit of a thread)", a / b }'
 inproc "  4 threads (10x)" 4 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4
 entry=$(cost "probe p:leaf a=%di b=%si --no-inprocess" 1 "$probe" run --no-inprocess -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1)
 echo "$entry"
