@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -141,17 +142,19 @@ func TestJumpDetachUnderLoad(t *testing.T) {
 	for i := 0; i < trials; i++ {
 		// Every other time the probes stop the threads: the detour's
 		// int3; else they record in the tracee, from a stub.
-		args := []string{"attach", pid, "p:work", "p:canary"}
+		args := []string{"attach", "-v", "-o", os.DevNull, pid, "p:work", "p:canary"}
 		if i%2 == 1 {
 			args = append([]string{"attach", "--no-inprocess"}, args[1:]...)
 		}
 		pr := startBg(t, jumpDebug, probeBin, args...)
-		pr.waitStdout(t, "p_work_0:", 30*time.Second)
+		// -v's lines come once the jumps are in.
+		waitStderr(t, pr, "probe: probe/p_work_0: ", 30*time.Second)
 		delay := time.Duration(rng.Intn(20_000)) * time.Microsecond
 		time.Sleep(delay)
 		pr.signal(t, syscall.SIGINT)
 		r := pr.wait(t, 30*time.Second)
-		m := jumpedRE.FindStringSubmatch(r.stderr)
+		// After -v's two lines.
+		m := jumpedRE.FindStringSubmatch(r.stderr[strings.LastIndex(strings.TrimSuffix(r.stderr, "\n"), "\n")+1:])
 		if r.code != 0 || m == nil || m[1] != "2" {
 			t.Fatalf("trial %d (SIGINT after %v): %v\nwant exit 0 and stderr %q", i, delay, r, jumpedLine(2))
 		}
