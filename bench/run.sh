@@ -121,20 +121,20 @@ four=$(cost "probe p:leaf stopping, 4 threads (per hit)" 4 "$probe" run --no-inp
 echo "$four"
 awk -v a="$(per_hit "$four")" -v b="$(per_hit "$entry")" \
 	'BEGIN { printf "%-44s %19.2f\n", "  4 threads per hit / 1 thread per hit", a / b }'
-# An attached 8-thread process with a hot probe: calls a second over 2 s,
-# probe attached for the last 1.8, traced and not (median of RUNS).
-gcc -O2 -pthread -o "$out/rate" bench/rate.c
-# rate NAME [PROBE ARGS...]: a row of calls a second and their ratio to
-# the untraced run's.
+# An attached 8-thread process with a hot probe: calls a second from 0.5 s
+# to 2.5 s after its start, probe attached at 0.1 s (median of RUNS).
+gcc -O0 -pthread -o "$out/rate" bench/rate.c
+# rate NAME [PROBE FLAGS...]: a row of calls a second and their ratio to
+# the untraced run's (the first row).
 rate() {
 	local name=$1 xs=() i pid
 	shift
 	for ((i = 0; i < runs; i++)); do
-		"$out/rate" 8 2000 >"$out/rate.out" &
+		"$out/rate" 8 >"$out/rate.out" &
 		pid=$!
-		if [ $# -gt 0 ]; then
-			sleep 0.2
-			"$probe" attach --duration 1800ms -o /dev/null "$@" "$pid" 'p:leaf a=%di b=%si => count' >/dev/null 2>&1 || true
+		if [ "$name" != untraced ]; then
+			sleep 0.1
+			"$probe" attach -o /dev/null "$@" "$pid" 'p:leaf a=%di b=%si => count' >/dev/null 2>&1 || true
 		fi
 		wait "$pid"
 		xs+=("$(cat "$out/rate.out")")
@@ -143,11 +143,12 @@ rate() {
 	n=$(printf '%s\n' "${xs[@]}" | sort -n | sed -n "$(((runs + 1) / 2))p")
 	[ -z "${plain_rate:-}" ] && plain_rate=$n
 	awk -v name="$name" -v n="$n" -v p="$plain_rate" \
-		'BEGIN { printf "%-44s %12.0f calls/s %6.3f of untraced\n", name, n / 2, n / p }'
+		'BEGIN { printf "%-44s %12.0f calls/s %8.4f of untraced\n", name, n, n / p }'
 }
-rate "attached, 8 threads: untraced"
-rate "  p:leaf => count, in-process" --ring-size 4096
-rate "  p:leaf => count, stopping (--no-inprocess)" --no-inprocess
+echo "# an attached process, 8 threads calling leaf(), p:leaf a=%di b=%si => count"
+rate untraced
+rate "in-process"
+rate "stopping (--no-inprocess)" --no-inprocess
 if command -v ltrace >/dev/null; then
 	cost "ltrace -x leaf" 1 ltrace -o /dev/null -x leaf "$work" @N@ 1
 fi
