@@ -348,3 +348,28 @@ func waitStderr(t *testing.T, p *bg, s string, timeout time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestInProcessRealPython: Debian's python3, its libc's malloc probed
+// in-process (a stub near libc, far from the program's own code) and
+// stopping: the same count of hits by size, the program's output the same.
+func TestInProcessRealPython(t *testing.T) {
+	t.Parallel()
+	python := debianProgram(t, "python3", "python3")
+	script := []string{"-I", "-S", "-c", "import json; print(len(json.dumps(list(range(20000)))))"}
+	plain := runCmd(t, []string{"PYTHONHASHSEED=0"}, python, script...)
+	var tables [2]string
+	for i, flag := range []string{"-v", "--no-inprocess"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		args := append([]string{"run", "-v", flag, "-o", out, "p:libc:malloc size=%di => count:size", "--", python}, script...)
+		r := runCmd(t, []string{"PYTHONHASHSEED=0"}, probeBin, args...)
+		want := map[int]string{0: "in-process", 1: "stops the thread (--no-inprocess)"}[i]
+		if r.code != 0 || r.stdout != plain.stdout || !strings.Contains(r.stderr, "probe/p_malloc_0: "+want+"\n") {
+			t.Fatalf("probe %v: want exit 0, %q and %q; got %v", args, plain.stdout, want, r)
+		}
+		b, _ := os.ReadFile(out)
+		tables[i] = string(b)
+	}
+	if !strings.Contains(tables[0], "# count:size of probe/p_malloc_0: ") || tables[0] != tables[1] {
+		t.Fatalf("in-process and stopping counts differ:\n%s\n---\n%s", limit(tables[0]), limit(tables[1]))
+	}
+}

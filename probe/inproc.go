@@ -34,16 +34,17 @@ const defaultRings = 256
 
 // inproc is one process's rings and the code that writes them.
 type inproc struct {
-	rings   *ring.Rings
-	clock   *ring.Clock
-	routine uint64 // singlestep.RecordRoutine's code
-	size    int
-	sites   map[uint32]*recordSite
-	nextID  uint32
-	freed   map[int]uint64 // records lost in rings given back, by thread
-	gone    map[int]bool   // threads gone whose rings are to be given back once drained
-	vforked map[int]int    // a vfork child sharing our memory -> the thread it stopped
-	quiet   map[int]uint64 // threads whose records are a vfork child's, not shown -> count
+	rings    *ring.Rings
+	clock    *ring.Clock
+	layout   singlestep.RecordLayout
+	routines []uint64 // copies of singlestep.RecordRoutine's code, one within a call's reach of each stub
+	size     int      // the routine's length
+	sites    map[uint32]*recordSite
+	nextID   uint32
+	freed    map[int]uint64 // records lost in rings given back, by thread
+	gone     map[int]bool   // threads gone whose rings are to be given back once drained
+	vforked  map[int]int    // a vfork child sharing our memory -> the thread it stopped
+	quiet    map[int]uint64 // threads whose records are a vfork child's, not shown -> count
 	// The replay of one record: registers and stack words as the
 	// thread had them.
 	regs   unix.PtraceRegs
@@ -255,23 +256,8 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		return nil
 	}
 	l.Base = addr
-	r := &singlestep.RecordRoutine{Layout: l}
-	base, slots, err := t.allocDetour(anchor, t.space.Main().Bias, r.Size())
-	if err != nil {
-		t.inprocWhy = fmt.Sprintf("place the record routine: %v", err)
-		return nil
-	}
-	code, err := r.Code(base)
-	if err == nil {
-		err = t.writeSlots([]slotWrite{{base, code}})
-	}
-	if err != nil {
-		t.freeSlots(base, slots)
-		t.inprocWhy = fmt.Sprintf("place the record routine: %v", err)
-		return nil
-	}
 	t.inproc = &inproc{
-		rings: ring.New(mem, l), clock: clock, routine: base, size: len(code),
+		rings: ring.New(mem, l), clock: clock, layout: l, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
 		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]uint64{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
@@ -343,7 +329,33 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	in := t.inproc
 	in.nextID++
 	rs := &recordSite{site: st, id: in.nextID, regs: regs, stackWords: words}
-	return &singlestep.RecordStub{Routine: in.routine, Site: rs.id, Regs: regs, StackWords: words}, rs
+	return &singlestep.RecordStub{Site: rs.id, Regs: regs, StackWords: words}, rs
+}
+
+// routineNear returns a copy of the record routine within a call's reach
+// of at (a stub's place), placing one in the XOL area near at if none is:
+// stubs live near their module, and modules are far apart.
+func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
+	in := t.inproc
+	for _, r := range in.routines {
+		if within(r, at, xolReach) {
+			return r, nil
+		}
+	}
+	base, slots, err := t.allocDetour(anchor, at, in.size)
+	if err != nil {
+		return 0, fmt.Errorf("place the record routine: %w", err)
+	}
+	code, err := (&singlestep.RecordRoutine{Layout: in.layout}).Code(base)
+	if err == nil {
+		err = t.writeSlots([]slotWrite{{base, code}})
+	}
+	if err != nil || !within(base, at, xolReach) {
+		t.freeSlots(base, slots)
+		return 0, fmt.Errorf("place the record routine near %#x: %v", at, err)
+	}
+	in.routines = append(in.routines, base)
+	return base, nil
 }
 
 // prepareRings makes the rings if a site about to be optimised
@@ -556,7 +568,8 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	rip := t.regs.Rip
 	var rw singlestep.StubRewind
 	var to *site
-	if rip >= in.routine && rip < in.routine+uint64(in.size) {
+	inRoutine := slices.ContainsFunc(in.routines, func(r uint64) bool { return rip >= r && rip < r+uint64(in.size) })
+	if inRoutine {
 		// Called from a stub: its return address says which.
 		ret, ok := t.readWord(t.regs.Rsp)
 		if !ok {

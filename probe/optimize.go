@@ -365,7 +365,11 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	if rec != nil {
 		base += uint64(rec.Size())
 		rec.Next = d.Copies(base)
-		if code, err = rec.Code(at); err != nil {
+		rec.Routine, err = t.routineNear(anchor, at)
+		if err == nil {
+			code, err = rec.Code(at)
+		}
+		if err != nil {
 			st.trapWhy = err.Error()
 			rec, rs, base, code, err = nil, nil, at, nil, nil
 		}
