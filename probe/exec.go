@@ -55,6 +55,11 @@ func (t *Tracer) programPath() string {
 // onExec serves the exec stop of the process: the old program's state is
 // dropped and the new one is run to its entry point (onExecEntry).
 func (t *Tracer) onExec(ev tracee.Event) {
+	if t.inproc != nil {
+		// The old program's records, under its name, before anything
+		// of it is forgotten.
+		t.drainAll()
+	}
 	if t.trapIgnored() {
 		// An ignored signal stays ignored across exec: the new program
 		// gets SIG_IGN back from the reset of our traps, as the kernel
