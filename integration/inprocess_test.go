@@ -373,3 +373,28 @@ func TestInProcessRealPython(t *testing.T) {
 		t.Fatalf("in-process and stopping counts differ:\n%s\n---\n%s", limit(tables[0]), limit(tables[1]))
 	}
 }
+
+// TestInProcessVfork: posix_spawn's children share the parent's memory
+// and its thread control block until they exec: their execve, probed in
+// libc in-process, lands in the parent thread's ring and is not shown, as
+// it is not when the probe stops the thread (a child we do not follow).
+func TestInProcessVfork(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "spawn", filepath.Join("testdata", "inprocess", "spawn.c"), "-O2", "-g", "-Wall")
+	base := runCmd(t, nil, exe)
+	for _, flag := range []string{"-v", "--no-inprocess"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, "run", "-v", flag, "-o", out, "p:libc:execve", "p:work x=%di", "--", exe)
+		inProcess := strings.Contains(r.stderr, "probe/p_execve_0: in-process\n")
+		if r.code != 0 || r.stdout != base.stdout || inProcess != (flag == "-v") {
+			t.Fatalf("probe run %s: want exit 0, %q, execve in-process: %v; got %v", flag, base.stdout, flag == "-v", r)
+		}
+		trace, _ := os.ReadFile(out)
+		if n := strings.Count(string(trace), " p_execve_0: "); n != 0 {
+			t.Errorf("%s: %d execve events of the children, want none:\n%s", flag, n, trace)
+		}
+		if n := strings.Count(string(trace), " p_work_0: "); n != 3 {
+			t.Errorf("%s: %d work events, want 3:\n%s", flag, n, trace)
+		}
+	}
+}

@@ -44,7 +44,7 @@ type inproc struct {
 	freed    map[int]uint64 // records lost in rings given back, by thread
 	gone     map[int]bool   // threads gone whose rings are to be given back once drained
 	vforked  map[int]int    // a vfork child sharing our memory -> the thread it stopped
-	quiet    map[int]uint64 // threads whose records are a vfork child's, not shown -> count
+	quiet    map[int]bool   // threads whose records are a vfork child's, not shown
 	// The replay of one record: registers and stack words as the
 	// thread had them.
 	regs   unix.PtraceRegs
@@ -258,7 +258,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	l.Base = addr
 	t.inproc = &inproc{
 		rings: ring.New(mem, l), clock: clock, layout: l, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
-		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]uint64{},
+		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
 	// Records are read after their thread may be gone: the names now
@@ -506,8 +506,9 @@ func (t *Tracer) drainAll() {
 // deliverRecord runs the handlers of one record's probes.
 func (t *Tracer) deliverRecord(rec *ring.Record) {
 	in := t.inproc
-	if _, ok := in.quiet[rec.Tid]; ok {
-		in.quiet[rec.Tid]++ // a vfork child's hit, not reported (as uprobes)
+	if in.quiet[rec.Tid] {
+		// A vfork child's hit: not reported, as the stopping path
+		// does not report it (and uprobes do not).
 		return
 	}
 	rs := in.sites[rec.Site]
@@ -644,7 +645,7 @@ func (t *Tracer) recordVfork(parent, child int) {
 	if in := t.inproc; in != nil {
 		t.drainAll()
 		in.vforked[child] = parent
-		in.quiet[parent] = 0
+		in.quiet[parent] = true
 	}
 }
 
@@ -687,9 +688,6 @@ func addLost(a, b ring.Lost) ring.Lost {
 	}
 	return out
 }
-
-// InProcessSites counts the probe sites that record in the tracee.
-func (t *Tracer) InProcessSites() int { return int(t.recordSites.Load()) }
 
 // RecordsLost says what the in-process probes' rings could not hold
 // (read it after Wait or Detach): by thread, records dropped on a full

@@ -194,7 +194,6 @@ func (t *Tracer) keepRecording(st *site) {
 	if st.opt != nil && st.opt.record != nil {
 		t.keepPlain(st)
 		if st.opt == nil {
-			t.recordSites.Add(-1)
 			st.trapWhy = "its probes changed after the start"
 		}
 	}

@@ -404,7 +404,6 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		rs.stub, rs.end, rs.code = at, base, rec
 		st.opt.record = rs
 		t.inproc.sites[rs.id] = rs
-		t.recordSites.Add(1)
 	}
 	if stub != nil {
 		st.opt.stub = at
