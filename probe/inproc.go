@@ -558,9 +558,9 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 // stub back to the probed instruction, every register as it was (from
 // the stub's saves): the original bytes go back before it runs again,
 // and it runs the function from its start. A record it had committed is
-// drained; one it had reserved only is counted lost (Rings.Lost). No
-// step: a step over the stub's pushfq would save the trap flag for its
-// popfq to set again once we are gone.
+// drained; one it had only reserved is not, nor counted lost: the call
+// runs again, untraced. No step: a step over the stub's pushfq would
+// save the trap flag for its popfq to set again once we are gone.
 func (t *Tracer) leaveRecordCode(tid int) {
 	in := t.inproc
 	if in == nil || t.proc.GetRegs(tid, &t.regs) != nil {

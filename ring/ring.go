@@ -172,14 +172,10 @@ func (r *Rings) Lost(freed map[int]uint64) Lost {
 	for slot := range r.layout.Slots {
 		base := r.ring(slot)
 		owner := atomic.LoadUint64(r.word(base + singlestep.RingOwner))
-		if owner == 0 {
-			continue
-		}
-		v := atomic.LoadUint64(r.word(base + singlestep.RingLost))
-		if atomic.LoadUint64(r.word(base+singlestep.RingHead)) != atomic.LoadUint64(r.word(base+singlestep.RingTail)) {
-			v++ // left reserved, never committed: its thread was taken out at detach, or is gone
-		}
-		if v != 0 {
+		// (A record left reserved is not counted: its thread was taken
+		// back to the function's entry at detach, and its call runs
+		// again untraced.)
+		if v := atomic.LoadUint64(r.word(base + singlestep.RingLost)); owner != 0 && v != 0 {
 			l.Full[int(owner)] += v
 		}
 	}
