@@ -55,11 +55,6 @@ func (t *Tracer) programPath() string {
 // onExec serves the exec stop of the process: the old program's state is
 // dropped and the new one is run to its entry point (onExecEntry).
 func (t *Tracer) onExec(ev tracee.Event) {
-	if t.inproc != nil {
-		// The old program's records, under its name, before anything
-		// of it is forgotten.
-		t.drainAll()
-	}
 	if t.trapIgnored() {
 		// An ignored signal stays ignored across exec: the new program
 		// gets SIG_IGN back from the reset of our traps, as the kernel
@@ -86,6 +81,9 @@ func (t *Tracer) onExec(ev tracee.Event) {
 // forgetProgram drops every piece of state about the old address space,
 // writing nothing to the tracee, and returns the address-bound probes.
 func (t *Tracer) forgetProgram() (dropped []*Probe) {
+	// First the old program's records, under its threads' names,
+	// before anything of it is forgotten.
+	t.retireRings()
 	for tid := range t.shadow {
 		t.threadGone(tid)
 	}
@@ -114,7 +112,6 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	t.newAddressSpace()
 	t.xol, t.trampoline, t.trampTrap, t.goidOff = nil, 0, 0, 0
 	t.mbox, t.mboxTried = nil, false
-	t.retireRings()
 	t.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
 	return dropped

@@ -36,7 +36,6 @@ const defaultRings = 256
 type inproc struct {
 	rings    *ring.Rings
 	clock    *ring.Clock
-	layout   singlestep.RecordLayout
 	routines []uint64 // copies of singlestep.RecordRoutine's code, one within a call's reach of each stub
 	size     int      // the routine's length
 	sites    map[uint32]*recordSite
@@ -91,24 +90,6 @@ func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
 	return 0, fmt.Errorf("%#x: a record is read-only", addr)
 }
 
-// recordableRegs are the registers a record can hold, as their offsets
-// in unix.PtraceRegs: the general registers and the flags. %rip needs no
-// room: it is the site's address.
-var recordableRegs = func() map[uintptr]bool {
-	var r unix.PtraceRegs
-	m := map[uintptr]bool{}
-	for _, off := range []uintptr{
-		unsafe.Offsetof(r.Rax), unsafe.Offsetof(r.Rbx), unsafe.Offsetof(r.Rcx), unsafe.Offsetof(r.Rdx),
-		unsafe.Offsetof(r.Rsi), unsafe.Offsetof(r.Rdi), unsafe.Offsetof(r.Rbp), unsafe.Offsetof(r.Rsp),
-		unsafe.Offsetof(r.R8), unsafe.Offsetof(r.R9), unsafe.Offsetof(r.R10), unsafe.Offsetof(r.R11),
-		unsafe.Offsetof(r.R12), unsafe.Offsetof(r.R13), unsafe.Offsetof(r.R14), unsafe.Offsetof(r.R15),
-		unsafe.Offsetof(r.Eflags),
-	} {
-		m[off] = true
-	}
-	return m
-}()
-
 var ripOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
 
 // recordInputs says what a record must hold for a's fetch-args: the
@@ -132,9 +113,9 @@ func (a *Args) recordInputs() (regs []int, words int, why string) {
 		case baseReg:
 			off := int(f.reg.idx) * 8
 			if off == ripOff {
-				continue
+				continue // the site's address: no room needed
 			}
-			if !recordableRegs[uintptr(off)] {
+			if !singlestep.RecordableReg(off) {
 				return nil, 0, fmt.Sprintf("%s reads a segment register", f.name)
 			}
 			if !slices.Contains(regs, off) {
@@ -210,8 +191,9 @@ func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 	return true
 }
 
-// ensureRings maps the rings and places the record routine, once; nil
-// (with t.inprocWhy set) where in-process probes cannot work here.
+// ensureRings maps the rings, once; nil (with t.inprocWhy set) where
+// in-process probes cannot work here. The routine goes near each stub
+// (routineNear).
 func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	if t.inproc != nil || t.inprocWhy != "" {
 		return t.inproc
@@ -257,7 +239,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	}
 	l.Base = addr
 	t.inproc = &inproc{
-		rings: ring.New(mem, l), clock: clock, layout: l, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
+		rings: ring.New(mem, l), clock: clock, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
 		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
@@ -314,7 +296,8 @@ func (t *Tracer) findTidOffset(tids []int) (int32, string) {
 	return 0, "cannot tell where the thread control block keeps the thread id"
 }
 
-// recordStub returns st's record stub (Next to be filled in), or nil
+// recordStub returns st's record stub (Routine and Next to be filled
+// in, once its place is known), or nil
 // with the reason kept in st.trapWhy. The rings are made already
 // (prepareRings).
 func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
@@ -346,7 +329,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("place the record routine: %w", err)
 	}
-	code, err := (&singlestep.RecordRoutine{Layout: in.layout}).Code(base)
+	code, err := (&singlestep.RecordRoutine{Layout: in.rings.Layout()}).Code(base)
 	if err == nil {
 		err = t.writeSlots([]slotWrite{{base, code}})
 	}
@@ -438,19 +421,19 @@ func (t *Tracer) room() int {
 // drainRecords runs the handlers of the committed records, as many as
 // the handlers have room for; the caller holds hmu.
 func (t *Tracer) drainRecords() int {
-	in := t.inproc
-	if in == nil {
-		return 0
-	}
-	in.clock.Refresh()
 	room := t.room()
-	switch room {
-	case 0:
+	if t.inproc == nil || room == 0 {
 		return 0
-	case -1:
-		room = 0 // Drain's "no bound"
 	}
-	n := in.rings.Drain(room, t.deliverRecord)
+	return t.drainUpTo(max(room, 0))
+}
+
+// drainUpTo runs the handlers of at most limit committed records (0: no
+// bound) and gives back the rings of gone threads it emptied.
+func (t *Tracer) drainUpTo(limit int) int {
+	in := t.inproc
+	in.clock.Refresh()
+	n := in.rings.Drain(limit, t.deliverRecord)
 	if len(in.gone) > 0 {
 		t.freeGone()
 	}
@@ -458,45 +441,35 @@ func (t *Tracer) drainRecords() int {
 }
 
 // drainThread runs the handlers of every record tid has committed: tid
-// is stopped for a hit that comes after them. It waits for room as
-// drainAll does, while tid waits too.
+// is stopped for a hit that comes after them, and waits for the room.
 func (t *Tracer) drainThread(tid int) {
-	stuck := time.Now()
-	for {
-		room := t.room()
-		if room == 0 {
-			if time.Since(stuck) < 2*time.Second {
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			room = -1
-		}
-		if _, more := t.inproc.rings.DrainThread(tid, max(room, 0), t.deliverRecord); !more {
-			return
-		}
-		stuck = time.Now()
-	}
+	t.untilDrained(func(limit int) bool {
+		_, more := t.inproc.rings.DrainThread(tid, limit, t.deliverRecord)
+		return more
+	})
 }
 
 // drainAll runs the handlers of every committed record, waiting for
-// room; after two seconds without any, the rest go all the same (and the
-// output drops and counts what it cannot take). The caller holds hmu.
+// room. The caller holds hmu.
 func (t *Tracer) drainAll() {
-	in := t.inproc
-	if in == nil {
-		return
+	if t.inproc != nil {
+		t.untilDrained(func(limit int) bool { return t.drainUpTo(limit) > 0 })
 	}
+}
+
+// untilDrained calls drain with how many records the handlers have room
+// for (0: no bound) until it says there are no more, waiting for room;
+// after two seconds without any it goes on with no bound, and the output
+// drops and counts what it cannot take.
+func (t *Tracer) untilDrained(drain func(limit int) (more bool)) {
 	stuck := time.Now()
 	for {
-		if t.room() == 0 {
-			if time.Since(stuck) > 2*time.Second {
-				in.rings.Drain(0, t.deliverRecord)
-				return
-			}
+		room := t.room()
+		if room == 0 && time.Since(stuck) < 2*time.Second {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		if t.drainRecords() == 0 {
+		if !drain(max(room, 0)) {
 			return
 		}
 		stuck = time.Now()

@@ -57,7 +57,11 @@ func (r *Rings) Drain(max int, fn func(*Record)) int {
 		if owner == 0 {
 			continue
 		}
-		n += r.drainRing(base, int(owner), max-n, max == 0, fn)
+		left := 0 // no bound
+		if max != 0 {
+			left = max - n
+		}
+		n += r.drainRing(base, int(owner), left, fn)
 		if max != 0 && n >= max {
 			break
 		}
@@ -65,17 +69,18 @@ func (r *Rings) Drain(max int, fn func(*Record)) int {
 	return n
 }
 
-// drainRing drains the ring at base, of thread tid.
-func (r *Rings) drainRing(base uint64, tid, max int, unbounded bool, fn func(*Record)) int {
+// drainRing drains the ring at base, of thread tid: at most max records
+// (0: no bound).
+func (r *Rings) drainRing(base uint64, tid, max int, fn func(*Record)) int {
 	size := r.layout.RingSize
 	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
 	tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
 	data := base + singlestep.RingHeaderSize
 	n := 0
 	rec := Record{Tid: tid}
-	for tail < head && (unbounded || n < max) {
+	for tail < head && (max == 0 || n < max) {
 		off := tail & (size - 1)
-		if size-off < 16 {
+		if size-off < singlestep.PadHeader {
 			tail += size - off // too short for a header: the writer skipped it
 			continue
 		}
@@ -84,7 +89,7 @@ func (r *Rings) drainRing(base uint64, tid, max int, unbounded bool, fn func(*Re
 		}
 		w1 := *r.word(data + off + 8)
 		length := w1 & 0xffff
-		if length < 16 || length > size-off {
+		if length < singlestep.PadHeader || length > size-off {
 			break // cannot be: stop here rather than read past it
 		}
 		id := uint32(w1 >> 32)
@@ -114,7 +119,7 @@ func (r *Rings) DrainThread(tid, max int, fn func(*Record)) (n int, more bool) {
 	if !ok {
 		return 0, false
 	}
-	n = r.drainRing(base, tid, max, max == 0, fn)
+	n = r.drainRing(base, tid, max, fn)
 	return n, !r.Drained(tid)
 }
 
@@ -131,19 +136,6 @@ func (r *Rings) ringOf(tid int) (base uint64, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-// Pending reports whether some ring holds bytes not drained, committed
-// or not.
-func (r *Rings) Pending() bool {
-	for slot := range r.layout.Slots {
-		base := r.ring(slot)
-		if atomic.LoadUint64(r.word(base+singlestep.RingOwner)) != 0 &&
-			atomic.LoadUint64(r.word(base+singlestep.RingHead)) != atomic.LoadUint64(r.word(base+singlestep.RingTail)) {
-			return true
-		}
-	}
-	return false
 }
 
 // Lost is what the rings could not record.
@@ -197,7 +189,7 @@ func (r *Rings) Drained(tid int) bool {
 		return true
 	}
 	off := tail & (r.layout.RingSize - 1)
-	if r.layout.RingSize-off < 16 {
+	if r.layout.RingSize-off < singlestep.PadHeader {
 		return false // a skip: Drain moves past it
 	}
 	return atomic.LoadUint64(r.word(base+singlestep.RingHeaderSize+off)) != tail+1

@@ -36,7 +36,7 @@ func (p *producer) reserve(n uint64) (at, stamp uint64, ok bool) {
 	p.put(p.base+singlestep.RingHead, h+need)
 	pos := h + need - n
 	data := p.base + singlestep.RingHeaderSize
-	if pad := pos - h; pad >= 16 {
+	if pad := pos - h; pad >= singlestep.PadHeader {
 		p.put(data+off+8, pad)
 		p.put(data+off, h+1)
 	}

@@ -3,7 +3,6 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 )
 
 // In-process recording: a probe whose handler only needs the values of
@@ -57,6 +56,9 @@ const (
 	RingHeaderSize = 4096
 
 	RecordHeader = 24
+	// PadHeader is the least room a padding record takes: its stamp
+	// and its length. Less room at a ring's end is skipped unmarked.
+	PadHeader = 16
 	// RecordMax is the longest record: its length is 16 bits.
 	RecordMax = 1<<16 - 8
 
@@ -193,17 +195,17 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 	a.raw(0x0f, 0x85)                       // jne retry
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(retry-(len(a.b)+4))))
 	// Reserved [h, new head): the record ends there.
-	a.raw(0x41, 0x0f, 0xb7, 0xd0) // movzwl %r8w,%edx
-	a.raw(0x4c, 0x89, 0xc9)       // mov %r9,%rcx
-	a.raw(0x48, 0x29, 0xd1)       // sub %rdx,%rcx: the record's position
-	a.raw(0x48, 0x89, 0xca)       // mov %rcx,%rdx
-	a.raw(0x48, 0x29, 0xc2)       // sub %rax,%rdx: the padding
-	a.raw(0x48, 0x83, 0xfa, 0x10) // cmp $16,%rdx
-	noPad := jcc(0x82)            // jb noPad: none, or too short for a header (the tracer skips it)
-	a.raw(0x49, 0x89, 0xc1)       // mov %rax,%r9
-	a.raw(0x49, 0x81, 0xe1)       // and $mask,%r9
-	imm32(mask)                   //
-	a.raw(0x4e, 0x8d, 0x8c, 0x0e) // lea RingHeaderSize(%rsi,%r9),%r9
+	a.raw(0x41, 0x0f, 0xb7, 0xd0)      // movzwl %r8w,%edx
+	a.raw(0x4c, 0x89, 0xc9)            // mov %r9,%rcx
+	a.raw(0x48, 0x29, 0xd1)            // sub %rdx,%rcx: the record's position
+	a.raw(0x48, 0x89, 0xca)            // mov %rcx,%rdx
+	a.raw(0x48, 0x29, 0xc2)            // sub %rax,%rdx: the padding
+	a.raw(0x48, 0x83, 0xfa, PadHeader) // cmp $PadHeader,%rdx
+	noPad := jcc(0x82)                 // jb noPad: none, or too short for a header (the tracer skips it)
+	a.raw(0x49, 0x89, 0xc1)            // mov %rax,%r9
+	a.raw(0x49, 0x81, 0xe1)            // and $mask,%r9
+	imm32(mask)                        //
+	a.raw(0x4e, 0x8d, 0x8c, 0x0e)      // lea RingHeaderSize(%rsi,%r9),%r9
 	imm32(RingHeaderSize)
 	a.raw(0x49, 0x89, 0x51, 0x08) // mov %rdx,8(%r9): id 0, the padding's length
 	a.raw(0x48, 0xff, 0xc0)       // inc %rax
@@ -399,6 +401,17 @@ func (s *RecordStub) Rewind(at, rip, rsp uint64) (StubRewind, bool) {
 	return StubRewind{}, false
 }
 
+// RecordableReg reports whether a stub can record the register at byte
+// offset off in unix.PtraceRegs: a general register or the flags.
+func RecordableReg(off int) bool {
+	for reg, o := range regOff {
+		if o == off {
+			return reg <= regFlags
+		}
+	}
+	return false
+}
+
 func indexOf(regs []int, reg int) int {
 	for i, r := range regs {
 		if r == reg {
@@ -407,6 +420,3 @@ func indexOf(regs []int, reg int) int {
 	}
 	return -1
 }
-
-// RecordSlots returns a power of two of at least n rings.
-func RecordSlots(n int) int { return 1 << bits.Len(uint(max(n, 1)-1)) }

@@ -141,7 +141,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	}
 	// Actions that read no more than a hit's fields can run from a
 	// record the tracee made itself, without stopping.
-	recorded := !s.noRecord && plan.Load() != nil && plan.Load().FieldsOnly() && !plan.Load().Stack()
+	recorded := !s.noRecord && plan.Load() != nil && plan.Load().FieldsOnly()
 	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Pre: func(h *probe.Hit) {
 		pl := plan.Load()
 		if pl == nil || !pl.Run(h) {
