@@ -22,6 +22,8 @@ import (
 //	  RingLost   records dropped because the ring was full
 //	  RingHead   bytes reserved so far (the producer's, a cache line alone)
 //	  RingTail   bytes drained so far (the tracer's, a cache line alone)
+//	  RingShadowTop, RingShadow: the thread's shadow stack of hooked
+//	             returns (see HookRoutine)
 //	  data       RingSize bytes from RingHeaderSize
 //
 // Each thread writes only its own ring, so nothing on the hot path
@@ -53,7 +55,14 @@ const (
 	RingLost       = 8
 	RingHead       = 64
 	RingTail       = 128
-	RingHeaderSize = 4096
+	RingShadowTop  = 192 // the shadow stack's generation << 32 | depth
+	RingShadow     = 4096
+	RingHeaderSize = RingShadow + ShadowFrames*ShadowFrameSize
+
+	// ShadowFrames bound a thread's in-process return hooks: a call
+	// deeper than that is recorded, its return not hooked.
+	ShadowFrames    = 768
+	ShadowFrameSize = 16 // the return-address slot, the original return address
 
 	RecordHeader = 24
 	// PadHeader is the least room a padding record takes: its stamp
@@ -96,16 +105,43 @@ func (l RecordLayout) Check() error {
 
 // RecordRoutine is the code every record stub calls: given %r8 = site id
 // << 32 | record length, it returns in %rsi the record's address (0: not
-// recorded, and counted) and in %r9 its commit stamp, with the header's
-// words 1 and 2 written. It uses %rax, %rcx, %rdx, %rsi, %r8, %r9 and the
-// flags, which the stub saves.
-type RecordRoutine struct{ Layout RecordLayout }
+// recorded, and counted), in %r9 its commit stamp, with the header's
+// words 1 and 2 written, and in %r10 the thread's ring (0: none, when
+// the thread id cannot be read or every ring is taken). It uses %rax,
+// %rcx, %rdx, %rsi, %r8, %r9, %r10 and the flags, which the stub saves.
+type RecordRoutine struct {
+	Layout RecordLayout
+	// Trampoline is the return trampoline the hooks write (HookRoutine):
+	// one for the process, whichever copy of the code a stub calls. 0:
+	// this copy's own.
+	Trampoline uint64
+}
+
+// The code of a RecordRoutine, from its start: the record routine, the
+// hook routine, the return trampoline, an int3 (the trampoline's way
+// out when no frame of its thread's returns), and the trampoline's
+// address as data.
+type routineOffsets struct{ hook, trampoline, trampPops, trap, size int }
+
+var routineAt = func() routineOffsets {
+	r := &RecordRoutine{Layout: RecordLayout{Slots: 1, RingSize: 4096}}
+	var o routineOffsets
+	r.gen(&asm{}, 0, &o)
+	return o
+}()
 
 // Size is the length of the routine's code.
-func (r *RecordRoutine) Size() int {
-	b, _ := r.Code(0)
-	return len(b)
-}
+func (r *RecordRoutine) Size() int { return routineAt.size }
+
+// HookRoutine is where the hook routine of a copy placed at at starts.
+func HookRoutine(at uint64) uint64 { return at + uint64(routineAt.hook) }
+
+// Trampoline is where the return trampoline of a copy placed at at
+// starts.
+func Trampoline(at uint64) uint64 { return at + uint64(routineAt.trampoline) }
+
+// TrampolineTrap is the int3 of a copy placed at at.
+func TrampolineTrap(at uint64) uint64 { return at + uint64(routineAt.trap) }
 
 // Code returns the routine's bytes for placement at at.
 func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
@@ -114,6 +150,34 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 		return nil, err
 	}
 	a := &asm{at: at}
+	r.gen(a, at+uint64(routineAt.size-8), nil)
+	return a.b, a.err
+}
+
+// gen appends the routine's code; the trampoline's address is data at
+// konst. It notes where the parts start in o, if not nil.
+func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
+	r.record(a)
+	hook := len(a.b)
+	r.hook(a, konst)
+	tramp := len(a.b)
+	var pops routineOffsets
+	r.trampoline(a, konst, &pops)
+	trap := len(a.b)
+	a.raw(0xcc) // int3
+	tr := r.Trampoline
+	if tr == 0 {
+		tr = a.at + uint64(tramp)
+	}
+	a.b = binary.LittleEndian.AppendUint64(a.b, tr)
+	if o != nil {
+		*o = routineOffsets{hook: hook, trampoline: tramp, trampPops: pops.trampPops, trap: trap, size: len(a.b)}
+	}
+}
+
+// record appends the record routine.
+func (r *RecordRoutine) record(a *asm) {
+	l := r.Layout
 	jcc := func(cc byte) int { // a jcc rel32 to be patched: returns its place
 		a.raw(0x0f, cc)
 		a.raw(0, 0, 0, 0)
@@ -160,15 +224,18 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(try-(len(a.b)+4))))
 	movabsRAX(l.Base)
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoSlot) // lock incq RingsNoSlot(%rax)
+	a.raw(0x45, 0x31, 0xd2)                    // xor %r10d,%r10d: no ring
 	a.raw(0x31, 0xf6, 0xc3)                    // xor %esi,%esi; ret
 	land(noTid)
 	land(noTid2)
 	movabsRAX(l.Base)
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoTid) // lock incq RingsNoTid(%rax)
+	a.raw(0x45, 0x31, 0xd2)                   // xor %r10d,%r10d
 	a.raw(0x31, 0xf6, 0xc3)                   // xor %esi,%esi; ret
 
 	land(found)
 	land(claimed)
+	a.raw(0x49, 0x89, 0xf2)                 // mov %rsi,%r10: the ring
 	retry := len(a.b)                       // retry:
 	a.raw(0x48, 0x8b, 0x46, RingHead)       // mov RingHead(%rsi),%rax: h
 	a.raw(0x48, 0x89, 0xc1)                 // mov %rax,%rcx
@@ -228,16 +295,15 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 	land(full)                          // full:
 	a.raw(0x48, 0xff, 0x46, RingLost)   // incq RingLost(%rsi): one instruction, whole against signals
 	a.raw(0x31, 0xf6, 0xc3)             // xor %esi,%esi; ret
-	return a.b, a.err
 }
 
 // RecordStub is a site's own code: it saves what the routine uses below
 // the red zone, calls it, copies the site's values into the record,
 // commits it, and goes on at Next (the detour's copies of the covered
 // instructions), every register as it was. As the mailbox stub, only at a
-// SysV function's entry: 184 bytes below sp must be free.
+// SysV function's entry: 208 bytes below sp must be free.
 type RecordStub struct {
-	Routine uint64
+	Routine uint64 // a RecordRoutine's copy
 	Next    uint64
 	Site    uint32
 	// Regs are the registers recorded, in order, as their byte offsets
@@ -245,6 +311,10 @@ type RecordStub struct {
 	Regs []int
 	// StackWords are recorded after them: the words at sp, sp+8, ...
 	StackWords int
+	// Hook: the stub hooks the function's return (HookRoutine) after
+	// copying the values, and records whether it did as one more value,
+	// 1 or 0.
+	Hook bool
 
 	pops int // where the pops start in the code, once made
 }
@@ -260,18 +330,48 @@ const (
 // above sp are the caller's frame, always mapped.
 const RecordStackMax = 8
 
-// The stub's saves, from its sp up: r9 r8 rsi rdx rcx rax rflags; the
-// thread's sp is rsSP above.
-var rsSaved = []int{regR9, regR8, regRSI, regRDX, regRCX, regRAX, regFlags}
+// The saves of a stub and of the trampoline, from their sp up: r11 r10
+// r9 r8 rdi rsi rdx rcx rax rflags; the thread's sp is rsSP above a
+// stub's.
+var rsSaved = []int{regR11, regR10, regR9, regR8, regRDI, regRSI, regRDX, regRCX, regRAX, regFlags}
 
-const rsSP = mbRedZone + 7*8
+const (
+	rsArea = 10 * 8
+	rsSP   = mbRedZone + rsArea
+)
+
+// pushEnds are the offsets, from the first save, where each push ends:
+// pushfq, push %rax, %rcx, %rdx, %rsi, %rdi (a byte each), %r8, %r9, %r10,
+// %r11 (two each).
+var pushEnds = []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 14}
+
+// popEnds are the offsets, from the first restore, where each pop ends:
+// pop %r11, %r10, %r9, %r8 (two bytes each), %rdi, %rsi, %rdx, %rcx, %rax,
+// popfq (one each).
+var popEnds = []int{2, 4, 6, 8, 9, 10, 11, 12, 13, 14}
+
+func (a *asm) saveAll() {
+	a.raw(0x9c, 0x50, 0x51, 0x52, 0x56, 0x57)             // pushfq; push %rax,%rcx,%rdx,%rsi,%rdi
+	a.raw(0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53) // push %r8,%r9,%r10,%r11
+}
+
+func (a *asm) restoreAll() {
+	a.raw(0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58) // pop %r11,%r10,%r9,%r8
+	a.raw(0x5f, 0x5e, 0x5a, 0x59, 0x58, 0x9d)             // pop %rdi,%rsi,%rdx,%rcx,%rax; popfq
+}
 
 // Len is the length of the site's records.
-func (s *RecordStub) Len() int { return RecordHeader + 8*(len(s.Regs)+s.StackWords) }
+func (s *RecordStub) Len() int {
+	n := len(s.Regs) + s.StackWords
+	if s.Hook {
+		n++
+	}
+	return RecordHeader + 8*n
+}
 
 // Size is the length of the stub's code.
 func (s *RecordStub) Size() int {
-	b, _ := (&RecordStub{Regs: s.Regs, StackWords: s.StackWords}).Code(0)
+	b, _ := (&RecordStub{Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook}).Code(0)
 	return len(b)
 }
 
@@ -285,21 +385,15 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		byOff[off] = reg
 	}
 	a := &asm{at: at}
-	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80)             // lea -0x80(%rsp),%rsp: below the red zone
-	a.raw(0x9c, 0x50, 0x51, 0x52, 0x56, 0x41, 0x50) // pushfq; push %rax,%rcx,%rdx,%rsi,%r8
-	a.raw(0x41, 0x51)                               // push %r9
-	a.raw(0x49, 0xb8)                               // movabs $(Site << 32 | Len),%r8
+	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp: below the red zone
+	a.saveAll()
+	a.raw(0x49, 0xb8) // movabs $(Site << 32 | Len),%r8
 	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(s.Site)<<32|uint64(s.Len()))
 	a.raw(0xe8) // call Routine
 	a.rel32(s.Routine)
 	a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
-	a.raw(0x0f, 0x84)       // je out
-	skip := len(a.b)
-	a.raw(0, 0, 0, 0)
-	put := func(i int) { // mov %rax,RecordHeader+8*i(%rsi)
-		a.raw(0x48, 0x89, 0x86)
-		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(RecordHeader+8*i))
-	}
+	skip := a.jcc(ccE)      // je out (or to the hook)
+	put := func(i int) { a.storeM(regRAX, regRSI, int32(RecordHeader+8*i)) }
 	for i, off := range s.Regs {
 		reg, ok := byOff[off]
 		if !ok || reg > regFlags {
@@ -308,15 +402,9 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		if saved := indexOf(rsSaved, reg); saved >= 0 {
 			a.loadStack(8 * saved)
 		} else if reg == regRSP {
-			a.raw(0x48, 0x8d, 0x84, 0x24) // lea rsSP(%rsp),%rax
-			a.b = binary.LittleEndian.AppendUint32(a.b, rsSP)
+			a.leaM(regRAX, regRSP, rsSP)
 		} else {
-			rex := byte(0x48)
-			if reg >= 8 {
-				rex |= 0x04
-			}
-			a.raw(rex, 0x89, 0x86|byte(reg&7)<<3) // mov %reg,disp(%rsi)
-			a.b = binary.LittleEndian.AppendUint32(a.b, uint32(RecordHeader+8*i))
+			a.storeM(reg, regRSI, int32(RecordHeader+8*i))
 			continue
 		}
 		put(i)
@@ -325,12 +413,25 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.loadStack(rsSP + 8*w)
 		put(len(s.Regs) + w)
 	}
+	if s.Hook {
+		// The values first: the hook writes the return address.
+		a.land(skip)
+		a.raw(0x45, 0x31, 0xc0) // xor %r8d,%r8d: not hooked
+		a.raw(0x4d, 0x85, 0xd2) // test %r10,%r10: no ring, no shadow stack
+		none := a.jcc(ccE)
+		a.raw(0xe8) // call HookRoutine
+		a.rel32(HookRoutine(s.Routine))
+		a.land(none)
+		a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
+		skip = a.jcc(ccE)
+		a.storeM(regR8, regRSI, int32(RecordHeader+8*(len(s.Regs)+s.StackWords)))
+	}
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
-	binary.LittleEndian.PutUint32(a.b[skip:], uint32(len(a.b)-skip-4))
+	a.land(skip)
 	s.pops = len(a.b)
-	a.raw(0x41, 0x59, 0x41, 0x58, 0x5e, 0x5a, 0x59, 0x58, 0x9d) // pop %r9,%r8,%rsi,%rdx,%rcx,%rax; popfq
-	a.raw(0x48, 0x8d, 0xa4, 0x24, mbRedZone, 0x00, 0x00, 0x00)  // lea 0x80(%rsp),%rsp
-	a.raw(0xe9)                                                 // jmp Next
+	a.restoreAll()
+	a.raw(0x48, 0x8d, 0xa4, 0x24, mbRedZone, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	a.raw(0xe9)                                                // jmp Next
 	a.rel32(s.Next)
 	return a.b, a.err
 }
@@ -338,8 +439,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 // StubRewind says how a thread inside a record stub or the routine gets
 // back to the probed instruction with every register as it was, the
 // record not made (or made already, if it was committed): with Saved, the
-// stub's saves are at Area (r9 r8 rsi rdx rcx rax rflags, upward); the
-// thread's sp is SP.
+// stub's saves are at Area (SavedRegs, upward); the thread's sp is SP.
 type StubRewind struct {
 	Saved bool
 	Area  uint64
@@ -356,8 +456,9 @@ func SavedRegs() []int {
 	return offs
 }
 
-// RoutineRewind is StubRewind for a thread inside the routine at sp rsp:
-// the stub's call put one word above the save area.
+// RoutineRewind is StubRewind for a thread inside the routine (or the
+// hook routine) at sp rsp, called from a stub: the call put one word
+// above the save area.
 func RoutineRewind(rsp uint64) StubRewind {
 	return StubRewind{Saved: true, Area: rsp + 8, SP: rsp + 8 + rsSP}
 }
@@ -373,29 +474,48 @@ func (s *RecordStub) Rewind(at, rip, rsp uint64) (StubRewind, bool) {
 	if off == 0 {
 		return StubRewind{SP: rsp}, true
 	}
-	// The saves: after the lea (5 bytes), pushfq, push %rax, %rcx, %rdx,
-	// %rsi (a byte each), %r8, %r9 (two each). None changes a register
-	// but sp, so until the last one the registers are the thread's.
-	for n, end := range []int{RecordStubPushf, 6, 7, 8, 9, 10, 12} {
+	// Below the red zone, sp is base: what the saves and restores leave
+	// of them says where the thread's registers are.
+	rw, ok := savesRewind(off-RecordStubPushf, s.pops-RecordStubPushf, rsp)
+	if !ok {
+		if off == s.pops+popEnds[len(popEnds)-1]+8 { // the jmp: all as it was
+			return StubRewind{SP: rsp}, true
+		}
+		return StubRewind{}, false
+	}
+	rw.SP += mbRedZone
+	return rw, true
+}
+
+// savesRewind is StubRewind for code that saves every register at its
+// offset 0 and restores them at pops (offsets from the first save), at
+// off, sp rsp: SP is the sp before the saves. false: off is outside the
+// saved code.
+func savesRewind(off, pops int, rsp uint64) (StubRewind, bool) {
+	if off == 0 {
+		return StubRewind{SP: rsp}, true
+	}
+	// Until the last push the registers are the thread's: none but sp
+	// changes.
+	for n, end := range pushEnds[:len(pushEnds)-1] {
 		if off == end {
-			return StubRewind{SP: rsp + uint64(8*n) + mbRedZone}, true
+			return StubRewind{SP: rsp + uint64(8*(n+1))}, true
 		}
 	}
-	if off < s.pops {
-		return StubRewind{Saved: true, Area: rsp, SP: rsp + rsSP}, true
+	if off >= pushEnds[len(pushEnds)-1] && off < pops {
+		return StubRewind{Saved: true, Area: rsp, SP: rsp + rsArea}, true
 	}
-	// The restores: pop %r9, %r8 (two bytes each), %rsi, %rdx, %rcx,
-	// %rax, popfq (one each); the words stay where they were.
-	for n, end := range []int{0, 2, 4, 5, 6, 7, 8} {
-		if off == s.pops+end {
-			area := rsp - uint64(8*n)
-			return StubRewind{Saved: true, Area: area, SP: area + rsSP}, true
+	// The restores: the words stay where they were.
+	if off == pops {
+		return StubRewind{Saved: true, Area: rsp, SP: rsp + rsArea}, true
+	}
+	for n, end := range popEnds[:len(popEnds)-1] {
+		if off == pops+end {
+			area := rsp - uint64(8*(n+1))
+			return StubRewind{Saved: true, Area: area, SP: area + rsArea}, true
 		}
 	}
-	switch off {
-	case s.pops + 9: // the lea back over the red zone
-		return StubRewind{SP: rsp + mbRedZone}, true
-	case s.pops + 9 + 8: // the jmp: all as it was
+	if off == pops+popEnds[len(popEnds)-1] {
 		return StubRewind{SP: rsp}, true
 	}
 	return StubRewind{}, false

@@ -1,6 +1,7 @@
 package singlestep
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -12,37 +13,102 @@ import (
 // was at the probe.
 func TestRecordCodeDecodes(t *testing.T) {
 	l := RecordLayout{Base: 0x7f0000000000, Slots: 256, RingSize: 4 << 20, TidOff: 0x2d0}
+	const routine = 0x10000
 	r := &RecordRoutine{Layout: l}
-	code, err := r.Code(0x10000)
-	if err != nil {
-		t.Fatal(err)
+	code, err := r.Code(routine)
+	if err != nil || len(code) != r.Size() {
+		t.Fatalf("%v: %d bytes, Size %d", err, len(code), r.Size())
 	}
-	insts := decodeAll(t, code, 0x10000)
-	// Every branch of the routine lands on one of its instructions.
+	if tr := binary.LittleEndian.Uint64(code[len(code)-8:]); tr != Trampoline(routine) {
+		t.Fatalf("the trampoline's address as data: %#x, want %#x", tr, Trampoline(routine))
+	}
+	insts := decodeAll(t, code[:len(code)-8], routine)
+	for _, part := range []uint64{routine, HookRoutine(routine), Trampoline(routine), TrampolineTrap(routine)} {
+		if _, ok := insts[part]; !ok {
+			t.Errorf("%#x: not an instruction's start", part)
+		}
+	}
+	if in := insts[TrampolineTrap(routine)]; in.Op != x86asm.INT {
+		t.Errorf("the trampoline's trap: %v", in)
+	}
+	// Every branch of the routine lands on one of its instructions, and
+	// every rip-relative operand reads the trampoline's address.
 	for pc, in := range insts {
 		if rel, ok := in.Args[0].(x86asm.Rel); ok && in.Op != x86asm.CALL {
 			if _, ok := insts[pc+uint64(in.Len)+uint64(int64(rel))]; !ok {
 				t.Errorf("%#x %v: lands between instructions", pc, in)
 			}
 		}
+		for _, arg := range in.Args {
+			if m, ok := arg.(x86asm.Mem); ok && m.Base == x86asm.RIP {
+				if got := pc + uint64(in.Len) + uint64(m.Disp); got != routine+uint64(len(code)-8) {
+					t.Errorf("%#x %v: reads %#x, not the trampoline's address", pc, in, got)
+				}
+			}
+		}
 	}
-	s := &RecordStub{Routine: 0x10000, Next: 0x20000, Site: 7, Regs: SavedRegs()[:3], StackWords: 2}
-	const at, sp = 0x11000, 0x7ffe0000
-	code, err = s.Code(at)
-	if err != nil {
-		t.Fatal(err)
+	// Another copy hooks with the first one's trampoline.
+	other, _ := (&RecordRoutine{Layout: l, Trampoline: Trampoline(routine)}).Code(0x90000)
+	if tr := binary.LittleEndian.Uint64(other[len(other)-8:]); tr != Trampoline(routine) {
+		t.Fatalf("a second copy's trampoline: %#x, want %#x", tr, Trampoline(routine))
 	}
-	// Follow sp through the straight-line code: where the thread is at
-	// each instruction, Rewind must give back the sp of the probe.
-	rsp := uint64(sp)
+
+	for _, hook := range []bool{false, true} {
+		s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: SavedRegs()[:3], StackWords: 2, Hook: hook}
+		const at, sp = 0x11000, 0x7ffe0000
+		code, err = s.Code(at)
+		if err != nil || len(code) != s.Size() {
+			t.Fatalf("hook %v: %v, %d bytes, Size %d", hook, err, len(code), s.Size())
+		}
+		stub := decodeAll(t, code, at)
+		calls := 0
+		for _, in := range stub {
+			if in.Op == x86asm.CALL {
+				calls++
+			}
+		}
+		if want := map[bool]int{false: 1, true: 2}[hook]; calls != want {
+			t.Errorf("hook %v: %d calls, want %d", hook, calls, want)
+		}
+		// Follow sp through the straight-line code: where the thread is
+		// at each instruction, Rewind must give back the sp of the probe.
+		walk(t, code, sp, func(off int, rsp uint64) (StubRewind, bool) { return s.Rewind(at, at+uint64(off), rsp) })
+	}
+	if rw := RoutineRewind(0x7ffe0000 - rsSP - 8); rw.SP != 0x7ffe0000 || rw.Area != 0x7ffe0000-rsSP {
+		t.Fatalf("RoutineRewind: %+v", rw)
+	}
+	// The trampoline, entered just above the slot: Rewind gives that sp
+	// back wherever the thread is in it, but at the int3.
+	const slot = 0x7ffd0000
+	code, _ = r.Code(routine)
+	tramp := code[routineAt.trampoline:routineAt.trap]
+	walk(t, tramp, slot+8, func(off int, rsp uint64) (StubRewind, bool) {
+		return TrampolineRewind(routine, Trampoline(routine)+uint64(off), rsp, false)
+	})
+	if rw, _ := TrampolineRewind(routine, routine+5, slot-rsArea-8, true); rw.SP != slot+8 || rw.Area != slot-rsArea {
+		t.Fatalf("TrampolineRewind in the record routine: %+v", rw)
+	}
+}
+
+// walk follows sp through code entered at sp, which must come back to
+// it, asking rewind at each instruction for the sp at the entry.
+func walk(t *testing.T, code []byte, sp uint64, rewind func(off int, rsp uint64) (StubRewind, bool)) {
+	t.Helper()
+	rsp := sp
 	for off := 0; off < len(code); {
 		in, err := x86asm.Decode(code[off:], 64)
 		if err != nil {
 			t.Fatalf("+%#x: %v", off, err)
 		}
-		rw, ok := s.Rewind(at, at+uint64(off), rsp)
+		if in.Op == x86asm.INT {
+			break
+		}
+		rw, ok := rewind(off, rsp)
 		if !ok || rw.SP != sp {
 			t.Fatalf("+%#x %v: Rewind %+v %v, want sp %#x", off, in, rw, ok, sp)
+		}
+		if in.Op == x86asm.RET {
+			break
 		}
 		switch in.Op {
 		case x86asm.PUSH, x86asm.PUSHFQ:
@@ -55,11 +121,5 @@ func TestRecordCodeDecodes(t *testing.T) {
 			}
 		}
 		off += in.Len
-	}
-	if rsp != sp {
-		t.Fatalf("the stub leaves sp at %#x, want %#x", rsp, sp)
-	}
-	if rw := RoutineRewind(sp - mbRedZone - 7*8 - 8); rw.SP != sp || rw.Area != sp-mbRedZone-7*8 {
-		t.Fatalf("RoutineRewind: %+v", rw)
 	}
 }
