@@ -64,9 +64,12 @@ func retjumpCalls(t *testing.T, stdout string) map[string]int {
 	return calls
 }
 
-// retjumpModes are the runs compared: optimised, int3 + boost, int3 +
-// single-steps.
-var retjumpModes = []string{"--no-optimize=false", "--no-optimize", "--no-boost"}
+// retjumpModes are the runs compared: optimised with return-hook detours
+// that stop the thread, int3 + boost, int3 + single-steps, and in-process
+// (the default: no stop, the hook in the tracee).
+var retjumpModes = []string{"--no-inprocess", "--no-optimize", "--no-boost", "--no-optimize=false"}
+
+const inProcessMode = 3
 
 // runRetjumpMode runs probe with args, in retjumpModes[i], and checks that
 // retjump printed what it prints untraced (want) and that every function
@@ -78,8 +81,12 @@ func runRetjumpMode(t *testing.T, i int, want result, args ...string) {
 	if i > 0 {
 		hooked = 0
 	}
-	if r.code != 0 || r.stdout != want.stdout || r.stderr != hookedLines(hooked) {
-		t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", retjumpModes[i], r, want.stdout, hookedLines(hooked))
+	lines := hookedLines(hooked)
+	if i == inProcessMode {
+		lines = jumpedLine(len(retjumpFuncs)) // their stubs hook the returns
+	}
+	if r.code != 0 || r.stdout != want.stdout || r.stderr != lines {
+		t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", retjumpModes[i], r, want.stdout, lines)
 	}
 }
 
@@ -97,7 +104,7 @@ func TestJumpReturnExact(t *testing.T) {
 			if opt == "-O2" {
 				requireTailCall(t, exe)
 			}
-			var runs [3][]event
+			runs := make([][]event, len(retjumpModes))
 			for i, mode := range retjumpModes {
 				out := filepath.Join(t.TempDir(), "trace")
 				args := []string{"run", mode, "-o", out}
@@ -174,7 +181,7 @@ func TestJumpReturnGraph(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			var graphs [3][]string
+			graphs := make([][]string, len(retjumpModes))
 			for i, mode := range retjumpModes {
 				out := filepath.Join(t.TempDir(), "trace")
 				args := []string{"run", mode, "-o", out, "--tracer", "function_graph"}
@@ -224,9 +231,9 @@ func TestJumpReturnDetachUnderLoad(t *testing.T) {
 	pid := strconv.Itoa(s.pid())
 	checks, moved, swapped := 0, 0, 0
 	for i := 0; i < trials; i++ {
-		args, first := []string{"attach", pid, "r:work", "r:rec"}, "r_work_0:"
+		args, first := []string{"attach", "--no-inprocess", pid, "r:work", "r:rec"}, "r_work_0:"
 		if i%2 == 1 {
-			args, first = []string{"attach", "--tracer", "function_graph", "--filter", "work", "--filter", "rec", pid}, "work();"
+			args, first = []string{"attach", "--no-inprocess", "--tracer", "function_graph", "--filter", "work", "--filter", "rec", pid}, "work();"
 		}
 		pr := startBg(t, jumpDebug, probeBin, args...)
 		pr.waitStdout(t, first, 30*time.Second)
@@ -283,7 +290,7 @@ func TestJumpReturnPanicPastSwap(t *testing.T) {
 		env := []string{fmt.Sprintf("PROBE_TEST_PANIC=swapped:%d", at)}
 		wantErr := fmt.Sprintf("probe: internal error: fault injected at swapped %d\n", at)
 		s := startStress(t, stressO0, "spin", "4")
-		pr := startBg(t, env, bin, append([]string{"attach", strconv.Itoa(s.pid())}, args...)...)
+		pr := startBg(t, env, bin, append([]string{"attach", "--no-inprocess", strconv.Itoa(s.pid())}, args...)...)
 		if r := pr.wait(t, 60*time.Second); r.code != 1 || r.stderr != wantErr {
 			t.Errorf("attach %v with %s: %v\nwant exit 1 and stderr %q", args, env[0], r, wantErr)
 		}
@@ -306,25 +313,33 @@ func TestJumpReturnFork(t *testing.T) {
 		t.Fatalf("untraced: %v", want)
 	}
 	fns := []string{"frame", "lookup", "loopback", "indirect", "ripload"}
-	for _, follow := range []bool{false, true} {
+	// In-process, the child's copy of the stack has the parent's hooked
+	// returns too: they go back before it runs, or it would return into
+	// the trampoline with no frame of its own.
+	for _, mode := range []string{"--no-inprocess", "-f", "in-process"} {
 		out := filepath.Join(t.TempDir(), "trace")
 		args := []string{"run", "-o", out}
-		perProbe, wantOut := calls, want.stdout
-		if follow {
+		perProbe, wantOut, wantErr := calls, want.stdout, hookedLines(jumpOptimisable)
+		switch mode {
+		case "-f":
 			args = append(args, "-f")
 			perProbe, wantOut = 2*calls, strings.Replace(want.stdout, "child text ok", "child text BAD", 1)
+		case "--no-inprocess":
+			args = append(args, mode)
+		default:
+			wantErr = jumpedLine(jumpOptimisable)
 		}
 		for _, fn := range fns {
 			args = append(args, "r:"+fn+" $retval")
 		}
 		r := probeEnv(t, jumpDebug, append(args, "--", exe, "fork", strconv.Itoa(calls))...)
-		if r.code != 0 || r.stdout != wantOut || r.stderr != hookedLines(jumpOptimisable) {
-			t.Fatalf("follow=%v: %v\nwant exit 0, stdout %q, stderr %q", follow, r, wantOut, hookedLines(jumpOptimisable))
+		if r.code != 0 || r.stdout != wantOut || r.stderr != wantErr {
+			t.Fatalf("%s: %v\nwant exit 0, stdout %q, stderr %q", mode, r, wantOut, wantErr)
 		}
 		got := countByName(eventsIn(t, out))
 		for _, fn := range fns {
 			if n := got["r_"+fn+"_0"]; n != perProbe {
-				t.Errorf("follow=%v: r_%s_0 fired %d times, want %d", follow, fn, n, perProbe)
+				t.Errorf("%s: r_%s_0 fired %d times, want %d", mode, fn, n, perProbe)
 			}
 		}
 	}
@@ -342,7 +357,7 @@ func TestJumpCallerFunctionTracer(t *testing.T) {
 		t.Run(opt, func(t *testing.T) {
 			t.Parallel()
 			exe, want, calls := retjumpUntraced(t, opt, rounds)
-			var runs [3][]string
+			runs := make([][]string, len(retjumpModes))
 			for i, mode := range retjumpModes {
 				out := filepath.Join(t.TempDir(), "trace")
 				args := []string{"run", mode, "-o", out, "--tracer", "function"}
@@ -351,7 +366,7 @@ func TestJumpCallerFunctionTracer(t *testing.T) {
 				}
 				r := probeEnv(t, jumpDebug, append(args, "--", exe, strconv.Itoa(rounds))...)
 				optimised := len(retjumpFuncs)
-				if i > 0 {
+				if i > 0 && i != inProcessMode {
 					optimised = 0
 				}
 				if r.code != 0 || r.stdout != want.stdout || r.stderr != jumpedLine(optimised) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -26,9 +27,18 @@ var mailboxSpecs = []string{"p:leaf a=%di b=%si", "r:leaf $retval"}
 
 // runMailbox traces mailbox ARGS... with mailboxSpecs and returns the
 // calls it made, the events, and the stops served from the mailbox.
+// inProcess in runMailbox's flags: the probes as they are by default,
+// in-process, where no stop is served from the mailbox.
+const inProcess = "(in-process)"
+
 func runMailbox(t *testing.T, exe string, flags []string, args ...string) (calls int, evs []event, stops int) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "trace")
+	if !slices.Contains(flags, inProcess) {
+		flags = append([]string{"--no-inprocess"}, flags...) // the mailbox serves stops
+	} else {
+		flags = slices.DeleteFunc(slices.Clone(flags), func(s string) bool { return s == inProcess })
+	}
 	cmd := append(append(append([]string{"run", "-o", out}, flags...), mailboxSpecs...), "--", exe)
 	r := probeEnv(t, []string{"PROBE_DEBUG_MAILBOX=1"}, append(cmd, args...)...)
 	m := mailboxLineRE.FindStringSubmatch(r.stderr)
@@ -90,7 +100,7 @@ func TestMailboxThreads(t *testing.T) {
 		t.Run(opt, func(t *testing.T) {
 			t.Parallel()
 			exe := mailboxBin(t, opt)
-			for _, flags := range [][]string{nil, {"--no-mailbox"}} {
+			for _, flags := range [][]string{nil, {"--no-mailbox"}, {inProcess}} {
 				calls, evs, stops := runMailbox(t, exe, flags, "threads", "300", "20")
 				if calls != 300*20 {
 					t.Fatalf("%v: mailbox made %d calls, want %d", flags, calls, 300*20)
@@ -101,7 +111,7 @@ func TestMailboxThreads(t *testing.T) {
 					t.Errorf("%d stops served from the mailbox, want some and at most %d", stops, 2*calls)
 				}
 				if flags != nil && stops != 0 {
-					t.Errorf("--no-mailbox: %d stops served from the mailbox, want 0", stops)
+					t.Errorf("%v: %d stops served from the mailbox, want 0", flags, stops)
 				}
 			}
 		})
@@ -123,6 +133,13 @@ func TestMailboxSignals(t *testing.T) {
 			t.Logf("%d calls, %d of whose %d stops were served from the mailbox", calls, stops, 2*calls)
 			if calls <= 3000 || stops == 0 {
 				t.Errorf("%d calls (want the handler's too, more than 3000), %d stops served from the mailbox (want some)", calls, stops)
+			}
+			// In-process: the handler's calls land in the middle of the
+			// record and hook code, never a stop.
+			calls, evs, stops = runMailbox(t, mailboxBin(t, opt), []string{inProcess}, "signals", "3000")
+			checkLeafPairs(t, evs, calls)
+			if calls <= 3000 || stops != 0 {
+				t.Errorf("in-process: %d calls (want the handler's too, more than 3000), %d stops served from the mailbox (want 0)", calls, stops)
 			}
 		})
 	}

@@ -567,12 +567,18 @@ func TestOutputBadFormat(t *testing.T) {
 
 // TestOutputBufferFull: with a buffer of one event, the function_graph
 // records the writer could not take are dropped, counted and reported:
-// written and lost add up to the program's calls.
+// written and lost add up to the program's calls. In-process, the rings
+// hold what the writer cannot take yet: nothing is lost.
 func TestOutputBufferFull(t *testing.T) {
 	exe := tracerBin(t, "shape_O0_pie")
+	out := filepath.Join(t.TempDir(), "t")
+	mustProbe(t, "run", "--buffer-size", "1", "--tracer", "function_graph", "--format", "json", "-o", out, "--", exe, "3", "0", "0")
+	if data, _ := os.ReadFile(out); strings.Contains(string(data), "lost") || len(readJSONLines(t, out)) != 64 {
+		t.Errorf("in-process: want 64 records and nothing lost, got\n%s", data)
+	}
 	for _, format := range []string{"json", "text"} {
 		out := filepath.Join(t.TempDir(), "t")
-		mustProbe(t, "run", "--buffer-size", "1", "--tracer", "function_graph", "--format", format, "-o", out, "--", exe, "3", "0", "0")
+		mustProbe(t, "run", "--no-inprocess", "--buffer-size", "1", "--tracer", "function_graph", "--format", format, "-o", out, "--", exe, "3", "0", "0")
 		data, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)

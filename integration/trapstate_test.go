@@ -30,10 +30,12 @@ var trapstateTracing = []struct {
 	mailbox      bool // its hits stop the thread, served from the mailbox
 }{
 	{[]string{"--no-inprocess"}, []string{"p:work x=%di"}, true},
-	{nil, []string{"p:work", "r:work $retval"}, true},
-	{[]string{"--tracer", "function_graph", "--filter", "work"}, nil, true},
+	{[]string{"--no-inprocess"}, []string{"p:work", "r:work $retval"}, true},
+	{[]string{"--no-inprocess", "--tracer", "function_graph", "--filter", "work"}, nil, true},
 	// In-process: no trap at all, nothing of SIGTRAP touched.
 	{nil, []string{"p:work x=%di"}, false},
+	{nil, []string{"p:work", "r:work $retval"}, false},
+	{[]string{"--tracer", "function_graph", "--filter", "work"}, nil, false},
 }
 
 // TestTrapStateRun: four threads that block SIGTRAP (with a handler of

@@ -43,6 +43,7 @@ func (t *Tracer) detachAll(anchor int) {
 	// Every record a thread has committed is handed on before probe
 	// lets go (the caller holds hmu).
 	t.drainAll()
+	t.restoreInprocReturns()
 	t.restoreReturns()
 	t.disarmExecEntry()
 	sites := make([]*site, 0, len(t.sites))

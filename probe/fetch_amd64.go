@@ -21,6 +21,7 @@ func regIndex(off uintptr) uint8 { return uint8(off / 8) }
 
 var (
 	regRax = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rax))
+	regRdx = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rdx))
 	regRsp = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
 )
 

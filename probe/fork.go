@@ -62,6 +62,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 	}
 	t.restoreSitesIn(child, sites)
 	// Its stack is a copy of the forking thread's, hijacked returns and all.
+	t.unhijackInprocIn(child, ev.Tid)
 	for _, cs := range t.threadStacks(ev.Tid) {
 		for _, f := range cs.frames {
 			if f.hijacked && !f.unhooked {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -30,13 +31,16 @@ import (
 const DefaultRingSize = 4 << 20
 
 // defaultRings is how many threads get a ring; the rest count as lost.
-const defaultRings = 256
+const defaultRings = 1024
 
 // inproc is one process's rings and the code that writes them.
 type inproc struct {
 	rings    *ring.Rings
 	clock    *ring.Clock
 	routines []uint64 // copies of singlestep.RecordRoutine's code, one within a call's reach of each stub
+	// The return trampoline the hooks write (the first copy's), and its
+	// int3.
+	trampoline, trap uint64
 	size     int      // the routine's length
 	sites    map[uint32]*recordSite
 	nextID   uint32
@@ -59,6 +63,7 @@ type recordSite struct {
 	id         uint32
 	regs       []int // byte offsets in unix.PtraceRegs, as recorded
 	stackWords int
+	hook       bool // its stub hooks the return, and records whether it did
 	stub, end  uint64 // the stub's code
 	code       *singlestep.RecordStub
 }
@@ -142,48 +147,99 @@ func (a *Args) recordInputs() (regs []int, words int, why string) {
 	return regs, words, ""
 }
 
+// recordNeeds is what a site's stub records, and whether it hooks the
+// return.
+type recordNeeds struct {
+	regs  []int // byte offsets in unix.PtraceRegs
+	words int   // words at sp
+	hook  bool
+}
+
+func (n *recordNeeds) add(regs []int, words int) {
+	for _, off := range regs {
+		if !slices.Contains(n.regs, off) {
+			n.regs = append(n.regs, off)
+		}
+	}
+	n.words = max(n.words, words)
+}
+
 // recordPlan says what st's stub must record, or why st traps.
-func (t *Tracer) recordPlan(st *site) (regs []int, words int, why string) {
+func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
+	traced, returns := t.cFunc(st)
 	switch {
 	case t.tuning.NoInProcess:
-		return nil, 0, "--no-inprocess"
+		return need, "--no-inprocess"
 	case t.follow:
-		return nil, 0, "-f: a child would share the rings"
+		return need, "-f: a child would share the rings"
 	case st.module == nil || isGo(st.module):
-		return nil, 0, "Go code"
+		return need, "Go code"
 	case st.addr != st.sym.Addr+st.module.Bias:
-		return nil, 0, "not at a function's entry"
-	case !st.plainEntry():
-		return nil, 0, "a return probe, post-handler or tracer shares the address"
-	case len(st.probes) == 0:
-		return nil, 0, "no probe"
+		return need, "not at a function's entry"
+	case !st.onlyEntryWork():
+		return need, "a post-handler, capture or internal probe shares the address"
+	case len(st.probes) == 0 && len(st.returns) == 0 && !traced:
+		return need, "no probe"
 	}
 	for _, p := range st.probes {
 		if !p.handler.Recorded || p.handler.Post != nil {
-			return nil, 0, fmt.Sprintf("%s: its actions need the thread stopped", p.Name())
+			return need, fmt.Sprintf("%s: its actions need the thread stopped", p.Name())
 		}
 		r, w, why := p.args.recordInputs()
 		if why != "" {
-			return nil, 0, fmt.Sprintf("%s: %s", p.Name(), why)
+			return need, fmt.Sprintf("%s: %s", p.Name(), why)
 		}
-		for _, off := range r {
-			if !slices.Contains(regs, off) {
-				regs = append(regs, off)
-			}
-		}
-		words = max(words, w)
+		need.add(r, w)
 	}
-	return regs, words, ""
+	for _, p := range st.returns {
+		if why := t.returnRecordable(p); why != "" {
+			return need, fmt.Sprintf("%s: %s", p.Name(), why)
+		}
+	}
+	// The return address, for the caller's name or the return hook.
+	rsp := int(regRsp) * 8
+	if traced {
+		need.add([]int{rsp}, 1)
+	}
+	if returns || len(st.returns) > 0 {
+		if why := t.switchesStacks(); why != "" {
+			return need, why
+		}
+		need.add([]int{rsp}, 1)
+		need.hook = true
+	}
+	return need, ""
+}
+
+// switchesStacks says, if a module of the process calls swapcontext or
+// its kin, that returns are hooked by the tracer: its call stacks follow
+// a thread from stack to stack (stackswitch.go), the tracee's in-process
+// shadow stack does not, and would lose the returns of a stack left.
+func (t *Tracer) switchesStacks() string {
+	if t.switchers == nil {
+		t.switchers = map[*symbols.Module]bool{}
+	}
+	for _, m := range t.space.Mapped {
+		sw, ok := t.switchers[m.Module]
+		if !ok {
+			sw = m.Imports("swapcontext", "setcontext")
+			t.switchers[m.Module] = sw
+		}
+		if sw {
+			return fmt.Sprintf("%s switches stacks (swapcontext): returns are hooked by the tracer", m.Name)
+		}
+	}
+	return ""
 }
 
 // recordFits reports whether st still records what its stub rs was made
 // for.
 func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
-	regs, words, why := t.recordPlan(st)
-	if why != "" || words > rs.stackWords {
+	need, why := t.recordPlan(st)
+	if why != "" || need.words > rs.stackWords || need.hook != rs.hook {
 		return false
 	}
-	for _, off := range regs {
+	for _, off := range need.regs {
 		if !slices.Contains(rs.regs, off) {
 			return false
 		}
@@ -301,7 +357,7 @@ func (t *Tracer) findTidOffset(tids []int) (int32, string) {
 // with the reason kept in st.trapWhy. The rings are made already
 // (prepareRings).
 func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
-	regs, words, why := t.recordPlan(st)
+	need, why := t.recordPlan(st)
 	if why == "" && t.inproc == nil {
 		why = cmp.Or(t.inprocWhy, "no rings")
 	}
@@ -311,8 +367,8 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	}
 	in := t.inproc
 	in.nextID++
-	rs := &recordSite{site: st, id: in.nextID, regs: regs, stackWords: words}
-	return &singlestep.RecordStub{Site: rs.id, Regs: regs, StackWords: words}, rs
+	rs := &recordSite{site: st, id: in.nextID, regs: need.regs, stackWords: need.words, hook: need.hook}
+	return &singlestep.RecordStub{Site: rs.id, Regs: need.regs, StackWords: need.words, Hook: need.hook}, rs
 }
 
 // routineNear returns a copy of the record routine within a call's reach
@@ -329,7 +385,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("place the record routine: %w", err)
 	}
-	code, err := (&singlestep.RecordRoutine{Layout: in.rings.Layout()}).Code(base)
+	code, err := (&singlestep.RecordRoutine{Layout: in.rings.Layout(), Trampoline: in.trampoline}).Code(base)
 	if err == nil {
 		err = t.writeSlots([]slotWrite{{base, code}})
 	}
@@ -338,6 +394,9 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 		return 0, fmt.Errorf("place the record routine near %#x: %v", at, err)
 	}
 	in.routines = append(in.routines, base)
+	if in.trampoline == 0 {
+		in.trampoline, in.trap = singlestep.Trampoline(base), singlestep.TrampolineTrap(base)
+	}
 	return base, nil
 }
 
@@ -345,7 +404,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 // records; the threads are held.
 func (t *Tracer) prepareRings(anchor int, held []int, sites func(func(*site) bool)) {
 	for st := range sites {
-		if _, _, why := t.recordPlan(st); why == "" {
+		if _, why := t.recordPlan(st); why == "" {
 			t.ensureRings(anchor, held)
 			return
 		}
@@ -484,6 +543,12 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 		// does not report it (and uprobes do not).
 		return
 	}
+	if rec.Site == singlestep.ReturnRecord {
+		in.regs = unix.PtraceRegs{}
+		in.stack = stackWords{}
+		t.replayReturn(rec, t.replayHit(rec))
+		return
+	}
 	rs := in.sites[rec.Site]
 	if rs == nil {
 		return
@@ -499,32 +564,56 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	if n := len(rs.regs); len(rec.Values) > n {
 		in.stack.words = rec.Values[n:]
 	}
-	comm, ok := t.comms[rec.Tid]
-	if !ok {
-		comm = tracee.Comm(t.pid, rec.Tid)
-		t.comms[rec.Tid] = comm
+	hooked := false
+	if rs.hook && len(in.stack.words) > 0 {
+		// The last value says whether the stub hooked the return.
+		last := len(in.stack.words) - 1
+		hooked = in.stack.words[last] == 1
+		in.stack.words = in.stack.words[:last]
 	}
-	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: comm, Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
+	hit := t.replayHit(rec)
 	for _, p := range rs.site.probes {
 		if !p.enabled.Load() {
 			continue
 		}
 		p.hits.Add(1)
 		if p.args != nil {
-			in.env.Regs, in.env.Comm = &in.regs, comm
+			in.env.Regs, in.env.Comm = &in.regs, hit.Comm
 			in.fields = p.args.Fetch(&in.env, in.fields[:0])
-			in.hit.Fields = in.fields
+			hit.Fields = in.fields
 			if !p.args.Keep(in.fields) {
 				continue
 			}
 		} else {
-			in.hit.Fields = nil
+			hit.Fields = nil
 		}
 		if p.handler.Pre != nil {
-			in.hit.Probe, in.hit.Where = p, cmp.Or(p.shownAt, rs.site.where)
-			p.handler.Pre(&in.hit)
+			hit.Probe, hit.Where = p, cmp.Or(p.shownAt, rs.site.where)
+			p.handler.Pre(hit)
 		}
 	}
+	hit.Fields = nil
+	s := rs.site
+	switch traced, returns := t.cFunc(s); {
+	case len(in.stack.words) == 0:
+	case traced && !returns:
+		t.traceEntryOnly(&in.regs, s, hit, in.stack.words[0])
+	case rs.hook:
+		t.replayEnter(s, hit, in.stack.words[0], hooked)
+	}
+}
+
+// replayHit is the hit of a record, its registers and stack words in
+// in.regs and in.stack.
+func (t *Tracer) replayHit(rec *ring.Record) *Hit {
+	in := t.inproc
+	comm, ok := t.comms[rec.Tid]
+	if !ok {
+		comm = tracee.Comm(t.pid, rec.Tid)
+		t.comms[rec.Tid] = comm
+	}
+	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: comm, Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
+	return &in.hit
 }
 
 // leaveRecordCode takes a held thread inside the record routine or a
@@ -532,8 +621,9 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 // the stub's saves): the original bytes go back before it runs again,
 // and it runs the function from its start. A record it had committed is
 // drained; one it had only reserved is not, nor counted lost: the call
-// runs again, untraced. No step: a step over the stub's pushfq would
-// save the trap flag for its popfq to set again once we are gone.
+// runs again, untraced. A thread in the return trampoline goes on to
+// where the function returns. No step: a step over the stub's pushfq
+// would save the trap flag for its popfq to set again once we are gone.
 func (t *Tracer) leaveRecordCode(tid int) {
 	in := t.inproc
 	if in == nil || t.proc.GetRegs(tid, &t.regs) != nil {
@@ -541,29 +631,43 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	}
 	rip := t.regs.Rip
 	var rw singlestep.StubRewind
-	var to *site
-	inRoutine := slices.ContainsFunc(in.routines, func(r uint64) bool { return rip >= r && rip < r+uint64(in.size) })
-	if inRoutine {
-		// Called from a stub: its return address says which.
-		ret, ok := t.readWord(t.regs.Rsp)
-		if !ok {
-			return
-		}
+	to, back := uint64(0), false // where the thread goes; back: a return
+	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
 		for _, rs := range in.sites {
 			if ret > rs.stub && ret <= rs.end {
-				to = rs.site
+				return rs.site.addr
 			}
 		}
-		rw = singlestep.RoutineRewind(t.regs.Rsp)
-	} else {
+		return 0
+	}
+	for _, r := range in.routines {
+		if rip < r || rip >= r+uint64(in.size) {
+			continue
+		}
+		ret, ok := t.readWord(t.regs.Rsp)
+		switch {
+		case rip >= singlestep.Trampoline(r):
+			rw, back = singlestep.TrampolineRewind(r, rip, t.regs.Rsp, false)
+		case !ok:
+			return
+		case ret >= singlestep.Trampoline(r) && ret < singlestep.TrampolineTrap(r):
+			rw, back = singlestep.TrampolineRewind(r, rip, t.regs.Rsp, true)
+		default:
+			rw, to = singlestep.RoutineRewind(t.regs.Rsp), stubAt(ret)
+		}
+	}
+	if to == 0 && !back {
 		for _, rs := range in.sites {
 			if r, ok := rs.code.Rewind(rs.stub, rip, t.regs.Rsp); ok {
-				rw, to = r, rs.site
+				rw, to = r, rs.site.addr
 				break
 			}
 		}
 	}
-	if to == nil {
+	if back {
+		to = t.returnTo(tid, rw.SP-8)
+	}
+	if to == 0 {
 		return
 	}
 	if rw.Saved {
@@ -576,10 +680,26 @@ func (t *Tracer) leaveRecordCode(tid int) {
 			words[off/8] = v
 		}
 	}
-	t.regs.Rsp, t.regs.Rip = rw.SP, to.addr
+	t.regs.Rsp, t.regs.Rip = rw.SP, to
 	if t.proc.SetRegs(tid, &t.regs) == nil {
 		t.detourExits.Add(1)
 	}
+}
+
+// returnTo is where a thread in the in-process trampoline returns, from
+// the call whose return address was at slot: the slot has it back, or
+// the thread's newest frame there does.
+func (t *Tracer) returnTo(tid int, slot uint64) uint64 {
+	if w, ok := t.readWord(slot); ok && w != t.inproc.trampoline {
+		return w
+	}
+	frames := t.shadowOf(tid)
+	for i := len(frames) - 1; i >= 0; i-- {
+		if frames[i].Slot == slot {
+			return frames[i].Ret &^ singlestep.UnhookedBit
+		}
+	}
+	return 0
 }
 
 // recordThreadGone gives tid's ring back once what it holds is handed
@@ -690,7 +810,7 @@ func (p *Probe) Path() (inProcess bool, why string) {
 func notePaths(sites ...*site) {
 	for _, st := range sites {
 		rec := st.opt != nil && st.opt.record != nil
-		for _, p := range st.probes {
+		for _, p := range slices.Concat(st.probes, st.returns) {
 			p.pathMu.Lock()
 			p.inProcess, p.trapWhy = rec, ""
 			if !rec {

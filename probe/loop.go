@@ -65,6 +65,11 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 			t.recordVforkDone(ev.Tid)
 			return
 		}
+		if t.inproc != nil {
+			// Its returns recorded in the tracee come before its calls
+			// left open are found lost.
+			t.drainThread(ev.Tid)
+		}
 		t.threadGone(ev.Tid)
 		if !t.recordThreadGone(ev.Tid) {
 			delete(t.comms, ev.Tid) // else once its records are handed on
@@ -122,6 +127,10 @@ func (t *Tracer) onTrap(tid int) {
 	addr := regs.Rip - singlestep.BreakpointPCAdjust
 	if addr == t.trampTrap && t.trampTrap != 0 {
 		t.onReturn(tid, regs)
+		return
+	}
+	if t.inproc != nil && addr == t.inproc.trap && addr != 0 {
+		t.onInprocTrap(tid, regs)
 		return
 	}
 	s, via := t.sites[addr], (*jumpOpt)(nil)

@@ -350,6 +350,11 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	rec, rs := t.recordStub(st)
 	var stub *singlestep.MailboxStub
+	if rec != nil {
+		// The stub hooks the return, or records the return address,
+		// itself.
+		d.ReturnHook, d.LoadReturn = 0, false
+	}
 	size := d.Size()
 	if rec != nil {
 		size += rec.Size()
@@ -370,8 +375,10 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 			code, err = rec.Code(at)
 		}
 		if err != nil {
+			// The detour was planned for the stub: the int3 stays.
 			st.trapWhy = err.Error()
-			rec, rs, base, code, err = nil, nil, at, nil, nil
+			t.freeSlots(at, slots)
+			return
 		}
 	}
 	if stub != nil {

@@ -88,8 +88,11 @@ func (h *Hit) Stack(max int) []Frame {
 		if !ok {
 			return frames
 		}
-		if ret == t.trampoline && ret != 0 {
+		switch {
+		case ret == t.trampoline && ret != 0:
 			ret = cs.hijackedAt(slot)
+		case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
+			ret = t.returnTo(h.Tid, slot)
 		}
 		pc, sp, caller = ret, cfa, true
 	}

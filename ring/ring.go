@@ -212,6 +212,8 @@ func (r *Rings) Free(tid int) (lost uint64, ok bool) {
 	}
 	atomic.StoreUint64(r.word(base+singlestep.RingLost), 0)
 	atomic.StoreUint64(r.word(base+singlestep.RingTail), head)
+	// A thread gone leaves no calls for the next owner to return from.
+	atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), 0)
 	atomic.StoreUint64(r.word(base+singlestep.RingOwner), 0)
 	delete(r.slotOf, tid)
 	return lost, true

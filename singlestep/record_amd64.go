@@ -61,7 +61,7 @@ const (
 
 	// ShadowFrames bound a thread's in-process return hooks: a call
 	// deeper than that is recorded, its return not hooked.
-	ShadowFrames    = 768
+	ShadowFrames    = 1 << 15
 	ShadowFrameSize = 16 // the return-address slot, the original return address
 
 	RecordHeader = 24

@@ -611,3 +611,18 @@ func (m *Module) linkSpan() (lo, hi uint64) {
 	}
 	return lo, hi
 }
+
+// Imports reports whether the module calls one of names from another
+// module: an undefined function in its dynamic symbols.
+func (m *Module) Imports(names ...string) bool {
+	dynsym, err := m.elf.DynamicSymbols()
+	if err != nil {
+		return false
+	}
+	for _, s := range dynsym {
+		if s.Section == elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC && slices.Contains(names, s.Name) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,194 @@
+package probe
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// In-process return hooks: a record stub whose site has return probes or
+// is traced with returns (function_graph) hooks the return itself
+// (singlestep's HookRoutine): the thread keeps its hooked calls on a
+// shadow stack in its ring's header and returns through an in-process
+// trampoline that records the return. Neither stops the thread.
+//
+// The tracer's call stacks (callStack) follow from the records: an entry
+// record pushes a frame (not hijacked: the return address is the
+// tracee's to give back), a return record pops every frame at its slot,
+// and both drop the frames the tracee dropped, by the same rule (sp).
+// The tracee's shadow stack is the one that sends threads home; ours
+// only reports. Where they could part (a frame we dropped that the
+// tracee had not), a return with no frame of ours is not reported.
+
+// inprocFrames says why no return is hooked in the tracee in this
+// process, or "".
+func (t *Tracer) returnRecordable(p *Probe) string {
+	if !p.handler.Recorded || p.handler.Post != nil {
+		return "its actions need the thread stopped"
+	}
+	if returnsTwice[p.funcName] {
+		return "returns twice: it saves its return address"
+	}
+	regs, words, why := p.args.recordInputs()
+	switch {
+	case why != "":
+		return why
+	case words > 0:
+		return "reads the stack at a return"
+	}
+	for _, off := range regs {
+		if off != int(regRax)*8 && off != int(regRdx)*8 && off != int(regRsp)*8 {
+			return "reads a register other than %ax, %dx or %sp at a return"
+		}
+	}
+	return ""
+}
+
+// replayEnter follows an entry record of a return-hooking site into the
+// thread's call stack: the function tracer's entry, and the frame its
+// return pops. ret is the return address the entry found at sp; hooked
+// says whether the stub hooked the return.
+func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
+	cs := t.threadStack(hit.Tid)
+	sp := hit.Regs.Rsp
+	f := shadowFrame{sp: sp, ret: ret, site: s, time: hit.Time}
+	if ret == t.inproc.trampoline {
+		// A tail call: it returns with its caller, whose frame has
+		// the slot.
+		if top := cs.top(); top != nil && top.sp == sp {
+			f.ret = top.ret
+		} else {
+			hooked = false
+		}
+	} else {
+		t.dropDead(cs, sp, false, hit)
+	}
+	if s.fn != nil {
+		t.traceEnter(cs, &f, s.fn, hit)
+	}
+	cs.push(f)
+	if !hooked {
+		// The tracee's shadow stack was full: its return will not be
+		// seen.
+		t.lose(cs, hit, false)
+		return
+	}
+	t.noteStack(cs, hit.Tid)
+}
+
+// replayReturn follows a return record: the frames at its slot return,
+// with %rax and %rdx as the function left them.
+func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
+	cs := t.shadow[rec.Tid]
+	if cs == nil || len(rec.Values) < singlestep.ReturnValues {
+		return
+	}
+	slot := rec.Values[0]
+	t.dropDead(cs, slot, true, hit)
+	top := cs.top()
+	if top == nil || top.sp != slot {
+		return
+	}
+	hit.Regs.Rax, hit.Regs.Rdx, hit.Regs.Rsp, hit.Regs.Rip = rec.Values[1], rec.Values[2], slot+8, top.ret
+	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
+		fr := cs.pop()
+		t.returned(cs, &fr, hit)
+	}
+}
+
+// shadowOf returns tid's in-process shadow stack, or nil.
+func (t *Tracer) shadowOf(tid int) []ring.ShadowFrame {
+	if t.inproc == nil {
+		return nil
+	}
+	return t.inproc.rings.Shadow(tid)
+}
+
+// hookedSlot reports whether the word at slot holds the in-process
+// trampoline.
+func (t *Tracer) hookedSlot(slot uint64) bool {
+	w, ok := t.readWord(slot)
+	return ok && w == t.inproc.trampoline
+}
+
+// restoreInprocReturns puts back every return address the tracee's
+// shadow stacks hold in a slot that still has the trampoline, for
+// detach: every thread is held, none in the record code.
+func (t *Tracer) restoreInprocReturns() {
+	in := t.inproc
+	if in == nil || in.trampoline == 0 {
+		return
+	}
+	for _, tid := range in.rings.Owners() {
+		frames := in.rings.Shadow(tid)
+		for _, f := range frames {
+			if f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) {
+				t.writeWord(f.Slot, f.Ret)
+			}
+		}
+		in.rings.SetShadow(tid, nil)
+	}
+}
+
+// unhijackInprocIn gives a forked child the return addresses its copy of
+// thread tid's stack has hooked in the tracee.
+func (t *Tracer) unhijackInprocIn(child *tracee.Child, tid int) {
+	for _, f := range t.shadowOf(tid) {
+		if f.Ret&singlestep.UnhookedBit == 0 {
+			unhijackIn(child, f.Slot, f.Ret, t.inproc.trampoline)
+		}
+	}
+}
+
+// onInprocUnwinder does for the tracee's shadow stack of a thread held at
+// an unwinder's entry what onUnwinder does for ours: give the return
+// addresses back before an unwind reads them, and hook the live ones
+// again once a catch has landed, dropping the calls it unwound.
+func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindAction, hit *Hit) {
+	frames := t.shadowOf(tid)
+	if len(frames) == 0 {
+		return
+	}
+	switch action {
+	case unwindRestore:
+		for i := range frames {
+			f := &frames[i]
+			if f.Slot > regs.Rsp && f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) && t.writeWord(f.Slot, f.Ret) {
+				f.Ret |= singlestep.UnhookedBit
+			}
+		}
+	case unwindRehook:
+		// The calls the exception unwound are at or below the slot of
+		// the catching frame's call to __cxa_begin_catch.
+		live := frames[:0]
+		for _, f := range frames {
+			if f.Slot <= regs.Rsp {
+				if f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) {
+					t.writeWord(f.Slot, f.Ret)
+				}
+				continue
+			}
+			if f.Ret&singlestep.UnhookedBit != 0 && t.writeWord(f.Slot, t.inproc.trampoline) {
+				f.Ret &^= singlestep.UnhookedBit
+			}
+			live = append(live, f)
+		}
+		frames = live
+		if cs := t.shadow[tid]; cs != nil {
+			t.dropDead(cs, regs.Rsp, false, hit)
+		}
+	}
+	t.inproc.rings.SetShadow(tid, frames)
+}
+
+// onInprocTrap handles a thread at the in-process trampoline's int3: it
+// returned through the trampoline, and its shadow stack has no frame for
+// the slot. Nowhere to send it.
+func (t *Tracer) onInprocTrap(tid int, regs *unix.PtraceRegs) {
+	t.loopErr = fmt.Errorf("thread %d returned through the in-process trampoline with no frame (sp %#x)", tid, regs.Rsp)
+	t.passTrap(tid)
+}

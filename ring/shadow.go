@@ -1,0 +1,58 @@
+package ring
+
+import (
+	"sync/atomic"
+
+	"github.com/probedbg/probe/singlestep"
+)
+
+// ShadowFrame is one call on a thread's in-process shadow stack (see
+// singlestep's HookRoutine): the slot of its return address and the
+// original. Ret has singlestep.UnhookedBit set while the original is back
+// in the slot for an unwinder.
+type ShadowFrame struct{ Slot, Ret uint64 }
+
+// Shadow returns tid's shadow stack, oldest call first (nil: no ring).
+// Read it only while the thread is stopped outside the record code.
+func (r *Rings) Shadow(tid int) []ShadowFrame {
+	base, ok := r.ringOf(tid)
+	if !ok {
+		return nil
+	}
+	n := min(uint32(atomic.LoadUint64(r.word(base+singlestep.RingShadowTop))), singlestep.ShadowFrames)
+	frames := make([]ShadowFrame, n)
+	for i := range frames {
+		at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
+		frames[i] = ShadowFrame{Slot: atomic.LoadUint64(r.word(at)), Ret: atomic.LoadUint64(r.word(at + 8))}
+	}
+	return frames
+}
+
+// SetShadow makes frames tid's shadow stack, with a new generation: for a
+// thread stopped outside the record code. False if tid has no ring.
+func (r *Rings) SetShadow(tid int, frames []ShadowFrame) bool {
+	base, ok := r.ringOf(tid)
+	if !ok || len(frames) > singlestep.ShadowFrames {
+		return false
+	}
+	for i, f := range frames {
+		at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
+		atomic.StoreUint64(r.word(at), f.Slot)
+		atomic.StoreUint64(r.word(at+8), f.Ret)
+	}
+	top := r.word(base + singlestep.RingShadowTop)
+	gen := atomic.LoadUint64(top)>>32 + 1
+	atomic.StoreUint64(top, gen<<32|uint64(len(frames)))
+	return true
+}
+
+// Owners lists the threads that have a ring.
+func (r *Rings) Owners() []int {
+	var tids []int
+	for slot := range r.layout.Slots {
+		if owner := atomic.LoadUint64(r.word(r.ring(slot) + singlestep.RingOwner)); owner != 0 {
+			tids = append(tids, int(owner))
+		}
+	}
+	return tids
+}
