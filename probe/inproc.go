@@ -41,13 +41,13 @@ type inproc struct {
 	// The return trampoline the hooks write (the first copy's), and its
 	// int3.
 	trampoline, trap uint64
-	size     int      // the routine's length
-	sites    map[uint32]*recordSite
-	nextID   uint32
-	freed    map[int]uint64 // records lost in rings given back, by thread
-	gone     map[int]bool   // threads gone whose rings are to be given back once drained
-	vforked  map[int]int    // a vfork child sharing our memory -> the thread it stopped
-	quiet    map[int]bool   // threads whose records are a vfork child's, not shown
+	size             int // the routine's length
+	sites            map[uint32]*recordSite
+	nextID           uint32
+	freed            map[int]uint64 // records lost in rings given back, by thread
+	gone             map[int]bool   // threads gone whose rings are to be given back once drained
+	vforked          map[int]int    // a vfork child sharing our memory -> the thread it stopped
+	quiet            map[int]bool   // threads whose records are a vfork child's, not shown
 	// The replay of one record: registers and stack words as the
 	// thread had them.
 	regs   unix.PtraceRegs
@@ -63,7 +63,7 @@ type recordSite struct {
 	id         uint32
 	regs       []int // byte offsets in unix.PtraceRegs, as recorded
 	stackWords int
-	hook       bool // its stub hooks the return, and records whether it did
+	hook       bool   // its stub hooks the return, and records whether it did
 	stub, end  uint64 // the stub's code
 	code       *singlestep.RecordStub
 }
@@ -631,7 +631,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	}
 	rip := t.regs.Rip
 	var rw singlestep.StubRewind
-	to, back := uint64(0), false // where the thread goes; back: a return
+	to, back := uint64(0), false        // where the thread goes; back: a return
 	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
 		for _, rs := range in.sites {
 			if ret > rs.stub && ret <= rs.end {
