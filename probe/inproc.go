@@ -28,10 +28,10 @@ import (
 // What stays trapping, per probe, and why, is in Probe.Path.
 
 // DefaultRingSize is each thread's ring, in bytes.
-const DefaultRingSize = 4 << 20
+const DefaultRingSize = 16 << 20
 
 // defaultRings is how many threads get a ring; the rest count as lost.
-const defaultRings = 1024
+const defaultRings = 512
 
 // inproc is one process's rings and the code that writes them.
 type inproc struct {

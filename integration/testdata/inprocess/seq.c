@@ -41,7 +41,12 @@ static void *caller(void *arg)
 {
 	long who = (long)arg, s = 0, i;
 	for (i = 0; n ? i < n : !stop; i++) {
-		s += work(who, i);
+		long r = work(who, i);
+		if (r != who + i) { /* a return gone wrong */
+			fprintf(stderr, "work(%ld, %ld) = %ld\n", who, i, r);
+			exit(1);
+		}
+		s += r;
 		/* A loop runs until told: at a pace a trace can keep up with. */
 		if (!n && i % 64 == 63)
 			usleep(1000);

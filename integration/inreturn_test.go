@@ -1,0 +1,157 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The tests of returns hooked in the tracee (probe/inreturn.go): return
+// probes and function_graph whose entries record in-process hook the
+// return there too, and the trampoline records it. ret.c's modes make
+// returns that a wrong hook would send astray: threads, longjmp, a fork
+// three calls deep.
+
+func retBin(t *testing.T) string {
+	t.Helper()
+	// -O0: every call stays a call, and every entry takes a jmp.
+	return builtOnce(t, "ret", filepath.Join("testdata", "inprocess", "ret.c"), "-O0", "-g", "-Wall", "-pthread")
+}
+
+// runRet runs probe run -v with args on ret, checks that ret printed and
+// exited as untraced and that every probe named in inProcess records
+// in-process, and returns the trace.
+func runRet(t *testing.T, args []string, inProcess []string, retArgs ...string) string {
+	t.Helper()
+	exe := retBin(t)
+	want := runCmd(t, nil, exe, retArgs...)
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, append(append(append([]string{"run", "-v", "-o", out}, args...), "--", exe), retArgs...)...)
+	if r.code != want.code || r.stdout != want.stdout {
+		t.Fatalf("probe %v -- ret %v: %v\nwant exit %d and stdout %q", args, retArgs, r, want.code, want.stdout)
+	}
+	for _, p := range inProcess {
+		if !strings.Contains(r.stderr, "probe/"+p+": in-process") {
+			t.Fatalf("probe %v: %s is not in-process:\n%s", args, p, r.stderr)
+		}
+	}
+	trace, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(trace)
+}
+
+// TestInProcessReturnsExact: 8 threads x 100,002 calls (outer and the two
+// inner calls it makes), entry and return probes: every call's entry
+// and return recorded, none lost at the default ring size, each return
+// value the one its call computed, in each thread's order; and the same
+// under function_graph.
+func TestInProcessReturnsExact(t *testing.T) {
+	t.Parallel()
+	const threads, iters = 8, 33334
+	n := fmt.Sprint(iters)
+	trace := runRet(t, []string{"p:outer a=%di", "r:outer $retval", "r:inner $retval"},
+		[]string{"p_outer_0", "r_outer_0", "r_inner_0"}, "threads", "8", n)
+	if strings.Contains(trace, "lost") {
+		t.Fatalf("lost records:\n%s", grepLines(trace, "lost"))
+	}
+	type state struct {
+		a      int64
+		inners int
+	}
+	per := map[int]*state{}
+	counts := map[string]int{}
+	for _, e := range traceEvents(trace) {
+		counts[e.name]++
+		st := per[e.tid]
+		if st == nil {
+			st = &state{a: -1}
+			per[e.tid] = st
+		}
+		var v int64
+		switch e.name {
+		case "p_outer_0":
+			fmt.Sscanf(e.rest, " a=%v", &v)
+			st.a, st.inners = v, 0
+		case "r_inner_0":
+			fmt.Sscanf(e.rest, " arg1=%v", &v)
+			if want := 3*(st.a+int64(st.inners)) + 1; v != want {
+				t.Fatalf("thread %d: inner returned %d after outer(%d), want %d: %s", e.tid, v, st.a, want, e.line)
+			}
+			st.inners++
+		case "r_outer_0":
+			fmt.Sscanf(e.rest, " arg1=%v", &v)
+			if want := 6*st.a + 5; v != want || st.inners != 2 {
+				t.Fatalf("thread %d: outer(%d) returned %d after %d inner returns, want %d after 2: %s", e.tid, st.a, v, st.inners, want, e.line)
+			}
+		}
+	}
+	if counts["p_outer_0"] != threads*iters || counts["r_outer_0"] != threads*iters || counts["r_inner_0"] != 2*threads*iters || len(per) != threads {
+		t.Fatalf("%v of %d threads, want %d entries and returns of outer and %d of inner, of %d threads", counts, len(per), threads*iters, 2*threads*iters, threads)
+	}
+
+	graph := runRet(t, []string{"--tracer", "function_graph", "--filter", "outer", "--filter", "inner"}, nil, "threads", "8", n)
+	if strings.Contains(graph, "lost") {
+		t.Fatalf("function_graph lost:\n%s", grepLines(graph, "lost"))
+	}
+	// (A leaf's entry the printer had to let go before its return came
+	// shows as "inner() {" and "}".)
+	if o, i := strings.Count(graph, "outer() {"), strings.Count(graph, "inner()"); o != threads*iters || i != 2*threads*iters {
+		t.Fatalf("function_graph: %d outer() {, %d inner(), want %d and %d", o, i, threads*iters, 2*threads*iters)
+	}
+}
+
+// TestInProcessReturnsLongjmp: dive(6) longjmps back to main from seven
+// calls deep, 50 times: the frames it skips are dropped as the next
+// entry and return find them below sp, reported lost, and every return
+// still goes home (ret prints what it prints untraced).
+func TestInProcessReturnsLongjmp(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	trace := runRet(t, []string{"r:dive $retval", "r:outer $retval"}, []string{"r_dive_0", "r_outer_0"}, "longjmp", fmt.Sprint(n))
+	counts := countByName(traceEvents(trace))
+	wantNote := fmt.Sprintf("# %d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", 7*n)
+	if counts["r_dive_0"] != 0 || counts["r_outer_0"] != n || !strings.Contains(trace, wantNote) {
+		t.Fatalf("%v, want 0 returns of dive and %d of outer, and %q in\n%s", counts, n, wantNote, grepLines(trace, "#"))
+	}
+	graph := runRet(t, []string{"--tracer", "function_graph", "--filter", "dive", "--filter", "outer", "--filter", "inner"}, nil, "longjmp", fmt.Sprint(n))
+	if l, o := strings.Count(graph, "} /* dive: return lost */"), strings.Count(graph, "outer() {"); l != 7*n || o != n {
+		t.Fatalf("function_graph: %d dive frames lost and %d outer calls, want %d and %d", l, o, 7*n, n)
+	}
+}
+
+// TestInProcessReturnsFork: fork() three calls deep in hooked spawn():
+// the child's copy of the stack holds the parent's hooked returns, which
+// go back before it runs; it returns through them untraced (10, as it
+// exits), and the parent's four returns are reported.
+func TestInProcessReturnsFork(t *testing.T) {
+	t.Parallel()
+	trace := runRet(t, []string{"r:spawn $retval"}, []string{"r_spawn_0"}, "fork")
+	var got []string
+	for _, e := range traceEvents(trace) {
+		got = append(got, strings.TrimSpace(e.rest))
+	}
+	if want := []string{"arg1=0xa", "arg1=0xb", "arg1=0xc", "arg1=0xd"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("returns of spawn %q, want %q (the parent's only)", got, want)
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// traceEvents is the events of a text trace.
+func traceEvents(s string) []event {
+	_, evs, _ := splitOutput(s)
+	return evs
+}
