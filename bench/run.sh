@@ -113,9 +113,12 @@ cost "  --no-mailbox (registers by PTRACE_GETREGS)" 1 "$probe" run --no-inproces
 cost "  --no-optimize (int3, boosted copy)" 1 "$probe" run --no-optimize -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-boost (push %rbp emulated)" 1 "$probe" run --no-boost -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
 cost "  --no-placement" 1 "$probe" run --no-inprocess --no-placement -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
-cost "probe r:leaf \$retval (per call)" 1 "$probe" run -o /dev/null 'r:leaf $retval' -- "$work" @N@ 1
-cost "probe --tracer function_graph (per call)" 1 "$probe" run -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
-cost "  --no-mailbox" 1 "$probe" run --no-mailbox -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
+# Returns hooked in the tracee: rings large enough for every record.
+inproc "probe r:leaf \$retval, in-process (10x)" 1 "$ihits" "$probe" run --ring-size 65536 -o /dev/null 'r:leaf $retval' -- "$work" @N@ 1
+inproc "probe function_graph, in-process (10x, per call)" 1 "$ihits" "$probe" run --ring-size 65536 -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
+cost "probe r:leaf \$retval --no-inprocess (per call)" 1 "$probe" run --no-inprocess -o /dev/null 'r:leaf $retval' -- "$work" @N@ 1
+cost "probe function_graph --no-inprocess (per call)" 1 "$probe" run --no-inprocess -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
+cost "  --no-mailbox" 1 "$probe" run --no-inprocess --no-mailbox -o /dev/null --tracer function_graph --filter leaf -- "$work" @N@ 1
 cost "floor, 4 threads (per hit)" 4 "$out/floor" "$work" @N@ 4 floor
 four=$(cost "probe p:leaf stopping, 4 threads (per hit)" 4 "$probe" run --no-inprocess -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4)
 echo "$four"

@@ -31,10 +31,12 @@ func TestCPUColumn(t *testing.T) {
 		mailbox bool // its stops are served from the mailbox
 	}{
 		{[]string{"--no-inprocess", "p:work"}, true},
-		{[]string{"r:work $retval"}, true},
+		{[]string{"--no-inprocess", "r:work $retval"}, true},
 		{[]string{"--no-inprocess", "--no-mailbox", "p:work"}, false},
-		// In-process: the CPU is rdtscp's, in the record.
+		// In-process: the CPU is rdtscp's, in the record (of the
+		// return, too).
 		{[]string{"p:work"}, false},
+		{[]string{"r:work $retval"}, false},
 	} {
 		ev := filepath.Join(t.TempDir(), "events")
 		args := append([]string{"-c", "0", probeBin, "attach", "--duration", "1s", "-o", ev}, v.args[:len(v.args)-1]...)

@@ -73,6 +73,14 @@ func parseSeqLine(line string) (c seqCall, ok bool) {
 // from 0 with no gap, and returns how many each who made.
 func checkSequences(t *testing.T, calls []seqCall) map[int64]int64 {
 	t.Helper()
+	return checkOrder(t, calls, false)
+}
+
+// checkOrder checks that each (thread, who)'s calls come in order from 0,
+// with no gap unless gaps (records lost, counted apart), and returns how
+// many calls each who made as far as the records show.
+func checkOrder(t *testing.T, calls []seqCall, gaps bool) map[int64]int64 {
+	t.Helper()
 	type key struct {
 		tid int
 		who int64
@@ -81,10 +89,10 @@ func checkSequences(t *testing.T, calls []seqCall) map[int64]int64 {
 	whoOf := map[int]int64{}
 	for _, c := range calls {
 		k := key{c.tid, c.who}
-		if c.i != next[k] {
+		if c.i != next[k] && (!gaps || c.i < next[k]) {
 			t.Fatalf("thread %d: work(%d, %d) after work(%d, %d): a record missing or out of order", c.tid, c.who, c.i, c.who, next[k]-1)
 		}
-		next[k]++
+		next[k] = c.i + 1
 		if w, ok := whoOf[c.tid]; ok && w != c.who && c.who != 1 {
 			t.Fatalf("thread %d calls as %d and %d", c.tid, w, c.who)
 		}
@@ -206,14 +214,15 @@ func TestInProcessRingFull(t *testing.T) {
 
 // TestInProcessSignals: a signal handler that calls work() lands anywhere,
 // inside the record code too; its records and the interrupted thread's
-// are each whole and in order, none lost (rings large enough).
+// are each whole and in order, and the records shown and those counted
+// lost (rings full) add up to the calls made.
 func TestInProcessSignals(t *testing.T) {
 	t.Parallel()
 	exe := seqBin(t)
 	out := filepath.Join(t.TempDir(), "trace")
-	// Rings of 2 MiB wrap a few times; they hold what a drain starved
-	// of CPU for a while (a loaded test machine) leaves in them.
-	r := probe(t, "run", "-v", "--ring-size", "2048", "-o", out, "p:work a=%di b=%si", "--", exe, "signals", "200000")
+	// Rings of 1 MiB wrap many times. A drain starved of CPU (a loaded
+	// test machine) loses records: every one is counted.
+	r := probe(t, "run", "-v", "--ring-size", "1024", "-o", out, "p:work a=%di b=%si", "--", exe, "signals", "200000")
 	m := regexp.MustCompile(`^main=(\d+) handled=(\d+)\n$`).FindStringSubmatch(r.stdout)
 	if r.code != 0 || m == nil || !strings.Contains(r.stderr, "in-process") {
 		t.Fatalf("probe run: %v", r)
@@ -222,10 +231,11 @@ func TestInProcessSignals(t *testing.T) {
 	handled, _ := strconv.ParseInt(m[2], 10, 64)
 	trace, _ := os.ReadFile(out)
 	calls, lost := seqTrace(t, string(trace))
-	per := checkSequences(t, calls)
-	if lost != 0 || per[0] != main || per[1] != handled || main < 200000 || handled < 1000 {
-		t.Fatalf("%d lost, work(0, ...) %d times, work(1, ...) %d: want none lost, %d (at least 200000) and %d (at least 1000)", lost, per[0], per[1], main, handled)
+	checkOrder(t, calls, true)
+	if seen := int64(len(calls)); seen+int64(lost) != main+handled || main < 200000 || handled < 1000 {
+		t.Fatalf("%d records and %d lost, want %d calls (%d of main, at least 200000, and %d of the handler, at least 1000)", seen, lost, main+handled, main, handled)
 	}
+	t.Logf("%d calls, %d lost", main+handled, lost)
 }
 
 // TestInProcessFork: a forked child runs its original code (not

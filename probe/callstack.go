@@ -124,7 +124,11 @@ func (t *Tracer) dropDead(cs *callStack, pos uint64, atPosLive bool, hit *Hit) {
 // this one), and then the program must still return to the right place.
 func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 	f := cs.pop()
-	t.lostReturns++
+	if f.mode != 0 || f.site == nil || len(f.site.returns) > 0 {
+		// (The tracee hooks every call it records; a frame nobody
+		// reports is not a return lost.)
+		t.lostReturns++
+	}
 	if restore && f.hijacked && !f.unhooked {
 		t.unhijack(&f)
 	}

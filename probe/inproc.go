@@ -421,6 +421,14 @@ func (t *Tracer) startDrain() {
 	t.drainStop, t.drainDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(t.drainDone)
+		defer func() {
+			if r := recover(); r != nil {
+				// A handler's panic (ours, or a library user's): the
+				// ptrace thread takes it over and detaches, as from its
+				// own (serve).
+				go t.do(func(int) error { panic(r) })
+			}
+		}()
 		wait := time.Millisecond
 		for {
 			select {
@@ -588,6 +596,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 			hit.Fields = nil
 		}
 		if p.handler.Pre != nil {
+			faultPoint("entry")
 			hit.Probe, hit.Where = p, cmp.Or(p.shownAt, rs.site.where)
 			p.handler.Pre(hit)
 		}
