@@ -65,7 +65,10 @@ func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 			hooked = false
 		}
 	} else {
-		t.dropDead(cs, sp, false, hit)
+		// A tail call from a function whose return the tracer hooked
+		// (its trampoline at sp) returns through both: that frame
+		// stays.
+		t.dropDead(cs, sp, ret == t.trampoline && ret != 0, hit)
 	}
 	if s.fn != nil {
 		t.traceEnter(cs, &f, s.fn, hit)
@@ -94,7 +97,9 @@ func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
 		return
 	}
 	hit.Regs.Rax, hit.Regs.Rdx, hit.Regs.Rsp, hit.Regs.Rip = rec.Values[1], rec.Values[2], slot+8, top.ret
-	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
+	// (A frame the tracer hooked at the slot returns at its own
+	// trampoline, next.)
+	for f := cs.top(); f != nil && f.sp == slot && !f.hijacked; f = cs.top() {
 		fr := cs.pop()
 		t.returned(cs, &fr, hit)
 	}

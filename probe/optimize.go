@@ -254,7 +254,9 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 	if err != nil {
 		return nil
 	}
-	d, err := singlestep.PlanDetour(fn, st.sym.Addr+st.module.Bias, st.addr)
+	m := st.module
+	tables := func(addr, n uint64) ([]byte, error) { return m.ReadCode(addr-m.Bias, n) }
+	d, err := singlestep.PlanDetour(fn, st.sym.Addr+m.Bias, st.addr, tables)
 	if err != nil {
 		return nil
 	}

@@ -35,7 +35,7 @@ const maxWalk = 256
 func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *Hit) *callStack {
 	cs := t.threadStack(tid)
 	sp := regs.Rsp
-	if ret == t.trampoline && ret != 0 {
+	if ret != 0 && (ret == t.trampoline || t.inproc != nil && ret == t.inproc.trampoline) {
 		// A tail call: the caller's slot is [sp] itself.
 		if c, i := t.frameAt(tid, sp); c != nil {
 			t.runOn(tid, c)

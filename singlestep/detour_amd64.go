@@ -58,11 +58,13 @@ var (
 // PlanDetour decides whether the probe at addr, inside the function whose
 // whole code is fn (at fnAddr), can be jump-optimised, as kprobes'
 // can_optimize: every instruction the jmp covers runs out of line without
-// a single-step and is not a branch, the covered range lies in the
-// function, no direct branch in the function lands inside the range
-// (a branch to addr itself is fine), and the function has no indirect
-// jump (a jump table might land there). The error says why not.
-func PlanDetour(fn []byte, fnAddr, addr uint64) (*Detour, error) {
+// a single-step, or is a direct jcc, jmp or call (re-aimed from the
+// detour; a call only last, so that its callee returns past the jmp), the
+// covered range lies in the function, no direct branch in the function
+// lands inside the range (a branch to addr itself is fine), and the
+// function has no indirect jump (a jump table might land there). The
+// error says why not.
+func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, error) {
 	if addr < fnAddr || addr >= fnAddr+uint64(len(fn)) {
 		return nil, &OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
 	}
@@ -76,8 +78,19 @@ func PlanDetour(fn []byte, fnAddr, addr uint64) (*Detour, error) {
 		if err != nil {
 			return nil, err
 		}
-		if in.arch.isRelBranch() || in.arch.fix != fixFallThrough || !in.CanBoost() {
-			return nil, fmt.Errorf("%s: a branch cannot be covered by the jump", in)
+		switch in.arch.emu {
+		case emuJcc, emuJmp:
+			// Re-aimed from the detour at the same target.
+		case emuCall:
+			// Its copy pushes the original return address: the
+			// callee must return past the jmp.
+			if d.Covered+in.Len < JumpSize {
+				return nil, fmt.Errorf("%s: the call would return into the jump", in)
+			}
+		default:
+			if in.arch.isRelBranch() || in.arch.fix != fixFallThrough || !in.CanBoost() {
+				return nil, fmt.Errorf("%s: a branch cannot be covered by the jump", in)
+			}
 		}
 		d.Insns = append(d.Insns, in)
 		d.Covered += in.Len
@@ -85,29 +98,95 @@ func PlanDetour(fn []byte, fnAddr, addr uint64) (*Detour, error) {
 	if uint64(d.Covered) > fnAddr+uint64(len(fn))-addr {
 		return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 	}
+	var starts []int           // every instruction's offset
+	var targets, from []uint64 // direct branches' targets, and where each is
+	var indirect []int         // indexes in starts of the indirect jmps
 	for off := 0; off < len(fn); {
 		n, rel, direct, indirectJmp, err := branchDecode(fn[off:])
 		if err != nil {
 			return nil, newDecodeError(fnAddr+uint64(off), fn[off:], err)
 		}
-		at := fnAddr + uint64(off)
+		starts = append(starts, off)
 		off += n
 		switch {
 		case indirectJmp:
-			return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
-		case !direct:
-			continue // an indirect call returns after itself, not into the range
+			indirect = append(indirect, len(starts)-1)
+		case direct:
+			targets = append(targets, fnAddr+uint64(off)+uint64(rel))
+			from = append(from, fnAddr+uint64(starts[len(starts)-1]))
 		}
-		target := fnAddr + uint64(off) + uint64(rel)
+		// (An indirect call returns after itself, not into the range.)
+	}
+	for _, j := range indirect {
+		table, ok := jumpTableTargets(locate(fn, fnAddr, starts, j), min(j, window), targets, tables)
+		if !ok {
+			return nil, fmt.Errorf("%#x: the function has an indirect jump", fnAddr+uint64(starts[j]))
+		}
+		for _, t := range table {
+			targets = append(targets, t)
+			from = append(from, fnAddr+uint64(starts[j]))
+		}
+	}
+	for i, target := range targets {
 		if addr < target && target < addr+uint64(d.Covered) {
-			return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, at)
+			return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, from[i])
 		}
 	}
 	return d, nil
 }
 
+// locate decodes the instructions of fn from window before the one at
+// index j of starts up to it.
+func locate(fn []byte, fnAddr uint64, starts []int, j int) []located {
+	var out []located
+	for k := max(0, j-window); k <= j; k++ {
+		in, err := decodeInst(fn[starts[k]:])
+		if err != nil {
+			return nil
+		}
+		out = append(out, located{addr: fnAddr + uint64(starts[k]), inst: in})
+	}
+	return out
+}
+
 // Size is the length of the detour's code.
-func (d *Detour) Size() int { return int(d.Copies(0)) + d.Covered + JumpSize }
+func (d *Detour) Size() int {
+	n := int(d.Copies(0)) + JumpSize
+	for _, in := range d.Insns {
+		n += copyLen(in)
+	}
+	return n + 8*d.calls()
+}
+
+// copyLen is the length of a covered instruction's copy: a jcc rel32 or
+// jmp rel32 for a branch; for a call, `push RET(%rip)` (the original
+// return address, kept after the jmp back) and a jmp rel32; else the
+// instruction.
+func copyLen(in *Insn) int {
+	switch in.arch.emu {
+	case emuJcc:
+		return 6
+	case emuJmp:
+		return JumpSize
+	case emuCall:
+		return 6 + JumpSize
+	}
+	return in.Len
+}
+
+// calls is how many covered instructions are calls.
+func (d *Detour) calls() int {
+	n := 0
+	for _, in := range d.Insns {
+		if in.arch.emu == emuCall {
+			n++
+		}
+	}
+	return n
+}
+
+// target is where a direct branch goes.
+func (in *Insn) target() uint64 { return in.Addr + uint64(in.Len) + uint64(in.arch.rel) }
 
 // Trap is the address of the int3 of the detour placed at detour.
 func (d *Detour) Trap(detour uint64) uint64 {
@@ -159,19 +238,44 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 	if d.SavesR11() {
 		out = append(out, hookRestore...)
 	}
+	// The calls' return addresses go after the jmp back.
+	rets := detour + uint64(d.Size()-8*d.calls())
+	var retData []byte
+	branch := func(op []byte, target uint64) error {
+		out = append(out, op...)
+		disp, ok := rel32(detour+uint64(len(out))+4, target)
+		if !ok {
+			return &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: target}
+		}
+		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
+		return nil
+	}
 	for _, in := range d.Insns {
-		b, err := in.XOL(detour + uint64(len(out)))
+		var err error
+		switch in.arch.emu {
+		case emuJcc:
+			err = branch([]byte{0x0f, 0x80 | in.arch.cond}, in.target())
+		case emuJmp:
+			err = branch([]byte{0xe9}, in.target())
+		case emuCall:
+			at := rets + uint64(len(retData))
+			retData = binary.LittleEndian.AppendUint64(retData, in.Addr+uint64(in.Len))
+			if err = branch([]byte{0xff, 0x35}, at); err == nil { // push RET(%rip)
+				err = branch([]byte{0xe9}, in.target())
+			}
+		default:
+			var b []byte
+			b, err = in.XOL(detour + uint64(len(out)))
+			out = append(out, b...)
+		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b...)
 	}
-	back := d.Addr + uint64(d.Covered)
-	disp, ok := rel32(detour+uint64(len(out))+JumpSize, back)
-	if !ok {
-		return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: back}
+	if err := branch([]byte{0xe9}, d.Addr+uint64(d.Covered)); err != nil {
+		return nil, err
 	}
-	return binary.LittleEndian.AppendUint32(append(out, 0xe9), uint32(disp)), nil
+	return append(out, retData...), nil
 }
 
 // Jump returns the JumpSize bytes written at Addr: jmp rel32 to detour.
@@ -214,7 +318,11 @@ func (d *Detour) Original(rip, detour uint64) (orig uint64, savedR11, ok bool) {
 		if rip == at {
 			return in.Addr, false, true
 		}
-		at += uint64(in.Len)
+		if in.arch.emu == emuCall && rip == at+6 {
+			// Its return address pushed: as at the callee's entry.
+			return in.target(), false, true
+		}
+		at += uint64(copyLen(in))
 	}
 	if rip == at {
 		return d.Addr + uint64(d.Covered), false, true

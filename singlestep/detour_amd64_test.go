@@ -3,6 +3,7 @@ package singlestep
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +27,10 @@ func TestPlanDetour(t *testing.T) {
 		{name: "call into the range", code: "55 48 89 e5 90 e8 f8 ff ff ff c3", refused: "lands inside"},
 		{name: "indirect jump", code: "55 48 89 e5 5d ff e0", refused: "indirect jump"},
 		{name: "ret covered", code: "55 c3 90 90 90 90", refused: "branch"},
-		{name: "call covered", code: "55 e8 00 00 00 00 c3", refused: "branch"},
+		{name: "call covered, last", code: "55 e8 00 00 00 00 c3", covered: 6},
+		{name: "jcc covered", code: "48 85 f6 74 04 48 89 f0 c3 31 c0 c3", covered: 5},
+		{name: "jmp covered", code: "eb 02 90 90 90 c3", refused: "lands inside"},
+		{name: "jmp covered, out", code: "eb 04 90 90 90 90 c3", covered: 5},
 		{name: "int3 covered", code: "55 cc 90 90 90 c3", refused: "software interrupt"},
 		{name: "past the end", code: "55 48 89 e5", refused: "past the end"},
 		{name: "syscall covered", code: "90 0f 05 90 90 c3", refused: "system call"},
@@ -34,7 +38,7 @@ func TestPlanDetour(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			code := hx(t, tc.code)
-			d, err := PlanDetour(code, fn, fn+tc.probe)
+			d, err := PlanDetour(code, fn, fn+tc.probe, nil)
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("PlanDetour: %v, want an error with %q", err, tc.refused)
@@ -51,12 +55,61 @@ func TestPlanDetour(t *testing.T) {
 	}
 }
 
+// TestDetourBranches: covered branches are re-aimed from the detour: a jcc
+// as jcc rel32 to its target, a call as a push of its original return
+// address (kept after the jmp back) and a jmp to the callee; Original maps
+// a thread between the two to the callee's entry.
+func TestDetourBranches(t *testing.T) {
+	var fn, detour uint64 = 0x401000, 0x7f0000
+	// test %rsi,%rsi; je +4; mov %rsi,%rax; ret; xor %eax,%eax; ret
+	d, err := PlanDetour(hx(t, "48 85 f6 74 04 48 89 f0 c3 31 c0 c3"), fn, fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := d.Code(detour)
+	if err != nil || len(code) != d.Size() {
+		t.Fatalf("%v: % x (%d bytes, Size %d)", err, code, len(code), d.Size())
+	}
+	insts := decodeAll(t, code, detour)
+	jcc := insts[detour+1+3]
+	if jcc.Op != x86asm.JE || target(detour+4, jcc) != fn+9 {
+		t.Fatalf("jcc copy %v at %#x, want je %#x", jcc, detour+4, fn+9)
+	}
+	if back := insts[detour+4+6]; back.Op != x86asm.JMP || target(detour+10, back) != fn+5 {
+		t.Fatalf("jmp back %v, want to %#x", back, fn+5)
+	}
+	// push %rbp; call fn+0x20
+	d, err = PlanDetour(hx(t, "55 e8 1a 00 00 00 c3 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 c3"), fn, fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err = d.Code(detour)
+	if err != nil || len(code) != d.Size() {
+		t.Fatalf("%v: % x (%d bytes, Size %d)", err, code, len(code), d.Size())
+	}
+	ret := binary.LittleEndian.Uint64(code[len(code)-8:])
+	insts = decodeAll(t, code[:len(code)-8], detour)
+	push, jmp := insts[detour+2], insts[detour+8]
+	m, ok := push.Args[0].(x86asm.Mem)
+	if push.Op != x86asm.PUSH || !ok || m.Base != x86asm.RIP || detour+8+uint64(m.Disp) != detour+uint64(len(code)-8) || ret != fn+6 {
+		t.Fatalf("call copy: %v (return address %#x), want a push of %#x kept at the end", push, ret, fn+6)
+	}
+	if jmp.Op != x86asm.JMP || target(detour+8, jmp) != fn+0x20 {
+		t.Fatalf("call copy: %v, want jmp %#x", jmp, fn+0x20)
+	}
+	for rip, want := range map[uint64]uint64{detour + 1: fn, detour + 2: fn + 1, detour + 8: fn + 0x20, detour + 13: fn + 6} {
+		if orig, _, ok := d.Original(rip, detour); !ok || orig != want {
+			t.Errorf("Original(%#x) = %#x %v, want %#x", rip, orig, ok, want)
+		}
+	}
+}
+
 func TestDetourCode(t *testing.T) {
 	var fn, detour uint64 = 0x401000, 0x7f0000
 	// push %rbp; mov 0x2010(%rip),%rax: the load must reach the same
 	// absolute address from the detour.
 	code := hx(t, "55 48 8b 05 10 20 00 00 c3")
-	d, err := PlanDetour(code, fn, fn)
+	d, err := PlanDetour(code, fn, fn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +143,7 @@ func TestDetourCode(t *testing.T) {
 func TestDetourReturnHook(t *testing.T) {
 	var fn, detour, tramp uint64 = 0x401000, 0x7f0000, 0x7f8000
 	code := hx(t, "55 48 89 e5 48 83 ec 10 c9 c3") // push; mov; sub: 8 bytes
-	d, err := PlanDetour(code, fn, fn)
+	d, err := PlanDetour(code, fn, fn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +211,7 @@ func FuzzDetour(f *testing.F) {
 	f.Fuzz(func(t *testing.T, code []byte, probeOff uint8, detourDelta int32) {
 		const fn = 0x555555554000
 		addr := fn + uint64(probeOff)
-		d, err := PlanDetour(code, fn, addr)
+		d, err := PlanDetour(code, fn, addr, nil)
 		if err != nil {
 			return
 		}
@@ -214,5 +267,43 @@ func wantOriginal(t *testing.T, d *Detour, detour uint64, cases []originalCase) 
 		if orig != c.orig || savedR11 != c.savedR11 || ok != c.ok {
 			t.Errorf("Original(%#x) = %#x, %v, %v; want %#x, %v, %v", c.rip, orig, savedR11, ok, c.orig, c.savedR11, c.ok)
 		}
+	}
+}
+
+// TestPlanDetourJumpTable: a function whose switch dispatches through a
+// jump table is optimisable when the table is read and none of its
+// entries lands inside the jump; unread, or with an entry inside, it is
+// refused.
+func TestPlanDetourJumpTable(t *testing.T) {
+	const fn = 0x401000
+	code := hx(t, "0f b6 46 08 83 e8 04 3c 02 77 17 48 8d 15 ee 00 00 00 0f b6 c0 48 63 04 82 48 01 d0 ff e0 c3 c3 c3 c3 c3")
+	table := func(entries ...uint64) TableReader {
+		return func(addr, n uint64) ([]byte, error) {
+			if addr != fn+0x100 || n != 3*4 {
+				t.Fatalf("read %d bytes at %#x, want the 3 entries at %#x", n, addr, fn+0x100)
+			}
+			var b []byte
+			for _, e := range entries {
+				b = binary.LittleEndian.AppendUint32(b, uint32(int32(e-(fn+0x100))))
+			}
+			return b, nil
+		}
+	}
+	d, err := PlanDetour(code, fn, fn, table(fn+0x1e, fn+0x1f, fn+0x20))
+	if err != nil || d.Covered != 7 {
+		t.Fatalf("PlanDetour: %v, %+v; want 7 bytes covered", err, d)
+	}
+	if _, err := PlanDetour(code, fn, fn, table(fn+0x1e, fn+4, fn+0x20)); err == nil || !strings.Contains(err.Error(), "lands inside") {
+		t.Fatalf("an entry inside the jump: %v, want refused", err)
+	}
+	if _, err := PlanDetour(code, fn, fn, nil); err == nil || !strings.Contains(err.Error(), "indirect jump") {
+		t.Fatalf("no table reader: %v, want refused", err)
+	}
+	// Without its bound check (the cmp made a nop), the table's length
+	// is not known.
+	unbound := slices.Clone(code)
+	copy(unbound[7:9], []byte{0x66, 0x90})
+	if _, err := PlanDetour(unbound, fn, fn, table(fn+0x1e, fn+0x1f, fn+0x20)); err == nil || !strings.Contains(err.Error(), "indirect jump") {
+		t.Fatalf("no bound: %v, want refused", err)
 	}
 }

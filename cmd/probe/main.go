@@ -619,8 +619,11 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 	if err := t.SetTuning(tu); err != nil {
 		return err
 	}
-	// The rings hold what the output has no room for yet.
-	if err := t.SetRecordRoom(s.stream.Room); err != nil {
+	// The rings hold what the output has no room for yet; a quarter of
+	// the buffer stays for the hits that stop a thread, which cannot
+	// wait there.
+	reserve := o.buffer / 4
+	if err := t.SetRecordRoom(func() int { return s.stream.Room() - reserve }); err != nil {
 		return err
 	}
 	if err := addProbes(t, specs, s); err != nil {

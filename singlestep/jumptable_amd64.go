@@ -1,0 +1,144 @@
+package singlestep
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// A function with an indirect jump may jump anywhere, so PlanDetour
+// refuses it, as kprobes' can_optimize does, unless the jump is gcc's
+// jump-table dispatch of a switch and the table can be read: then its
+// entries are branch targets like any other. The dispatch it knows:
+//
+//	cmp  $N, %idx8 (or %idx32)    the bound: entries 0..N
+//	ja   default
+//	...  movzbl %idx8,%idx32 / lea TABLE(%rip),%base (either order)
+//	movslq (%base,%idx,4),%r
+//	add  %base,%r
+//	jmp  *%r
+//
+// every instruction between the cmp and the jmp one that writes neither
+// register but where named, and no branch of the function landing after
+// the ja (past the bound check). Anything else stays refused.
+
+// TableReader reads n bytes of the module at link address addr: the
+// jump tables, in its read-only data.
+type TableReader func(addr, n uint64) ([]byte, error)
+
+// maxTable bounds the entries read from one table.
+const maxTable = 1024
+
+// window is how many instructions before an indirect jmp the dispatch
+// may take.
+const window = 12
+
+// jumpTableTargets returns the targets of the jump table dispatched by
+// the indirect jmp insts[j], or false.
+func jumpTableTargets(insts []located, j int, branchTargets []uint64, read TableReader) ([]uint64, bool) {
+	if read == nil || j < 2 || j >= len(insts) {
+		return nil, false
+	}
+	jmp, add, load := insts[j].inst, insts[j-1].inst, insts[j-2].inst
+	r, ok := jmp.Args[0].(x86asm.Reg)
+	if !ok || family(r) != r {
+		return nil, false
+	}
+	base, ok := add.Args[1].(x86asm.Reg)
+	if add.Op != x86asm.ADD || add.Args[0] != r || !ok || family(base) != base {
+		return nil, false
+	}
+	m, ok := load.Args[1].(x86asm.Mem)
+	if load.Op != x86asm.MOVSXD || load.Args[0] != r || !ok || m.Base != base || m.Scale != 4 || m.Disp != 0 || m.Segment != 0 || family(m.Index) != m.Index {
+		return nil, false
+	}
+	idx := m.Index   // the register the entry is picked by
+	var table uint64 // the lea's table, once found
+	var bound int64  // N, once found
+	var guard uint64 // the ja's address
+	for k := j - 3; k >= 0 && k >= j-window && guard == 0; k-- {
+		in, at := insts[k].inst, insts[k].addr
+		dst, _ := in.Args[0].(x86asm.Reg)
+		switch {
+		case in.Op == x86asm.LEA && dst == base && table == 0:
+			lm, ok := in.Args[1].(x86asm.Mem)
+			if !ok || lm.Base != x86asm.RIP || lm.Index != 0 {
+				return nil, false
+			}
+			table = at + uint64(in.Len) + uint64(lm.Disp)
+		case in.Op == x86asm.MOVZX && family(dst) == idx:
+			src, ok := in.Args[1].(x86asm.Reg)
+			if !ok || family(src) == 0 || isHigh8(src) {
+				return nil, false
+			}
+			idx = family(src) // the bound is on the source
+		case in.Op == x86asm.JA:
+			cmp := insts[k-1].inst
+			n, ok := cmp.Args[1].(x86asm.Imm)
+			cr, _ := cmp.Args[0].(x86asm.Reg)
+			if k == 0 || cmp.Op != x86asm.CMP || !ok || family(cr) != idx || isHigh8(cr) || n < 0 || n >= maxTable {
+				return nil, false
+			}
+			bound, guard = int64(n), at
+		case dst != 0 && (family(dst) == base || family(dst) == idx || family(dst) == r):
+			return nil, false // the table, the index or the result changed here
+		case !plainOp(in.Op):
+			return nil, false
+		}
+	}
+	if table == 0 || guard == 0 {
+		return nil, false
+	}
+	for _, t := range branchTargets {
+		if t > guard && t <= insts[j].addr {
+			return nil, false // in past the bound check
+		}
+	}
+	b, err := read(table, uint64(bound+1)*4)
+	if err != nil {
+		return nil, false
+	}
+	targets := make([]uint64, 0, bound+1)
+	for i := 0; i+4 <= len(b); i += 4 {
+		targets = append(targets, table+uint64(int64(int32(binary.LittleEndian.Uint32(b[i:])))))
+	}
+	return targets, true
+}
+
+// located is an instruction and its address.
+type located struct {
+	addr uint64
+	inst x86asm.Inst
+}
+
+// plainOp reports whether op writes no register but its first operand
+// and does not branch: an instruction the dispatch may have in between.
+func plainOp(op x86asm.Op) bool {
+	switch op {
+	case x86asm.MOV, x86asm.MOVZX, x86asm.MOVSX, x86asm.MOVSXD, x86asm.LEA, x86asm.ADD, x86asm.SUB,
+		x86asm.AND, x86asm.OR, x86asm.XOR, x86asm.TEST, x86asm.CMP, x86asm.NOP, x86asm.SHL, x86asm.SHR,
+		x86asm.SAR, x86asm.PUSH:
+		return true
+	}
+	return false
+}
+
+// family maps a general register of any width to its 64-bit register;
+// 0 for any other.
+func family(r x86asm.Reg) x86asm.Reg {
+	switch {
+	case r >= x86asm.RAX && r <= x86asm.R15:
+		return r
+	case r >= x86asm.EAX && r <= x86asm.R15L:
+		return x86asm.RAX + (r - x86asm.EAX)
+	case r >= x86asm.AX && r <= x86asm.R15W:
+		return x86asm.RAX + (r - x86asm.AX)
+	case r >= x86asm.AL && r <= x86asm.BL:
+		return x86asm.RAX + (r - x86asm.AL)
+	case r >= x86asm.SPB && r <= x86asm.R15B:
+		return x86asm.RSP + (r - x86asm.SPB)
+	}
+	return 0
+}
+
+func isHigh8(r x86asm.Reg) bool { return r >= x86asm.AH && r <= x86asm.BH }
