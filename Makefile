@@ -24,3 +24,4 @@ clean:
 # (bench/run.sh [HITS [RUNS]]; see README, Speed).
 bench:
 	bench/run.sh
+	bench/lua.sh
