@@ -118,7 +118,8 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 		// (An indirect call returns after itself, not into the range.)
 	}
 	for _, j := range indirect {
-		table, ok := jumpTableTargets(locate(fn, fnAddr, starts, j), min(j, window), targets, tables)
+		whole := func() []located { return locateAll(fn, fnAddr, starts) }
+		table, ok := jumpTableTargets(locate(fn, fnAddr, starts, j), min(j, window), targets, tables, whole)
 		if !ok {
 			return nil, fmt.Errorf("%#x: the function has an indirect jump", fnAddr+uint64(starts[j]))
 		}
@@ -133,6 +134,19 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 		}
 	}
 	return d, nil
+}
+
+// locateAll decodes every instruction of fn (nil if one does not).
+func locateAll(fn []byte, fnAddr uint64, starts []int) []located {
+	out := make([]located, 0, len(starts))
+	for _, off := range starts {
+		in, err := decodeInst(fn[off:])
+		if err != nil {
+			return nil
+		}
+		out = append(out, located{addr: fnAddr + uint64(off), inst: in})
+	}
+	return out
 }
 
 // locate decodes the instructions of fn from window before the one at

@@ -307,3 +307,30 @@ func TestPlanDetourJumpTable(t *testing.T) {
 		t.Fatalf("no bound: %v, want refused", err)
 	}
 }
+
+// TestPlanDetourJumpTableBase: the table's base set once at the start in
+// a callee-saved register (`push %rbp; lea TABLE(%rip),%rbp`), written
+// nowhere else but popped on the way out, is the table; written anywhere
+// else, it is not known.
+func TestPlanDetourJumpTableBase(t *testing.T) {
+	const fn = 0x401000
+	code := hx(t, "55 48 8d 2d f8 00 00 00 3c 02 77 11 0f b6 c0 48 63 44 85 00 48 01 e8 ff e0 5d c3 5d c3 5d c3")
+	read := func(addr, n uint64) ([]byte, error) {
+		var b []byte
+		for _, e := range []uint64{fn + 0x19, fn + 0x1b, fn + 0x1d} {
+			b = binary.LittleEndian.AppendUint32(b, uint32(int32(e-(fn+0x100))))
+		}
+		if addr != fn+0x100 || n != uint64(len(b)) {
+			t.Fatalf("read %d bytes at %#x, want the 3 entries at %#x", n, addr, fn+0x100)
+		}
+		return b, nil
+	}
+	if d, err := PlanDetour(code, fn, fn, read); err != nil || d.Covered != 8 {
+		t.Fatalf("PlanDetour: %v, %+v; want 8 bytes covered", err, d)
+	}
+	written := slices.Clone(code)
+	copy(written[0x19:], []byte{0x89, 0xfd}) // mov %edi,%ebp
+	if _, err := PlanDetour(written, fn, fn, read); err == nil || !strings.Contains(err.Error(), "indirect jump") {
+		t.Fatalf("the base written again: %v, want refused", err)
+	}
+}

@@ -20,7 +20,10 @@ import (
 //
 // every instruction between the cmp and the jmp one that writes neither
 // register but where named, and no branch of the function landing after
-// the ja (past the bound check). Anything else stays refused.
+// the ja (past the bound check). The lea may also be anywhere in the
+// function when the base is a callee-saved register it writes nowhere
+// else, but in pops on the way out (uniqueTable). Anything else stays
+// refused.
 
 // TableReader reads n bytes of the module at link address addr: the
 // jump tables, in its read-only data.
@@ -35,7 +38,7 @@ const window = 12
 
 // jumpTableTargets returns the targets of the jump table dispatched by
 // the indirect jmp insts[j], or false.
-func jumpTableTargets(insts []located, j int, branchTargets []uint64, read TableReader) ([]uint64, bool) {
+func jumpTableTargets(insts []located, j int, branchTargets []uint64, read TableReader, whole func() []located) ([]uint64, bool) {
 	if read == nil || j < 2 || j >= len(insts) {
 		return nil, false
 	}
@@ -85,6 +88,9 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 		case !plainOp(in.Op):
 			return nil, false
 		}
+	}
+	if table == 0 && guard != 0 && whole != nil {
+		table = uniqueTable(whole(), base)
 	}
 	if table == 0 || guard == 0 {
 		return nil, false
@@ -142,3 +148,67 @@ func family(r x86asm.Reg) x86asm.Reg {
 }
 
 func isHigh8(r x86asm.Reg) bool { return r >= x86asm.AH && r <= x86asm.BH }
+
+// uniqueTable returns the table a callee-saved base register holds in
+// the whole function insts, set once at its start (`push %base; lea
+// TABLE(%rip),%base`): the function's only write to it but for pops right
+// before it returns or tail-calls (a few pops and moves on). 0 if not so.
+func uniqueTable(insts []located, base x86asm.Reg) uint64 {
+	switch base {
+	case x86asm.RBX, x86asm.RBP, x86asm.R12, x86asm.R13, x86asm.R14, x86asm.R15:
+	default:
+		return 0 // a call may change it
+	}
+	var table uint64
+	for i, l := range insts {
+		in := l.inst
+		dst, _ := in.Args[0].(x86asm.Reg)
+		switch {
+		case in.Op == x86asm.PUSH || family(dst) != base && plainOp(in.Op):
+		case in.Op == x86asm.LEA && dst == base && table == 0:
+			m, ok := in.Args[1].(x86asm.Mem)
+			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
+				return 0
+			}
+			table = l.addr + uint64(in.Len) + uint64(m.Disp)
+		case in.Op == x86asm.POP && dst == base:
+			// The caller's value back, on the way out.
+			exits := false
+			for _, next := range insts[i+1 : min(i+9, len(insts))] {
+				op := next.inst.Op
+				d, _ := next.inst.Args[0].(x86asm.Reg)
+				if op == x86asm.RET || op == x86asm.JMP {
+					exits = true
+				} else if op == x86asm.POP || plainOp(op) && family(d) != base {
+					continue // the other saved registers, the result
+				}
+				break
+			}
+			if !exits {
+				return 0
+			}
+		case family(dst) == base:
+			return 0
+		default:
+			// Other instructions: any that can write the base
+			// implicitly makes it unknown.
+			if writesImplicitly(in.Op, base) {
+				return 0
+			}
+		}
+	}
+	return table
+}
+
+// writesImplicitly reports whether op may write reg without naming it
+// as its first operand: the few that do, and any this code does not know.
+func writesImplicitly(op x86asm.Op, reg x86asm.Reg) bool {
+	switch op {
+	case x86asm.XCHG, x86asm.CMPXCHG, x86asm.XADD, x86asm.POPF, x86asm.POPFQ,
+		x86asm.LEAVE, x86asm.ENTER, x86asm.CPUID, x86asm.SYSCALL, x86asm.RDTSC, x86asm.RDTSCP,
+		x86asm.MUL, x86asm.IMUL, x86asm.DIV, x86asm.IDIV, x86asm.CQO, x86asm.CDQ,
+		x86asm.XRSTOR, x86asm.XRSTOR64, x86asm.FXRSTOR, x86asm.FXRSTOR64:
+		return true
+	}
+	return false
+}
