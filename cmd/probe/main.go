@@ -497,6 +497,7 @@ type sink struct {
 	noRecord bool
 	stack    bool           // the stack tracer's report is owed
 	text     bool           // the trace is ftrace's text: the stack report may follow it
+	json     bool           // the trace is JSON lines: the probes' paths end it
 	pending  []*probe.Probe // probes that waited for their library (pending.go)
 }
 
@@ -509,7 +510,7 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 		}
 	}
 	primary, all := newWriter(f, ts, o, probes)
-	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat()}, nil
+	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}, nil
 }
 
 func (s *sink) close(t *probe.Tracer) error {
@@ -540,6 +541,13 @@ func (s *sink) close(t *probe.Tracer) error {
 	}
 	if lost := t.LostReturns(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
+	}
+	if s.json {
+		// A program reading the trace learns how each probe was
+		// served, as -v says it on stderr.
+		for _, line := range pathLines(s.added) {
+			s.writer.Comment(line)
+		}
 	}
 	s.writer.Flush()
 	if s.file != os.Stdout {
@@ -580,15 +588,24 @@ func printPaths(t *probe.Tracer, s *sink) {
 	case <-t.Ready():
 	case <-t.Done():
 	}
-	ps := slices.Clone(s.added)
+	for _, line := range pathLines(s.added) {
+		fmt.Fprintf(os.Stderr, "probe: %s\n", line)
+	}
+}
+
+// pathLines says for each probe, by name, how its hits are taken.
+func pathLines(added []*probe.Probe) []string {
+	ps := slices.Clone(added)
 	slices.SortFunc(ps, func(a, b *probe.Probe) int { return strings.Compare(a.Name(), b.Name()) })
+	var lines []string
 	for _, p := range ps {
 		if in, why := p.Path(); in {
-			fmt.Fprintf(os.Stderr, "probe: %s: in-process\n", p.Name())
+			lines = append(lines, p.Name()+": in-process")
 		} else {
-			fmt.Fprintf(os.Stderr, "probe: %s: stops the thread (%s)\n", p.Name(), why)
+			lines = append(lines, fmt.Sprintf("%s: stops the thread (%s)", p.Name(), why))
 		}
 	}
+	return lines
 }
 
 // debugCounts says on stderr, for tests, which fast paths ran: the sites
