@@ -79,7 +79,7 @@ flags:
                             that could record in the tracee (see README,
                             In-process probes)
   --ring-size KIB           each thread's ring for in-process probes, in
-                            KiB, a power of two (default 4096); past it
+                            KiB, a power of two (default 16384); past it
                             records are dropped and counted
   -v                        say on standard error how each probe's hits are
                             taken: in-process, or with a stop and why
