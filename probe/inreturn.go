@@ -24,8 +24,8 @@ import (
 // only reports. Where they could part (a frame we dropped that the
 // tracee had not), a return with no frame of ours is not reported.
 
-// inprocFrames says why no return is hooked in the tracee in this
-// process, or "".
+// returnRecordable says why return probe p cannot be served from the
+// tracee's return records (%ax, %dx and the slot), or "".
 func (t *Tracer) returnRecordable(p *Probe) string {
 	if !p.handler.Recorded || p.handler.Post != nil {
 		return "its actions need the thread stopped"
