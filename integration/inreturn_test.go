@@ -33,8 +33,12 @@ func runRet(t *testing.T, args []string, inProcess []string, retArgs ...string) 
 		t.Fatalf("probe %v -- ret %v: %v\nwant exit %d and stdout %q", args, retArgs, r, want.code, want.stdout)
 	}
 	for _, p := range inProcess {
-		if !strings.Contains(r.stderr, "probe/"+p+": in-process") {
-			t.Fatalf("probe %v: %s is not in-process:\n%s", args, p, r.stderr)
+		want := "probe: probe/" + p + ": in-process\n"
+		if strings.HasPrefix(p, "probe: ") {
+			want = p // a whole line of -v
+		}
+		if !strings.Contains(r.stderr, want) {
+			t.Fatalf("probe %v: want %q on stderr:\n%s", args, want, r.stderr)
 		}
 	}
 	trace, err := os.ReadFile(out)
@@ -93,7 +97,8 @@ func TestInProcessReturnsExact(t *testing.T) {
 		t.Fatalf("%v of %d threads, want %d entries and returns of outer and %d of inner, of %d threads", counts, len(per), threads*iters, 2*threads*iters, threads)
 	}
 
-	graph := runRet(t, []string{"--tracer", "function_graph", "--filter", "outer", "--filter", "inner"}, nil, "threads", "8", n)
+	graph := runRet(t, []string{"--tracer", "function_graph", "--filter", "outer", "--filter", "inner"},
+		[]string{"probe: function tracer: 2 functions in-process\n"}, "threads", "8", n)
 	if strings.Contains(graph, "lost") {
 		t.Fatalf("function_graph lost:\n%s", grepLines(graph, "lost"))
 	}

@@ -829,3 +829,23 @@ func notePaths(sites ...*site) {
 		}
 	}
 }
+
+// FuncPaths says how the function tracer's entries are taken (read it
+// after Ready): how many functions record in the tracee, and how many
+// stop the thread, by why.
+func (t *Tracer) FuncPaths() (inProcess int, stops map[string]int) {
+	stops = map[string]int{}
+	t.do(func(int) error {
+		for _, st := range t.sites {
+			switch {
+			case st.fn == nil:
+			case st.opt != nil && st.opt.record != nil:
+				inProcess++
+			default:
+				stops[cmp.Or(st.trapWhy, "not jump-optimised")]++
+			}
+		}
+		return nil
+	})
+	return inProcess, stops
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"debug/elf"
 	"errors"
 	"flag"
@@ -591,6 +592,26 @@ func printPaths(t *probe.Tracer, s *sink) {
 	for _, line := range pathLines(s.added) {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", line)
 	}
+	if s.traced != nil {
+		in, stops := t.FuncPaths()
+		fmt.Fprintf(os.Stderr, "probe: function tracer: %d functions in-process%s\n", in, stopsNote(stops))
+	}
+}
+
+// stopsNote is ", N stop the thread (WHY: n, ...)", the most frequent
+// reason first, or "".
+func stopsNote(stops map[string]int) string {
+	if len(stops) == 0 {
+		return ""
+	}
+	whys := slices.Collect(maps.Keys(stops))
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(stops[b]-stops[a], strings.Compare(a, b)) })
+	n, parts := 0, make([]string, len(whys))
+	for i, why := range whys {
+		n += stops[why]
+		parts[i] = fmt.Sprintf("%s: %d", why, stops[why])
+	}
+	return fmt.Sprintf(", %d stop the thread (%s)", n, strings.Join(parts, ", "))
 }
 
 // pathLines says for each probe, by name, how its hits are taken.
