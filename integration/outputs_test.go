@@ -104,6 +104,15 @@ func TestOutputJSONProbes(t *testing.T) {
 
 	textLines := textEvents(t, text)
 	evs := readJSONLines(t, js)
+	// The trace ends with how each probe was served (as -v says).
+	var paths []string
+	for len(evs) > 0 && evs[len(evs)-1].Comment != nil {
+		paths = append([]string{*evs[len(evs)-1].Comment}, paths...)
+		evs = evs[:len(evs)-1]
+	}
+	if want := []string{"probe/p_leaf_0: in-process", "probe/r_leaf_0: in-process"}; !slices.Equal(paths, want) {
+		t.Errorf("closing comments %q, want %q", paths, want)
+	}
 	if len(evs) != len(textLines) {
 		t.Fatalf("%d JSON lines, %d text events", len(evs), len(textLines))
 	}
