@@ -339,7 +339,8 @@ func TestInProcessPaths(t *testing.T) {
 	for _, c := range []struct {
 		spec, why string
 	}{
-		{"p:work s=+0(%di):u64", "probe/p_work_0: s reads memory"},
+		{"p:work s=+0(+0(%di)):u64", "probe/p_work_0: s reads memory through a pointer in memory"},
+		{"p:work s=+0(%di):u8[4]", "probe/p_work_0: s reads an array"},
 		{"p:work a=%di => stacktrace", "probe/p_work_0: its actions need the thread stopped"},
 
 		{"p:work who", "probe/p_work_0: who reads a DWARF variable"},
@@ -359,7 +360,7 @@ func TestInProcessPaths(t *testing.T) {
 	if want := "probe: probe/p_work_0: stops the thread (probe/r_work_0: reads a register other than %ax, %dx or %sp at a return)\n"; r.code != 0 || !strings.Contains(r.stderr, want) {
 		t.Errorf("p:work with r:work %%bx: want exit 0 and %q; got %v", want, r)
 	}
-	// A bad pointer read faults as before, from a stop.
+	// A bad pointer read faults as before, in-process too.
 	r = probe(t, "run", "p:work s=+0(%di):u64", "--", exe, "threads", "1", "3")
 	if r.code != 0 || strings.Count(r.stdout, " s=(fault)") != 3 {
 		t.Errorf("+0(%%di) with %%di a small number: want 3 (fault)s; got %v", r)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -66,30 +68,37 @@ func TestInProcessReturnsExact(t *testing.T) {
 		a      int64
 		inners int
 	}
-	per := map[int]*state{}
+	per := map[string]*state{}
 	counts := map[string]int{}
-	for _, e := range traceEvents(trace) {
-		counts[e.name]++
-		st := per[e.tid]
+	// By hand, a line at a time: a million events, read under -race.
+	for line := range strings.SplitSeq(trace, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		task, name, arg := f[0], strings.TrimSuffix(f[3], ":"), f[len(f)-1]
+		counts[name]++
+		st := per[task]
 		if st == nil {
 			st = &state{a: -1}
-			per[e.tid] = st
+			per[task] = st
 		}
-		var v int64
-		switch e.name {
+		_, val, _ := strings.Cut(arg, "=")
+		v, err := strconv.ParseInt(strings.TrimPrefix(val, "0x"), 16, 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		switch name {
 		case "p_outer_0":
-			fmt.Sscanf(e.rest, " a=%v", &v)
 			st.a, st.inners = v, 0
 		case "r_inner_0":
-			fmt.Sscanf(e.rest, " arg1=%v", &v)
 			if want := 3*(st.a+int64(st.inners)) + 1; v != want {
-				t.Fatalf("thread %d: inner returned %d after outer(%d), want %d: %s", e.tid, v, st.a, want, e.line)
+				t.Fatalf("%s: inner returned %d after outer(%d), want %d: %s", task, v, st.a, want, line)
 			}
 			st.inners++
 		case "r_outer_0":
-			fmt.Sscanf(e.rest, " arg1=%v", &v)
 			if want := 6*st.a + 5; v != want || st.inners != 2 {
-				t.Fatalf("thread %d: outer(%d) returned %d after %d inner returns, want %d after 2: %s", e.tid, st.a, v, st.inners, want, e.line)
+				t.Fatalf("%s: outer(%d) returned %d after %d inner returns, want %d after 2: %s", task, st.a, v, st.inners, want, line)
 			}
 		}
 	}
@@ -159,4 +168,51 @@ func grepLines(s, sub string) string {
 func traceEvents(s string) []event {
 	_, evs, _ := splitOutput(s)
 	return evs
+}
+
+// TestInProcessMemoryReads: +OFF(%REG) and strings there are copied by
+// the stub (process_vm_readv on its own process), in-process: a struct's
+// fields and strings, NULL, an unmapped struct and a string running into
+// an unmapped page give (fault), one ending at the page's last byte
+// reads whole, exactly as with a stop at each hit, but for a string past
+// 256 bytes, which the copy cuts there.
+func TestInProcessMemoryReads(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "mem", filepath.Join("testdata", "inprocess", "mem.c"), "-O0", "-g", "-Wall")
+	want := runCmd(t, nil, exe)
+	spec := "p:use a=+0(%di):s64 b=+8(%di):s32 name=+12(%di):string msg=+0(%si):string"
+	fields := func(args ...string) []string {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, append(append([]string{"run", "-o", out}, args...), spec, "--", exe)...)
+		if r.code != 0 || r.stdout != want.stdout || slices.Contains(args, "-v") && !strings.Contains(r.stderr, "probe/p_use_0: in-process") {
+			t.Fatalf("probe %v: %v\nwant exit 0 and %q", args, r, want.stdout)
+		}
+		trace, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, e := range traceEvents(string(trace)) {
+			lines = append(lines, strings.TrimSpace(e.rest))
+		}
+		return lines
+	}
+	stopped := fields("--no-inprocess")
+	recorded := fields("-v")
+	long := strings.Repeat("x", 599)
+	wantStopped := []string{
+		`a=40 b=2 name="hello" msg="a message"`,
+		`a=(fault) b=(fault) name=(fault) msg="second"`,
+		`a=40 b=2 name="hello" msg="` + long + `"`,
+		`a=(fault) b=(fault) name=(fault) msg="edge"`,
+		`a=40 b=2 name="hello" msg=(fault)`,
+	}
+	if strings.Join(stopped, "\n") != strings.Join(wantStopped, "\n") {
+		t.Fatalf("--no-inprocess:\n%s\nwant\n%s", strings.Join(stopped, "\n"), strings.Join(wantStopped, "\n"))
+	}
+	wantRecorded := slices.Clone(wantStopped)
+	wantRecorded[2] = `a=40 b=2 name="hello" msg="` + long[:256] + `"`
+	if strings.Join(recorded, "\n") != strings.Join(wantRecorded, "\n") {
+		t.Fatalf("in-process:\n%s\nwant\n%s", strings.Join(recorded, "\n"), strings.Join(wantRecorded, "\n"))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -252,12 +253,25 @@ func returnDetachUnderLoad(t *testing.T, inProcess bool) {
 		if i%2 == 1 {
 			args, first = []string{"attach", mode, "--tracer", "function_graph", "--filter", "work", "--filter", "rec", pid}, "work();"
 		}
+		if inProcess {
+			// The trace to /dev/null: the threads run at full speed,
+			// and what they record would fill the test's memory. -v
+			// says when the probes are in.
+			args = slices.Insert(args, 1, "-v", "-o", os.DevNull)
+		}
 		pr := startBg(t, jumpDebug, probeBin, args...)
-		pr.waitStdout(t, first, 30*time.Second)
+		if inProcess {
+			waitStderr(t, pr, "in-process", 30*time.Second)
+		} else {
+			pr.waitStdout(t, first, 30*time.Second)
+		}
 		delay := time.Duration(rng.Intn(20_000)) * time.Microsecond
 		time.Sleep(delay)
 		pr.signal(t, syscall.SIGINT)
 		r := pr.wait(t, 30*time.Second)
+		if i := strings.Index(r.stderr, "probe: 2 sites"); inProcess && i >= 0 {
+			r.stderr = r.stderr[i:] // after the paths -v printed
+		}
 		lines := strings.SplitAfterN(r.stderr, "\n", 2)
 		m := jumpedRE.FindStringSubmatch(lines[0])
 		var hm []string

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -64,17 +65,63 @@ type recordSite struct {
 	regs       []int // byte offsets in unix.PtraceRegs, as recorded
 	stackWords int
 	hook       bool   // its stub hooks the return, and records whether it did
+	reads      []singlestep.MemRead
 	stub, end  uint64 // the stub's code
 	code       *singlestep.RecordStub
 }
 
-// stackWords serves reads of the words recorded at sp.
+// stackWords serves reads of the words recorded at sp, and of the
+// memory the stub copied (snippets).
 type stackWords struct {
-	sp    uint64
-	words []uint64
+	sp     uint64
+	words  []uint64
+	snips  []snippet
+	nsnips int // in use
+}
+
+// snippet is memory a stub copied: got of want bytes at addr (fewer: the
+// copy faulted there). A string copied whole to its bound was cut there:
+// it reads on as NULs.
+type snippet struct {
+	addr      uint64
+	data      []byte
+	got, want int
+	str       bool
+}
+
+// fromSnippet serves a read at addr from the snippets, if one has it.
+func (s *stackWords) fromSnippet(p []byte, addr uint64) (int, bool) {
+	for pass := range 2 {
+		for i := range s.snips[:s.nsnips] {
+			sn := &s.snips[i]
+			cut := sn.str && sn.got == sn.want
+			if addr < sn.addr || addr >= sn.addr+uint64(sn.want) && (pass == 0 || !cut) {
+				continue
+			}
+			n := 0
+			for ; n < len(p); n++ {
+				switch o := addr - sn.addr + uint64(n); {
+				case o < uint64(sn.got):
+					p[n] = sn.data[o]
+				case cut:
+					p[n] = 0
+				default:
+					return n, true
+				}
+			}
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 func (s *stackWords) ReadAt(p []byte, addr int64) (int, error) {
+	if n, ok := s.fromSnippet(p, uint64(addr)); ok {
+		if n < len(p) {
+			return n, fmt.Errorf("%#x: the copy faulted", uint64(addr)+uint64(n))
+		}
+		return n, nil
+	}
 	n := 0
 	for n < len(p) {
 		at := uint64(addr) + uint64(n)
@@ -95,24 +142,37 @@ func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
 	return 0, fmt.Errorf("%#x: a record is read-only", addr)
 }
 
-var ripOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
+var (
+	ripOff   = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
+	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Eflags))
+)
 
 // recordInputs says what a record must hold for a's fetch-args: the
-// registers (offsets in unix.PtraceRegs) and how many words at sp; why
-// is not "" when a reads something else (memory, DWARF).
-func (a *Args) recordInputs() (regs []int, words int, why string) {
+// registers (offsets in unix.PtraceRegs), how many words at sp, and the
+// memory to copy (one dereference of a whole register: +OFF(%REG), and
+// strings there); why is not "" when a reads something else (DWARF,
+// pointers to pointers, arrays).
+func (a *Args) recordInputs() (need recordNeeds, why string) {
 	if a == nil {
-		return nil, 0, ""
+		return need, ""
 	}
 	for i := range a.args {
 		f := &a.args[i]
 		switch {
 		case f.typ == TypeDwarf || f.base == baseDwarf:
-			return nil, 0, fmt.Sprintf("%s reads a DWARF variable", f.name)
-		case len(f.derefs) > 0 || f.count > 0:
-			return nil, 0, fmt.Sprintf("%s reads memory", f.name)
-		case f.typ.IsString() && f.base != baseComm && f.base != baseData:
-			return nil, 0, fmt.Sprintf("%s reads a string", f.name)
+			return need, fmt.Sprintf("%s reads a DWARF variable", f.name)
+		case len(f.derefs) > 0:
+			r, why := f.memRead()
+			if why != "" {
+				return need, fmt.Sprintf("%s %s", f.name, why)
+			}
+			need.add([]int{r.Reg}, 0)
+			if !slices.Contains(need.reads, r) {
+				need.reads = append(need.reads, r)
+			}
+			continue
+		case f.count > 0 || f.typ.IsString() && f.base != baseComm && f.base != baseData:
+			return need, fmt.Sprintf("%s reads memory", f.name)
 		}
 		switch f.base {
 		case baseReg:
@@ -121,30 +181,46 @@ func (a *Args) recordInputs() (regs []int, words int, why string) {
 				continue // the site's address: no room needed
 			}
 			if !singlestep.RecordableReg(off) {
-				return nil, 0, fmt.Sprintf("%s reads a segment register", f.name)
+				return need, fmt.Sprintf("%s reads a segment register", f.name)
 			}
-			if !slices.Contains(regs, off) {
-				regs = append(regs, off)
-			}
+			need.add([]int{off}, 0)
 		case baseStack:
 			if f.imm >= singlestep.RecordStackMax {
-				return nil, 0, fmt.Sprintf("%s reads the stack beyond %d words", f.name, singlestep.RecordStackMax)
+				return need, fmt.Sprintf("%s reads the stack beyond %d words", f.name, singlestep.RecordStackMax)
 			}
-			words = max(words, int(f.imm)+1)
+			need.add(nil, int(f.imm)+1)
 		}
 	}
 	// Fetch reads its stack words in one go from sp.
-	if words > 0 {
+	if need.words > 0 {
 		if a.stackWords > singlestep.RecordStackMax {
-			return nil, 0, "reads the stack beyond the words recorded"
+			return need, "reads the stack beyond the words recorded"
 		}
-		words = max(words, int(a.stackWords))
-		rsp := int(regRsp) * 8
-		if !slices.Contains(regs, rsp) {
-			regs = append(regs, rsp)
-		}
+		need.add([]int{int(regRsp) * 8}, int(a.stackWords))
 	}
-	return regs, words, ""
+	return need, ""
+}
+
+// memRead is the copy a stub makes for f, a fetch-arg that reads memory:
+// one dereference of a whole general register, a scalar or a string
+// (cut at singlestep.MemReadMax bytes); why says what else f reads.
+func (f *fetchArg) memRead() (r singlestep.MemRead, why string) {
+	off := int(f.reg.idx) * 8
+	switch {
+	case len(f.derefs) > 1:
+		return r, "reads memory through a pointer in memory"
+	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == ripOff || off == flagsOff || !singlestep.RecordableReg(off):
+		return r, "reads memory at other than a register"
+	case f.count > 0:
+		return r, "reads an array"
+	case f.derefs[0] != int64(int32(f.derefs[0])):
+		return r, "reads memory too far from its register"
+	}
+	r = singlestep.MemRead{Reg: off, Off: int32(f.derefs[0]), Len: int(fetchTypes[f.typ].size)}
+	if f.typ.IsString() {
+		r.Len = singlestep.MemReadMax
+	}
+	return r, ""
 }
 
 // recordNeeds is what a site's stub records, and whether it hooks the
@@ -152,6 +228,7 @@ func (a *Args) recordInputs() (regs []int, words int, why string) {
 type recordNeeds struct {
 	regs  []int // byte offsets in unix.PtraceRegs
 	words int   // words at sp
+	reads []singlestep.MemRead
 	hook  bool
 }
 
@@ -185,11 +262,16 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		if !p.handler.Recorded || p.handler.Post != nil {
 			return need, fmt.Sprintf("%s: its actions need the thread stopped", p.Name())
 		}
-		r, w, why := p.args.recordInputs()
+		in, why := p.args.recordInputs()
 		if why != "" {
 			return need, fmt.Sprintf("%s: %s", p.Name(), why)
 		}
-		need.add(r, w)
+		need.add(in.regs, in.words)
+		for _, r := range in.reads {
+			if !slices.Contains(need.reads, r) {
+				need.reads = append(need.reads, r)
+			}
+		}
 	}
 	for _, p := range st.returns {
 		if why := t.returnRecordable(p); why != "" {
@@ -238,6 +320,11 @@ func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 	need, why := t.recordPlan(st)
 	if why != "" || need.words > rs.stackWords || need.hook != rs.hook {
 		return false
+	}
+	for _, r := range need.reads {
+		if !slices.Contains(rs.reads, r) {
+			return false
+		}
 	}
 	for _, off := range need.regs {
 		if !slices.Contains(rs.regs, off) {
@@ -294,8 +381,10 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		return nil
 	}
 	l.Base = addr
+	rings := ring.New(mem, l)
+	rings.SetPid(t.pid) // for the stubs' reads of memory
 	t.inproc = &inproc{
-		rings: ring.New(mem, l), clock: clock, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
+		rings: rings, clock: clock, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
 		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
@@ -367,8 +456,9 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	}
 	in := t.inproc
 	in.nextID++
-	rs := &recordSite{site: st, id: in.nextID, regs: need.regs, stackWords: need.words, hook: need.hook}
-	return &singlestep.RecordStub{Site: rs.id, Regs: need.regs, StackWords: need.words, Hook: need.hook}, rs
+	rs := &recordSite{site: st, id: in.nextID, regs: need.regs, stackWords: need.words, hook: need.hook, reads: need.reads}
+	return &singlestep.RecordStub{Site: rs.id, Regs: need.regs, StackWords: need.words, Hook: need.hook,
+		Reads: need.reads, Rings: in.rings.Layout().Base}, rs
 }
 
 // routineNear returns a copy of the record routine within a call's reach
@@ -553,7 +643,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	}
 	if rec.Site == singlestep.ReturnRecord {
 		in.regs = unix.PtraceRegs{}
-		in.stack = stackWords{}
+		in.stack.sp, in.stack.words, in.stack.nsnips = 0, nil, 0
 		t.replayReturn(rec, t.replayHit(rec))
 		return
 	}
@@ -568,17 +658,11 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 			words[off/8] = rec.Values[i]
 		}
 	}
-	in.stack = stackWords{sp: in.regs.Rsp}
-	if n := len(rs.regs); len(rec.Values) > n {
-		in.stack.words = rec.Values[n:]
+	hooked, ok := in.stack.load(rec.Values, rs)
+	if !ok {
+		return
 	}
-	hooked := false
-	if rs.hook && len(in.stack.words) > 0 {
-		// The last value says whether the stub hooked the return.
-		last := len(in.stack.words) - 1
-		hooked = in.stack.words[last] == 1
-		in.stack.words = in.stack.words[:last]
-	}
+	in.stack.sp = in.regs.Rsp
 	hit := t.replayHit(rec)
 	for _, p := range rs.site.probes {
 		if !p.enabled.Load() {
@@ -610,6 +694,43 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	case rs.hook:
 		t.replayEnter(s, hit, in.stack.words[0], hooked)
 	}
+}
+
+// load takes a record's values after its registers: the stack words,
+// whether the return was hooked, the memory copied. false: the record is
+// short of what rs records.
+func (s *stackWords) load(vals []uint64, rs *recordSite) (hooked, ok bool) {
+	at := len(rs.regs)
+	if len(vals) < at+rs.stackWords {
+		return false, false
+	}
+	s.words = vals[at : at+rs.stackWords]
+	at += rs.stackWords
+	if rs.hook {
+		if len(vals) <= at {
+			return false, false
+		}
+		hooked = vals[at] == 1
+		at++
+	}
+	s.nsnips = 0
+	for _, r := range rs.reads {
+		if len(vals) < at+r.Words() {
+			return false, false
+		}
+		if s.nsnips == len(s.snips) {
+			s.snips = append(s.snips, snippet{data: make([]byte, singlestep.MemReadMax+8)})
+		}
+		sn := &s.snips[s.nsnips]
+		s.nsnips++
+		sn.addr, sn.want, sn.str = vals[at], r.Len, r.Len == singlestep.MemReadMax
+		sn.got = max(min(int(int64(vals[at+1])), r.Len), 0)
+		for w, v := range vals[at+2 : at+r.Words()] {
+			binary.LittleEndian.PutUint64(sn.data[8*w:], v)
+		}
+		at += r.Words()
+	}
+	return hooked, true
 }
 
 // replayHit is the hit of a record, its registers and stack words in
@@ -693,6 +814,25 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	if t.proc.SetRegs(tid, &t.regs) == nil {
 		t.detourExits.Add(1)
 	}
+}
+
+// inRecordCode reports whether rip is in a record stub or routine.
+func (t *Tracer) inRecordCode(rip uint64) bool {
+	in := t.inproc
+	if in == nil {
+		return false
+	}
+	for _, r := range in.routines {
+		if rip >= r && rip < r+uint64(in.size) {
+			return true
+		}
+	}
+	for _, rs := range in.sites {
+		if rip >= rs.stub && rip < rs.end {
+			return true
+		}
+	}
+	return false
 }
 
 // returnTo is where a thread in the in-process trampoline returns, from

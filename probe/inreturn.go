@@ -33,14 +33,16 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 	if returnsTwice[p.funcName] {
 		return "returns twice: it saves its return address"
 	}
-	regs, words, why := p.args.recordInputs()
+	in, why := p.args.recordInputs()
 	switch {
 	case why != "":
 		return why
-	case words > 0:
+	case in.words > 0:
 		return "reads the stack at a return"
+	case len(in.reads) > 0:
+		return "reads memory at a return"
 	}
-	for _, off := range regs {
+	for _, off := range in.regs {
 		if off != int(regRax)*8 && off != int(regRdx)*8 && off != int(regRsp)*8 {
 			return "reads a register other than %ax, %dx or %sp at a return"
 		}

@@ -105,7 +105,9 @@ func (t *Tracer) onSyscall(tid int) {
 		t.onUnloadingSyscall(regs)
 	}
 	probes := t.sysProbes[sysKey{int(regs.Orig_rax), !entry}]
-	if len(probes) == 0 {
+	if len(probes) == 0 || t.inRecordCode(regs.Rip) {
+		// (A record stub's process_vm_readv is ours, not the
+		// program's.)
 		t.proc.Cont(tid, 0)
 		return
 	}

@@ -56,3 +56,6 @@ func (r *Rings) Owners() []int {
 	}
 	return tids
 }
+
+// SetPid tells the stubs the process's id (singlestep.RingsPid).
+func (r *Rings) SetPid(pid int) { atomic.StoreUint64(r.word(singlestep.RingsPid), uint64(pid)) }

@@ -49,6 +49,7 @@ import (
 const (
 	RingsNoSlot = 0
 	RingsNoTid  = 8
+	RingsPid    = 16   // the process's id, for the stubs' process_vm_readv
 	RingsHeader = 4096 // the counters' page, before the first ring
 
 	RingOwner      = 0
@@ -315,6 +316,14 @@ type RecordStub struct {
 	// copying the values, and records whether it did as one more value,
 	// 1 or 0.
 	Hook bool
+	// Reads are memory the stub copies into the record, after the
+	// rest: for each, the address, what process_vm_readv returned (the
+	// bytes read, or -errno: a bad address faults nothing), and the
+	// bytes, in whole words.
+	Reads []MemRead
+	// Rings is the rings' address (RecordLayout.Base), where the reads
+	// find the process's id.
+	Rings uint64
 
 	pops int // where the pops start in the code, once made
 }
@@ -362,16 +371,28 @@ func (a *asm) restoreAll() {
 
 // Len is the length of the site's records.
 func (s *RecordStub) Len() int {
-	n := len(s.Regs) + s.StackWords
-	if s.Hook {
-		n++
+	n := s.values()
+	for _, r := range s.Reads {
+		n += r.Words()
+	}
+	if len(s.Reads) > 0 {
+		n += iovWords
 	}
 	return RecordHeader + 8*n
 }
 
+// values is how many words the registers, stack words and hook flag take.
+func (s *RecordStub) values() int {
+	n := len(s.Regs) + s.StackWords
+	if s.Hook {
+		n++
+	}
+	return n
+}
+
 // Size is the length of the stub's code.
 func (s *RecordStub) Size() int {
-	b, _ := (&RecordStub{Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook}).Code(0)
+	b, _ := (&RecordStub{Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook, Reads: s.Reads, Rings: s.Rings}).Code(0)
 	return len(b)
 }
 
@@ -412,6 +433,11 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	for w := range s.StackWords {
 		a.loadStack(rsSP + 8*w)
 		put(len(s.Regs) + w)
+	}
+	if len(s.Reads) > 0 {
+		if err := s.copyReads(a, byOff); err != nil {
+			return nil, err
+		}
 	}
 	if s.Hook {
 		// The values first: the hook writes the return address.

@@ -53,19 +53,29 @@ func TestRecordCodeDecodes(t *testing.T) {
 		t.Fatalf("a second copy's trampoline: %#x, want %#x", tr, Trampoline(routine))
 	}
 
+	reads := []MemRead{{Reg: SavedRegs()[4], Off: 8, Len: 4}, {Reg: regOff[regRBX], Off: -16, Len: MemReadMax}}
 	for _, hook := range []bool{false, true} {
-		s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: SavedRegs()[:3], StackWords: 2, Hook: hook}
+		s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: SavedRegs()[:3], StackWords: 2, Hook: hook, Reads: reads, Rings: l.Base}
+		if want := RecordHeader + 8*(3+2+map[bool]int{false: 0, true: 1}[hook]+3+34+iovWords); s.Len() != want {
+			t.Fatalf("hook %v: records of %d bytes, want %d", hook, s.Len(), want)
+		}
 		const at, sp = 0x11000, 0x7ffe0000
 		code, err = s.Code(at)
 		if err != nil || len(code) != s.Size() {
 			t.Fatalf("hook %v: %v, %d bytes, Size %d", hook, err, len(code), s.Size())
 		}
 		stub := decodeAll(t, code, at)
-		calls := 0
+		calls, syscalls := 0, 0
 		for _, in := range stub {
-			if in.Op == x86asm.CALL {
+			switch in.Op {
+			case x86asm.CALL:
 				calls++
+			case x86asm.SYSCALL:
+				syscalls++
 			}
+		}
+		if syscalls != len(reads) {
+			t.Errorf("hook %v: %d system calls, want one a read", hook, syscalls)
 		}
 		if want := map[bool]int{false: 1, true: 2}[hook]; calls != want {
 			t.Errorf("hook %v: %d calls, want %d", hook, calls, want)

@@ -1,0 +1,89 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Memory a record stub reads for a fetch-arg like +OFF(%REG) or
+// +OFF(%REG):string: the stub copies it into the record with
+// process_vm_readv on its own process, which faults nothing: a bad
+// address gives -EFAULT (and a read across into an unmapped page, the
+// bytes before it), the same answer the tracer's own read would give.
+// One system call per read, and no stop: the rare slow path the record
+// code can afford, next to a trap's two context switches.
+
+// MemRead is one read: Len bytes at the register's value plus Off.
+type MemRead struct {
+	Reg int // the register's byte offset in unix.PtraceRegs
+	Off int32
+	Len int // bytes, at most MemReadMax
+}
+
+// MemReadMax bounds one read: a string is cut there.
+const MemReadMax = 256
+
+// Words is how many record words the read takes: the address, the
+// result, the bytes.
+func (r MemRead) Words() int { return 2 + (r.Len+7)/8 }
+
+// iovWords are the record's scratch words for process_vm_readv's two
+// iovecs, after the reads.
+const iovWords = 4
+
+// sysProcessVMReadv is process_vm_readv's number on x86-64.
+const sysProcessVMReadv = 310
+
+// copyReads appends, for a stub whose record is at %rsi, the reads into
+// the record. The record's address and the commit stamp (%r9) wait in the
+// thread's red zone meanwhile, at the entry free for the function to come
+// (rsSP-8, rsSP-16): the system call takes every argument register.
+func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
+	a.storeM(regRSI, regRSP, rsSP-8)
+	a.storeM(regR9, regRSP, rsSP-16)
+	at := s.values() // the first read's word
+	iov := int32(s.Len() - 8*iovWords)
+	for _, r := range s.Reads {
+		reg, ok := byOff[r.Reg]
+		if !ok || reg > regR15 || r.Len <= 0 || r.Len > MemReadMax {
+			return fmt.Errorf("read of %d bytes at register %d: not recordable", r.Len, r.Reg)
+		}
+		addr, res, data := int32(RecordHeader+8*at), int32(RecordHeader+8*at+8), int32(RecordHeader+8*at+16)
+		switch saved := indexOf(rsSaved, reg); {
+		case saved >= 0:
+			a.loadStack(8 * saved)
+		case reg == regRSP:
+			a.leaM(regRAX, regRSP, rsSP)
+		default: // mov %reg,%rax
+			a.raw(0x48|byte(reg>>3&1)<<2, 0x89, 0xc0|byte(reg&7)<<3)
+		}
+		a.leaM(regRAX, regRAX, r.Off)
+		a.storeM(regRAX, regRSI, addr)
+		a.storeM(regRAX, regRSI, iov+16) // the remote iovec: the address,
+		a.leaM(regRCX, regRSI, data)
+		a.storeM(regRCX, regRSI, iov) // the local one: the record
+		a.raw(0xb9)                   // mov $Len,%ecx
+		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(r.Len))
+		a.storeM(regRCX, regRSI, iov+8)
+		a.storeM(regRCX, regRSI, iov+24)
+		call := len(a.b)
+		a.raw(0x48, 0xb8) // movabs $Rings,%rax
+		a.b = binary.LittleEndian.AppendUint64(a.b, s.Rings)
+		a.raw(0x8b, 0x78, RingsPid)    // mov RingsPid(%rax),%edi
+		a.leaM(regR10, regRSI, iov+16) // the remote iovec
+		a.leaM(regRSI, regRSI, iov)    // the local one
+		a.raw(0xba, 1, 0, 0, 0)        // mov $1,%edx
+		a.raw(0x41, 0xb8, 1, 0, 0, 0)  // mov $1,%r8d
+		a.raw(0x45, 0x31, 0xc9)        // xor %r9d,%r9d
+		a.raw(0xb8)                    // mov $sysProcessVMReadv,%eax
+		a.b = binary.LittleEndian.AppendUint32(a.b, sysProcessVMReadv)
+		a.raw(0x0f, 0x05)               // syscall
+		a.loadM(regRSI, regRSP, rsSP-8) // the record
+		a.raw(0x48, 0x83, 0xf8, 0xfc)   // cmp $-EINTR,%rax
+		a.jccBack(ccE, call)            // a signal came first: again
+		a.storeM(regRAX, regRSI, res)
+		at += r.Words()
+	}
+	a.loadM(regR9, regRSP, rsSP-16)
+	return nil
+}
