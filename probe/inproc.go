@@ -64,7 +64,7 @@ type recordSite struct {
 	id         uint32
 	regs       []int // byte offsets in unix.PtraceRegs, as recorded
 	stackWords int
-	hook       bool   // its stub hooks the return, and records whether it did
+	hook       bool // its stub hooks the return, and records whether it did
 	reads      []singlestep.MemRead
 	stub, end  uint64 // the stub's code
 	code       *singlestep.RecordStub
