@@ -811,6 +811,9 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		}
 	}
 	t.regs.Rsp, t.regs.Rip = rw.SP, to
+	// A thread stopped in a stub's process_vm_readv must not have the
+	// kernel restart it where it goes now.
+	t.regs.Orig_rax = ^uint64(0)
 	if t.proc.SetRegs(tid, &t.regs) == nil {
 		t.detourExits.Add(1)
 	}
