@@ -308,9 +308,10 @@ func TestInProcessAttach(t *testing.T) {
 			t.Fatalf("seq died under probe: %v", p.res)
 		}
 	}
-	// Returns hooked in the tracee, detached while the threads run
-	// through the hook and the trampoline: each goes home.
-	for _, spec := range [][]string{{"r:work $retval"}, {"--tracer", "function_graph", "--filter", "work"}} {
+	// Returns hooked in the tracee, and memory copied by the stub,
+	// detached while the threads run through the hook, the trampoline
+	// and the stub's system call: each goes home.
+	for _, spec := range [][]string{{"r:work $retval"}, {"--tracer", "function_graph", "--filter", "work"}, {"p:work ret=+0(%sp):x64"}} {
 		pr := startBg(t, nil, probeBin, append([]string{"attach", "-o", os.DevNull, fmt.Sprint(p.pid())}, spec...)...)
 		time.Sleep(300 * time.Millisecond)
 		pr.signal(t, os.Interrupt)
