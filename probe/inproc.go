@@ -375,7 +375,10 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		t.inprocWhy = err.Error()
 		return nil
 	}
-	addr, mem, err := t.proc.MapShared(anchor, t.space.Main().Bias, l.Size())
+	// Anywhere the kernel likes: the stubs reach the rings by their
+	// absolute address, and gigabytes of them near the program could
+	// cover an address it holds unmapped.
+	addr, mem, err := t.proc.MapShared(anchor, 0, l.Size())
 	if err != nil {
 		t.inprocWhy = fmt.Sprintf("map the rings: %v", err)
 		return nil

@@ -8,7 +8,8 @@ import (
 )
 
 // MapShared maps size bytes of memory shared by the tracee and us,
-// read-write on both sides, as close to near as a free gap allows: a
+// read-write on both sides, as close to near as a free gap allows (near
+// 0: where the kernel places the program's own mappings): a
 // memfd the stopped thread tid creates, which we take with pidfd_getfd
 // (Linux 5.6; we are its tracer, which is the permission it asks) and
 // which the tracee then maps and closes. It returns the tracee's address
@@ -48,7 +49,16 @@ func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte
 	if err := unix.Ftruncate(ours, int64(size)); err != nil {
 		return 0, nil, err
 	}
-	addr, err = p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
+	if near == 0 {
+		// Anywhere: where the kernel puts the program's own mappings,
+		// high, out of the way of addresses a program may hold unmapped.
+		addr, err = p.InjectSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs, 0)
+		if err == nil {
+			err = syscallErr(addr)
+		}
+	} else {
+		addr, err = p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
