@@ -293,23 +293,29 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	return need, ""
 }
 
-// switchesStacks says, if a module of the process calls swapcontext or
-// its kin, that returns are hooked by the tracer: its call stacks follow
-// a thread from stack to stack (stackswitch.go), the tracee's in-process
-// shadow stack does not, and would lose the returns of a stack left.
+// switchesStacks says, if the program calls swapcontext or its kin,
+// that returns are hooked by the tracer: its call stacks follow a thread
+// from stack to stack (stackswitch.go), the tracee's in-process shadow
+// stack does not, and would lose the returns of a stack left. Only the
+// program's own imports count: libraries that can switch stacks but
+// rarely do (OpenSSL's async jobs) would take every program that links
+// them off the fast path; where one does switch, returns are lost and
+// reported, and every thread still returns home.
 func (t *Tracer) switchesStacks() string {
+	m := t.space.Main()
+	if m == nil {
+		return ""
+	}
 	if t.switchers == nil {
 		t.switchers = map[*symbols.Module]bool{}
 	}
-	for _, m := range t.space.Mapped {
-		sw, ok := t.switchers[m.Module]
-		if !ok {
-			sw = m.Imports("swapcontext", "setcontext")
-			t.switchers[m.Module] = sw
-		}
-		if sw {
-			return fmt.Sprintf("%s switches stacks (swapcontext): returns are hooked by the tracer", m.Name)
-		}
+	sw, ok := t.switchers[m.Module]
+	if !ok {
+		sw = m.Imports("swapcontext", "setcontext")
+		t.switchers[m.Module] = sw
+	}
+	if sw {
+		return fmt.Sprintf("%s switches stacks (swapcontext): returns are hooked by the tracer", m.Name)
 	}
 	return ""
 }
