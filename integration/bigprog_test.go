@@ -125,6 +125,13 @@ func TestBigFunctionTracer(t *testing.T) {
 	t.Run("function_graph", func(t *testing.T) {
 		t.Parallel()
 		tf, _ := runTraced(t, []string{"--tracer", "function_graph"}, exe)
+		// Every function's record stub and hook finds room in the
+		// out-of-line pages: an area's last slots, too few for one,
+		// kept thousands of them on the int3 before.
+		r := probe(t, "run", "-v", "-o", os.DevNull, "--tracer", "function_graph", "--", exe)
+		if line := fmt.Sprintf("probe: function tracer: %d functions in-process\n", bigFuncs+1); r.code != 0 || !strings.Contains(r.stderr, line) {
+			t.Errorf("probe run -v: %v\nwant exit 0 and %q", r, line)
+		}
 		want := []string{"main() {"}
 		for i := range bigFuncs {
 			want = append(want, fmt.Sprintf("  f%05d();", i))

@@ -268,16 +268,27 @@ func (t *Tracer) allocSlot(anchor int, addr uint64) (uint64, error) {
 			return slot, nil
 		}
 	}
+	a, err := t.newXOLArea(anchor, addr)
+	if err != nil {
+		return 0, err
+	}
+	a.used = singlestep.SlotSize
+	return a.base, nil
+}
+
+// newXOLArea maps an XOL area near addr, through the stopped thread
+// anchor, empty.
+func (t *Tracer) newXOLArea(anchor int, addr uint64) (*xolArea, error) {
 	if anchor == 0 {
-		return 0, errors.New("no stopped thread to map an XOL area through")
+		return nil, errors.New("no stopped thread to map an XOL area through")
 	}
 	base, err := t.proc.MapExecutable(anchor, addr, xolAreaSize)
 	if err != nil {
-		return 0, fmt.Errorf("map XOL area: %w", err)
+		return nil, fmt.Errorf("map XOL area: %w", err)
 	}
-	a := &xolArea{base: base, size: xolAreaSize, used: singlestep.SlotSize}
+	a := &xolArea{base: base, size: xolAreaSize}
 	t.xol = append(t.xol, a)
-	return base, nil
+	return a, nil
 }
 
 // freeSlot returns the slot allocSlot just gave, unused.

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -439,24 +438,29 @@ func (t *Tracer) entryStub(anchor int, st *site) *singlestep.MailboxStub {
 }
 
 // allocDetour returns room for size bytes of detour near addr: adjacent
-// XOL slots, as many as it takes (a return-hook detour may not fit one).
+// XOL slots, as many as it takes (a return-hook detour or a record stub
+// may not fit one), from the first area near addr with room for them
+// all, or a new one: an area's last few slots, too few for a detour, must
+// not keep every later detour out.
 func (t *Tracer) allocDetour(anchor int, addr uint64, size int) (base uint64, slots int, err error) {
-	for slots*singlestep.SlotSize < size {
-		slot, err := t.allocSlot(anchor, addr)
-		if err == nil && slots > 0 && slot != base+uint64(slots*singlestep.SlotSize) {
-			t.freeSlot(slot)
-			err = errors.New("no adjacent XOL slots")
-		}
-		if err != nil {
-			t.freeSlots(base, slots)
-			return 0, 0, err
-		}
-		if slots == 0 {
-			base = slot
-		}
-		slots++
+	slots = max(1, (size+singlestep.SlotSize-1)/singlestep.SlotSize)
+	need := uint64(slots * singlestep.SlotSize)
+	if need > xolAreaSize {
+		return 0, 0, fmt.Errorf("a detour of %d bytes: larger than an XOL area", size)
 	}
-	return base, slots, nil
+	for _, a := range t.xol {
+		if a.used+need <= a.size && within(a.base, addr, xolReach) {
+			base = a.base + a.used
+			a.used += need
+			return base, slots, nil
+		}
+	}
+	a, err := t.newXOLArea(anchor, addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	a.used = need
+	return a.base, slots, nil
 }
 
 // freeSlots gives back the slots allocDetour took, last first.
