@@ -325,6 +325,9 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 // the instruction itself faulted, in which case the fault is delivered at
 // the original address.
 func (t *Tracer) onSignal(tid, sig int) {
+	if debugFaults && (sig == int(unix.SIGSEGV) || sig == int(unix.SIGBUS) || sig == int(unix.SIGILL)) {
+		t.describeFault(tid, sig)
+	}
 	s := t.stepping[tid]
 	if sig != int(unix.SIGSTOP) && s == nil {
 		t.leaveSlot(tid, sig)
