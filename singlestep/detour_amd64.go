@@ -119,7 +119,8 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 	}
 	for _, j := range indirect {
 		whole := func() []located { return locateAll(fn, fnAddr, starts) }
-		table, ok := jumpTableTargets(locate(fn, fnAddr, starts, j), min(j, window), targets, tables, whole)
+		near := locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
+		table, ok := jumpTableTargets(near, min(j, window), targets, tables, whole)
 		if !ok {
 			return nil, fmt.Errorf("%#x: the function has an indirect jump", fnAddr+uint64(starts[j]))
 		}
@@ -136,7 +137,8 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 	return d, nil
 }
 
-// locateAll decodes every instruction of fn (nil if one does not).
+// locateAll decodes the instructions of fn that start at starts (nil if
+// one does not).
 func locateAll(fn []byte, fnAddr uint64, starts []int) []located {
 	out := make([]located, 0, len(starts))
 	for _, off := range starts {
@@ -145,20 +147,6 @@ func locateAll(fn []byte, fnAddr uint64, starts []int) []located {
 			return nil
 		}
 		out = append(out, located{addr: fnAddr + uint64(off), inst: in})
-	}
-	return out
-}
-
-// locate decodes the instructions of fn from window before the one at
-// index j of starts up to it.
-func locate(fn []byte, fnAddr uint64, starts []int, j int) []located {
-	var out []located
-	for k := max(0, j-window); k <= j; k++ {
-		in, err := decodeInst(fn[starts[k]:])
-		if err != nil {
-			return nil
-		}
-		out = append(out, located{addr: fnAddr + uint64(starts[k]), inst: in})
 	}
 	return out
 }

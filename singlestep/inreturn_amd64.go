@@ -1,6 +1,9 @@
 package singlestep
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // In-process return hooks: a record stub with Hook calls the hook
 // routine, which swaps the return address at the thread's sp for the
@@ -225,9 +228,9 @@ func (r *RecordRoutine) trampoline(a *asm, konst uint64, o *routineOffsets) {
 	a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
 	noRecord := a.jcc(ccE)
 	a.storeM(regRCX, regRSI, RecordHeader)
-	a.loadStack(8 * indexOf(rsSaved, regRAX))
+	a.loadStack(8 * slices.Index(rsSaved, regRAX))
 	a.storeM(regRAX, regRSI, RecordHeader+8)
-	a.loadStack(8 * indexOf(rsSaved, regRDX))
+	a.loadStack(8 * slices.Index(rsSaved, regRDX))
 	a.storeM(regRAX, regRSI, RecordHeader+16)
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
 	a.land(noRecord)

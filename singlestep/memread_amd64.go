@@ -3,6 +3,7 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
@@ -49,7 +50,7 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 			return fmt.Errorf("read of %d bytes at register %d: not recordable", r.Len, r.Reg)
 		}
 		addr, res, data := int32(RecordHeader+8*at), int32(RecordHeader+8*at+8), int32(RecordHeader+8*at+16)
-		switch saved := indexOf(rsSaved, reg); {
+		switch saved := slices.Index(rsSaved, reg); {
 		case saved >= 0:
 			a.loadStack(8 * saved)
 		case reg == regRSP:

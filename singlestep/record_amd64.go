@@ -3,6 +3,7 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // In-process recording: a probe whose handler only needs the values of
@@ -390,9 +391,12 @@ func (s *RecordStub) values() int {
 	return n
 }
 
-// Size is the length of the stub's code.
+// Size is the length of the stub's code (its addresses do not change
+// it).
 func (s *RecordStub) Size() int {
-	b, _ := (&RecordStub{Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook, Reads: s.Reads, Rings: s.Rings}).Code(0)
+	c := *s
+	c.Routine, c.Next = 0, 0
+	b, _ := c.Code(0)
 	return len(b)
 }
 
@@ -420,7 +424,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		if !ok || reg > regFlags {
 			return nil, fmt.Errorf("register at %d of the registers' struct: not recordable", off)
 		}
-		if saved := indexOf(rsSaved, reg); saved >= 0 {
+		if saved := slices.Index(rsSaved, reg); saved >= 0 {
 			a.loadStack(8 * saved)
 		} else if reg == regRSP {
 			a.leaM(regRAX, regRSP, rsSP)
@@ -556,13 +560,4 @@ func RecordableReg(off int) bool {
 		}
 	}
 	return false
-}
-
-func indexOf(regs []int, reg int) int {
-	for i, r := range regs {
-		if r == reg {
-			return i
-		}
-	}
-	return -1
 }
