@@ -12,19 +12,19 @@ import (
 
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
-	"github.com/probedbg/probe/symbols"
-	"github.com/probedbg/probe/tracee"
 )
 
 // In-process probes: a jump-optimised entry whose probes only read
-// registers and the words at sp, and whose handlers only need the values
-// (Handler.Recorded: print, count, hist), gets a record stub instead of a
-// trap (singlestep.RecordStub). The thread writes a record into its own
-// ring in memory shared with us and goes on: no stop, no system call.
-// A goroutine of ours drains the rings every few milliseconds and runs
-// the handlers on what the thread saw: its registers and stack words,
-// replayed through the same fetch-args and filter as a trapped hit, so
-// the values print exactly as they would have.
+// registers, the words at sp and memory at a register (recordInputs),
+// and whose handlers only need the values (Handler.Recorded: print,
+// count, hist), gets a record stub instead of a trap
+// (singlestep.RecordStub); its return probes and function tracer hook
+// the return in the tracee too (inreturn.go). The thread writes a record
+// into its own ring in memory shared with us and goes on: no stop. A
+// goroutine of ours drains the rings every few milliseconds and runs the
+// handlers on what the thread saw: its registers, stack words and the
+// memory its stub copied, replayed through the same fetch-args and
+// filter as a trapped hit, so the values print as they would have.
 //
 // What stays trapping, per probe, and why, is in Probe.Path.
 
@@ -58,16 +58,12 @@ type inproc struct {
 	hit    Hit
 }
 
-// recordSite is a site whose stub records.
+// recordSite is a site whose stub records: what the stub records is
+// its code's (Regs, StackWords, Hook, Reads).
 type recordSite struct {
-	site       *site
-	id         uint32
-	regs       []int // byte offsets in unix.PtraceRegs, as recorded
-	stackWords int
-	hook       bool // its stub hooks the return, and records whether it did
-	reads      []singlestep.MemRead
-	stub, end  uint64 // the stub's code
-	code       *singlestep.RecordStub
+	site      *site
+	stub, end uint64 // the stub's code
+	code      *singlestep.RecordStub
 }
 
 // stackWords serves reads of the words recorded at sp, and of the
@@ -166,10 +162,7 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 			if why != "" {
 				return need, fmt.Sprintf("%s %s", f.name, why)
 			}
-			need.add([]int{r.Reg}, 0)
-			if !slices.Contains(need.reads, r) {
-				need.reads = append(need.reads, r)
-			}
+			need.merge(recordNeeds{regs: []int{r.Reg}, reads: []singlestep.MemRead{r}})
 			continue
 		case f.count > 0 || f.typ.IsString() && f.base != baseComm && f.base != baseData:
 			return need, fmt.Sprintf("%s reads memory", f.name)
@@ -233,12 +226,23 @@ type recordNeeds struct {
 }
 
 func (n *recordNeeds) add(regs []int, words int) {
-	for _, off := range regs {
+	n.merge(recordNeeds{regs: regs, words: words})
+}
+
+// merge makes n record what o does too.
+func (n *recordNeeds) merge(o recordNeeds) {
+	for _, off := range o.regs {
 		if !slices.Contains(n.regs, off) {
 			n.regs = append(n.regs, off)
 		}
 	}
-	n.words = max(n.words, words)
+	for _, r := range o.reads {
+		if !slices.Contains(n.reads, r) {
+			n.reads = append(n.reads, r)
+		}
+	}
+	n.words = max(n.words, o.words)
+	n.hook = n.hook || o.hook
 }
 
 // recordPlan says what st's stub must record, or why st traps.
@@ -266,12 +270,7 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		if why != "" {
 			return need, fmt.Sprintf("%s: %s", p.Name(), why)
 		}
-		need.add(in.regs, in.words)
-		for _, r := range in.reads {
-			if !slices.Contains(need.reads, r) {
-				need.reads = append(need.reads, r)
-			}
-		}
+		need.merge(in)
 	}
 	for _, p := range st.returns {
 		if why := t.returnRecordable(p); why != "" {
@@ -306,15 +305,10 @@ func (t *Tracer) switchesStacks() string {
 	if m == nil {
 		return ""
 	}
-	if t.switchers == nil {
-		t.switchers = map[*symbols.Module]bool{}
+	if t.switcher.m != m.Module { // (read once a program)
+		t.switcher.m, t.switcher.yes = m.Module, m.Imports("swapcontext", "setcontext")
 	}
-	sw, ok := t.switchers[m.Module]
-	if !ok {
-		sw = m.Imports("swapcontext", "setcontext")
-		t.switchers[m.Module] = sw
-	}
-	if sw {
+	if t.switcher.yes {
 		return fmt.Sprintf("%s switches stacks (swapcontext): returns are hooked by the tracer", m.Name)
 	}
 	return ""
@@ -324,16 +318,17 @@ func (t *Tracer) switchesStacks() string {
 // for.
 func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 	need, why := t.recordPlan(st)
-	if why != "" || need.words > rs.stackWords || need.hook != rs.hook {
+	c := rs.code
+	if why != "" || need.words > c.StackWords || need.hook != c.Hook {
 		return false
 	}
 	for _, r := range need.reads {
-		if !slices.Contains(rs.reads, r) {
+		if !slices.Contains(c.Reads, r) {
 			return false
 		}
 	}
 	for _, off := range need.regs {
-		if !slices.Contains(rs.regs, off) {
+		if !slices.Contains(c.Regs, off) {
 			return false
 		}
 	}
@@ -400,9 +395,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	// Records are read after their thread may be gone: the names now
 	// (then of each new thread as it starts, in dispatch).
 	for _, tid := range append([]int{anchor}, held...) {
-		if _, ok := t.comms[tid]; !ok {
-			t.comms[tid] = tracee.Comm(t.pid, tid)
-		}
+		t.threadComm(tid)
 	}
 	return t.inproc
 }
@@ -465,9 +458,9 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	}
 	in := t.inproc
 	in.nextID++
-	rs := &recordSite{site: st, id: in.nextID, regs: need.regs, stackWords: need.words, hook: need.hook, reads: need.reads}
-	return &singlestep.RecordStub{Site: rs.id, Regs: need.regs, StackWords: need.words, Hook: need.hook,
-		Reads: need.reads, Rings: in.rings.Layout().Base}, rs
+	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.regs, StackWords: need.words, Hook: need.hook,
+		Reads: need.reads, Rings: in.rings.Layout().Base}
+	return rec, &recordSite{site: st, code: rec}
 }
 
 // routineNear returns a copy of the record routine within a call's reach
@@ -662,12 +655,12 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	}
 	in.regs = unix.PtraceRegs{Rip: rs.site.addr}
 	words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&in.regs))
-	for i, off := range rs.regs {
+	for i, off := range rs.code.Regs {
 		if i < len(rec.Values) {
 			words[off/8] = rec.Values[i]
 		}
 	}
-	hooked, ok := in.stack.load(rec.Values, rs)
+	hooked, ok := in.stack.load(rec.Values, rs.code)
 	if !ok {
 		return
 	}
@@ -700,22 +693,22 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	case len(in.stack.words) == 0:
 	case traced && !returns:
 		t.traceEntryOnly(&in.regs, s, hit, in.stack.words[0])
-	case rs.hook:
+	case rs.code.Hook:
 		t.replayEnter(s, hit, in.stack.words[0], hooked)
 	}
 }
 
 // load takes a record's values after its registers: the stack words,
 // whether the return was hooked, the memory copied. false: the record is
-// short of what rs records.
-func (s *stackWords) load(vals []uint64, rs *recordSite) (hooked, ok bool) {
-	at := len(rs.regs)
-	if len(vals) < at+rs.stackWords {
+// short of what stub c records.
+func (s *stackWords) load(vals []uint64, c *singlestep.RecordStub) (hooked, ok bool) {
+	at := len(c.Regs)
+	if len(vals) < at+c.StackWords {
 		return false, false
 	}
-	s.words = vals[at : at+rs.stackWords]
-	at += rs.stackWords
-	if rs.hook {
+	s.words = vals[at : at+c.StackWords]
+	at += c.StackWords
+	if c.Hook {
 		if len(vals) <= at {
 			return false, false
 		}
@@ -723,7 +716,7 @@ func (s *stackWords) load(vals []uint64, rs *recordSite) (hooked, ok bool) {
 		at++
 	}
 	s.nsnips = 0
-	for _, r := range rs.reads {
+	for _, r := range c.Reads {
 		if len(vals) < at+r.Words() {
 			return false, false
 		}
@@ -746,12 +739,7 @@ func (s *stackWords) load(vals []uint64, rs *recordSite) (hooked, ok bool) {
 // in.regs and in.stack.
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
-	comm, ok := t.comms[rec.Tid]
-	if !ok {
-		comm = tracee.Comm(t.pid, rec.Tid)
-		t.comms[rec.Tid] = comm
-	}
-	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: comm, Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
+	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
 	return &in.hit
 }
 
@@ -779,10 +767,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		}
 		return 0
 	}
-	for _, r := range in.routines {
-		if rip < r || rip >= r+uint64(in.size) {
-			continue
-		}
+	if r, ok := in.routineAt(rip); ok {
 		ret, ok := t.readWord(t.regs.Rsp)
 		switch {
 		case rip >= singlestep.Trampoline(r):
@@ -834,10 +819,8 @@ func (t *Tracer) inRecordCode(rip uint64) bool {
 	if in == nil {
 		return false
 	}
-	for _, r := range in.routines {
-		if rip >= r && rip < r+uint64(in.size) {
-			return true
-		}
+	if _, ok := in.routineAt(rip); ok {
+		return true
 	}
 	for _, rs := range in.sites {
 		if rip >= rs.stub && rip < rs.end {
@@ -845,6 +828,16 @@ func (t *Tracer) inRecordCode(rip uint64) bool {
 		}
 	}
 	return false
+}
+
+// routineAt returns the copy of the record routine rip is in.
+func (in *inproc) routineAt(rip uint64) (uint64, bool) {
+	for _, r := range in.routines {
+		if rip >= r && rip < r+uint64(in.size) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // returnTo is where a thread in the in-process trampoline returns, from
@@ -966,17 +959,22 @@ func (p *Probe) Path() (inProcess bool, why string) {
 	return p.inProcess, p.trapWhy
 }
 
+// path says whether st's hits record in the tracee, or else why not.
+func (st *site) path() (inProcess bool, why string) {
+	if st.opt != nil && st.opt.record != nil {
+		return true, ""
+	}
+	return false, cmp.Or(st.trapWhy, "not jump-optimised")
+}
+
 // notePaths records, for each probe at sites, whether it records in the
 // tracee or traps, and why.
 func notePaths(sites ...*site) {
 	for _, st := range sites {
-		rec := st.opt != nil && st.opt.record != nil
+		rec, why := st.path()
 		for _, p := range slices.Concat(st.probes, st.returns) {
 			p.pathMu.Lock()
-			p.inProcess, p.trapWhy = rec, ""
-			if !rec {
-				p.trapWhy = cmp.Or(st.trapWhy, "not jump-optimised")
-			}
+			p.inProcess, p.trapWhy = rec, why
 			p.pathMu.Unlock()
 		}
 	}
@@ -989,12 +987,13 @@ func (t *Tracer) FuncPaths() (inProcess int, stops map[string]int) {
 	stops = map[string]int{}
 	t.do(func(int) error {
 		for _, st := range t.sites {
-			switch {
-			case st.fn == nil:
-			case st.opt != nil && st.opt.record != nil:
+			if st.fn == nil {
+				continue
+			}
+			if rec, why := st.path(); rec {
 				inProcess++
-			default:
-				stops[cmp.Or(st.trapWhy, "not jump-optimised")]++
+			} else {
+				stops[why]++
 			}
 		}
 		return nil

@@ -261,19 +261,8 @@ func slotCode(insn *singlestep.Insn, slot uint64) ([]byte, error) {
 // allocSlot returns a free XOL slot within reach of addr, mapping a new
 // area near it when none has room.
 func (t *Tracer) allocSlot(anchor int, addr uint64) (uint64, error) {
-	for _, a := range t.xol {
-		if a.used+singlestep.SlotSize <= a.size && within(a.base, addr, xolReach) {
-			slot := a.base + a.used
-			a.used += singlestep.SlotSize
-			return slot, nil
-		}
-	}
-	a, err := t.newXOLArea(anchor, addr)
-	if err != nil {
-		return 0, err
-	}
-	a.used = singlestep.SlotSize
-	return a.base, nil
+	slot, _, err := t.allocDetour(anchor, addr, singlestep.SlotSize)
+	return slot, err
 }
 
 // newXOLArea maps an XOL area near addr, through the stopped thread

@@ -80,7 +80,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	default: // EventStop, EventClone, EventOther
 		if ev.Kind == tracee.EventClone && t.inproc != nil {
 			// Its hits reach us after it may be gone: its name now.
-			t.comms[ev.NewTid] = tracee.Comm(t.pid, ev.NewTid)
+			t.threadComm(ev.NewTid)
 		}
 		t.resume(ev.Tid)
 	}
@@ -247,17 +247,24 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) *Hit {
 		// events stay in the order it made them.
 		t.drainThread(tid)
 	}
-	comm, ok := t.comms[tid]
-	if !ok {
-		comm = tracee.Comm(t.pid, tid)
-		t.comms[tid] = comm
-	}
+	comm := t.threadComm(tid)
 	now := t.stopTime
 	if now == 0 {
 		now = t.now()
 	}
 	t.hit = Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
 	return &t.hit
+}
+
+// threadComm is thread tid's name, read once and kept: a record may be
+// handed on after its thread is gone.
+func (t *Tracer) threadComm(tid int) string {
+	comm, ok := t.comms[tid]
+	if !ok {
+		comm = tracee.Comm(t.pid, tid)
+		t.comms[tid] = comm
+	}
+	return comm
 }
 
 func (t *Tracer) runPost(s *site, hit *Hit) {

@@ -409,9 +409,9 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.detours[st.opt.at] = st.opt
 	if rs != nil {
-		rs.stub, rs.end, rs.code = at, base, rec
+		rs.stub, rs.end = at, base
 		st.opt.record = rs
-		t.inproc.sites[rs.id] = rs
+		t.inproc.sites[rec.Site] = rs
 	}
 	if stub != nil {
 		st.opt.stub = at

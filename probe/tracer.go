@@ -90,14 +90,18 @@ type Tracer struct {
 	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
 	mboxDirty  map[int]bool        // threads that took a signal holding their slot
 
-	inproc     *inproc                  // the rings of in-process probes (inproc.go), or nil
-	inprocWhy  string                   // why there are none, once ensureRings found a reason
-	switchers  map[*symbols.Module]bool // modules that call swapcontext (switchesStacks)
-	hmu        sync.Mutex               // held while handlers run: the loop's and the drain's (withHandlers)
-	drainStop  chan struct{}            // closed to stop the drain
-	drainDone  chan struct{}            // closed when it has stopped
-	recordRoom func() int               // SetRecordRoom
-	lostPast   ring.Lost                // what the rings of programs before an exec lost
+	inproc    *inproc // the rings of in-process probes (inproc.go), or nil
+	inprocWhy string  // why there are none, once ensureRings found a reason
+	// switcher: whether program m calls swapcontext (switchesStacks).
+	switcher struct {
+		m   *symbols.Module
+		yes bool
+	}
+	hmu        sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
+	drainStop  chan struct{} // closed to stop the drain
+	drainDone  chan struct{} // closed when it has stopped
+	recordRoom func() int    // SetRecordRoom
+	lostPast   ring.Lost     // what the rings of programs before an exec lost
 	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
 	// in again while their routine had it unblocked (trapstate.go).
 	trapAct       trapAction
