@@ -2,6 +2,7 @@ package action
 
 import (
 	"errors"
+	"math/bits"
 	"strings"
 	"sync"
 	"testing"
@@ -280,5 +281,44 @@ func TestCountAllocs(t *testing.T) {
 	pl.Run(h)
 	if n := testing.AllocsPerRun(100, func() { pl.Run(h) }); n != 0 {
 		t.Errorf("a hit of a known key allocates %v times", n)
+	}
+}
+
+// TestTally: what a plan lets the tracee count itself, and the tables
+// its counts make are those of the same hits run one by one.
+func TestTally(t *testing.T) {
+	p := Probe{Event: "probe/p_work_0", Fields: []string{"n", "m"}}
+	for text, ok := range map[string]bool{
+		"count": true, "count:comm,tid hist:n": true, "hist:n hist:m": true,
+		"print count": false, "count:cpu": false, "count:n": false, "hist:n:linear=4": false,
+		"stacktrace": false, "traceoff count": false,
+	} {
+		if got := compile(t, NewSession(), p, text).Tally() != nil; got != ok {
+			t.Errorf("%q: Tally %v, want %v", text, got, ok)
+		}
+	}
+	const text = "count:comm,tid hist:n"
+	byHit, byTally := NewSession(), NewSession()
+	run, tally := compile(t, byHit, p, text), compile(t, byTally, p, text).Tally()
+	values := map[int][]int64{7: {0, 1, 5, -3, 1 << 40}, 9: {2, 2}}
+	for tid, vs := range values {
+		d := probe.TallyDelta{Tid: tid, Comm: "w", Hits: uint64(len(vs)), Hists: make([]probe.Log2Hist, 1)}
+		for _, v := range vs {
+			run.Run(hit("w", tid, v))
+			h := &d.Hists[0]
+			h.Sum += v
+			if v < 0 {
+				h.Negative++
+			} else {
+				h.Buckets[bits.Len64(uint64(v))]++
+			}
+		}
+		tally.Add(d)
+	}
+	var want, got strings.Builder
+	byHit.Draw(&want)
+	byTally.Draw(&got)
+	if got.String() != want.String() || !strings.Contains(got.String(), "comm=w, tid=7        5 |") {
+		t.Errorf("counted in the tracee:\n%s\nhit by hit:\n%s", got.String(), want.String())
 	}
 }

@@ -201,6 +201,50 @@ func (pl *Plan) Run(h *probe.Hit) (print bool) {
 	return pl.print && pl.session.Tracing()
 }
 
+// Tally returns what the probe's tracee may count for the plan itself
+// (probe.Tally): nil unless the plan does nothing but count, by no key
+// or by thread (comm, tid), and draw log2 histograms of fields.
+func (pl *Plan) Tally() *probe.Tally {
+	if pl.print || pl.stack || pl.traceSet || len(pl.switches) > 0 || len(pl.counts)+len(pl.hists) == 0 {
+		return nil
+	}
+	for _, c := range pl.counts {
+		for _, k := range c.act.Keys {
+			if k != "comm" && k != "tid" {
+				return nil
+			}
+		}
+	}
+	ta := &probe.Tally{Add: pl.addTally}
+	for _, hg := range pl.hists {
+		if hg.act.Step > 0 || hg.act.Field == Duration {
+			return nil
+		}
+		ta.Hists = append(ta.Hists, hg.act.Field)
+	}
+	return ta
+}
+
+// addTally adds what one thread counted, as Run would have hit by hit.
+func (pl *Plan) addTally(d probe.TallyDelta) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, c := range pl.counts {
+		pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, d.Comm, d.Tid, 0, nil)
+		c.addN(pl.keyBuf, d.Hits)
+	}
+	for i, hg := range pl.hists {
+		h := &d.Hists[i]
+		for b, n := range h.Buckets {
+			hg.log2[b] += n
+			hg.total += n
+		}
+		hg.negative += h.Negative
+		hg.total += h.Negative
+		hg.sum += h.Sum
+	}
+}
+
 // counter is one count action's table: key text -> hits.
 type counter struct {
 	act    Action
@@ -209,35 +253,51 @@ type counter struct {
 }
 
 func (c *counter) add(h *probe.Hit, buf []byte) []byte {
-	c.total++
-	for i, k := range c.act.Keys {
+	buf = appendKeys(buf, c.act.Keys, h.Comm, h.Tid, h.CPU, h)
+	c.addN(buf, 1)
+	return buf
+}
+
+// appendKeys appends the key text of keys: "comm=..., tid=...", the
+// fields' values from h (nil: none).
+func appendKeys(buf []byte, keys []string, comm string, tid, cpu int, h *probe.Hit) []byte {
+	for i, k := range keys {
 		if i > 0 {
 			buf = append(buf, ", "...)
 		}
 		buf = append(append(buf, k...), '=')
 		switch k {
 		case "comm":
-			buf = append(buf, h.Comm...)
+			buf = append(buf, comm...)
 		case "tid":
-			buf = strconv.AppendInt(buf, int64(h.Tid), 10)
+			buf = strconv.AppendInt(buf, int64(tid), 10)
 		case "cpu":
-			buf = strconv.AppendInt(buf, int64(h.CPU), 10)
+			buf = strconv.AppendInt(buf, int64(cpu), 10)
 		default:
 			if f := field(h, k); f != nil {
 				buf = f.Value.AppendText(buf)
 			}
 		}
 	}
-	if n, ok := c.counts[string(buf)]; ok {
-		*n++
-	} else {
-		n := uint64(1)
-		c.counts[string(buf)] = &n
-	}
 	return buf
 }
 
+// addN counts n hits under the key text key.
+func (c *counter) addN(key []byte, n uint64) {
+	c.total += n
+	if p, ok := c.counts[string(key)]; ok {
+		*p += n
+		return
+	}
+	p := new(uint64) // (not &n: n would escape, and every hit allocate)
+	*p = n
+	c.counts[string(key)] = p
+}
+
 func field(h *probe.Hit, name string) *probe.Field {
+	if h == nil {
+		return nil
+	}
 	for i := range h.Fields {
 		if h.Fields[i].Name == name {
 			return &h.Fields[i]

@@ -49,6 +49,12 @@ type inproc struct {
 	gone             map[int]bool   // threads gone whose rings are to be given back once drained
 	vforked          map[int]int    // a vfork child sharing our memory -> the thread it stopped
 	quiet            map[int]bool   // threads whose records are a vfork child's, not shown
+	// The counters of tallying stubs (tally.go): how many words of each
+	// ring's are taken, the sites that add to them, and what each thread's
+	// held at the last look.
+	tallyWords int
+	tallied    []*recordSite
+	tallyLast  map[int][]uint64
 	// The replay of one record: registers and stack words as the
 	// thread had them.
 	regs   unix.PtraceRegs
@@ -64,6 +70,7 @@ type recordSite struct {
 	site      *site
 	stub, end uint64 // the stub's code
 	code      *singlestep.RecordStub
+	tallies   []siteTally // what the stub counts, if it counts instead of recording
 }
 
 // stackWords serves reads of the words recorded at sp, and of the
@@ -223,6 +230,8 @@ type recordNeeds struct {
 	words int   // words at sp
 	reads []singlestep.MemRead
 	hook  bool
+	// tallies, if not nil, are what the stub counts instead: no record.
+	tallies []siteTally
 }
 
 func (n *recordNeeds) add(regs []int, words int) {
@@ -261,6 +270,10 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, "a post-handler, capture or internal probe shares the address"
 	case len(st.probes) == 0 && len(st.returns) == 0 && !traced:
 		return need, "no probe"
+	}
+	if plan := t.tallyPlan(st, traced || returns); plan != nil {
+		need.tallies = plan
+		return need, ""
 	}
 	for _, p := range st.probes {
 		if !p.handler.Recorded || p.handler.Post != nil {
@@ -319,7 +332,12 @@ func (t *Tracer) switchesStacks() string {
 func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 	need, why := t.recordPlan(st)
 	c := rs.code
-	if why != "" || need.words > c.StackWords || need.hook != c.Hook {
+	switch {
+	case why != "":
+		return false
+	case need.tallies != nil || rs.tallies != nil:
+		return sameTallies(need.tallies, rs.tallies)
+	case need.words > c.StackWords || need.hook != c.Hook:
 		return false
 	}
 	for _, r := range need.reads {
@@ -389,7 +407,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	rings.SetPid(t.pid) // for the stubs' reads of memory
 	t.inproc = &inproc{
 		rings: rings, clock: clock, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
-		sites: map[uint32]*recordSite{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
+		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
 	// Records are read after their thread may be gone: the names now
@@ -457,6 +475,16 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 		return nil, nil
 	}
 	in := t.inproc
+	if need.tallies != nil {
+		code, ok := in.placeTallies(need.tallies)
+		if !ok {
+			st.trapWhy = "the rings' counters are all taken"
+			return nil, nil
+		}
+		in.nextID++
+		rec := &singlestep.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base}
+		return rec, &recordSite{site: st, code: rec, tallies: need.tallies}
+	}
 	in.nextID++
 	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.regs, StackWords: need.words, Hook: need.hook,
 		Reads: need.reads, Rings: in.rings.Layout().Base}
@@ -593,6 +621,7 @@ func (t *Tracer) drainUpTo(limit int) int {
 	in := t.inproc
 	in.clock.Refresh()
 	n := in.rings.Drain(limit, t.deliverRecord)
+	t.collectTallies()
 	if len(in.gone) > 0 {
 		t.freeGone()
 	}
@@ -873,12 +902,14 @@ func (t *Tracer) recordThreadGone(tid int) (later bool) {
 // freeGone gives back the rings of gone threads that are drained.
 func (t *Tracer) freeGone() {
 	in := t.inproc
+	t.collectTallies() // what the gone threads counted, before their counters go
 	for tid := range in.gone {
 		if !in.rings.Drained(tid) {
 			continue
 		}
 		delete(in.gone, tid)
 		delete(t.comms, tid)
+		delete(in.tallyLast, tid)
 		if lost, ok := in.rings.Free(tid); ok && lost > 0 {
 			in.freed[tid] += lost
 		}
@@ -952,7 +983,8 @@ func (t *Tracer) RecordsLost() ring.Lost {
 }
 
 // Path says how p's hits are taken: in the tracee (inProcess), or with a
-// stop, and then why not in the tracee.
+// stop, and then why not in the tracee; in the tracee, why is
+// "counted in the tracee" for a probe whose hits make no record (tally.go).
 func (p *Probe) Path() (inProcess bool, why string) {
 	p.pathMu.Lock()
 	defer p.pathMu.Unlock()
@@ -962,6 +994,9 @@ func (p *Probe) Path() (inProcess bool, why string) {
 // path says whether st's hits record in the tracee, or else why not.
 func (st *site) path() (inProcess bool, why string) {
 	if st.opt != nil && st.opt.record != nil {
+		if st.opt.record.tallies != nil {
+			return true, "counted in the tracee"
+		}
 		return true, ""
 	}
 	return false, cmp.Or(st.trapWhy, "not jump-optimised")

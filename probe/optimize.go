@@ -412,6 +412,9 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		rs.stub, rs.end = at, base
 		st.opt.record = rs
 		t.inproc.sites[rec.Site] = rs
+		if rs.tallies != nil {
+			t.inproc.tallied = append(t.inproc.tallied, rs)
+		}
 	}
 	if stub != nil {
 		st.opt.stub = at

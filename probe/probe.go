@@ -46,6 +46,9 @@ type Handler struct {
 	// the probe may then record in the tracee and never stop it
 	// (in-process probes, inproc.go).
 	Recorded bool
+	// Tally, with Recorded, says Pre only counts hits and draws log2
+	// histograms: the tracee may keep the counts itself (tally.go).
+	Tally *Tally
 }
 
 // Hit is one thread stopped at a probe. It is valid only during the handler.

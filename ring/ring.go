@@ -18,8 +18,11 @@ import (
 type Rings struct {
 	mem    []byte
 	layout singlestep.RecordLayout
-	values []uint64    // one record's values, reused
-	slotOf map[int]int // the ring a thread was last found in
+	values []uint64 // one record's values, reused
+	tally  []uint64 // one ring's counters, reused
+	// tallyUsed is how many counters of each ring Tallies has read.
+	tallyUsed int
+	slotOf    map[int]int // the ring a thread was last found in
 }
 
 // New reads the rings laid out as l in mem, the tracer's mapping of them.
@@ -214,6 +217,7 @@ func (r *Rings) Free(tid int) (lost uint64, ok bool) {
 	atomic.StoreUint64(r.word(base+singlestep.RingTail), head)
 	// A thread gone leaves no calls for the next owner to return from.
 	atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), 0)
+	r.clearTallies(base)
 	atomic.StoreUint64(r.word(base+singlestep.RingOwner), 0)
 	delete(r.slotOf, tid)
 	return lost, true

@@ -46,6 +46,7 @@ const (
 	ccE  = 0x84
 	ccNE = 0x85
 	ccA  = 0x87
+	ccS  = 0x88
 )
 
 // jcc appends a jcc rel32 to be landed later; it returns its place.

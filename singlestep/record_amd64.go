@@ -25,6 +25,8 @@ import (
 //	  RingTail   bytes drained so far (the tracer's, a cache line alone)
 //	  RingShadowTop, RingShadow: the thread's shadow stack of hooked
 //	             returns (see HookRoutine)
+//	  RingTally  TallyWords counters that tallying stubs add to
+//	             (tally_amd64.go): counts kept in the tracee, no record
 //	  data       RingSize bytes from RingHeaderSize
 //
 // Each thread writes only its own ring, so nothing on the hot path
@@ -59,7 +61,8 @@ const (
 	RingTail       = 128
 	RingShadowTop  = 192 // the shadow stack's generation << 32 | depth
 	RingShadow     = 4096
-	RingHeaderSize = RingShadow + ShadowFrames*ShadowFrameSize
+	RingTally      = RingShadow + ShadowFrames*ShadowFrameSize
+	RingHeaderSize = RingTally + TallyWords*8
 
 	// ShadowFrames bound a thread's in-process return hooks: a call
 	// deeper than that is recorded, its return not hooked.
@@ -120,10 +123,10 @@ type RecordRoutine struct {
 }
 
 // The code of a RecordRoutine, from its start: the record routine, the
-// hook routine, the return trampoline, an int3 (the trampoline's way
+// tally routine, the hook routine, the return trampoline, an int3 (the trampoline's way
 // out when no frame of its thread's returns), and the trampoline's
 // address as data.
-type routineOffsets struct{ hook, trampoline, trampPops, trap, size int }
+type routineOffsets struct{ tally, hook, trampoline, trampPops, trap, size int }
 
 var routineAt = func() routineOffsets {
 	r := &RecordRoutine{Layout: RecordLayout{Slots: 1, RingSize: 4096}}
@@ -160,6 +163,8 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 // konst. It notes where the parts start in o, if not nil.
 func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 	r.record(a)
+	tally := len(a.b)
+	r.tally(a)
 	hook := len(a.b)
 	r.hook(a, konst)
 	tramp := len(a.b)
@@ -173,25 +178,25 @@ func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 	}
 	a.b = binary.LittleEndian.AppendUint64(a.b, tr)
 	if o != nil {
-		*o = routineOffsets{hook: hook, trampoline: tramp, trampPops: pops.trampPops, trap: trap, size: len(a.b)}
+		*o = routineOffsets{tally: tally, hook: hook, trampoline: tramp, trampPops: pops.trampPops, trap: trap, size: len(a.b)}
 	}
 }
 
-// record appends the record routine.
-func (r *RecordRoutine) record(a *asm) {
+// findRing appends the search for the calling thread's ring, by its
+// thread id: its own, or the first free one of ringProbes from there,
+// claimed. Where the thread has none, the code counts the hit (no thread
+// id, or no ring free) and returns 0 in %r10 and %rsi. It returns the
+// places of the branches to land where the ring is found, in %rsi; it
+// uses %rax, %rcx, %rdx, %rsi and %r9.
+func (r *RecordRoutine) findRing(a *asm) [2]int {
 	l := r.Layout
-	jcc := func(cc byte) int { // a jcc rel32 to be patched: returns its place
-		a.raw(0x0f, cc)
-		a.raw(0, 0, 0, 0)
-		return len(a.b) - 4
-	}
-	land := func(at int) { binary.LittleEndian.PutUint32(a.b[at:], uint32(len(a.b)-at-4)) }
+	jcc := a.jcc
+	land := a.land
 	imm32 := func(v uint64) { a.b = binary.LittleEndian.AppendUint32(a.b, uint32(v)) }
 	movabsRAX := func(v uint64) { // movabs $v,%rax
 		a.raw(0x48, 0xb8)
 		a.b = binary.LittleEndian.AppendUint64(a.b, v)
 	}
-	mask := l.RingSize - 1
 
 	a.raw(0xf3, 0x48, 0x0f, 0xae, 0xc0) // rdfsbase %rax
 	a.raw(0x48, 0x85, 0xc0)             // test %rax,%rax
@@ -234,9 +239,20 @@ func (r *RecordRoutine) record(a *asm) {
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoTid) // lock incq RingsNoTid(%rax)
 	a.raw(0x45, 0x31, 0xd2)                   // xor %r10d,%r10d
 	a.raw(0x31, 0xf6, 0xc3)                   // xor %esi,%esi; ret
+	return [2]int{found, claimed}
+}
 
-	land(found)
-	land(claimed)
+// record appends the record routine.
+func (r *RecordRoutine) record(a *asm) {
+	l := r.Layout
+	jcc := a.jcc
+	land := a.land
+	imm32 := func(v uint64) { a.b = binary.LittleEndian.AppendUint32(a.b, uint32(v)) }
+	mask := l.RingSize - 1
+
+	for _, at := range r.findRing(a) {
+		land(at)
+	}
 	a.raw(0x49, 0x89, 0xf2)                 // mov %rsi,%r10: the ring
 	retry := len(a.b)                       // retry:
 	a.raw(0x48, 0x8b, 0x46, RingHead)       // mov RingHead(%rsi),%rax: h
@@ -325,6 +341,10 @@ type RecordStub struct {
 	// Rings is the rings' address (RecordLayout.Base), where the reads
 	// find the process's id.
 	Rings uint64
+	// Tallies, if any, make the stub record nothing: it adds to its
+	// thread's counters instead (tally_amd64.go), and Regs, StackWords,
+	// Hook and Reads are not used.
+	Tallies []Tally
 
 	pops int // where the pops start in the code, once made
 }
@@ -412,6 +432,13 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	a := &asm{at: at}
 	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp: below the red zone
 	a.saveAll()
+	if len(s.Tallies) > 0 {
+		if err := s.checkTallies(); err != nil {
+			return nil, err
+		}
+		s.tallyBody(a, byOff)
+		return s.leave(a), a.err
+	}
 	a.raw(0x49, 0xb8) // movabs $(Site << 32 | Len),%r8
 	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(s.Site)<<32|uint64(s.Len()))
 	a.raw(0xe8) // call Routine
@@ -458,12 +485,18 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	}
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
 	a.land(skip)
+	return s.leave(a), a.err
+}
+
+// leave appends the stub's way out: the restores, the step back over
+// the red zone and the jump to Next.
+func (s *RecordStub) leave(a *asm) []byte {
 	s.pops = len(a.b)
 	a.restoreAll()
 	a.raw(0x48, 0x8d, 0xa4, 0x24, mbRedZone, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 	a.raw(0xe9)                                                // jmp Next
 	a.rel32(s.Next)
-	return a.b, a.err
+	return a.b
 }
 
 // StubRewind says how a thread inside a record stub or the routine gets

@@ -23,7 +23,7 @@ func TestRecordCodeDecodes(t *testing.T) {
 		t.Fatalf("the trampoline's address as data: %#x, want %#x", tr, Trampoline(routine))
 	}
 	insts := decodeAll(t, code[:len(code)-8], routine)
-	for _, part := range []uint64{routine, HookRoutine(routine), Trampoline(routine), TrampolineTrap(routine)} {
+	for _, part := range []uint64{routine, TallyRoutine(routine), HookRoutine(routine), Trampoline(routine), TrampolineTrap(routine)} {
 		if _, ok := insts[part]; !ok {
 			t.Errorf("%#x: not an instruction's start", part)
 		}
@@ -84,6 +84,40 @@ func TestRecordCodeDecodes(t *testing.T) {
 		// at each instruction, Rewind must give back the sp of the probe.
 		walk(t, code, sp, func(off int, rsp uint64) (StubRewind, bool) { return s.Rewind(at, at+uint64(off), rsp) })
 	}
+	// A tallying stub: one call, no system call, and the same rewinds.
+	v := []TallyValue{
+		{Reg: regOff[regRDI], Word: -1, Bits: 64, Size: 8},
+		{Reg: regOff[regRBX], Word: -1, Shift: 8, Bits: 8, Size: 1, Signed: true},
+		{Reg: -1, Word: 1, Bits: 64, Size: 4, BitField: true, Lsh: 3, Rsh: 27},
+		{Reg: regOff[regRSP], Word: -1, Bits: 64, Size: 8},
+	}
+	s := &RecordStub{Routine: routine, Next: 0x20000, Site: 8, Rings: l.Base,
+		Tallies: []Tally{{At: 0}, {At: 1, Value: &v[0]}, {At: 68, Value: &v[1]}, {At: 135, Value: &v[2]}, {At: 202, Value: &v[3]}}}
+	const at, sp = 0x11000, 0x7ffe0000
+	code, err = s.Code(at)
+	if err != nil || len(code) != s.Size() {
+		t.Fatalf("tallies: %v, %d bytes, Size %d", err, len(code), s.Size())
+	}
+	calls := 0
+	for pc, in := range decodeAll(t, code, at) {
+		switch in.Op {
+		case x86asm.CALL:
+			if calls++; pc+uint64(in.Len)+uint64(int64(in.Args[0].(x86asm.Rel))) != TallyRoutine(routine) {
+				t.Errorf("%#x %v: not a call of the tally routine", pc, in)
+			}
+		case x86asm.SYSCALL:
+			t.Errorf("%#x: a system call in a tallying stub", pc)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("tallies: %d calls, want 1", calls)
+	}
+	walk(t, code, sp, func(off int, rsp uint64) (StubRewind, bool) { return s.Rewind(at, at+uint64(off), rsp) })
+	s.Tallies = append(s.Tallies, Tally{At: TallyWords - 1, Value: &v[0]})
+	if _, err := s.Code(at); err == nil {
+		t.Errorf("a histogram past the counters: no error")
+	}
+
 	if rw := RoutineRewind(0x7ffe0000 - rsSP - 8); rw.SP != 0x7ffe0000 || rw.Area != 0x7ffe0000-rsSP {
 		t.Fatalf("RoutineRewind: %+v", rw)
 	}

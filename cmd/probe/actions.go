@@ -142,7 +142,12 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	// Actions that read no more than a hit's fields can run from a
 	// record the tracee made itself, without stopping.
 	recorded := !s.noRecord && plan.Load() != nil && plan.Load().FieldsOnly()
-	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Pre: func(h *probe.Hit) {
+	// Actions that only count may be counted by the tracee itself.
+	var tally *probe.Tally
+	if recorded {
+		tally = plan.Load().Tally()
+	}
+	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Tally: tally, Pre: func(h *probe.Hit) {
 		pl := plan.Load()
 		if pl == nil || !pl.Run(h) {
 			return

@@ -614,6 +614,15 @@ func stopsNote(stops map[string]int) string {
 	return fmt.Sprintf(", %d stop the thread (%s)", n, strings.Join(parts, ", "))
 }
 
+// inProcessText says how an in-process probe's hits are taken (how:
+// Path's note).
+func inProcessText(how string) string {
+	if how != "" {
+		return "in-process, " + how
+	}
+	return "in-process"
+}
+
 // pathLines says for each probe, by name, how its hits are taken.
 func pathLines(added []*probe.Probe) []string {
 	ps := slices.Clone(added)
@@ -621,7 +630,7 @@ func pathLines(added []*probe.Probe) []string {
 	var lines []string
 	for _, p := range ps {
 		if in, why := p.Path(); in {
-			lines = append(lines, p.Name()+": in-process")
+			lines = append(lines, p.Name()+": "+inProcessText(why))
 		} else {
 			lines = append(lines, fmt.Sprintf("%s: stops the thread (%s)", p.Name(), why))
 		}

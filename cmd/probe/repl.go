@@ -464,8 +464,9 @@ func (s *session) list() error {
 		s.mu.Lock()
 		text := s.specs[p.Event]
 		s.mu.Unlock()
-		path := "in-process"
-		if in, why := p.Path(); !in {
+		in, why := p.Path()
+		path := inProcessText(why)
+		if !in {
 			path = "stops: " + why
 		}
 		fmt.Fprintf(&b, "%-20s %-8s hits=%-8d %-24s %s  (%s)\n", p.Name(), state, p.Hits(), p.Where, text, path)

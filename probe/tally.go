@@ -1,0 +1,199 @@
+package probe
+
+import (
+	"slices"
+
+	"github.com/probedbg/probe/singlestep"
+)
+
+// Tallies: a probe whose handler only counts its hits and draws log2
+// histograms of fields read from registers or the stack (Handler.Tally)
+// is counted by the tracee itself, where it records in-process: its stub
+// adds to counters in the thread's ring header (singlestep.Tally) and
+// makes no record. The drain reads each thread's counters and hands the
+// handler what the thread added since the last look. Per hit that is a
+// few instructions in the tracee and nothing in the tracer; no ring
+// fills, whatever the rate.
+
+// Tally says that a handler's Pre does nothing but count hits and draw
+// log2 histograms (as bpftrace's hist()) of some of the probe's fields:
+// then, where the probe records in the tracee and has no filter, the
+// tracee keeps the counts, Pre is not called, and Add is given what each
+// thread added (on the drain's goroutine, as Recorded handlers are).
+type Tally struct {
+	Hists []string // fields whose log2 histogram is kept
+	Add   func(TallyDelta)
+}
+
+// TallyDelta is what one thread added to a probe's counts.
+type TallyDelta struct {
+	Tid   int
+	Comm  string
+	Hits  uint64
+	Hists []Log2Hist // in the order of Tally.Hists
+}
+
+// Log2Hist is a log2 histogram: Buckets[0] counts the value 0,
+// Buckets[i] the values in [2^(i-1), 2^i); Negative the values below 0;
+// Sum is the values' sum (an unsigned value of 2^63 or more counts as
+// 2^63-1).
+type Log2Hist struct {
+	Buckets  [65]uint64
+	Negative uint64
+	Sum      int64
+}
+
+// siteTally is one probe's counters in each ring: its hits at at, then
+// a histogram block per field of its Tally.
+type siteTally struct {
+	p      *Probe
+	at     int
+	values []singlestep.TallyValue
+}
+
+// tallyPlan returns what st's probes count in the tracee, without the
+// counters' places, or nil if st cannot be counted there: a probe of it
+// prints or filters, or a return (returns: its function is traced with
+// returns hooked) or the function tracer needs records.
+func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
+	if len(st.probes) == 0 || len(st.returns) > 0 || traced {
+		return nil
+	}
+	plan := make([]siteTally, 0, len(st.probes))
+	for _, p := range st.probes {
+		ta := p.handler.Tally
+		if ta == nil || !p.handler.Recorded || p.handler.Post != nil || p.args != nil && p.args.filter != nil {
+			return nil
+		}
+		pt := siteTally{p: p}
+		for _, name := range ta.Hists {
+			v, ok := p.args.tallyValue(name)
+			if !ok {
+				return nil
+			}
+			pt.values = append(pt.values, v)
+		}
+		plan = append(plan, pt)
+	}
+	return plan
+}
+
+// tallyValue is how a stub makes the value of the fetch-arg name for a
+// histogram: a register or one of the words at sp, an integer.
+func (a *Args) tallyValue(name string) (singlestep.TallyValue, bool) {
+	if a == nil {
+		return singlestep.TallyValue{}, false
+	}
+	i := slices.IndexFunc(a.args, func(f fetchArg) bool { return f.name == name })
+	if i < 0 {
+		return singlestep.TallyValue{}, false
+	}
+	f := &a.args[i]
+	info := f.typ.info()
+	if len(f.derefs) > 0 || f.count > 0 || info.size == 0 || info.str || f.typ == TypeDwarf {
+		return singlestep.TallyValue{}, false
+	}
+	v := singlestep.TallyValue{Reg: -1, Word: -1, Bits: 64, Size: info.size, BitField: f.bf, Lsh: f.lsh, Rsh: f.rsh, Signed: info.signed}
+	switch f.base {
+	case baseReg:
+		off := int(f.reg.idx) * 8
+		if off == ripOff || !singlestep.RecordableReg(off) {
+			return v, false
+		}
+		v.Reg, v.Shift, v.Bits = off, f.reg.shift, f.reg.width
+	case baseStack:
+		if f.imm >= singlestep.RecordStackMax {
+			return v, false
+		}
+		v.Word = int(f.imm)
+	default:
+		return v, false
+	}
+	return v, true
+}
+
+// words is how many counters pt takes in each ring.
+func (pt *siteTally) words() int { return 1 + len(pt.values)*singlestep.TallyHistWords }
+
+// sameTallies reports whether two plans count the same things.
+func sameTallies(a, b []siteTally) bool {
+	return slices.EqualFunc(a, b, func(x, y siteTally) bool {
+		return x.p == y.p && slices.Equal(x.values, y.values)
+	})
+}
+
+// placeTallies gives plan its counters in the rings: the stub's
+// tallies, or false when the rings have no room left.
+func (in *inproc) placeTallies(plan []siteTally) ([]singlestep.Tally, bool) {
+	n := 0
+	for i := range plan {
+		n += plan[i].words()
+	}
+	if in.tallyWords+n > singlestep.TallyWords {
+		return nil, false
+	}
+	var code []singlestep.Tally
+	for i := range plan {
+		pt := &plan[i]
+		pt.at = in.tallyWords
+		code = append(code, singlestep.Tally{At: pt.at})
+		for j := range pt.values {
+			code = append(code, singlestep.Tally{At: pt.at + 1 + j*singlestep.TallyHistWords, Value: &pt.values[j]})
+		}
+		in.tallyWords += pt.words()
+	}
+	return code, true
+}
+
+// collectTallies hands each counted probe what each thread added to its
+// counters since the last look. A thread adds to its hits before its
+// histograms, and the words are read in that order: a hit read without
+// its values has them at the next look.
+func (t *Tracer) collectTallies() {
+	in := t.inproc
+	if in == nil || len(in.tallied) == 0 {
+		return
+	}
+	in.rings.Tallies(in.tallyWords, func(tid int, words []uint64) {
+		last := in.tallyLast[tid]
+		if len(last) < len(words) {
+			last = append(last, make([]uint64, len(words)-len(last))...)
+			in.tallyLast[tid] = last
+		}
+		for _, rs := range in.tallied {
+			for i := range rs.tallies {
+				t.handTally(tid, &rs.tallies[i], words, last)
+			}
+		}
+	})
+}
+
+// handTally hands pt's handler what thread tid added to pt's counters
+// (words, seen last as last) and notes them seen.
+func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
+	in := t.inproc
+	end := pt.at + pt.words()
+	hits := words[pt.at] - last[pt.at]
+	if hits == 0 {
+		return
+	}
+	p := pt.p
+	if in.quiet[tid] || !p.enabled.Load() {
+		// A vfork child's hits, or a disabled probe's: not reported.
+		copy(last[pt.at:end], words[pt.at:end])
+		return
+	}
+	d := TallyDelta{Tid: tid, Comm: t.threadComm(tid), Hits: hits, Hists: make([]Log2Hist, len(pt.values))}
+	for j := range pt.values {
+		at := pt.at + 1 + j*singlestep.TallyHistWords
+		h := &d.Hists[j]
+		for b := range h.Buckets {
+			h.Buckets[b] = words[at+b] - last[at+b]
+		}
+		h.Negative = words[at+singlestep.TallyNegative] - last[at+singlestep.TallyNegative]
+		h.Sum = int64(words[at+singlestep.TallySum] - last[at+singlestep.TallySum])
+	}
+	copy(last[pt.at:end], words[pt.at:end])
+	p.hits.Add(hits)
+	p.handler.Tally.Add(d)
+}
