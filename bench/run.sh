@@ -100,8 +100,11 @@ cost "  C floor + GETREGS, same CPU" 1 taskset -c 0 "$out/floor" -g "$work" @N@ 
 cost "  C floor + GETREGS + SETREGS, same CPU" 1 taskset -c 0 "$out/floor" -r "$work" @N@ 1 floor
 ihits=$((hits * 10))
 inproc "probe p:leaf a=%di b=%si, in-process (10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 1
-one=$(inproc "  => count (no line per hit, 10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count' -- "$work" @N@ 1)
+inproc "  => count:a (a record a hit, no line, 10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count:a' -- "$work" @N@ 1
+# count and hist of registers are counted in the tracee: no record.
+one=$(inproc "  => count (counted in the tracee, 10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count' -- "$work" @N@ 1)
 echo "$one"
+inproc "  => hist:b (counted in the tracee, 10x)" 1 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => hist:b' -- "$work" @N@ 1
 two=$(inproc "  => count, 2 threads (10x)" 2 "$ihits" "$probe" run -o /dev/null 'p:leaf a=%di b=%si => count' -- "$work" @N@ 2)
 echo "$two"
 awk -v a="$(per_hit "$two")" -v b="$(per_hit "$one")" \
