@@ -240,27 +240,54 @@ func TestInProcessSignals(t *testing.T) {
 
 // TestInProcessFork: a forked child runs its original code (not
 // followed): only the parent's calls are recorded, and both run as
-// untraced. With -f probes stop the threads, and the child is traced too.
+// untraced. With -f the child is traced too, in-process, into rings of
+// its own: its records carry its pid, and its stub's read of memory
+// reads the child's (peek's cell is 2 there, 0 in the parent), as a stop
+// reads it.
 func TestInProcessFork(t *testing.T) {
 	t.Parallel()
 	exe := seqBin(t)
 	base := runCmd(t, nil, exe, "fork", "1000")
 	for _, c := range []struct {
-		flag, path string
-		child      int64
+		flags []string
+		path  string
+		child int64
 	}{
-		{"-v", "in-process", 0},
-		{"-f", "stops the thread (-f: a child would share the rings)", 1000},
+		{nil, "in-process", 0},
+		{[]string{"-f"}, "in-process", 1000},
+		{[]string{"-f", "--no-inprocess"}, "stops the thread (--no-inprocess)", 1000},
 	} {
 		out := filepath.Join(t.TempDir(), "trace")
-		r := probe(t, "run", c.flag, "-v", "-o", out, "p:work a=%di b=%si", "--", exe, "fork", "1000")
-		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "probe/p_work_0: "+c.path) {
-			t.Fatalf("probe run %s: want exit 0, %q and %q; got %v", c.flag, base.stdout, c.path, r)
+		args := append(append([]string{"run", "-v", "-o", out}, c.flags...), "p:work a=%di b=%si", "p:peek v=+0(%di):s64", "--", exe, "fork", "1000")
+		r := probe(t, args...)
+		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "probe/p_work_0: "+c.path+"\n") || !strings.Contains(r.stderr, "probe/p_peek_0: "+c.path+"\n") {
+			t.Fatalf("probe %v: want exit 0, %q and %q; got %v", args, base.stdout, c.path, r)
 		}
 		trace, _ := os.ReadFile(out)
-		calls, _ := seqTrace(t, string(trace))
+		var work []string
+		peeks := map[string]int{} // tid v=... -> count
+		tids := map[int64]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(trace)), "\n") {
+			if f := strings.Fields(line); len(f) == 6 && f[3] == "p_peek_0:" {
+				_, tid, _ := strings.Cut(f[0], "-")
+				peeks[tid+" "+f[5]]++
+				continue
+			}
+			work = append(work, line)
+		}
+		calls, _ := seqTrace(t, strings.Join(work, "\n")+"\n")
+		for _, call := range calls {
+			tids[call.who] = strconv.Itoa(call.tid)
+		}
 		if per := checkSequences(t, calls); per[0] != 1000 || per[2] != c.child {
-			t.Fatalf("%s: parent %d records, child %d: want 1000 and %d", c.flag, per[0], per[2], c.child)
+			t.Fatalf("%v: parent %d records, child %d: want 1000 and %d", c.flags, per[0], per[2], c.child)
+		}
+		want := map[string]int{tids[0] + " v=0": 1}
+		if c.child > 0 {
+			want[tids[2]+" v=2"] = 1
+		}
+		if fmt.Sprint(peeks) != fmt.Sprint(want) {
+			t.Errorf("%v: peek's reads by thread %v, want %v", c.flags, peeks, want)
 		}
 	}
 }
@@ -340,8 +367,9 @@ func TestInProcessPaths(t *testing.T) {
 	for _, c := range []struct {
 		spec, why string
 	}{
-		{"p:work s=+0(+0(%di)):u64", "probe/p_work_0: s reads memory through a pointer in memory"},
-		{"p:work s=+0(%di):u8[4]", "probe/p_work_0: s reads an array"},
+		{"p:work s=+0(%di):string[2]", "probe/p_work_0: s reads an array of strings"},
+		{"p:work s=+0(%di):u64[32]", "probe/p_work_0: s reads an array of 256 bytes, more than 255"},
+		{"p:work s=+0($stack1):u64", "probe/p_work_0: s reads memory at other than a register or an address"},
 		{"p:work a=%di => stacktrace", "probe/p_work_0: its actions need the thread stopped"},
 
 		{"p:work who", "probe/p_work_0: who reads a DWARF variable"},

@@ -151,6 +151,26 @@ func TestInProcessReturnsFork(t *testing.T) {
 	if want := []string{"arg1=0xa", "arg1=0xb", "arg1=0xc", "arg1=0xd"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("returns of spawn %q, want %q (the parent's only)", got, want)
 	}
+
+	// With -f the child, in rings of its own that start with a copy of
+	// the forking thread's shadow stack, returns through the same four
+	// hooked calls, recorded and reported as its own.
+	trace = runRet(t, []string{"-f", "r:spawn $retval"}, []string{"r_spawn_0"}, "fork")
+	byTid := map[int][]string{}
+	var tids []int
+	for _, e := range traceEvents(trace) {
+		if byTid[e.tid] == nil {
+			tids = append(tids, e.tid)
+		}
+		byTid[e.tid] = append(byTid[e.tid], strings.TrimSpace(e.rest))
+	}
+	want := map[string]bool{"arg1=0x64 arg1=0x65 arg1=0x66 arg1=0x67": true, "arg1=0xa arg1=0xb arg1=0xc arg1=0xd": true}
+	for _, tid := range tids {
+		delete(want, strings.Join(byTid[tid], " "))
+	}
+	if len(tids) != 2 || len(want) != 0 {
+		t.Fatalf("-f: returns of spawn by thread %v, missing %v", byTid, want)
+	}
 }
 
 // grepLines is the lines of s that contain sub.
@@ -206,6 +226,7 @@ func TestInProcessMemoryReads(t *testing.T) {
 		`a=40 b=2 name="hello" msg="` + long + `"`,
 		`a=(fault) b=(fault) name=(fault) msg="edge"`,
 		`a=40 b=2 name="hello" msg=(fault)`,
+		`a=9 b=0 name="" msg="six"`,
 	}
 	if strings.Join(stopped, "\n") != strings.Join(wantStopped, "\n") {
 		t.Fatalf("--no-inprocess:\n%s\nwant\n%s", strings.Join(stopped, "\n"), strings.Join(wantStopped, "\n"))
@@ -214,5 +235,42 @@ func TestInProcessMemoryReads(t *testing.T) {
 	wantRecorded[2] = `a=40 b=2 name="hello" msg="` + long[:256] + `"`
 	if strings.Join(recorded, "\n") != strings.Join(wantRecorded, "\n") {
 		t.Fatalf("in-process:\n%s\nwant\n%s", strings.Join(recorded, "\n"), strings.Join(wantRecorded, "\n"))
+	}
+}
+
+// TestInProcessMemoryChains: pointers in memory followed (+0(+32(%di)),
+// a string through a pointer, NULL and a pointer into a hole on the
+// way), arrays (one running into a hole), globals (@SYM, and a string
+// through one) are copied by the stub, a read a level, in-process; the
+// fields are a stop's, one by one.
+func TestInProcessMemoryChains(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "mem", filepath.Join("testdata", "inprocess", "mem.c"), "-O0", "-g", "-Wall")
+	want := runCmd(t, nil, exe)
+	spec := "p:t/chain use n=+0(+32(%di)):s64 nb=+8(+32(%di)):s32 l=+0(+40(%di)):string arr=+48(%di):s32[4] g=@global:s64 gs=+0(@gname):string"
+	var traces [2][]string
+	for i, flag := range []string{"--no-inprocess", "-v"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, "run", "-o", out, flag, spec, "--", exe)
+		if r.code != 0 || r.stdout != want.stdout || flag == "-v" && !strings.Contains(r.stderr, "probe: t/chain: in-process\n") {
+			t.Fatalf("probe %s: %v\nwant exit 0, %q and in-process", flag, r, want.stdout)
+		}
+		trace, _ := os.ReadFile(out)
+		for _, e := range traceEvents(string(trace)) {
+			traces[i] = append(traces[i], strings.TrimSpace(e.rest))
+		}
+	}
+	if strings.Join(traces[0], "\n") != strings.Join(traces[1], "\n") || len(traces[0]) != 6 {
+		t.Fatalf("in-process:\n%s\nwith a stop at each hit:\n%s", strings.Join(traces[1], "\n"), strings.Join(traces[0], "\n"))
+	}
+	for i, want := range map[int]string{
+		0: `n=41 nb=3 l="lbl" arr={1,-2,3,-4} g=77 gs="gee"`,
+		1: `n=(fault) nb=(fault) l=(fault) arr={(fault),(fault),(fault),(fault)} g=77 gs="gee"`,
+		4: `n=(fault) nb=(fault) l=(fault) arr={1,-2,3,-4} g=77 gs="gee"`,
+		5: `n=41 nb=3 l="q" arr={5,6,(fault),(fault)} g=77 gs="gee"`,
+	} {
+		if traces[1][i] != want {
+			t.Errorf("call %d: %s, want %s", i, traces[1][i], want)
+		}
 	}
 }

@@ -356,14 +356,20 @@ func TestJumpReturnFork(t *testing.T) {
 	// In-process, the child's copy of the stack has the parent's hooked
 	// returns too: they go back before it runs, or it would return into
 	// the trampoline with no frame of its own.
-	for _, mode := range []string{"--no-inprocess", "-f", "in-process"} {
+	// With -f, the child's copy of the stubs records into rings of its
+	// own, and its returns through its copy of the hooks are its own.
+	for _, mode := range []string{"--no-inprocess", "-f", "-f in-process", "in-process"} {
 		out := filepath.Join(t.TempDir(), "trace")
 		args := []string{"run", "-o", out}
 		perProbe, wantOut, wantErr := calls, want.stdout, hookedLines(jumpOptimisable)
 		switch mode {
 		case "-f":
+			args = append(args, "-f", "--no-inprocess")
+			perProbe, wantOut = 2*calls, strings.Replace(want.stdout, "child text ok", "child text BAD", 1)
+		case "-f in-process":
 			args = append(args, "-f")
 			perProbe, wantOut = 2*calls, strings.Replace(want.stdout, "child text ok", "child text BAD", 1)
+			wantErr = jumpedLine(jumpOptimisable)
 		case "--no-inprocess":
 			args = append(args, mode)
 		default:

@@ -56,6 +56,11 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 	if err != nil {
 		return false
 	}
+	if t.inproc != nil {
+		// The calls it recorded come first: the child's copy of its
+		// call stacks must have them.
+		t.drainThread(ev.Tid)
+	}
 	c := t.newFollowed(proc)
 	for addr, s := range t.sites {
 		cp := *s
@@ -65,6 +70,9 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 	for _, a := range t.xol {
 		cp := *a
 		c.xol = append(c.xol, &cp)
+	}
+	if t.inproc != nil {
+		c.forkRings(t, ev.Tid)
 	}
 	for name, p := range t.probes {
 		c.probes[name] = p
@@ -144,6 +152,7 @@ func (t *Tracer) serveEvent(ev tracee.Event) {
 	}
 	c.dispatch(ev)
 	if !c.proc.Alive() {
+		c.retireRings()
 		c.retireAll()
 		c.proc.Leave()
 		delete(t.followed, ev.Pid)
@@ -185,6 +194,7 @@ func (t *Tracer) detachFamily(anchor int) {
 			a = anchor
 		}
 		c.detachAll(a)
+		c.retireRings()
 		c.proc.Leave()
 		delete(t.followed, pid)
 		t.lostHits += c.lostHits

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"encoding/binary"
+	"io"
 
 	"golang.org/x/sys/unix"
 
@@ -78,7 +79,14 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 // shares with its parent.
 type forkedReturn struct{ sp, ret uint64 }
 
-func unhijackIn(child *tracee.Child, sp, ret, trampoline uint64) {
+// memory is a fork child's memory: its tracee.Child, or its
+// tracee.Process when it is followed.
+type memory interface {
+	io.ReaderAt
+	io.WriterAt
+}
+
+func unhijackIn(child memory, sp, ret, trampoline uint64) {
 	var b [8]byte
 	if _, err := child.ReadAt(b[:], int64(sp)); err != nil || binary.LittleEndian.Uint64(b[:]) != trampoline {
 		return

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 	"unsafe"
@@ -92,39 +93,67 @@ type snippet struct {
 	str       bool
 }
 
-// fromSnippet serves a read at addr from the snippets, if one has it.
-func (s *stackWords) fromSnippet(p []byte, addr uint64) (int, bool) {
-	for pass := range 2 {
-		for i := range s.snips[:s.nsnips] {
-			sn := &s.snips[i]
-			cut := sn.str && sn.got == sn.want
-			if addr < sn.addr || addr >= sn.addr+uint64(sn.want) && (pass == 0 || !cut) {
-				continue
-			}
-			n := 0
-			for ; n < len(p); n++ {
-				switch o := addr - sn.addr + uint64(n); {
-				case o < uint64(sn.got):
-					p[n] = sn.data[o]
-				case cut:
-					p[n] = 0
-				default:
-					return n, true
-				}
-			}
-			return n, true
+// fromSnippet serves a read at addr from the snippets, if one has it:
+// from the bytes a snippet copied; or, with tails, past the end of a
+// string copied whole to its bound, which reads on as NULs up to the
+// longest string a fetch reads (only that: another read there is of
+// other memory, not recorded).
+func (s *stackWords) fromSnippet(p []byte, addr uint64, tails bool) (int, bool) {
+	for i := range s.snips[:s.nsnips] {
+		sn := &s.snips[i]
+		cut := sn.str && sn.got == sn.want
+		end := sn.addr + uint64(sn.want)
+		if tails && cut {
+			end = sn.addr + MaxStringSize
 		}
+		if addr < sn.addr || addr >= end {
+			continue
+		}
+		n := 0
+		for ; n < len(p); n++ {
+			switch o := addr - sn.addr + uint64(n); {
+			case o < uint64(sn.got):
+				p[n] = sn.data[o]
+			case cut:
+				p[n] = 0
+			default:
+				return n, true
+			}
+		}
+		return n, true
 	}
 	return 0, false
 }
 
+// ReadAt reads what the stub copied: the memory a read copied, the
+// words at sp, or the NULs past a string cut at its bound, in that order.
 func (s *stackWords) ReadAt(p []byte, addr int64) (int, error) {
-	if n, ok := s.fromSnippet(p, uint64(addr)); ok {
-		if n < len(p) {
-			return n, fmt.Errorf("%#x: the copy faulted", uint64(addr)+uint64(n))
-		}
-		return n, nil
+	if n, ok := s.fromSnippet(p, uint64(addr), false); ok {
+		return s.snipped(p, addr, n)
 	}
+	if n, err := s.fromStack(p, addr); n > 0 || s.tailless(uint64(addr)) {
+		return n, err
+	}
+	n, _ := s.fromSnippet(p, uint64(addr), true)
+	return s.snipped(p, addr, n)
+}
+
+// snipped is ReadAt's answer for n bytes of p read from a snippet.
+func (s *stackWords) snipped(p []byte, addr int64, n int) (int, error) {
+	if n < len(p) {
+		return n, fmt.Errorf("%#x: the copy faulted", uint64(addr)+uint64(n))
+	}
+	return n, nil
+}
+
+// tailless reports whether no string's NUL tail covers addr.
+func (s *stackWords) tailless(addr uint64) bool {
+	_, ok := s.fromSnippet(nil, addr, true)
+	return !ok
+}
+
+// fromStack reads the words recorded at sp.
+func (s *stackWords) fromStack(p []byte, addr int64) (int, error) {
 	n := 0
 	for n < len(p) {
 		at := uint64(addr) + uint64(n)
@@ -165,11 +194,14 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 		case f.typ == TypeDwarf || f.base == baseDwarf:
 			return need, fmt.Sprintf("%s reads a DWARF variable", f.name)
 		case len(f.derefs) > 0:
-			r, why := f.memRead()
+			chain, why := f.memReads()
 			if why != "" {
 				return need, fmt.Sprintf("%s %s", f.name, why)
 			}
-			need.merge(recordNeeds{regs: []int{r.Reg}, reads: []singlestep.MemRead{r}})
+			if !chain[0].Abs {
+				need.add([]int{chain[0].Reg}, 0)
+			}
+			need.addChain(chain)
 			continue
 		case f.count > 0 || f.typ.IsString() && f.base != baseComm && f.base != baseData:
 			return need, fmt.Sprintf("%s reads memory", f.name)
@@ -201,26 +233,48 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 	return need, ""
 }
 
-// memRead is the copy a stub makes for f, a fetch-arg that reads memory:
-// one dereference of a whole general register, a scalar or a string
-// (cut at singlestep.MemReadMax bytes); why says what else f reads.
-func (f *fetchArg) memRead() (r singlestep.MemRead, why string) {
+// memReads is the copies a stub makes for f, a fetch-arg that reads
+// memory: one a dereference, from a whole general register or an
+// address (@SYM), each after the first based on the pointer the one
+// before it read; the last a scalar, an array of them (shorter than
+// singlestep.MemReadMax bytes) or a string (cut at MemReadMax). why says
+// what else f reads.
+func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
 	off := int(f.reg.idx) * 8
 	switch {
-	case len(f.derefs) > 1:
-		return r, "reads memory through a pointer in memory"
+	case f.base == baseImm:
 	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == ripOff || off == flagsOff || !singlestep.RecordableReg(off):
-		return r, "reads memory at other than a register"
+		return nil, "reads memory at other than a register or an address"
+	}
+	for _, d := range f.derefs {
+		if d != int64(int32(d)) {
+			return nil, "reads memory too far from its base"
+		}
+	}
+	size := int(fetchTypes[f.typ].size)
+	switch {
+	case f.typ.IsString() && f.count > 0:
+		return nil, "reads an array of strings"
+	case f.typ.IsString():
+		size = singlestep.MemReadMax
 	case f.count > 0:
-		return r, "reads an array"
-	case f.derefs[0] != int64(int32(f.derefs[0])):
-		return r, "reads memory too far from its register"
+		size *= int(f.count)
+		if size >= singlestep.MemReadMax {
+			return nil, fmt.Sprintf("reads an array of %d bytes, more than %d", size, singlestep.MemReadMax-1)
+		}
 	}
-	r = singlestep.MemRead{Reg: off, Off: int32(f.derefs[0]), Len: int(fetchTypes[f.typ].size)}
-	if f.typ.IsString() {
-		r.Len = singlestep.MemReadMax
+	for i, d := range f.derefs {
+		r := singlestep.MemRead{Reg: off, Off: int32(d), Len: 8, Via: i}
+		if i == 0 && f.base == baseImm {
+			r.Reg, r.Abs, r.Addr = -1, true, f.imm
+		}
+		if i > 0 {
+			r.Reg = -1
+		}
+		chain = append(chain, r)
 	}
-	return r, ""
+	chain[len(chain)-1].Len = size
+	return chain, ""
 }
 
 // recordNeeds is what a site's stub records, and whether it hooks the
@@ -245,13 +299,24 @@ func (n *recordNeeds) merge(o recordNeeds) {
 			n.regs = append(n.regs, off)
 		}
 	}
-	for _, r := range o.reads {
-		if !slices.Contains(n.reads, r) {
+	n.addChain(o.reads)
+	n.words = max(n.words, o.words)
+	n.hook = n.hook || o.hook
+}
+
+// addChain makes n copy the reads of chain (each Via one before it in
+// chain) too: a read n makes already is made once.
+func (n *recordNeeds) addChain(chain []singlestep.MemRead) {
+	at := make([]int, len(chain)) // where each of chain's reads is in n
+	for i, r := range chain {
+		if r.Via > 0 {
+			r.Via = at[r.Via-1] + 1
+		}
+		if at[i] = slices.Index(n.reads, r); at[i] < 0 {
+			at[i] = len(n.reads)
 			n.reads = append(n.reads, r)
 		}
 	}
-	n.words = max(n.words, o.words)
-	n.hook = n.hook || o.hook
 }
 
 // recordPlan says what st's stub must record, or why st traps.
@@ -260,8 +325,6 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	switch {
 	case t.tuning.NoInProcess:
 		return need, "--no-inprocess"
-	case t.follow:
-		return need, "-f: a child would share the rings"
 	case st.module == nil || isGo(st.module):
 		return need, "Go code"
 	case st.addr != st.sym.Addr+st.module.Bias:
@@ -535,7 +598,7 @@ func (t *Tracer) prepareRings(anchor int, held []int, sites func(func(*site) boo
 // any, once Start is done with the tracer's state: from then on the
 // drain and the loop take turns (withHandlers).
 func (t *Tracer) startDrain() {
-	if t.inproc == nil {
+	if t.inproc == nil && !t.follow {
 		return
 	}
 	t.drainStop, t.drainDone = make(chan struct{}), make(chan struct{})
@@ -557,7 +620,12 @@ func (t *Tracer) startDrain() {
 			case <-time.After(wait):
 			}
 			n := 0
-			t.withHandlers(func() { n = t.drainRecords() })
+			t.withHandlers(func() {
+				n = t.drainRecords()
+				for _, c := range t.followed {
+					n += c.drainRecords()
+				}
+			})
 			// Busy rings are drained every millisecond; idle ones
 			// less often, up to every 20.
 			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
@@ -580,10 +648,12 @@ func (t *Tracer) stopDrain() {
 }
 
 // withHandlers runs fn holding the lock under which handlers run: the
-// ptrace loop's and the drain's hits never run at once.
+// ptrace loop's and the drain's hits never run at once. A followed
+// process's are under the root's lock.
 func (t *Tracer) withHandlers(fn func()) {
-	t.hmu.Lock()
-	defer t.hmu.Unlock()
+	mu := &t.top().hmu
+	mu.Lock()
+	defer mu.Unlock()
 	fn()
 }
 
@@ -599,10 +669,11 @@ func (t *Tracer) SetRecordRoom(room func() int) error {
 
 // room is how many records the handlers can take now; -1: no bound.
 func (t *Tracer) room() int {
-	if t.recordRoom == nil {
+	room := t.top().recordRoom
+	if room == nil {
 		return -1
 	}
-	return max(t.recordRoom(), 0)
+	return max(room(), 0)
 }
 
 // drainRecords runs the handlers of the committed records, as many as
@@ -952,7 +1023,8 @@ func (t *Tracer) retireRings() {
 		return
 	}
 	t.drainAll()
-	t.lostPast = addLost(t.lostPast, in.rings.Lost(in.freed))
+	r := t.top()
+	r.lostPast = addLost(r.lostPast, in.rings.Lost(in.freed))
 	in.rings.Release()
 	t.inproc, t.inprocWhy = nil, ""
 }
@@ -975,8 +1047,10 @@ func (t *Tracer) RecordsLost() ring.Lost {
 	var l ring.Lost
 	t.withHandlers(func() {
 		l = t.lostPast
-		if t.inproc != nil {
-			l = addLost(l, t.inproc.rings.Lost(t.inproc.freed))
+		for _, tr := range append([]*Tracer{t}, slices.Collect(maps.Values(t.followed))...) {
+			if in := tr.inproc; in != nil {
+				l = addLost(l, in.rings.Lost(in.freed))
+			}
 		}
 	})
 	return l

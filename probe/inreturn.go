@@ -144,9 +144,17 @@ func (t *Tracer) restoreInprocReturns() {
 // unhijackInprocIn gives a forked child the return addresses its copy of
 // thread tid's stack has hooked in the tracee.
 func (t *Tracer) unhijackInprocIn(child *tracee.Child, tid int) {
-	for _, f := range t.shadowOf(tid) {
+	if t.inproc != nil {
+		unhookFrames(child, t.shadowOf(tid), t.inproc.trampoline)
+	}
+}
+
+// unhookFrames puts back in a fork child's memory the return addresses
+// of frames, hooked in the tracee, that its copy of the stack has.
+func unhookFrames(child memory, frames []ring.ShadowFrame, trampoline uint64) {
+	for _, f := range frames {
 		if f.Ret&singlestep.UnhookedBit == 0 {
-			unhijackIn(child, f.Slot, f.Ret, t.inproc.trampoline)
+			unhijackIn(child, f.Slot, f.Ret, trampoline)
 		}
 	}
 }

@@ -50,12 +50,13 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 			t.onExec(ev)
 			return
 		}
+		// A vfork child leaves our memory: what its parent's thread
+		// records from now on is the parent's.
+		t.recordVforkDone(ev.Tid)
 		if t.follow && t.followExec(ev) {
 			return
 		}
-		// A vfork child leaves our memory.
 		delete(t.forkedReturns, ev.Tid)
-		t.recordVforkDone(ev.Tid)
 		t.proc.Detach(ev.Tid, 0)
 	case tracee.EventExit:
 		delete(t.stepping, ev.Tid)

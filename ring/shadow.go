@@ -59,3 +59,24 @@ func (r *Rings) Owners() []int {
 
 // SetPid tells the stubs the process's id (singlestep.RingsPid).
 func (r *Rings) SetPid(pid int) { atomic.StoreUint64(r.word(singlestep.RingsPid), uint64(pid)) }
+
+// Adopt claims a ring for thread tid, which has none yet, with frames as
+// its shadow stack: a fork child's thread, whose stack is a copy of the
+// forking thread's, hooked returns and all. The ring is the one the
+// record routine tries first for tid. false: it is taken.
+func (r *Rings) Adopt(tid int, frames []ShadowFrame) bool {
+	slot := tid & (r.layout.Slots - 1)
+	base := r.ring(slot)
+	if !atomic.CompareAndSwapUint64(r.word(base+singlestep.RingOwner), 0, uint64(tid)) {
+		return false
+	}
+	r.slotOf[tid] = slot
+	n := min(len(frames), singlestep.ShadowFrames)
+	for i, f := range frames[:n] {
+		at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
+		atomic.StoreUint64(r.word(at), f.Slot)
+		atomic.StoreUint64(r.word(at+8), f.Ret)
+	}
+	atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), uint64(n))
+	return true
+}

@@ -47,6 +47,7 @@ const (
 	ccNE = 0x85
 	ccA  = 0x87
 	ccS  = 0x88
+	ccL  = 0x8c
 )
 
 // jcc appends a jcc rel32 to be landed later; it returns its place.

@@ -14,11 +14,17 @@ import (
 // One system call per read, and no stop: the rare slow path the record
 // code can afford, next to a trap's two context switches.
 
-// MemRead is one read: Len bytes at the register's value plus Off.
+// MemRead is one read: Len bytes at a base plus Off. The base is the
+// register Reg; or with Via, the first word an earlier read of the stub
+// copied (a pointer in memory: +0(+8(%di)) is two reads, the second
+// Via the first); or with Abs, the address Addr (@SYM).
 type MemRead struct {
-	Reg int // the register's byte offset in unix.PtraceRegs
-	Off int32
-	Len int // bytes, at most MemReadMax
+	Reg  int // the register's byte offset in unix.PtraceRegs
+	Via  int // 0, or 1 + the index of the read whose first word is the base
+	Abs  bool
+	Addr uint64
+	Off  int32
+	Len  int // bytes, at most MemReadMax
 }
 
 // MemReadMax bounds one read: a string is cut there.
@@ -44,13 +50,36 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 	a.storeM(regR9, regRSP, rsSP-16)
 	at := s.values() // the first read's word
 	iov := int32(s.Len() - 8*iovWords)
-	for _, r := range s.Reads {
+	starts := make([]int, len(s.Reads)) // each read's first word
+	for i, r := range s.Reads {
+		starts[i] = at
 		reg, ok := byOff[r.Reg]
-		if !ok || reg > regR15 || r.Len <= 0 || r.Len > MemReadMax {
+		switch {
+		case r.Len <= 0 || r.Len > MemReadMax:
+			return fmt.Errorf("read of %d bytes: not recordable", r.Len)
+		case r.Via > i || r.Via > 0 && s.Reads[r.Via-1].Len < 8:
+			return fmt.Errorf("read %d: based on read %d, not an earlier pointer", i, r.Via-1)
+		case r.Via == 0 && !r.Abs && (!ok || reg > regR15):
 			return fmt.Errorf("read of %d bytes at register %d: not recordable", r.Len, r.Reg)
 		}
 		addr, res, data := int32(RecordHeader+8*at), int32(RecordHeader+8*at+8), int32(RecordHeader+8*at+16)
+		var skip int
 		switch saved := slices.Index(rsSaved, reg); {
+		case r.Via > 0:
+			// The pointer, if its read got all 8 bytes; else this read
+			// faults too, unread.
+			from := int32(RecordHeader + 8*starts[r.Via-1])
+			a.mem([]byte{0xc7}, 0, regRSI, addr) // movq $0,addr(%rsi): no address, unless read
+			a.b = binary.LittleEndian.AppendUint32(a.b, 0)
+			a.raw(0x48, 0xc7, 0xc0, 0xf2, 0xff, 0xff, 0xff) // mov $-EFAULT,%rax
+			a.raw(0x48, 0x83, 0xbe)                         // cmpq $8,res(%rsi)
+			a.b = binary.LittleEndian.AppendUint32(a.b, uint32(from+8))
+			a.raw(8)
+			skip = a.jcc(ccL)
+			a.loadM(regRAX, regRSI, from+16)
+		case r.Abs:
+			a.raw(0x48, 0xb8) // movabs $Addr,%rax
+			a.b = binary.LittleEndian.AppendUint64(a.b, r.Addr)
 		case saved >= 0:
 			a.loadStack(8 * saved)
 		case reg == regRSP:
@@ -82,6 +111,9 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		a.loadM(regRSI, regRSP, rsSP-8) // the record
 		a.raw(0x48, 0x83, 0xf8, 0xfc)   // cmp $-EINTR,%rax
 		a.jccBack(ccE, call)            // a signal came first: again
+		if skip != 0 {
+			a.land(skip)
+		}
 		a.storeM(regRAX, regRSI, res)
 		at += r.Words()
 	}

@@ -53,10 +53,11 @@ func TestRecordCodeDecodes(t *testing.T) {
 		t.Fatalf("a second copy's trampoline: %#x, want %#x", tr, Trampoline(routine))
 	}
 
-	reads := []MemRead{{Reg: SavedRegs()[4], Off: 8, Len: 4}, {Reg: regOff[regRBX], Off: -16, Len: MemReadMax}}
+	reads := []MemRead{{Reg: SavedRegs()[4], Off: 8, Len: 4}, {Reg: regOff[regRBX], Off: -16, Len: MemReadMax},
+		{Reg: regOff[regRDI], Off: 8, Len: 8}, {Reg: -1, Via: 3, Off: 16, Len: 2}, {Reg: -1, Abs: true, Addr: 0x601000, Len: 8}}
 	for _, hook := range []bool{false, true} {
 		s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: SavedRegs()[:3], StackWords: 2, Hook: hook, Reads: reads, Rings: l.Base}
-		if want := RecordHeader + 8*(3+2+map[bool]int{false: 0, true: 1}[hook]+3+34+iovWords); s.Len() != want {
+		if want := RecordHeader + 8*(3+2+map[bool]int{false: 0, true: 1}[hook]+3+34+3+3+3+iovWords); s.Len() != want {
 			t.Fatalf("hook %v: records of %d bytes, want %d", hook, s.Len(), want)
 		}
 		const at, sp = 0x11000, 0x7ffe0000
@@ -84,6 +85,12 @@ func TestRecordCodeDecodes(t *testing.T) {
 		// at each instruction, Rewind must give back the sp of the probe.
 		walk(t, code, sp, func(off int, rsp uint64) (StubRewind, bool) { return s.Rewind(at, at+uint64(off), rsp) })
 	}
+	for _, bad := range [][]MemRead{{{Reg: -1, Via: 1, Len: 8}}, {{Reg: regOff[regRDI], Len: 4}, {Reg: -1, Via: 1, Len: 8}}} {
+		if _, err := (&RecordStub{Routine: routine, Next: 0x20000, Reads: bad, Rings: l.Base}).Code(0x11000); err == nil {
+			t.Errorf("reads %+v: no error (a read based on itself, or on fewer than 8 bytes)", bad)
+		}
+	}
+
 	// A tallying stub: one call, no system call, and the same rewinds.
 	v := []TallyValue{
 		{Reg: regOff[regRDI], Word: -1, Bits: 64, Size: 8},

@@ -17,6 +17,41 @@ import (
 // is never removed, as MapExecutable's: code that uses it may still run.
 // A forked child shares it.
 func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte, err error) {
+	return p.mapShared(tid, size, false, func(theirs uint64) (uint64, error) {
+		if near != 0 {
+			return p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
+		}
+		// Anywhere: where the kernel puts the program's own mappings,
+		// high, out of the way of addresses a program may hold unmapped.
+		addr, err := p.InjectSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs, 0)
+		if err == nil {
+			err = syscallErr(addr)
+		}
+		return addr, err
+	})
+}
+
+// MapSharedAt is MapShared at addr, over what the tracee has there: a
+// fork child's own memory where its copy of its parent's shared mapping
+// was. Once the tracee's mapping is made it stays, even on an error.
+func (p *Process) MapSharedAt(tid int, addr, size uint64) (mem []byte, err error) {
+	_, mem, err = p.mapShared(tid, size, true, func(theirs uint64) (uint64, error) {
+		got, err := p.InjectSyscall(tid, unix.SYS_MMAP, addr, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED, theirs, 0)
+		if err == nil {
+			err = syscallErr(got)
+		}
+		if err == nil && got != addr {
+			err = fmt.Errorf("mmap at %#x gave %#x", addr, got)
+		}
+		return got, err
+	})
+	return mem, err
+}
+
+// mapShared makes a memory file of size bytes in the tracee, which place
+// maps there (given its descriptor there), and maps it here too; fixed:
+// place mapped it over something, and its mapping stays whatever fails.
+func (p *Process) mapShared(tid int, size uint64, fixed bool, place func(theirs uint64) (uint64, error)) (addr uint64, mem []byte, err error) {
 	var regs unix.PtraceRegs
 	if err := p.GetRegs(tid, &regs); err != nil {
 		return 0, nil, err
@@ -49,22 +84,14 @@ func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte
 	if err := unix.Ftruncate(ours, int64(size)); err != nil {
 		return 0, nil, err
 	}
-	if near == 0 {
-		// Anywhere: where the kernel puts the program's own mappings,
-		// high, out of the way of addresses a program may hold unmapped.
-		addr, err = p.InjectSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs, 0)
-		if err == nil {
-			err = syscallErr(addr)
-		}
-	} else {
-		addr, err = p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
-	}
-	if err != nil {
+	if addr, err = place(theirs); err != nil {
 		return 0, nil, err
 	}
 	mem, err = unix.Mmap(ours, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		p.InjectSyscall(tid, unix.SYS_MUNMAP, addr, size)
+		if !fixed {
+			p.InjectSyscall(tid, unix.SYS_MUNMAP, addr, size)
+		}
 		return 0, nil, err
 	}
 	return addr, mem, nil

@@ -10,7 +10,8 @@
  *                     handler calls work(1, k), k counting handled
  *                     signals: records made inside records
  *   seq fork N        the child of a fork calls work(2, i) N times, then
- *                     the parent work(0, i) N times
+ *                     the parent work(0, i) N times; then each calls
+ *                     peek(&cell, 0), cell 2 in the child, 0 in the parent
  *   seq loop T        T threads call work(thread, i) until stdin closes,
  *                     pausing 1 ms every 64 calls
  *
@@ -114,18 +115,30 @@ static void signals(long count)
 	printf("main=%ld handled=%ld\n", i, (long)handled);
 }
 
+/* A cell each process of a fork writes its own value to: a probe that
+ * reads it at peek shows whose memory it read. */
+static long cell;
+
+__attribute__((noinline, noipa)) long peek(const long *p, long i)
+{
+	return *p + i;
+}
+
 static void forked(long count)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
+		cell = 2;
 		for (long i = 0; i < count; i++)
 			work(2, i);
+		peek(&cell, 0);
 		_exit(0);
 	}
 	int st;
 	waitpid(pid, &st, 0);
 	for (long i = 0; i < count; i++)
 		work(0, i);
+	peek(&cell, 0);
 	printf("parent=%ld child=%ld status=%d\n", count, count, WEXITSTATUS(st));
 }
 

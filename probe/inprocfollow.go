@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/probedbg/probe/ring"
+)
+
+// In-process probes of followed processes (-f). A fork child's memory is
+// a copy of its parent's, record stubs and routines included, but the
+// rings are shared memory: the child's stubs would write into the
+// parent's rings, and its reads of memory name the parent's pid. So the
+// child gets rings of its own before it runs: a new memory file mapped
+// over the rings' address in the child alone, the same layout, the
+// parent's sites, and in its thread's ring the shadow stack of the
+// thread that forked, whose hooked returns its copy of the stack holds.
+// The root's drain drains every process's rings; the handlers of all of
+// them run under the root's lock.
+
+// forkRings gives c, the followed child of a fork by parent's thread tid,
+// its own rings; where it cannot, the child's record sites go back to
+// the int3 and its hooked returns home, and it is traced by stops.
+func (c *Tracer) forkRings(parent *Tracer, tid int) {
+	pin := parent.inproc
+	l := pin.rings.Layout()
+	mem, err := c.proc.MapSharedAt(c.pid, l.Base, l.Size())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probe: pid %d: its probes stop it: rings of its own: %v\n", c.pid, err)
+		c.inprocWhy = fmt.Sprintf("rings of its own: %v", err)
+		c.forgetRecordSites(pin.rings.Shadow(tid), pin.trampoline)
+		return
+	}
+	rings := ring.New(mem, l)
+	rings.SetPid(c.pid)
+	in := &inproc{
+		rings: rings, clock: pin.clock, routines: slices.Clone(pin.routines),
+		trampoline: pin.trampoline, trap: pin.trap, size: pin.size, nextID: pin.nextID, tallyWords: pin.tallyWords,
+		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
+	}
+	in.env = HitEnv{Mem: &in.stack, Symbolize: c.symbolize}
+	for id, rs := range pin.sites {
+		st := c.sites[rs.site.addr]
+		if st == nil || st.opt == nil || st.opt.record != rs {
+			continue
+		}
+		cp := *rs
+		cp.site, st.opt.record = st, &cp
+		in.sites[id] = &cp
+		if cp.tallies != nil {
+			in.tallied = append(in.tallied, &cp)
+		}
+	}
+	c.inproc = in
+	if frames := pin.rings.Shadow(tid); !rings.Adopt(c.pid, frames) {
+		unhookFrames(c.proc, frames, pin.trampoline) // (cannot be: the rings are new)
+	}
+	c.threadComm(c.pid)
+}
+
+// forgetRecordSites turns c's record sites back into int3s, and gives
+// the child the return addresses its stack has hooked (frames, the
+// forking thread's): no stub of it writes into its parent's rings.
+func (c *Tracer) forgetRecordSites(frames []ring.ShadowFrame, trampoline uint64) {
+	for _, st := range c.sites {
+		if o := st.opt; o != nil && o.record != nil {
+			c.unoptimize([]*site{st})
+			delete(c.detours, o.at)
+			st.opt, st.trapWhy = nil, c.inprocWhy
+		}
+	}
+	unhookFrames(c.proc, frames, trampoline)
+}
