@@ -274,3 +274,24 @@ func TestInProcessMemoryChains(t *testing.T) {
 		}
 	}
 }
+
+// TestInProcessRingCollision: a thread whose ring is not the first its
+// id picks (another thread's id is equal modulo the rings' count) keeps
+// finding its own once that first one is given back: its records stay
+// in one ring, and its hooked return finds its frame (collide.c).
+func TestInProcessRingCollision(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "collide", filepath.Join("testdata", "inprocess", "collide.c"), "-O2", "-g", "-Wall", "-pthread")
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "p:work x=%di", "r:hooked $retval", "--", exe)
+	if r.code != 0 || r.stdout != "hooked=7\n" || !strings.Contains(r.stderr, "probe: probe/r_hooked_0: in-process\n") || !strings.Contains(r.stderr, "probe: probe/p_work_0: in-process\n") {
+		t.Fatalf("probe run: %v\nwant exit 0, hooked=7, both probes in-process", r)
+	}
+	var got []string
+	for _, e := range traceEvents(readFile(t, out)) {
+		got = append(got, e.name+strings.TrimRight(e.rest, " "))
+	}
+	if want := []string{"p_work_0 x=0x1", "p_work_0 x=0x5", "r_hooked_0 arg1=0x7"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

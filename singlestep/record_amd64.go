@@ -183,12 +183,12 @@ func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 }
 
 // findRing appends the search for the calling thread's ring, by its
-// thread id: its own, or the first free one of ringProbes from there,
-// claimed. Where the thread has none, the code counts the hit (no thread
+// thread id: its own among ringProbes rings from the one the id picks,
+// else the first free one of them, claimed. Where the thread has none, the code counts the hit (no thread
 // id, or no ring free) and returns 0 in %r10 and %rsi. It returns the
 // places of the branches to land where the ring is found, in %rsi; it
 // uses %rax, %rcx, %rdx, %rsi and %r9.
-func (r *RecordRoutine) findRing(a *asm) [2]int {
+func (r *RecordRoutine) findRing(a *asm) [3]int {
 	l := r.Layout
 	jcc := a.jcc
 	land := a.land
@@ -205,30 +205,48 @@ func (r *RecordRoutine) findRing(a *asm) [2]int {
 	imm32(uint64(uint32(l.TidOff)))
 	a.raw(0x85, 0xc0) // test %eax,%eax
 	noTid2 := jcc(0x8e)
-	a.raw(0x89, 0xc2)          // mov %eax,%edx: the owner
-	a.raw(0x89, 0xc1)          // mov %eax,%ecx: the first ring tried
-	a.raw(0x41, 0xb9)          // mov $ringProbes,%r9d
-	imm32(ringProbes)          //
-	try := len(a.b)            // try:
-	a.raw(0x89, 0xce)          // mov %ecx,%esi
-	a.raw(0x81, 0xe6)          // and $Slots-1,%esi
-	imm32(uint64(l.Slots - 1)) //
-	a.raw(0x48, 0x69, 0xf6)    // imul $Stride,%rsi,%rsi
-	imm32(l.Stride())
-	movabsRAX(l.Base + RingsHeader)
-	a.raw(0x48, 0x01, 0xc6)             // add %rax,%rsi: the ring
+	a.raw(0x89, 0xc2)  // mov %eax,%edx: the owner
+	ringAt := func() { // %rsi: the address of ring %ecx (modulo Slots)
+		a.raw(0x89, 0xce)          // mov %ecx,%esi
+		a.raw(0x81, 0xe6)          // and $Slots-1,%esi
+		imm32(uint64(l.Slots - 1)) //
+		a.raw(0x48, 0x69, 0xf6)    // imul $Stride,%rsi,%rsi
+		imm32(l.Stride())
+		movabsRAX(l.Base + RingsHeader)
+		a.raw(0x48, 0x01, 0xc6) // add %rax,%rsi: the ring
+	}
+	probes := func(loop int) { // the next of ringProbes rings, from loop
+		a.raw(0xff, 0xc1)       // inc %ecx
+		a.raw(0x41, 0xff, 0xc9) // dec %r9d
+		a.raw(0x0f, 0x85)       // jne loop
+		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(loop-(len(a.b)+4))))
+	}
+	// The thread's own ring first, wherever it is among the ringProbes
+	// from the one its id picks: one before it, taken when the thread
+	// claimed its own, may have been given back since, and must not
+	// become a second ring of the thread's.
+	a.raw(0x89, 0xc1)                   // mov %eax,%ecx: the first ring tried
+	a.raw(0x41, 0xb9)                   // mov $ringProbes,%r9d
+	imm32(ringProbes)                   //
+	look := len(a.b)                    // look:
+	ringAt()                            //
 	a.raw(0x48, 0x39, 0x16)             // cmp %rdx,(%rsi)
 	found := jcc(0x84)                  // je found
+	probes(look)                        //
+	a.raw(0x89, 0xd1)                   // mov %edx,%ecx: none; the first free one
+	a.raw(0x41, 0xb9)                   // mov $ringProbes,%r9d
+	imm32(ringProbes)                   //
+	try := len(a.b)                     // try:
+	ringAt()                            //
 	a.raw(0x48, 0x83, 0x3e, 0x00)       // cmpq $0,(%rsi)
 	next := jcc(0x85)                   // jne next
 	a.raw(0x31, 0xc0)                   // xor %eax,%eax
 	a.raw(0xf0, 0x48, 0x0f, 0xb1, 0x16) // lock cmpxchg %rdx,(%rsi)
 	claimed := jcc(0x84)                // je found
+	a.raw(0x48, 0x39, 0xd0)             // cmp %rdx,%rax: a signal handler of the thread's claimed it meanwhile
+	mine := jcc(0x84)                   // je found
 	land(next)                          // next:
-	a.raw(0xff, 0xc1)                   // inc %ecx
-	a.raw(0x41, 0xff, 0xc9)             // dec %r9d
-	a.raw(0x0f, 0x85)                   // jne try
-	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(try-(len(a.b)+4))))
+	probes(try)
 	movabsRAX(l.Base)
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoSlot) // lock incq RingsNoSlot(%rax)
 	a.raw(0x45, 0x31, 0xd2)                    // xor %r10d,%r10d: no ring
@@ -239,7 +257,7 @@ func (r *RecordRoutine) findRing(a *asm) [2]int {
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoTid) // lock incq RingsNoTid(%rax)
 	a.raw(0x45, 0x31, 0xd2)                   // xor %r10d,%r10d
 	a.raw(0x31, 0xf6, 0xc3)                   // xor %esi,%esi; ret
-	return [2]int{found, claimed}
+	return [3]int{found, claimed, mine}
 }
 
 // record appends the record routine.
