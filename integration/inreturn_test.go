@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -293,5 +294,51 @@ func TestInProcessRingCollision(t *testing.T) {
 	}
 	if want := []string{"p_work_0 x=0x1", "p_work_0 x=0x5", "r_hooked_0 arg1=0x7"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestInProcessDwarf: DWARF names at the entry of -O2 code that read no
+// more than registers and the words at sp (integers, a char, a bool, an
+// enum, a pointer's address, a struct on the stack, a seventh argument)
+// record in-process and print as a stop prints them; one that needs
+// other memory (a string) stops the thread, and -v says why.
+func TestInProcessDwarf(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "dwarf", filepath.Join("testdata", "inprocess", "dwarf.c"), "-O2", "-g", "-Wall")
+	want := runCmd(t, nil, exe)
+	specs := []string{"p:scalars i c b k l", "p:byvalue p g", "p:seventh a g", "p:ptr/pointers pointers p"}
+	ptr := regexp.MustCompile(`=0x7ff[0-9a-f]+`)
+	var traces [2][]string
+	for i, flag := range []string{"--no-inprocess", "-v"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, append(append([]string{"run", flag, "-o", out}, specs...), "--", exe)...)
+		if r.code != 0 || r.stdout != want.stdout {
+			t.Fatalf("probe %s: %v\nwant exit 0 and %q", flag, r, want.stdout)
+		}
+		for _, p := range []string{"probe/p_scalars_0", "probe/p_byvalue_0", "probe/p_seventh_0", "ptr/pointers"} {
+			if flag == "-v" && !strings.Contains(r.stderr, "probe: "+p+": in-process\n") {
+				t.Errorf("%s: not in-process:\n%s", p, r.stderr)
+			}
+		}
+		for _, e := range traceEvents(readFile(t, out)) {
+			traces[i] = append(traces[i], e.name+ptr.ReplaceAllString(e.rest, "=PTR"))
+		}
+	}
+	if strings.Join(traces[0], "\n") != strings.Join(traces[1], "\n") || len(traces[0]) != 12 {
+		t.Fatalf("in-process:\n%s\nwith a stop at each hit:\n%s", strings.Join(traces[1], "\n"), strings.Join(traces[0], "\n"))
+	}
+	for i, want := range map[int]string{
+		4: `p_scalars_0 i=0 c='\xc9' b=true k=GREEN l=-100`,
+		6: `p_byvalue_0 p=<optimized out> g={x=10,y=20,z=30,w=-1}`,
+		7: `p_seventh_0 a=1 g=71`,
+		5: `pointers p=PTR`,
+	} {
+		if traces[1][i] != want {
+			t.Errorf("event %d: %s, want %s", i, traces[1][i], want)
+		}
+	}
+	r := probe(t, "run", "-v", "-o", os.DevNull, "p:pointers p s", "--", exe)
+	if why := "probe: probe/p_pointers_0: stops the thread (probe/p_pointers_0: s reads a DWARF variable in memory)\n"; r.code != 0 || !strings.Contains(r.stderr, why) {
+		t.Errorf("p:pointers p s: want exit 0 and %q; got %v", why, r)
 	}
 }

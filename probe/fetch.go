@@ -109,18 +109,22 @@ const (
 // last one is where the value itself is read), a store type, an optional
 // bitfield and an array length.
 type fetchArg struct {
-	name   string
-	base   baseOp
-	reg    regDesc
-	imm    uint64
-	data   string
-	dwarf  DwarfVar
-	derefs []int64 // offsets, innermost first
-	typ    Type
-	count  uint8
-	bf     bool
-	lsh    uint8
-	rsh    uint8
+	name  string
+	base  baseOp
+	reg   regDesc
+	imm   uint64
+	data  string
+	dwarf DwarfVar
+	// dwarfRec says whether the DWARF variable reads nothing but
+	// registers and stack words (dwarfrecord.go): 0 not known yet, 1
+	// yes, -1 no.
+	dwarfRec int8
+	derefs   []int64 // offsets, innermost first
+	typ      Type
+	count    uint8
+	bf       bool
+	lsh      uint8
+	rsh      uint8
 }
 
 // ArgError is bad input in a fetch-arg or a filter. It is an ErrBadInput;

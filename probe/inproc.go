@@ -192,7 +192,11 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 		f := &a.args[i]
 		switch {
 		case f.typ == TypeDwarf || f.base == baseDwarf:
-			return need, fmt.Sprintf("%s reads a DWARF variable", f.name)
+			if !f.dwarfRecordable() {
+				return need, fmt.Sprintf("%s reads a DWARF variable in memory", f.name)
+			}
+			need.add(generalRegs, singlestep.RecordStackMax)
+			continue
 		case len(f.derefs) > 0:
 			chain, why := f.memReads()
 			if why != "" {
