@@ -428,3 +428,50 @@ func TestREPLSessionFixes(t *testing.T) {
 	}
 	checkSurvives(t, s)
 }
+
+// TestREPLInProcess: probes added from the REPL after the attach, and
+// the function tracer started there, record in the tracee as those given
+// on the command line do: every thread is held for their jumps as at the
+// start. Each thread's calls come in order with none missing; the
+// process runs on untraced after the detach and finishes right.
+func TestREPLInProcess(t *testing.T) {
+	t.Parallel()
+	p := startPiped(t, nil, seqBin(t), "loop", "2")
+	p.waitStdout(t, "ready\n", 10*time.Second)
+	r := startREPL(t, nil, false, "attach", "--repl", fmt.Sprint(p.pid()))
+	r.send(t, "add p:work a=%di b=%si")
+	r.waitFor(t, `added p_work_0\n`)
+	r.waitEvents(t, 2000)
+	r.send(t, "list")
+	r.waitFor(t, `probe/p_work_0 +enabled +hits=\d+ +work\+0x0/0x[0-9a-f]+ +p:work a=%di b=%si  \(in-process\)\n`)
+	r.send(t, "del p_work_0")
+	r.waitFor(t, `deleted p_work_0 \(\d+ hits\)\n`)
+	type key struct{ tid, a int }
+	next := map[key]int{}
+	for _, ev := range r.events() {
+		var a, b int
+		if _, err := fmt.Sscanf(ev.rest, " a=0x%x b=0x%x", &a, &b); err != nil || ev.name != "p_work_0" {
+			t.Fatalf("not a work() event: %q", ev.line)
+		}
+		k := key{ev.tid, a}
+		if n, ok := next[k]; ok && b != n {
+			t.Fatalf("thread %d: work(%d, %d) after work(%d, %d): a call missing or out of order", ev.tid, a, b, a, n-1)
+		}
+		next[k] = b + 1
+	}
+	if len(next) != 2 {
+		t.Fatalf("calls of %d threads, want 2", len(next))
+	}
+	r.send(t, "filter work")
+	r.send(t, "tracer function_graph")
+	r.waitFor(t, `work\(\);\n`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	waitUntraced(t, p.pid(), 10*time.Second)
+	p.in.Close()
+	if res := p.wait(t, cmdTimeout); res.code != 0 || res.stdout != "ready\nthreads=2\n" {
+		t.Fatalf("seq after the detach: want exit 0 and its output; got %v", res)
+	}
+}

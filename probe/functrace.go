@@ -102,7 +102,9 @@ func (t *Tracer) TraceFunctions(opts FuncTraceOptions) (*FuncTraceInfo, error) {
 	var info *FuncTraceInfo
 	err := t.do(func(anchor int) error {
 		var err error
-		info, err = t.installFuncTracer(anchor, opts)
+		if info, err = t.installFuncTracer(anchor, opts); err == nil {
+			t.optimizeLate(anchor)
+		}
 		return err
 	})
 	return info, err

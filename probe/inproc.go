@@ -602,7 +602,7 @@ func (t *Tracer) prepareRings(anchor int, held []int, sites func(func(*site) boo
 // any, once Start is done with the tracer's state: from then on the
 // drain and the loop take turns (withHandlers).
 func (t *Tracer) startDrain() {
-	if t.inproc == nil && !t.follow {
+	if t.inproc == nil && !t.follow || t.drainStop != nil {
 		return
 	}
 	t.drainStop, t.drainDone = make(chan struct{}), make(chan struct{})

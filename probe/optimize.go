@@ -232,6 +232,20 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 }
 
+// optimizeLate gives sites added after the start (a probe added from
+// the REPL or the library) what Start gives its own: a jump, a stub, a
+// record in the tracee, with every thread held for it as at the start.
+// Not while a thread is in the middle of a step of ours (its trap is
+// still to come): then the int3 stays, as it does where anything else
+// stands in the way.
+func (t *Tracer) optimizeLate(anchor int) {
+	if !t.isReady() || t.detached || anchor == 0 || len(t.stepping) > 0 {
+		return
+	}
+	t.optimizeSites(anchor)
+	t.startDrain() // if the rings are new
+}
+
 // noJumps says why no site gets a jmp, or "".
 func (t *Tracer) noJumps() string {
 	switch {
@@ -538,6 +552,13 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 			if t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.Rip-singlestep.BreakpointPCAdjust] != nil {
 				t.regs.Rip -= singlestep.BreakpointPCAdjust
 				t.proc.SetRegs(tid, &t.regs)
+			} else if t.isReady() {
+				// Past the start, another int3 of ours (a detour's, a
+				// stub's, a trampoline's) or the program's own: served
+				// as the loop would, and the thread runs on.
+				t.dispatch(ev)
+				ok = false
+				continue
 			} else if info, err := t.proc.Siginfo(tid); err == nil {
 				t.proc.Defer(tid, info)
 			}

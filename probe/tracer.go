@@ -453,7 +453,9 @@ func (t *Tracer) AddSpec(s *Spec, h Handler) (*Probe, error) {
 	var p *Probe
 	err := t.do(func(anchor int) error {
 		var err error
-		p, err = t.install(anchor, s, h)
+		if p, err = t.install(anchor, s, h); err == nil {
+			t.optimizeLate(anchor)
+		}
 		return err
 	})
 	return p, err
