@@ -179,6 +179,16 @@ func TestInProcessFilterAndActions(t *testing.T) {
 	if len(calls) != 20 {
 		t.Fatalf("filter b < 10 && a != 1: %d records, want 20", len(calls))
 	}
+	// The stub tests the filter: what it rejects makes no record, and
+	// rings of 4 KiB lose nothing of 400,000 hits.
+	r = probe(t, "run", "-v", "--ring-size", "4", "-o", out, "p:work a=%di b=%si if b >= 99990 && a != 1", "--", exe, "threads", "4", "100000")
+	if r.code != 0 || !strings.Contains(r.stderr, "probe/p_work_0: in-process\n") {
+		t.Fatalf("filter in the stub: %v", r)
+	}
+	trace, _ = os.ReadFile(out)
+	if calls, lost := seqTrace(t, string(trace)); len(calls) != 30 || lost != 0 {
+		t.Fatalf("filter b >= 99990 && a != 1 in 4 KiB rings: %d records and %d lost, want 30 and none", len(calls), lost)
+	}
 	r = probe(t, "run", "-v", "p:work a=%di => count:a", "--", exe, "threads", "3", "5000")
 	if r.code != 0 || !strings.Contains(r.stderr, "in-process") {
 		t.Fatalf("count: %v", r)

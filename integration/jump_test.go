@@ -177,10 +177,10 @@ func TestJumpDetachUnderLoad(t *testing.T) {
 }
 
 // TestJumpREPL: from the REPL, a return probe added at an optimised
-// entry (the site is no longer plain: it goes back to an int3 at its next
-// hit, through the detour) and then both probes deleted; every call is
-// counted exactly, and after detach stress finds its text and results
-// intact.
+// entry (what the site needs changed: it goes back to an int3, then gets
+// a jump to a new detour that hooks the return too) and then both probes
+// deleted; every call is counted exactly, and after detach stress finds
+// its text and results intact.
 func TestJumpREPL(t *testing.T) {
 	t.Parallel()
 	const calls = 1000
@@ -202,8 +202,8 @@ func TestJumpREPL(t *testing.T) {
 	s.waitCount(t, "done ", 3, 60*time.Second)
 	r.send(t, "detach")
 	res := r.wait(t, 30*time.Second)
-	if m := jumpedRE.FindStringSubmatch(res.stderr); res.code != 0 || m == nil || m[1] != "1" {
-		t.Fatalf("probe: %v\nwant exit 0 and stderr %q", res, jumpedLine(1))
+	if m := jumpedRE.FindStringSubmatch(res.stderr); res.code != 0 || m == nil || m[1] != "2" {
+		t.Fatalf("probe: %v\nwant exit 0 and stderr %q", res, jumpedLine(2))
 	}
 	noAlarm(t, res)
 	got := countByName(eventsIn(t, out))

@@ -24,13 +24,18 @@ func tallyBin(t *testing.T) string {
 // tallyProbes are counted in the tracee: every type a stub converts
 // (x64 with its top bit, s32 of a 32-bit register, s8 and u8, a
 // bitfield, the second byte of %dx, $argN as s16), several probes and
-// histograms at one site, count by comm.
+// histograms at one site, count by comm; filters the stub tests (signed
+// and unsigned comparisons, &, &&, ||, !).
 var tallyProbes = []string{
 	"p:t/v f v=%di => hist:v",
 	"p:t/s f s=%edi:s32 => hist:s count:comm",
 	"p:t/c f c=%di:s8 u=%di:u8 => hist:c hist:u count",
 	"p:t/b f b=%di:b5@3/64 => hist:b",
 	"p:t/h f h=%dh a=$arg2:s16 => hist:h hist:a",
+	"p:t/neg f c=%di:s8 if c < 0 => count hist:c",
+	"p:t/and f v=%di u=%di:u8 if u >= 100 && u <= 200 || v & 0x10 => hist:u count",
+	"p:t/not f s=%edi:s32 if !(s > -5000) => count",
+	"p:t/x f h=%dh if h == 7 => count:comm",
 }
 
 // TestTallyMatchesStops: the tables counted in the tracee are those a
@@ -52,7 +57,7 @@ func TestTallyMatchesStops(t *testing.T) {
 		if r.code != 0 || r.stdout != base.stdout {
 			t.Fatalf("probe %v: want exit 0 and %q; got %v", args, base.stdout, r)
 		}
-		for _, ev := range []string{"b", "c", "h", "s", "v"} {
+		for _, ev := range []string{"b", "c", "h", "s", "v", "neg", "and", "not", "x"} {
 			want := "probe: t/" + ev + ": in-process, counted in the tracee\n"
 			if flag != "" {
 				want = "probe: t/" + ev + ": stops the thread (--no-inprocess)\n"
@@ -73,6 +78,10 @@ func TestTallyMatchesStops(t *testing.T) {
 		"# hist:c of t/c (log2): 40000 values, sum -19104\n(..., 0)     19994 |",
 		"# hist:u of t/c (log2): 40000 values, sum 5099360\n",
 		"# hist:b of t/b (log2): 40000 values, sum 619920\n",
+		"# count of t/neg: 19994 hits, 1 key\n",
+		"# hist:u of t/and (log2): 28280 values, sum 3940224\n",
+		"# count of t/not: 20000 hits, 1 key\n",
+		"# count:comm of t/x: 512 hits, 1 key\n",
 	} {
 		if !strings.Contains(tables[1], want) {
 			t.Errorf("no %q in\n%s", want, tables[1])

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 	"unsafe"
@@ -72,6 +73,11 @@ type recordSite struct {
 	stub, end uint64 // the stub's code
 	code      *singlestep.RecordStub
 	tallies   []siteTally // what the stub counts, if it counts instead of recording
+	// filtered: the stub tests its probes' filters and records only what
+	// one of them lets through; rejected is the word of RingTally that
+	// counts the rest.
+	filtered bool
+	rejected int
 }
 
 // stackWords serves reads of the words recorded at sp, and of the
@@ -290,6 +296,9 @@ type recordNeeds struct {
 	hook  bool
 	// tallies, if not nil, are what the stub counts instead: no record.
 	tallies []siteTally
+	// filter, if not nil, is tested before the record: what none of the
+	// site's probes would let through is not recorded.
+	filter *singlestep.Filter
 }
 
 func (n *recordNeeds) add(regs []int, words int) {
@@ -357,6 +366,9 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 			return need, fmt.Sprintf("%s: %s", p.Name(), why)
 		}
 	}
+	if !traced && !returns && len(st.returns) == 0 {
+		need.filter = siteFilter(st)
+	}
 	// The return address, for the caller's name or the return hook.
 	rsp := int(regRsp) * 8
 	if traced {
@@ -404,7 +416,7 @@ func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 		return false
 	case need.tallies != nil || rs.tallies != nil:
 		return sameTallies(need.tallies, rs.tallies)
-	case need.words > c.StackWords || need.hook != c.Hook:
+	case need.words > c.StackWords || need.hook != c.Hook || !reflect.DeepEqual(need.filter, c.Filter):
 		return false
 	}
 	for _, r := range need.reads {
@@ -555,7 +567,13 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	in.nextID++
 	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.regs, StackWords: need.words, Hook: need.hook,
 		Reads: need.reads, Rings: in.rings.Layout().Base}
-	return rec, &recordSite{site: st, code: rec}
+	rs := &recordSite{site: st, code: rec}
+	if need.filter != nil && in.tallyWords < singlestep.TallyWords {
+		rec.Filter, rec.Rejected = need.filter, in.tallyWords
+		rs.filtered, rs.rejected = true, in.tallyWords
+		in.tallyWords++
+	}
+	return rec, rs
 }
 
 // routineNear returns a copy of the record routine within a call's reach

@@ -48,7 +48,7 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 		cp := *rs
 		cp.site, st.opt.record = st, &cp
 		in.sites[id] = &cp
-		if cp.tallies != nil {
+		if cp.tallies != nil || cp.filtered {
 			in.tallied = append(in.tallied, &cp)
 		}
 	}

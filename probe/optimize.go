@@ -242,6 +242,13 @@ func (t *Tracer) optimizeLate(anchor int) {
 	if !t.isReady() || t.detached || anchor == 0 || len(t.stepping) > 0 {
 		return
 	}
+	// The anchor stopped for the doorbell may have met an int3 of ours
+	// just before: its trap is still to be served, with rip one past it
+	// (a step out of the range a jmp covers would swallow the trap and
+	// run the bytes after the int3 as an instruction).
+	if t.trapPending(anchor) || t.proc.GetRegs(anchor, &t.regs) != nil || t.sites[t.regs.Rip-singlestep.BreakpointPCAdjust] != nil {
+		return
+	}
 	t.optimizeSites(anchor)
 	t.startDrain() // if the rings are new
 }
@@ -426,7 +433,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		rs.stub, rs.end = at, base
 		st.opt.record = rs
 		t.inproc.sites[rec.Site] = rs
-		if rs.tallies != nil {
+		if rs.tallies != nil || rs.filtered {
 			t.inproc.tallied = append(t.inproc.tallied, rs)
 		}
 	}

@@ -43,18 +43,33 @@ type Log2Hist struct {
 	Sum      int64
 }
 
-// siteTally is one probe's counters in each ring: its hits at at, then
-// a histogram block per field of its Tally.
+// siteTally is one probe's counters in each ring: its hits at at; with
+// a filter, the hits it let through next; then a histogram block per
+// field of its Tally, of the hits let through.
 type siteTally struct {
 	p      *Probe
 	at     int
+	filter *singlestep.Filter
 	values []singlestep.TallyValue
 }
 
+// passedAt is the word of the hits the filter let through (with none,
+// every hit's).
+func (pt *siteTally) passedAt() int {
+	if pt.filter != nil {
+		return pt.at + 1
+	}
+	return pt.at
+}
+
+// histAt is the first word of the j'th histogram.
+func (pt *siteTally) histAt(j int) int { return pt.passedAt() + 1 + j*singlestep.TallyHistWords }
+
 // tallyPlan returns what st's probes count in the tracee, without the
 // counters' places, or nil if st cannot be counted there: a probe of it
-// prints or filters, or a return (returns: its function is traced with
-// returns hooked) or the function tracer needs records.
+// prints, or filters other than on numbers the stub reads, or a return
+// (returns: its function is traced with returns hooked) or the function
+// tracer needs records.
 func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
 	if len(st.probes) == 0 || len(st.returns) > 0 || traced {
 		return nil
@@ -62,10 +77,15 @@ func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
 	plan := make([]siteTally, 0, len(st.probes))
 	for _, p := range st.probes {
 		ta := p.handler.Tally
-		if ta == nil || !p.handler.Recorded || p.handler.Post != nil || p.args != nil && p.args.filter != nil {
+		if ta == nil || !p.handler.Recorded || p.handler.Post != nil {
 			return nil
 		}
 		pt := siteTally{p: p}
+		if p.args != nil && p.args.filter != nil {
+			if pt.filter = p.args.stubFilter(); pt.filter == nil {
+				return nil
+			}
+		}
 		for _, name := range ta.Hists {
 			v, ok := p.args.tallyValue(name)
 			if !ok {
@@ -88,7 +108,12 @@ func (a *Args) tallyValue(name string) (singlestep.TallyValue, bool) {
 	if i < 0 {
 		return singlestep.TallyValue{}, false
 	}
-	f := &a.args[i]
+	return a.args[i].stubValue()
+}
+
+// stubValue is how a stub makes f's value: a register or one of the
+// words at sp, an integer.
+func (f *fetchArg) stubValue() (singlestep.TallyValue, bool) {
 	info := f.typ.info()
 	if len(f.derefs) > 0 || f.count > 0 || info.size == 0 || info.str || f.typ == TypeDwarf {
 		return singlestep.TallyValue{}, false
@@ -113,12 +138,12 @@ func (a *Args) tallyValue(name string) (singlestep.TallyValue, bool) {
 }
 
 // words is how many counters pt takes in each ring.
-func (pt *siteTally) words() int { return 1 + len(pt.values)*singlestep.TallyHistWords }
+func (pt *siteTally) words() int { return pt.histAt(len(pt.values)) - pt.at }
 
 // sameTallies reports whether two plans count the same things.
 func sameTallies(a, b []siteTally) bool {
 	return slices.EqualFunc(a, b, func(x, y siteTally) bool {
-		return x.p == y.p && slices.Equal(x.values, y.values)
+		return x.p == y.p && x.filter == y.filter && slices.Equal(x.values, y.values)
 	})
 }
 
@@ -137,8 +162,11 @@ func (in *inproc) placeTallies(plan []siteTally) ([]singlestep.Tally, bool) {
 		pt := &plan[i]
 		pt.at = in.tallyWords
 		code = append(code, singlestep.Tally{At: pt.at})
+		if pt.filter != nil {
+			code = append(code, singlestep.Tally{At: pt.passedAt(), Filter: pt.filter})
+		}
 		for j := range pt.values {
-			code = append(code, singlestep.Tally{At: pt.at + 1 + j*singlestep.TallyHistWords, Value: &pt.values[j]})
+			code = append(code, singlestep.Tally{At: pt.histAt(j), Value: &pt.values[j], Filter: pt.filter})
 		}
 		in.tallyWords += pt.words()
 	}
@@ -164,6 +192,9 @@ func (t *Tracer) collectTallies() {
 			for i := range rs.tallies {
 				t.handTally(tid, &rs.tallies[i], words, last)
 			}
+			if rs.filtered {
+				t.handRejected(rs, words, last)
+			}
 		}
 	})
 }
@@ -183,9 +214,9 @@ func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
 		copy(last[pt.at:end], words[pt.at:end])
 		return
 	}
-	d := TallyDelta{Tid: tid, Comm: t.threadComm(tid), Hits: hits, Hists: make([]Log2Hist, len(pt.values))}
+	d := TallyDelta{Tid: tid, Comm: t.threadComm(tid), Hits: words[pt.passedAt()] - last[pt.passedAt()], Hists: make([]Log2Hist, len(pt.values))}
 	for j := range pt.values {
-		at := pt.at + 1 + j*singlestep.TallyHistWords
+		at := pt.histAt(j)
 		h := &d.Hists[j]
 		for b := range h.Buckets {
 			h.Buckets[b] = words[at+b] - last[at+b]
@@ -195,5 +226,91 @@ func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
 	}
 	copy(last[pt.at:end], words[pt.at:end])
 	p.hits.Add(hits)
-	p.handler.Tally.Add(d)
+	if d.Hits > 0 {
+		p.handler.Tally.Add(d)
+	}
+}
+
+// handRejected counts, for each probe of rs, the hits its stub's filter
+// rejected since the last look: no record came of them, and a probe's
+// hits count every hit, as at a stop.
+func (t *Tracer) handRejected(rs *recordSite, words, last []uint64) {
+	n := words[rs.rejected] - last[rs.rejected]
+	last[rs.rejected] = words[rs.rejected]
+	for _, p := range rs.site.probes {
+		p.hits.Add(n)
+	}
+}
+
+// siteFilter is what st's stub tests before it records: a hit none of
+// its probes' filters lets through needs no record. nil where a probe
+// has no filter, or one a stub cannot test.
+func siteFilter(st *site) *singlestep.Filter {
+	var f *singlestep.Filter
+	for _, p := range st.probes {
+		if p.args == nil || p.args.filter == nil {
+			return nil
+		}
+		pf := p.args.stubFilter()
+		if pf == nil {
+			return nil
+		}
+		if f == nil {
+			f = pf
+		} else {
+			f = &singlestep.Filter{Kind: singlestep.FilterOr, L: f, R: pf}
+		}
+	}
+	return f
+}
+
+// stubFilter is a's filter as a stub tests it, or nil where it tests
+// other than numbers read from registers and the stack (strings, comm,
+// DWARF variables).
+func (a *Args) stubFilter() *singlestep.Filter {
+	f := a.filter
+	var node func(n int32) *singlestep.Filter
+	node = func(n int32) *singlestep.Filter {
+		nd := &f.nodes[n]
+		switch nd.kind {
+		case nodeAnd, nodeOr:
+			l, r := node(nd.l), node(nd.r)
+			if l == nil || r == nil {
+				return nil
+			}
+			kind := singlestep.FilterAnd
+			if nd.kind == nodeOr {
+				kind = singlestep.FilterOr
+			}
+			return &singlestep.Filter{Kind: kind, L: l, R: r}
+		case nodeNot:
+			if l := node(nd.l); l != nil {
+				return &singlestep.Filter{Kind: singlestep.FilterNot, L: l}
+			}
+			return nil
+		}
+		pr := &nd.pred
+		op, ok := stubOps[pr.op]
+		if !ok || pr.field < 0 || pr.field >= len(a.args) || pr.kind != cmpUnsigned && pr.kind != cmpSigned {
+			return nil
+		}
+		v, ok := a.args[pr.field].stubValue()
+		if !ok || v.Signed != (pr.kind == cmpSigned) {
+			return nil
+		}
+		c := pr.val
+		if v.Signed {
+			c = uint64(signExtend(pr.val, pr.size))
+		}
+		return &singlestep.Filter{Kind: singlestep.FilterCmp, Value: v, Op: op, Const: c}
+	}
+	if f == nil {
+		return nil
+	}
+	return node(f.root)
+}
+
+var stubOps = map[filterOp]singlestep.FilterOp{
+	opEQ: singlestep.OpEQ, opNE: singlestep.OpNE, opLT: singlestep.OpLT, opLE: singlestep.OpLE,
+	opGT: singlestep.OpGT, opGE: singlestep.OpGE, opBand: singlestep.OpBand,
 }

@@ -363,6 +363,12 @@ type RecordStub struct {
 	// thread's counters instead (tally_amd64.go), and Regs, StackWords,
 	// Hook and Reads are not used.
 	Tallies []Tally
+	// Filter, if set, is tested first (filter_amd64.go): where it does
+	// not hold, no record is made, and the thread's counter Rejected
+	// (a word of RingTally) counts the hit. Not with Hook: the return
+	// is hooked whatever the entry's filter says.
+	Filter   *Filter
+	Rejected int
 
 	pops int // where the pops start in the code, once made
 }
@@ -457,6 +463,16 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		s.tallyBody(a, byOff)
 		return s.leave(a), a.err
 	}
+	var rejects []int
+	if s.Filter != nil {
+		if err := s.Filter.check(); err != nil {
+			return nil, err
+		}
+		if s.Hook || s.Rejected < 0 || s.Rejected >= TallyWords {
+			return nil, fmt.Errorf("a filter with a return hook, or its count at word %d", s.Rejected)
+		}
+		rejects = s.filter(a, s.Filter, byOff)
+	}
 	a.raw(0x49, 0xb8) // movabs $(Site << 32 | Len),%r8
 	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(s.Site)<<32|uint64(s.Len()))
 	a.raw(0xe8) // call Routine
@@ -503,6 +519,19 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	}
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
 	a.land(skip)
+	if rejects != nil {
+		out := a.jmpFwd()
+		for _, at := range rejects {
+			a.land(at)
+		}
+		a.raw(0xe8) // call TallyRoutine: the ring, to count the hit rejected
+		a.rel32(TallyRoutine(s.Routine))
+		a.raw(0x4d, 0x85, 0xd2) // test %r10,%r10
+		none := a.jcc(ccE)
+		a.incM(regR10, int32(RingTally+8*s.Rejected))
+		a.land(none)
+		a.land(out)
+	}
 	return s.leave(a), a.err
 }
 

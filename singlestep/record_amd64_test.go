@@ -120,6 +120,36 @@ func TestRecordCodeDecodes(t *testing.T) {
 		t.Errorf("tallies: %d calls, want 1", calls)
 	}
 	walk(t, code, sp, func(off int, rsp uint64) (StubRewind, bool) { return s.Rewind(at, at+uint64(off), rsp) })
+	// Filters: on a record stub (a hit it rejects is counted) and on a
+	// tally; every branch lands on an instruction, and the rewinds hold.
+	f := &Filter{Kind: FilterOr,
+		L: &Filter{Kind: FilterNot, L: &Filter{Kind: FilterCmp, Value: v[1], Op: OpLT, Const: ^uint64(4)}},
+		R: &Filter{Kind: FilterAnd, L: &Filter{Kind: FilterCmp, Value: v[0], Op: OpBand, Const: 0x10},
+			R: &Filter{Kind: FilterCmp, Value: v[2], Op: OpGE, Const: 7}}}
+	for _, fs := range []*RecordStub{
+		{Routine: routine, Next: 0x20000, Site: 9, Regs: SavedRegs()[:2], Rings: l.Base, Filter: f, Rejected: 300},
+		{Routine: routine, Next: 0x20000, Site: 10, Rings: l.Base, Tallies: []Tally{{At: 0}, {At: 1, Filter: f}, {At: 2, Value: &v[1], Filter: f}}},
+	} {
+		code, err := fs.Code(at)
+		if err != nil {
+			t.Fatalf("site %d: %v", fs.Site, err)
+		}
+		insts := decodeAll(t, code, at)
+		for pc, in := range insts {
+			if rel, ok := in.Args[0].(x86asm.Rel); ok && in.Op != x86asm.CALL {
+				if to := pc + uint64(in.Len) + uint64(int64(rel)); to != fs.Next {
+					if _, ok := insts[to]; !ok {
+						t.Errorf("site %d: %#x %v: lands between instructions", fs.Site, pc, in)
+					}
+				}
+			}
+		}
+		walk(t, code, sp, func(off int, rsp uint64) (StubRewind, bool) { return fs.Rewind(at, at+uint64(off), rsp) })
+	}
+	if _, err := (&RecordStub{Routine: routine, Next: 0x20000, Hook: true, Rings: l.Base, Filter: f}).Code(at); err == nil {
+		t.Errorf("a filter on a stub that hooks the return: no error")
+	}
+
 	s.Tallies = append(s.Tallies, Tally{At: TallyWords - 1, Value: &v[0]})
 	if _, err := s.Code(at); err == nil {
 		t.Errorf("a histogram past the counters: no error")

@@ -27,9 +27,11 @@ const TallyWords = 1 << 13
 // values in [2^(i-1), 2^i)), then the negative values' count, then the
 // values' sum (wrapping, as an int64 sum does). An unsigned value of
 // 2^63 or more counts as 2^63-1, as a signed total must.
+// With Filter, the block is added to only where the filter holds.
 type Tally struct {
-	At    int
-	Value *TallyValue
+	At     int
+	Value  *TallyValue
+	Filter *Filter
 }
 
 // TallyHistWords is the size of a histogram's block.
@@ -84,14 +86,14 @@ func (s *RecordStub) checkTallies() error {
 		if t.At < 0 || t.At+t.Words() > TallyWords {
 			return fmt.Errorf("tally at word %d: past the ring's %d counters", t.At, TallyWords)
 		}
-		if v := t.Value; v != nil {
-			switch {
-			case v.Word < 0 && !RecordableReg(v.Reg):
-				return fmt.Errorf("register at %d of the registers' struct: not recordable", v.Reg)
-			case v.Word >= RecordStackMax:
-				return fmt.Errorf("stack word %d: past the %d a stub reads", v.Word, RecordStackMax)
-			case v.Size == 0 || v.Size > 8 || v.Bits == 0 || v.Bits > 64:
-				return fmt.Errorf("a value of %d bytes, %d bits: not an integer", v.Size, v.Bits)
+		if t.Value != nil {
+			if err := t.Value.check(); err != nil {
+				return err
+			}
+		}
+		if t.Filter != nil {
+			if err := t.Filter.check(); err != nil {
+				return err
 			}
 		}
 	}
@@ -106,13 +108,20 @@ func (s *RecordStub) tallyBody(a *asm, byOff map[int]int) {
 	a.raw(0x4d, 0x85, 0xd2) // test %r10,%r10
 	none := a.jcc(ccE)      // je out: no ring, counted as lost
 	for _, t := range s.Tallies {
+		var fails []int
+		if t.Filter != nil {
+			fails = s.filter(a, t.Filter, byOff)
+		}
 		at := int32(RingTally + 8*t.At)
 		if t.Value == nil {
 			a.incM(regR10, at)
-			continue
+		} else {
+			s.loadValue(a, *t.Value, byOff)
+			a.histogram(*t.Value, at)
 		}
-		s.loadValue(a, *t.Value, byOff)
-		a.histogram(*t.Value, at)
+		for _, f := range fails {
+			a.land(f)
+		}
 	}
 	a.land(none)
 }

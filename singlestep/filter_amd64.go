@@ -1,0 +1,126 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Filters in the tracee: a probe's `if` of numbers it reads from
+// registers or the stack is tested by its stub, so that a hit it
+// rejects makes no record and counts nothing (the tracer tests the
+// records it gets again, as for a stop: the answer is the same). Strings,
+// the thread's name and DWARF variables are tested by the tracer only.
+
+// Filter is a test of numbers: a comparison of a value with a constant
+// (Cmp), or And, Or, Not of others.
+type Filter struct {
+	Kind  FilterKind
+	L, R  *Filter // And, Or: both; Not: L
+	Value TallyValue
+	Op    FilterOp
+	// Const is what the value compares with: as a signed number
+	// (sign-extended to 64 bits) where Value.Signed, else unsigned.
+	Const uint64
+}
+
+// FilterKind is what a Filter node is.
+type FilterKind uint8
+
+const (
+	FilterCmp FilterKind = iota
+	FilterAnd
+	FilterOr
+	FilterNot
+)
+
+// FilterOp is a comparison, as the filter grammar has them.
+type FilterOp uint8
+
+const (
+	OpEQ FilterOp = iota
+	OpNE
+	OpLT
+	OpLE
+	OpGT
+	OpGE
+	OpBand // value & Const != 0
+)
+
+// Condition codes of the jcc that leaves a comparison that fails, after
+// `cmp %rcx,%rax` (or `test %rcx,%rax` for OpBand): signed and unsigned.
+var failSigned = [...]byte{OpEQ: 0x85, OpNE: 0x84, OpLT: 0x8d, OpLE: 0x8f, OpGT: 0x8e, OpGE: 0x8c, OpBand: 0x84}
+var failUnsigned = [...]byte{OpEQ: 0x85, OpNE: 0x84, OpLT: 0x83, OpLE: 0x87, OpGT: 0x86, OpGE: 0x82, OpBand: 0x84}
+
+// check reports whether f can be coded.
+func (f *Filter) check() error {
+	if f == nil {
+		return fmt.Errorf("an empty filter")
+	}
+	switch f.Kind {
+	case FilterAnd, FilterOr:
+		if err := f.L.check(); err != nil {
+			return err
+		}
+		return f.R.check()
+	case FilterNot:
+		return f.L.check()
+	case FilterCmp:
+		if int(f.Op) >= len(failSigned) {
+			return fmt.Errorf("filter operator %d", f.Op)
+		}
+		return f.Value.check()
+	}
+	return fmt.Errorf("filter node of kind %d", f.Kind)
+}
+
+// filter appends the test of f, between a stub's saves and restores: it
+// falls through where f holds, and jumps where it does not, from the
+// places it returns (to be landed). %rax and %rcx are used.
+func (s *RecordStub) filter(a *asm, f *Filter, byOff map[int]int) (fails []int) {
+	switch f.Kind {
+	case FilterAnd:
+		return append(s.filter(a, f.L, byOff), s.filter(a, f.R, byOff)...)
+	case FilterOr:
+		left := s.filter(a, f.L, byOff)
+		holds := a.jmpFwd()
+		for _, at := range left {
+			a.land(at)
+		}
+		fails = s.filter(a, f.R, byOff)
+		a.land(holds)
+		return fails
+	case FilterNot:
+		inner := s.filter(a, f.L, byOff)
+		fail := a.jmpFwd() // the inner test held: this one does not
+		for _, at := range inner {
+			a.land(at)
+		}
+		return []int{fail}
+	}
+	s.loadValue(a, f.Value, byOff)
+	a.raw(0x48, 0xb9) // movabs $Const,%rcx
+	a.b = binary.LittleEndian.AppendUint64(a.b, f.Const)
+	if f.Op == OpBand {
+		a.raw(0x48, 0x85, 0xc8) // test %rcx,%rax
+	} else {
+		a.raw(0x48, 0x39, 0xc8) // cmp %rcx,%rax
+	}
+	cc := failUnsigned[f.Op]
+	if f.Value.Signed {
+		cc = failSigned[f.Op]
+	}
+	return []int{a.jcc(cc)}
+}
+
+// check reports whether v can be coded.
+func (v TallyValue) check() error {
+	switch {
+	case v.Word < 0 && !RecordableReg(v.Reg):
+		return fmt.Errorf("register at %d of the registers' struct: not recordable", v.Reg)
+	case v.Word >= RecordStackMax:
+		return fmt.Errorf("stack word %d: past the %d a stub reads", v.Word, RecordStackMax)
+	case v.Size == 0 || v.Size > 8 || v.Bits == 0 || v.Bits > 64:
+		return fmt.Errorf("a value of %d bytes, %d bits: not an integer", v.Size, v.Bits)
+	}
+	return nil
+}
