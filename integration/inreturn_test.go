@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The tests of returns hooked in the tracee (probe/inreturn.go): return
@@ -340,5 +341,51 @@ func TestInProcessDwarf(t *testing.T) {
 	r := probe(t, "run", "-v", "-o", os.DevNull, "p:pointers p s", "--", exe)
 	if why := "probe: probe/p_pointers_0: stops the thread (probe/p_pointers_0: s reads a DWARF variable in memory)\n"; r.code != 0 || !strings.Contains(r.stderr, why) {
 		t.Errorf("p:pointers p s: want exit 0 and %q; got %v", why, r)
+	}
+}
+
+// TestInProcessStaleMemory: a stub copies memory itself where the
+// tracer's table says it is readable; a page unmapped since the table
+// was written faults the copy, and the thread goes on at the read's
+// system call: (fault), as a stop reads it, the program unharmed (its
+// pages are held mapped long enough for the table to list them). Then
+// probe is killed with SIGKILL while the program maps and unmaps pages
+// under a probe that reads them: with nobody to send its faults on, the
+// stubs stop trusting the table once the tracer's last look is old, and
+// the program runs on to its end.
+func TestInProcessStaleMemory(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "stale", filepath.Join("testdata", "inprocess", "stale.c"), "-O2", "-g", "-Wall", "-pthread")
+	const rounds = 20
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probeEnv(t, []string{"PROBE_DEBUG_JUMPS=1"}, "run", "-v", "-o", out, "p:use v=+0(%di):s64 i=%si:s64", "--", exe, fmt.Sprint(rounds), "30000")
+	if r.code != 0 || r.stdout != fmt.Sprintf("rounds=%d\n", rounds) || !strings.Contains(r.stderr, "probe/p_use_0: in-process\n") {
+		t.Fatalf("probe run: %v", r)
+	}
+	if !regexp.MustCompile(`probe: [1-9]\d* copies of memory by stubs faulted and went to the system call\n`).MatchString(r.stderr) {
+		t.Errorf("no copy faulted (each page was unmapped after the table listed it):\n%s", r.stderr)
+	}
+	var got, want []string
+	for i := range rounds {
+		want = append(want, fmt.Sprintf("v=%d i=%d", 1000+i, i), fmt.Sprintf("v=(fault) i=%d", i))
+	}
+	for _, e := range traceEvents(readFile(t, out)) {
+		got = append(got, strings.TrimSpace(e.rest))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("fields:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	p := startPiped(t, nil, exe, "loop")
+	p.waitStdout(t, "ready\n", 10*time.Second)
+	pr := startBg(t, nil, probeBin, "attach", "-v", "-o", os.DevNull, fmt.Sprint(p.pid()), "p:use v=+0(%di):s64")
+	waitStderr(t, pr, "probe/p_use_0: in-process", 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	pr.signal(t, os.Kill)
+	pr.wait(t, cmdTimeout)
+	time.Sleep(time.Second) // pages come and go under the stubs, long after the last look
+	p.in.Close()
+	if res := p.wait(t, cmdTimeout); res.code != 0 || res.stdout != "ready\nrounds done\n" {
+		t.Fatalf("stale after probe was killed: want exit 0 and its output; got %v", res)
 	}
 }

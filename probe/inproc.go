@@ -46,6 +46,7 @@ type inproc struct {
 	trampoline, trap uint64
 	size             int // the routine's length
 	sites            map[uint32]*recordSite
+	mapsSeen         time.Time // when the table of readable memory was last written (lookAtMemory)
 	nextID           uint32
 	freed            map[int]uint64 // records lost in rings given back, by thread
 	gone             map[int]bool   // threads gone whose rings are to be given back once drained
@@ -489,6 +490,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
+	t.lookAtMemory(true)
 	// Records are read after their thread may be gone: the names now
 	// (then of each new thread as it starts, in dispatch).
 	for _, tid := range append([]int{anchor}, held...) {
@@ -713,6 +715,7 @@ func (t *Tracer) drainRecords() int {
 func (t *Tracer) drainUpTo(limit int) int {
 	in := t.inproc
 	in.clock.Refresh()
+	t.lookAtMemory(false)
 	n := in.rings.Drain(limit, t.deliverRecord)
 	t.collectTallies()
 	if len(in.gone) > 0 {
@@ -727,6 +730,19 @@ func (t *Tracer) drainThread(tid int) {
 	t.untilDrained(func(limit int) bool {
 		_, more := t.inproc.rings.DrainThread(tid, limit, t.deliverRecord)
 		return more
+	})
+}
+
+// DrainRecords runs the handlers of every record the tracee has
+// committed until now (in-process probes' hits are handed on a few
+// milliseconds late): before a caller changes what its handlers do with
+// them, or reads what they counted.
+func (t *Tracer) DrainRecords() {
+	t.withHandlers(func() {
+		t.drainAll()
+		for _, c := range t.followed {
+			c.drainAll()
+		}
 	})
 }
 

@@ -333,6 +333,9 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 // the instruction itself faulted, in which case the fault is delivered at
 // the original address.
 func (t *Tracer) onSignal(tid, sig int) {
+	if t.copyFaulted(tid, sig) {
+		return
+	}
 	if debugFaults && (sig == int(unix.SIGSEGV) || sig == int(unix.SIGBUS) || sig == int(unix.SIGILL)) {
 		t.describeFault(tid, sig)
 	}

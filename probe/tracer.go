@@ -70,6 +70,7 @@ type Tracer struct {
 	detourExits  atomic.Int64        // threads moved out of detours at detach
 	hookJumps    atomic.Int64        // jumps to return-hook detours (optimize.go)
 	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
+	copyFaults   atomic.Int64        // stubs' copies of memory that faulted (memread.go)
 	regs         unix.PtraceRegs
 	hit          Hit // the stop's, handed to handlers (newHit)
 	place        *tracee.Placer

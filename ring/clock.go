@@ -112,3 +112,6 @@ func (c *Clock) Time(tsc uint64) int64 {
 	d := float64(int64(tsc-c.anchor[0])) * c.perTSC
 	return int64(c.anchor[1]) + int64(d)
 }
+
+// Ticks is how many TSC ticks d takes.
+func (c *Clock) Ticks(d time.Duration) uint64 { return uint64(float64(d) / c.perTSC) }

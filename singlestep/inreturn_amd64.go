@@ -46,8 +46,10 @@ const (
 	ccE  = 0x84
 	ccNE = 0x85
 	ccA  = 0x87
+	ccB  = 0x82
 	ccS  = 0x88
 	ccL  = 0x8c
+	ccG  = 0x8f
 )
 
 // jcc appends a jcc rel32 to be landed later; it returns its place.

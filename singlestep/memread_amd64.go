@@ -7,12 +7,37 @@ import (
 )
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
-// +OFF(%REG):string: the stub copies it into the record with
-// process_vm_readv on its own process, which faults nothing: a bad
-// address gives -EFAULT (and a read across into an unmapped page, the
-// bytes before it), the same answer the tracer's own read would give.
-// One system call per read, and no stop: the rare slow path the record
-// code can afford, next to a trap's two context switches.
+// +OFF(%REG):string. Where the address lies in memory the tracer saw
+// readable (a table it keeps in the rings' header page, RingsMaps) the
+// stub copies it itself (rep movsb), as much of it as the readable range
+// holds. Else, or while the tracer writes the table, or when it has not
+// looked for a while (RingsMapBeat: it may be gone, killed), the stub
+// copies it with process_vm_readv on its own process, which faults
+// nothing: a bad address gives -EFAULT (and a read across into an
+// unmapped page, the bytes before it), the same answer the tracer's own
+// read would give. A range unmapped since the tracer's last look faults
+// the stub's own copy: the fault stops the thread (the tracer lives: its
+// look is recent), and the tracer sends it to the system call instead
+// (Fixup), as the kernel's exception table sends a faulting
+// copy_from_user to its fix-up.
+
+// Fixup says where a thread whose copy of memory faulted at rip, in the
+// stub s placed at at, goes on: that read's system call, which faults
+// nothing. false: rip is no copy of s.
+func (s *RecordStub) Fixup(at, rip uint64) (uint64, bool) {
+	if _, err := s.Code(at); err != nil {
+		return 0, false
+	}
+	for _, f := range s.fixups {
+		if rip == at+uint64(f.copy) {
+			return at + uint64(f.slow), true
+		}
+	}
+	return 0, false
+}
+
+// fixup is a copy's place in a stub's code, and its read's system call.
+type fixup struct{ copy, slow int }
 
 // MemRead is one read: Len bytes at a base plus Off. The base is the
 // register Reg; or with Via, the first word an earlier read of the stub
@@ -51,6 +76,7 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 	at := s.values() // the first read's word
 	iov := int32(s.Len() - 8*iovWords)
 	starts := make([]int, len(s.Reads)) // each read's first word
+	s.fixups = s.fixups[:0]
 	for i, r := range s.Reads {
 		starts[i] = at
 		reg, ok := byOff[r.Reg]
@@ -89,6 +115,13 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		}
 		a.leaM(regRAX, regRAX, r.Off)
 		a.storeM(regRAX, regRSI, addr)
+		done := s.copyDirect(a, r, data)
+		// The system call: the record and the address again (a faulted
+		// copy comes here with neither).
+		slow := len(a.b)
+		s.fixups[len(s.fixups)-1].slow = slow
+		a.loadM(regRSI, regRSP, rsSP-8)
+		a.loadM(regRAX, regRSI, addr)
 		a.storeM(regRAX, regRSI, iov+16) // the remote iovec: the address,
 		a.leaM(regRCX, regRSI, data)
 		a.storeM(regRCX, regRSI, iov) // the local one: the record
@@ -114,9 +147,79 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		if skip != 0 {
 			a.land(skip)
 		}
+		a.land(done)
 		a.storeM(regRAX, regRSI, res)
 		at += r.Words()
 	}
 	a.loadM(regR9, regRSP, rsSP-16)
 	return nil
+}
+
+// copyDirect appends the stub's own copy of read r, for the address in
+// %rax, into the record (at %rsi) at data: where the table says the
+// address is readable, the bytes up to the end of its range, at most
+// r.Len, their count in %rax, and a jump to the returned place (the
+// result's store). Where the table cannot say, it goes on after the code
+// it appends (the system call); so does a copy the table changed under.
+// It notes the copy in s.fixups (the system call's place is for the
+// caller to set).
+func (s *RecordStub) copyDirect(a *asm, r MemRead, data int32) (done int) {
+	disp8 := func(op []byte, modrmReg, base, disp int) { // REX.W op modrm(disp8)
+		a.raw(0x48 | byte(modrmReg>>3&1)<<2 | byte(base>>3&1))
+		a.raw(op...)
+		a.raw(0x40|byte(modrmReg&7)<<3|byte(base&7), byte(disp))
+	}
+	var slows []int
+	a.raw(0x49, 0x89, 0xc2) // mov %rax,%r10: the address
+	a.raw(0x49, 0xb8)       // movabs $Rings,%r8
+	a.b = binary.LittleEndian.AppendUint64(a.b, s.Rings)
+	disp8([]byte{0x8b}, regR9, regR8, RingsMapGen) // mov Gen(%r8),%r9
+	a.raw(0x41, 0xf6, 0xc1, 0x01)                  // test $1,%r9b: being written
+	slows = append(slows, a.jcc(ccNE))
+	disp8([]byte{0x8b}, regRCX, regRSI, 16)             // mov 16(%rsi),%rcx: the record's TSC
+	disp8([]byte{0x2b}, regRCX, regR8, RingsMapBeat)    // sub Beat(%r8),%rcx
+	disp8([]byte{0x3b}, regRCX, regR8, RingsMapBeatMax) // cmp BeatMax(%r8),%rcx
+	slows = append(slows, a.jcc(ccG))                   // the tracer has not looked for too long
+	// A binary search of the ranges for the address (%r10): lo %rdx,
+	// hi %rcx, mid %r11; the range found at (%rdx).
+	a.raw(0x31, 0xd2)                                 // xor %edx,%edx
+	disp8([]byte{0x8b}, regRCX, regR8, RingsMapCount) // mov Count(%r8),%rcx
+	search := len(a.b)
+	a.raw(0x48, 0x39, 0xca) // cmp %rcx,%rdx
+	slows = append(slows, a.jcc(ccAE))
+	a.raw(0x4c, 0x8d, 0x1c, 0x0a)              // lea (%rdx,%rcx),%r11
+	a.raw(0x49, 0xd1, 0xeb)                    // shr $1,%r11
+	a.raw(0x4c, 0x89, 0xd8)                    // mov %r11,%rax
+	a.raw(0x48, 0xc1, 0xe0, 0x04)              // shl $4,%rax
+	a.raw(0x4d, 0x3b, 0x54, 0x00, RingsMaps+8) // cmp Maps+8(%r8,%rax),%r10: at or past its end?
+	right := a.jcc(ccAE)
+	a.raw(0x4d, 0x3b, 0x54, 0x00, RingsMaps) // cmp Maps(%r8,%rax),%r10: at or past its start?
+	found := a.jcc(ccAE)
+	a.raw(0x4c, 0x89, 0xd9) // mov %r11,%rcx: below it
+	a.jccBack(0, search)
+	a.land(right)
+	a.raw(0x49, 0x8d, 0x53, 0x01) // lea 1(%r11),%rdx: above it
+	a.jccBack(0, search)
+	a.land(found)
+	a.raw(0x49, 0x8d, 0x54, 0x00, RingsMaps) // lea Maps(%r8,%rax),%rdx
+	a.raw(0x48, 0x8b, 0x4a, 0x08)            // mov 8(%rdx),%rcx
+	a.raw(0x4c, 0x29, 0xd1)                  // sub %r10,%rcx: what the range holds from there
+	a.raw(0xb8)                              // mov $Len,%eax
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(r.Len))
+	a.raw(0x48, 0x39, 0xc1)       // cmp %rax,%rcx
+	a.raw(0x48, 0x0f, 0x47, 0xc8) // cmova %rax,%rcx: no more than Len
+	a.raw(0x48, 0x89, 0xc8)       // mov %rcx,%rax: the count
+	a.leaM(regRDI, regRSI, data)  // lea data(%rsi),%rdi
+	a.raw(0x4c, 0x89, 0xd6)       // mov %r10,%rsi
+	a.raw(0xfc)                   // cld (the entry's ABI has it clear; the stub's popfq puts it back)
+	s.fixups = append(s.fixups, fixup{copy: len(a.b)})
+	a.raw(0xf3, 0xa4)                              // rep movsb: faults where a range went away
+	a.loadM(regRSI, regRSP, rsSP-8)                // the record
+	disp8([]byte{0x3b}, regR9, regR8, RingsMapGen) // cmp Gen(%r8),%r9
+	slows = append(slows, a.jcc(ccNE))             // the table changed meanwhile: again, by the system call
+	done = a.jmpFwd()
+	for _, at := range slows {
+		a.land(at)
+	}
+	return done
 }

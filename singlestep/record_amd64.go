@@ -55,6 +55,18 @@ const (
 	RingsPid    = 16   // the process's id, for the stubs' process_vm_readv
 	RingsHeader = 4096 // the counters' page, before the first ring
 
+	// The readable memory of the process, as the tracer last saw it, for
+	// the stubs' reads (memread_amd64.go): a generation, odd while the
+	// tracer writes the table; the TSC when it last looked (it lives)
+	// and how old that may be; the count of ranges and the ranges,
+	// start and end, sorted.
+	RingsMapGen     = 24
+	RingsMapBeat    = 32
+	RingsMapBeatMax = 40
+	RingsMapCount   = 48
+	RingsMaps       = 64
+	RingsMapsMax    = (RingsHeader - RingsMaps) / 16
+
 	RingOwner      = 0
 	RingLost       = 8
 	RingHead       = 64
@@ -370,7 +382,8 @@ type RecordStub struct {
 	Filter   *Filter
 	Rejected int
 
-	pops int // where the pops start in the code, once made
+	pops   int     // where the pops start in the code, once made
+	fixups []fixup // its copies of memory, once made
 }
 
 // A stub starts with `lea -RecordStubRedZone(%rsp),%rsp`; its pushfq is

@@ -66,14 +66,26 @@ func TestRecordCodeDecodes(t *testing.T) {
 			t.Fatalf("hook %v: %v, %d bytes, Size %d", hook, err, len(code), s.Size())
 		}
 		stub := decodeAll(t, code, at)
-		calls, syscalls := 0, 0
-		for _, in := range stub {
+		calls, syscalls, copies := 0, 0, 0
+		for pc, in := range stub {
 			switch in.Op {
 			case x86asm.CALL:
 				calls++
 			case x86asm.SYSCALL:
 				syscalls++
+			case x86asm.MOVSB:
+				// A copy that faults goes on at its read's system call.
+				copies++
+				if to, ok := s.Fixup(at, pc); !ok || stub[to].Op != x86asm.MOV {
+					t.Errorf("hook %v: copy at %#x: fix-up %#x %v", hook, pc, to, ok)
+				}
 			}
+		}
+		if copies != len(reads) {
+			t.Errorf("hook %v: %d copies, want one a read", hook, copies)
+		}
+		if _, ok := s.Fixup(at, at+5); ok {
+			t.Errorf("a fix-up for an instruction that copies nothing")
 		}
 		if syscalls != len(reads) {
 			t.Errorf("hook %v: %d system calls, want one a read", hook, syscalls)

@@ -644,6 +644,9 @@ func pathLines(added []*probe.Probe) []string {
 func debugCounts(t *probe.Tracer) {
 	if os.Getenv("PROBE_DEBUG_JUMPS") != "" {
 		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", t.JumpOptimized(), t.DetourExits())
+		if n := t.CopyFaults(); n > 0 {
+			fmt.Fprintf(os.Stderr, "probe: %d copies of memory by stubs faulted and went to the system call\n", n)
+		}
 		if n := t.ReturnHookJumps(); n > 0 {
 			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
 		}

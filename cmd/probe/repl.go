@@ -191,8 +191,12 @@ func (s *session) openInput() (<-chan string, func(), error) {
 	lines := make(chan string)
 	stop := make(chan struct{})
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
-		s.term, s.errs = os.Stdout, os.Stderr
-		s.events = os.Stdout
+		// The trace in whole lines, and command output between them:
+		// one write of a long run of lines to a pipe may be split, and
+		// a message of ours must not land inside one of them.
+		trace := &wholeLines{w: os.Stdout}
+		s.term, s.errs = &lockedWriter{mu: &trace.mu, w: os.Stdout}, os.Stderr
+		s.events = trace
 		go func() {
 			defer close(lines)
 			r := bufio.NewReaderSize(os.Stdin, maxLine)
@@ -267,6 +271,18 @@ func (l *wholeLines) Write(p []byte) (int, error) {
 	_, err := l.w.Write(l.tail[:i+1])
 	l.tail = append(l.tail[:0], l.tail[i+1:]...)
 	return len(p), err
+}
+
+// lockedWriter writes to w holding mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // maxLine bounds a command line read from a pipe or file: a longer one
@@ -579,6 +595,7 @@ func applicable(o options, ts tracers) options {
 // tracer is put back. The function tracer is off and every probe quiet
 // while the sink changes: their handlers read it at each hit.
 func (s *session) newSection(start func() error, ts tracers, o *options) error {
+	s.t.DrainRecords() // what the tracee recorded until now belongs to the old section
 	var quieted []*probe.Probe
 	for _, p := range s.t.Probes() {
 		if p.Enabled() {
@@ -653,6 +670,7 @@ func (s *session) closeSection() {
 }
 
 func (s *session) stats() error {
+	s.t.DrainRecords()
 	s.sink.stream.Sync() // the events sent so far counted, as pause and resume do
 	var b strings.Builder
 	var total uint64

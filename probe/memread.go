@@ -1,0 +1,72 @@
+package probe
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/ring"
+)
+
+// A stub copies memory itself where the table of readable memory in the
+// rings' header says it may (singlestep's copyDirect): the drain writes
+// the table from /proc/PID/maps every mapsEvery, and notes at each turn
+// that it still looks (Beat), which the stubs trust for beatMaxAge. A
+// copy from memory unmapped since the last look faults; the fault stops
+// the thread, and copyFaulted sends it to the read's system call, which
+// faults nothing. Should probe be killed, its last look grows old and
+// the stubs copy by system call only: a fault then would be the
+// program's.
+
+const (
+	mapsEvery  = 20 * time.Millisecond
+	beatMaxAge = 200 * time.Millisecond
+)
+
+// lookAtMemory notes that the tracer still looks, and writes the table
+// of readable memory again if it is older than mapsEvery (now: at once).
+func (t *Tracer) lookAtMemory(now bool) {
+	in := t.inproc
+	if now || time.Since(in.mapsSeen) >= mapsEvery {
+		in.mapsSeen = time.Now()
+		ranges, err := ring.ReadableRanges(t.pid)
+		if err != nil {
+			ranges = nil // every read by system call
+		}
+		in.rings.SetReadable(ranges)
+	}
+	in.rings.Beat(in.clock.Ticks(beatMaxAge))
+}
+
+// copyFaulted reports whether sig is a stub's own copy of memory
+// faulting, in a range gone since the tracer's last look: then the
+// thread goes on at that read's system call instead, the fault
+// unseen by the program.
+func (t *Tracer) copyFaulted(tid, sig int) bool {
+	in := t.inproc
+	if in == nil || sig != int(unix.SIGSEGV) && sig != int(unix.SIGBUS) || t.proc.GetRegs(tid, &t.regs) != nil {
+		return false
+	}
+	rip := t.regs.Rip
+	for _, rs := range in.sites {
+		if rip < rs.stub || rip >= rs.end {
+			continue
+		}
+		to, ok := rs.code.Fixup(rs.stub, rip)
+		if !ok {
+			return false
+		}
+		t.regs.Rip = to
+		if t.proc.SetRegs(tid, &t.regs) != nil {
+			return false
+		}
+		t.copyFaults.Add(1)
+		t.proc.Cont(tid, 0)
+		return true
+	}
+	return false
+}
+
+// CopyFaults counts the stubs' copies of memory that faulted and went to
+// the system call (read it after Wait or Detach).
+func (t *Tracer) CopyFaults() int { return int(t.copyFaults.Load()) }
