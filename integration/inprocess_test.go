@@ -382,7 +382,7 @@ func TestInProcessPaths(t *testing.T) {
 		{"p:work s=+0($stack1):u64", "probe/p_work_0: s reads memory at other than a register or an address"},
 		{"p:work a=%di => stacktrace", "probe/p_work_0: its actions need the thread stopped"},
 
-		{"p:work sink", "probe/p_work_0: sink reads a DWARF variable in memory"},
+		{"p:work sink", "probe/p_work_0: sink reads a DWARF variable in memory or a floating-point register"},
 	} {
 		r := probe(t, "run", "-v", "-o", os.DevNull, c.spec, "--", exe, "threads", "1", "3")
 		if want := "probe: probe/p_work_0: stops the thread (" + c.why + ")\n"; r.code != 0 || !strings.Contains(r.stderr, want) {

@@ -339,8 +339,23 @@ func TestInProcessDwarf(t *testing.T) {
 		}
 	}
 	r := probe(t, "run", "-v", "-o", os.DevNull, "p:pointers p s", "--", exe)
-	if why := "probe: probe/p_pointers_0: stops the thread (probe/p_pointers_0: s reads a DWARF variable in memory)\n"; r.code != 0 || !strings.Contains(r.stderr, why) {
+	if why := "probe: probe/p_pointers_0: stops the thread (probe/p_pointers_0: s reads a DWARF variable in memory or a floating-point register)\n"; r.code != 0 || !strings.Contains(r.stderr, why) {
 		t.Errorf("p:pointers p s: want exit 0 and %q; got %v", why, r)
+	}
+	// A double and a float in SSE registers: read there at a stop (they
+	// read 0 before), and never in-process, where a record has no SSE
+	// registers.
+	out := filepath.Join(t.TempDir(), "trace")
+	r = probe(t, "run", "-v", "-o", out, "p:floats d f", "--", exe)
+	if why := "probe: probe/p_floats_0: stops the thread (probe/p_floats_0: d reads a DWARF variable in memory or a floating-point register)\n"; r.code != 0 || !strings.Contains(r.stderr, why) {
+		t.Errorf("p:floats d f: want exit 0 and %q; got %v", why, r)
+	}
+	var fl []string
+	for _, e := range traceEvents(readFile(t, out)) {
+		fl = append(fl, strings.TrimSpace(e.rest))
+	}
+	if len(fl) != 3 || fl[1] != "d=1.5 f=-0.25" || fl[2] != "d=3 f=-0.5" {
+		t.Errorf("floats: %q, want d=1.5 f=-0.25 and d=3 f=-0.5 in the 2nd and 3rd calls", fl)
 	}
 }
 

@@ -64,7 +64,26 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 // dwarfVar reads a DWARF variable at the hit.
 type dwarfVar struct{ v *symbols.Var }
 
-func (d dwarfVar) Read(h *HitEnv) (uint64, string, error) { return d.v.Read(h.Regs, h.Mem) }
+func (d dwarfVar) Read(h *HitEnv) (uint64, string, error) {
+	var fp []byte
+	if h.FPRegs != nil && d.v.UsesFloat() {
+		fp = h.FPRegs()
+	}
+	return d.v.ReadFP(h.Regs, fp, h.Mem)
+}
+
+// UsesFloat says the variable may be in an SSE register, which a record
+// does not hold.
+func (d dwarfVar) UsesFloat() bool { return d.v.UsesFloat() }
+
+// readFPRegs reads the floating-point registers of t.fpTid, the thread
+// of the hit being fetched; nil if it cannot.
+func (t *Tracer) readFPRegs() []byte {
+	if t.proc.GetFPRegs(t.fpTid, &t.fpRegs) != nil {
+		return nil
+	}
+	return t.fpRegs[:]
+}
 
 // dwarfIntVar is a DWARF variable that is an integer (DwarfIntType): a
 // filter compares it as one, and refuses a string for it.
@@ -114,8 +133,13 @@ func (t *Tracer) capture(tid int, s *site, hit *Hit) {
 			continue // entered by a path that skipped the entry probe
 		}
 		vals := make([]capturedValue, len(p.captures))
+		t.fpTid = tid
 		for i, v := range p.captures {
-			vals[i].raw, vals[i].text, vals[i].err = v.Read(hit.Regs, t.proc)
+			var fp []byte
+			if v.UsesFloat() {
+				fp = t.readFPRegs()
+			}
+			vals[i].raw, vals[i].text, vals[i].err = v.ReadFP(hit.Regs, fp, t.proc)
 		}
 		if f.vals == nil {
 			f.vals = make(map[*Probe][]capturedValue)
@@ -132,7 +156,7 @@ func (t *Tracer) fetch(p *Probe, hit *Hit) bool {
 	}
 	// Mem and Symbolize were set once in newTracer: a method value made
 	// here would allocate on every hit.
-	t.env.Regs, t.env.Comm = hit.Regs, hit.Comm
+	t.env.Regs, t.env.Comm, t.fpTid = hit.Regs, hit.Comm, hit.Tid
 	t.fields = p.args.Fetch(&t.env, t.fields[:0])
 	hit.Fields = t.fields
 	return p.args.Keep(t.fields)

@@ -227,7 +227,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		held[tid] = int(unix.SIGTRAP)
 	case tracee.EventSignal:
 		info, _ := t.proc.Siginfo(tid)
-		if ev.Sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
+		if ev.Sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) || t.fixCopyFault(tid, ev.Sig) {
 			held[tid] = 0
 			return
 		}

@@ -32,11 +32,13 @@ const (
 )
 
 // dwarfRecordable reports whether f, a DWARF variable, reads nothing but
-// registers and the words at sp (read once, then kept).
+// general registers and the words at sp (read once, then kept): not a
+// floating-point value, which may be in an SSE register.
 func (f *fetchArg) dwarfRecordable() bool {
 	if f.dwarfRec == 0 {
 		f.dwarfRec = -1
-		if len(f.derefs) == 0 && f.count == 0 && f.dwarf != nil && dwarfTrial(f.dwarf) {
+		fp, _ := f.dwarf.(interface{ UsesFloat() bool })
+		if len(f.derefs) == 0 && f.count == 0 && f.dwarf != nil && (fp == nil || !fp.UsesFloat()) && dwarfTrial(f.dwarf) {
 			f.dwarfRec = 1
 		}
 	}

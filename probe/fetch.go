@@ -57,7 +57,11 @@ type DwarfIntType interface {
 
 // HitEnv is what fetching reads at a hit.
 type HitEnv struct {
-	Regs      *unix.PtraceRegs
+	Regs *unix.PtraceRegs
+	// FPRegs, if not nil, reads the thread's floating-point and SSE
+	// registers (PTRACE_GETFPREGS's layout), for DWARF variables there;
+	// nil where they are not known (a record of the tracee's).
+	FPRegs    func() []byte
 	Mem       Memory // the tracee's memory; reads may fail: (fault)
 	Comm      string
 	Symbolize func(addr uint64) string // "sym+0xoff/0xsize", or "" if unknown

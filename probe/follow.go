@@ -41,7 +41,7 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	c.newAddressSpace()
 	c.shownSpace.Store(t.space)
 	proc.Delivering = c.mailboxSignal
-	c.env = HitEnv{Mem: proc, Symbolize: c.symbolize}
+	c.env = HitEnv{Mem: proc, Symbolize: c.symbolize, FPRegs: c.readFPRegs}
 	if r.followed == nil {
 		r.followed = make(map[int]*Tracer)
 	}

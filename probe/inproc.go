@@ -200,7 +200,7 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 		switch {
 		case f.typ == TypeDwarf || f.base == baseDwarf:
 			if !f.dwarfRecordable() {
-				return need, fmt.Sprintf("%s reads a DWARF variable in memory", f.name)
+				return need, fmt.Sprintf("%s reads a DWARF variable in memory or a floating-point register", f.name)
 			}
 			need.add(generalRegs, singlestep.RecordStackMax)
 			continue

@@ -333,7 +333,8 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 // the instruction itself faulted, in which case the fault is delivered at
 // the original address.
 func (t *Tracer) onSignal(tid, sig int) {
-	if t.copyFaulted(tid, sig) {
+	if t.fixCopyFault(tid, sig) {
+		t.proc.Cont(tid, 0)
 		return
 	}
 	if debugFaults && (sig == int(unix.SIGSEGV) || sig == int(unix.SIGBUS) || sig == int(unix.SIGILL)) {

@@ -38,11 +38,12 @@ func (t *Tracer) lookAtMemory(now bool) {
 	in.rings.Beat(in.clock.Ticks(beatMaxAge))
 }
 
-// copyFaulted reports whether sig is a stub's own copy of memory
-// faulting, in a range gone since the tracer's last look: then the
-// thread goes on at that read's system call instead, the fault
-// unseen by the program.
-func (t *Tracer) copyFaulted(tid, sig int) bool {
+// fixCopyFault reports whether sig, which stopped tid, is a stub's own
+// copy of memory faulting, in a range gone since the tracer's last look:
+// then tid is set to go on at that read's system call instead, the
+// fault unseen by the program (the caller resumes it without the
+// signal, or holds it so).
+func (t *Tracer) fixCopyFault(tid, sig int) bool {
 	in := t.inproc
 	if in == nil || sig != int(unix.SIGSEGV) && sig != int(unix.SIGBUS) || t.proc.GetRegs(tid, &t.regs) != nil {
 		return false
@@ -61,7 +62,6 @@ func (t *Tracer) copyFaulted(tid, sig int) bool {
 			return false
 		}
 		t.copyFaults.Add(1)
-		t.proc.Cont(tid, 0)
 		return true
 	}
 	return false

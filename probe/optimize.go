@@ -570,7 +570,9 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 				t.proc.Defer(tid, info)
 			}
 		case tracee.EventSignal:
-			t.deferSignal(tid)
+			if !t.fixCopyFault(tid, ev.Sig) {
+				t.deferSignal(tid)
+			}
 		case tracee.EventExit:
 			continue
 		default:

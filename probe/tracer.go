@@ -131,7 +131,9 @@ type Tracer struct {
 	followed      map[int]*Tracer // on the root: followed processes by pid
 	bell          atomic.Int32    // the pid the doorbell rings at, if not ours (see moveBell)
 
-	env       HitEnv                     // scratch for fetching, reused every hit
+	env       HitEnv // scratch for fetching, reused every hit
+	fpTid     int    // the thread whose FP registers readFPRegs reads
+	fpRegs    [tracee.FPRegsSize]byte
 	fields    []Field                    // scratch for fetched fields
 	returning map[*Probe][]capturedValue // entry values of the frame returning now
 }
@@ -250,7 +252,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
 		t.place = tracee.NewPlacer(proc.Pid, true)
 		proc.Delivering = t.mailboxSignal
-		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize}
+		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
 		errc <- nil
 		t.serve()
 	}()
@@ -465,7 +467,12 @@ func (t *Tracer) AddSpec(s *Spec, h Handler) (*Probe, error) {
 // Remove takes a probe out; the original instruction is back once no other
 // probe shares its address.
 func (t *Tracer) Remove(p *Probe) error {
-	return t.do(func(int) error { return t.uninstall(p) })
+	return t.do(func(int) error {
+		// What the tracee recorded of it until now is handed on first:
+		// its records find no probe once it is gone.
+		t.drainAll()
+		return t.uninstall(p)
+	})
 }
 
 // Probes returns the installed probes.

@@ -437,7 +437,7 @@ func (v *Var) scope(regs op.DwarfRegisters, mem proc.MemoryReadWriter) *proc.Eva
 // zeroRegs is a register set with only the PC, for listing variables.
 func (d *DebugInfo) zeroRegs(pc uint64) op.DwarfRegisters {
 	var regs unix.PtraceRegs
-	return newDwarfRegs(&regs, pc, d.bias)
+	return newDwarfRegs(&regs, nil, pc, d.bias)
 }
 
 // Read evaluates the variable in a stopped thread whose registers at the
@@ -450,13 +450,20 @@ func (d *DebugInfo) zeroRegs(pc uint64) op.DwarfRegisters {
 // err is for everything else (a broken frame, an expression delve
 // refuses).
 func (v *Var) Read(regs *unix.PtraceRegs, mem io.ReaderAt) (raw uint64, text string, err error) {
+	return v.ReadFP(regs, nil, mem)
+}
+
+// ReadFP is Read with the thread's SSE registers too (FXSAVE's layout,
+// as PTRACE_GETFPREGS gives it): floats and doubles in registers are
+// read there. Without them (nil), a variable in one is unavailable.
+func (v *Var) ReadFP(regs *unix.PtraceRegs, xmm []byte, mem io.ReaderAt) (raw uint64, text string, err error) {
 	d := v.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	defer recoverDelve(&err, "read "+v.expr)
 
 	m := &readerMem{r: mem}
-	dregs := newDwarfRegs(regs, v.pc, d.bias)
+	dregs := newDwarfRegs(regs, xmm, v.pc, d.bias)
 	cfa, cfaErr := d.cfa(v.pc, &dregs, m)
 	dregs.CFA = cfa
 	if v.fnDIE != nil && v.fnDIE.Val(dwarf.AttrFrameBase) != nil {
@@ -1022,4 +1029,28 @@ func (f formatter) bitfield(base uint64, fl *dwarf.StructField) string {
 		return strconv.FormatInt(int64(raw)-1<<uint(fl.BitSize), 10)
 	}
 	return strconv.FormatUint(raw, 10)
+}
+
+// UsesFloat reports whether the variable is, or holds, a floating-point
+// value (a float, a complex, a struct or array with one): one that may
+// live in an SSE register, which only ReadFP reads.
+func (v *Var) UsesFloat() bool { return hasFloat(v.typ, 0) }
+
+func hasFloat(t godwarf.Type, depth int) bool {
+	if depth > maxDepth+4 {
+		return true // deep: assume so
+	}
+	switch x := resolveType(t).(type) {
+	case *godwarf.FloatType, *godwarf.ComplexType:
+		return true
+	case *godwarf.StructType:
+		for _, f := range x.Field {
+			if hasFloat(f.Type, depth+1) {
+				return true
+			}
+		}
+	case *godwarf.ArrayType:
+		return hasFloat(x.Type, depth+1)
+	}
+	return false
 }

@@ -657,3 +657,13 @@ func StackTop(pid int, sp uint64) (uint64, error) {
 	}
 	return 0, fmt.Errorf("pid %d: no mapping holds %#x", pid, sp)
 }
+
+// FPRegsSize is the size of the floating-point registers PTRACE_GETFPREGS
+// reads (FXSAVE's layout: the SSE registers xmm0-15 at 160).
+const FPRegsSize = 512
+
+// GetFPRegs reads the floating-point and SSE registers of a stopped
+// thread into buf.
+func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
+	return ptrace(unix.PTRACE_GETFPREGS, tid, 0, uintptr(unsafe.Pointer(buf)))
+}

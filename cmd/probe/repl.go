@@ -453,6 +453,7 @@ func (s *session) onEvent(cmd, name string) error {
 		s.mu.Unlock()
 		fmt.Fprintf(s.term, "deleted %s (%d hits)\n", p.Event, p.Hits())
 	default:
+		s.t.DrainRecords() // what it recorded while enabled is printed
 		p.SetEnabled(cmd == "enable")
 		fmt.Fprintf(s.term, "%sd %s\n", cmd, p.Event)
 	}

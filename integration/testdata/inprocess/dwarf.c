@@ -3,8 +3,8 @@
  * each of a kind the DWARF layer reads differently at the entry of -O2
  * code: integers and an enum and a bool in registers, a pointer (printed
  * as its address), a small struct passed in two registers, a larger one
- * and a seventh argument passed on the stack, and a string (which needs
- * memory beyond the stack). Each is called three times with values that
+ * and a seventh argument passed on the stack, a string (which needs
+ * memory beyond the stack), a double and a float (in SSE registers). Each is called three times with values that
  * change. Prints what they computed.
  */
 #include <stdbool.h>
@@ -47,6 +47,12 @@ __attribute__((noinline)) long seventh(long a, long b, long c, long d, long e, l
 	return sink;
 }
 
+__attribute__((noinline)) double floats(double d, float f)
+{
+	sink += (long)(d + f);
+	return d * f;
+}
+
 int main(void)
 {
 	static const char *names[] = {"zero", "one", "two"};
@@ -58,6 +64,7 @@ int main(void)
 		r += pointers(&p, names[i]);
 		r += byvalue(p, g);
 		r += seventh(1, 2, 3, 4, 5, 6, 70 + i);
+		r += (long)floats(i * 1.5, -i * 0.25f);
 	}
 	printf("r=%ld\n", r);
 	return 0;
