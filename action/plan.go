@@ -230,6 +230,9 @@ func (pl *Plan) addTally(d probe.TallyDelta) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	for _, c := range pl.counts {
+		if d.Hits == 0 {
+			break // (values of hits counted before: no key of none)
+		}
 		pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, d.Comm, d.Tid, 0, nil)
 		c.addN(pl.keyBuf, d.Hits)
 	}

@@ -2,7 +2,10 @@ package probe
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // TestRecordedMemory: a record's memory reads as the stub copied it: a
@@ -32,5 +35,40 @@ func TestRecordedMemory(t *testing.T) {
 	}
 	if b, err := read(0x5000, 4); err == nil || !bytes.Equal(b, []byte{1, 2}) {
 		t.Errorf("a read that faulted after 2 bytes: %x, %v", b, err)
+	}
+}
+
+// TestTallySplitLook: a look at a thread's counters may come between a
+// hit's count and its histogram's; the next look hands the histogram's
+// part on, though no hit came since, or only hits its filter rejected.
+func TestTallySplitLook(t *testing.T) {
+	var got []TallyDelta
+	p := &Probe{hits: new(atomic.Uint64), handler: Handler{Tally: &Tally{Add: func(d TallyDelta) { got = append(got, d) }}}}
+	p.enabled.Store(true)
+	tr := &Tracer{inproc: &inproc{quiet: map[int]bool{}}, comms: map[int]string{7: "w"}}
+	f := &singlestep.Filter{Kind: singlestep.FilterCmp, Value: singlestep.TallyValue{Reg: 0, Word: -1, Bits: 64, Size: 8}, Op: singlestep.OpLT}
+	pt := &siteTally{p: p, at: 0, filter: f, values: []singlestep.TallyValue{{}}}
+	words, last := make([]uint64, pt.words()), make([]uint64, pt.words())
+	hist := pt.histAt(0)
+	// A hit that passes, its histogram not yet added.
+	words[0], words[pt.passedAt()] = 1, 1
+	tr.handTally(7, pt, words, last)
+	// Its histogram added; then a hit the filter rejects.
+	words[hist+3] = 1
+	words[hist+singlestep.TallySum] = 5
+	tr.handTally(7, pt, words, last)
+	words[0] = 2
+	tr.handTally(7, pt, words, last)
+	var hits, values uint64
+	var sum int64
+	for _, d := range got {
+		hits += d.Hits
+		for _, n := range d.Hists[0].Buckets {
+			values += n
+		}
+		sum += d.Hists[0].Sum
+	}
+	if hits != 1 || values != 1 || sum != 5 || p.hits.Load() != 2 {
+		t.Fatalf("counted %d hits, %d values, sum %d, %d hits in all; want 1, 1, 5 and 2", hits, values, sum, p.hits.Load())
 	}
 }

@@ -176,7 +176,8 @@ func (in *inproc) placeTallies(plan []siteTally) ([]singlestep.Tally, bool) {
 // collectTallies hands each counted probe what each thread added to its
 // counters since the last look. A thread adds to its hits before its
 // histograms, and the words are read in that order: a hit read without
-// its values has them at the next look.
+// its values has them at the next look, which hands on whatever word
+// changed (a hit's last additions may be all that did).
 func (t *Tracer) collectTallies() {
 	in := t.inproc
 	if in == nil || len(in.tallied) == 0 {
@@ -204,10 +205,10 @@ func (t *Tracer) collectTallies() {
 func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
 	in := t.inproc
 	end := pt.at + pt.words()
-	hits := words[pt.at] - last[pt.at]
-	if hits == 0 {
+	if slices.Equal(words[pt.at:end], last[pt.at:end]) {
 		return
 	}
+	hits := words[pt.at] - last[pt.at]
 	p := pt.p
 	if in.quiet[tid] || !p.enabled.Load() {
 		// A vfork child's hits, or a disabled probe's: not reported.
@@ -226,9 +227,7 @@ func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
 	}
 	copy(last[pt.at:end], words[pt.at:end])
 	p.hits.Add(hits)
-	if d.Hits > 0 {
-		p.handler.Tally.Add(d)
-	}
+	p.handler.Tally.Add(d)
 }
 
 // handRejected counts, for each probe of rs, the hits its stub's filter
