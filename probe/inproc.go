@@ -1132,21 +1132,28 @@ func notePaths(sites ...*site) {
 
 // FuncPaths says how the function tracer's entries are taken (read it
 // after Ready): how many functions record in the tracee, and how many
-// stop the thread, by why.
+// stop the thread, by why. As the jumps were placed: a program that has
+// ended since still has its answer.
 func (t *Tracer) FuncPaths() (inProcess int, stops map[string]int) {
-	stops = map[string]int{}
-	t.do(func(int) error {
-		for _, st := range t.sites {
-			if st.fn == nil {
-				continue
-			}
-			if rec, why := st.path(); rec {
-				inProcess++
-			} else {
-				stops[why]++
-			}
+	t.funcPaths.mu.Lock()
+	defer t.funcPaths.mu.Unlock()
+	return t.funcPaths.in, maps.Clone(t.funcPaths.stops)
+}
+
+// noteFuncPaths keeps what FuncPaths says, once the jumps are placed.
+func (t *Tracer) noteFuncPaths() {
+	in, stops := 0, map[string]int{}
+	for _, st := range t.sites {
+		if st.fn == nil {
+			continue
 		}
-		return nil
-	})
-	return inProcess, stops
+		if rec, why := st.path(); rec {
+			in++
+		} else {
+			stops[why]++
+		}
+	}
+	t.funcPaths.mu.Lock()
+	t.funcPaths.in, t.funcPaths.stops = in, stops
+	t.funcPaths.mu.Unlock()
 }

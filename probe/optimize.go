@@ -169,7 +169,10 @@ func (t *Tracer) optimizeSites(anchor int) {
 			unix.Kill(t.bellPid(), unix.SIGSTOP)
 		}
 	}()
-	defer func() { notePaths(slices.Collect(maps.Values(t.sites))...) }()
+	defer func() {
+		notePaths(slices.Collect(maps.Values(t.sites))...)
+		t.noteFuncPaths()
+	}()
 	if why := t.noJumps(); why != "" {
 		for _, st := range t.sites {
 			st.trapWhy = why

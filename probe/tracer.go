@@ -71,6 +71,12 @@ type Tracer struct {
 	hookJumps    atomic.Int64        // jumps to return-hook detours (optimize.go)
 	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
 	copyFaults   atomic.Int64        // stubs' copies of memory that faulted (memread.go)
+	// funcPaths is what FuncPaths says, as the jumps were last placed.
+	funcPaths struct {
+		mu    sync.Mutex
+		in    int
+		stops map[string]int
+	}
 	regs         unix.PtraceRegs
 	hit          Hit // the stop's, handed to handlers (newHit)
 	place        *tracee.Placer
