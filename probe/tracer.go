@@ -77,18 +77,18 @@ type Tracer struct {
 		in    int
 		stops map[string]int
 	}
-	regs         unix.PtraceRegs
-	hit          Hit // the stop's, handed to handlers (newHit)
-	place        *tracee.Placer
-	tuning       Tuning
-	monoBase     int64
-	wallBase     time.Time
-	detached     bool
-	lostHits     uint64
-	flight       inFlight // the stop being handled, for emergencyDetach
-	stopTime     int64    // when the SIGTRAP stop being handled was seen, or 0
-	stopTid      int      // the thread of that stop
-	stopCPU      int      // the CPU it said it stopped on (mailboxCPU), or -1
+	regs     unix.PtraceRegs
+	hit      Hit // the stop's, handed to handlers (newHit)
+	place    *tracee.Placer
+	tuning   Tuning
+	monoBase int64
+	wallBase time.Time
+	detached bool
+	lostHits uint64
+	flight   inFlight // the stop being handled, for emergencyDetach
+	stopTime int64    // when the SIGTRAP stop being handled was seen, or 0
+	stopTid  int      // the thread of that stop
+	stopCPU  int      // the CPU it said it stopped on (mailboxCPU), or -1
 
 	trampoline uint64              // where hijacked returns come back: its stub, with a mailbox
 	trampTrap  uint64              // the trampoline's int3 (without a mailbox, the trampoline)
