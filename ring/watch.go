@@ -2,7 +2,6 @@ package ring
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -30,41 +29,28 @@ type robustListHead struct {
 	listOpPending uintptr
 }
 
-// watchLists keeps every robust list given to the kernel alive and in
-// place for good: the kernel holds their addresses, and reads them when
-// the thread exits, whenever that is; a goroutine's stack would move, or
-// be freed, under it.
-var (
-	watchMu    sync.Mutex
-	watchLists []*watchList
-)
-
-type watchList struct {
-	head, empty robustListHead
-	entry       robustList
-}
-
 // Watch starts the thread that owns the rings' tracer word; stop ends it,
 // the word cleared first.
 func (r *Rings) Watch() (stop func()) {
 	word := r.word(singlestep.RingsTracer)
-	l := new(watchList)
-	l.head.list.next = uintptr(unsafe.Pointer(&l.entry))
-	l.entry.next = uintptr(unsafe.Pointer(&l.head.list)) // the list is a ring back to its head
-	l.head.futexOffset = int64(uintptr(unsafe.Pointer(word)) - uintptr(unsafe.Pointer(&l.entry)))
-	l.empty.list.next = uintptr(unsafe.Pointer(&l.empty.list))
-	watchMu.Lock()
-	watchLists = append(watchLists, l)
-	watchMu.Unlock()
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		runtime.LockOSThread() // never unlocked: the thread ends with us
 		defer close(stopped)
+		var head robustListHead
+		var entry robustList
+		head.list.next = uintptr(unsafe.Pointer(&entry))
+		entry.next = uintptr(unsafe.Pointer(&head.list)) // the list is a ring back to its head
+		head.futexOffset = int64(uintptr(unsafe.Pointer(word)) - uintptr(unsafe.Pointer(&entry)))
 		atomic.StoreUint64(word, uint64(unix.Gettid()))
-		setRobustList(&l.head)
+		setRobustList(&head)
 		<-done
 		atomic.StoreUint64(word, 0)
-		setRobustList(&l.empty)
+		var empty robustListHead
+		empty.list.next = uintptr(unsafe.Pointer(&empty.list))
+		setRobustList(&empty)
+		runtime.KeepAlive(&head)
+		runtime.KeepAlive(&entry)
 	}()
 	return func() {
 		close(done)
