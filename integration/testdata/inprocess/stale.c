@@ -8,7 +8,7 @@
  *   stale N [US] N rounds, each page held mapped US microseconds before
  *                it goes (the table has time to list it); prints their
  *                count
- *   stale loop [US]  rounds until stdin closes (prints "ready" first)
+ *   stale loop   rounds until stdin closes (prints "ready" first)
  */
 #include <pthread.h>
 #include <stdio.h>
