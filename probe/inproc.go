@@ -47,7 +47,6 @@ type inproc struct {
 	size             int // the routine's length
 	sites            map[uint32]*recordSite
 	mapsSeen         time.Time // when the table of readable memory was last written (lookAtMemory)
-	unwatch          func()    // ends the thread whose death tells the stubs ours (ring.Watch)
 	nextID           uint32
 	freed            map[int]uint64 // records lost in rings given back, by thread
 	gone             map[int]bool   // threads gone whose rings are to be given back once drained
@@ -491,7 +490,6 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
 	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
-	t.inproc.unwatch = rings.Watch()
 	t.lookAtMemory(true)
 	// Records are read after their thread may be gone: the names now
 	// (then of each new thread as it starts, in dispatch).
@@ -1065,7 +1063,6 @@ func (t *Tracer) retireRings() {
 	t.drainAll()
 	r := t.top()
 	r.lostPast = addLost(r.lostPast, in.rings.Lost(in.freed))
-	in.unwatch()
 	in.rings.Release()
 	t.inproc, t.inprocWhy = nil, ""
 }

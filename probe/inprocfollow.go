@@ -53,7 +53,6 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 		}
 	}
 	c.inproc = in
-	in.unwatch = rings.Watch()
 	c.lookAtMemory(true)
 	if frames := pin.rings.Shadow(tid); !rings.Adopt(c.pid, frames) {
 		unhookFrames(c.proc, frames, pin.trampoline) // (cannot be: the rings are new)

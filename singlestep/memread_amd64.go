@@ -10,8 +10,8 @@ import (
 // +OFF(%REG):string. Where the address lies in memory the tracer saw
 // readable (a table it keeps in the rings' header page, RingsMaps) the
 // stub copies it itself (rep movsb), as much of it as the readable range
-// holds. Else, or while the tracer writes the table, or when it has died
-// (RingsTracer) or not looked for a while (RingsMapBeat), the stub
+// holds. Else, or while the tracer writes the table, or when it has not
+// looked for a while (RingsMapBeat: it may be gone, killed), the stub
 // copies it with process_vm_readv on its own process, which faults
 // nothing: a bad address gives -EFAULT (and a read across into an
 // unmapped page, the bytes before it), the same answer the tracer's own
@@ -175,12 +175,6 @@ func (s *RecordStub) copyDirect(a *asm, r MemRead, data int32) (done int) {
 	a.b = binary.LittleEndian.AppendUint64(a.b, s.Rings)
 	disp8([]byte{0x8b}, regR9, regR8, RingsMapGen) // mov Gen(%r8),%r9
 	a.raw(0x41, 0xf6, 0xc1, 0x01)                  // test $1,%r9b: being written
-	slows = append(slows, a.jcc(ccNE))
-	disp8([]byte{0x8b}, regRCX, regR8, RingsTracer) // mov Tracer(%r8),%rcx
-	a.raw(0x48, 0x85, 0xc9)                         // test %rcx,%rcx: no tracer
-	slows = append(slows, a.jcc(ccE))
-	a.raw(0xf7, 0xc1) // test $TracerDied,%ecx: it died
-	a.b = binary.LittleEndian.AppendUint32(a.b, TracerDied)
 	slows = append(slows, a.jcc(ccNE))
 	disp8([]byte{0x8b}, regRCX, regRSI, 16)             // mov 16(%rsi),%rcx: the record's TSC
 	disp8([]byte{0x2b}, regRCX, regR8, RingsMapBeat)    // sub Beat(%r8),%rcx

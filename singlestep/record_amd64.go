@@ -64,14 +64,8 @@ const (
 	RingsMapBeat    = 32
 	RingsMapBeatMax = 40
 	RingsMapCount   = 48
-	// RingsTracer holds the thread id of a thread of the tracer's that
-	// lives as long as it does, as the owner of a robust futex: the
-	// kernel sets TracerDied in it when that thread dies, however
-	// (SIGKILL). 0: no tracer.
-	RingsTracer  = 56
-	TracerDied   = 0x40000000 // FUTEX_OWNER_DIED
-	RingsMaps    = 64
-	RingsMapsMax = (RingsHeader - RingsMaps) / 16
+	RingsMaps       = 64
+	RingsMapsMax    = (RingsHeader - RingsMaps) / 16
 
 	RingOwner      = 0
 	RingLost       = 8
