@@ -733,15 +733,16 @@ func (t *Tracer) drainThread(tid int) {
 	})
 }
 
-// DrainRecords runs the handlers of every record the tracee has
+// DrainRecords runs the handlers of the records the tracee has
 // committed until now (in-process probes' hits are handed on a few
-// milliseconds late): before a caller changes what its handlers do with
-// them, or reads what they counted.
+// milliseconds late), one pass, as many as the output takes (a hot
+// probe must not keep the caller waiting): before a caller changes what
+// its handlers do with them, or reads what they counted.
 func (t *Tracer) DrainRecords() {
 	t.withHandlers(func() {
-		t.drainAll()
+		t.drainRecords()
 		for _, c := range t.followed {
-			c.drainAll()
+			c.drainRecords()
 		}
 	})
 }

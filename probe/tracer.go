@@ -474,9 +474,11 @@ func (t *Tracer) AddSpec(s *Spec, h Handler) (*Probe, error) {
 // probe shares its address.
 func (t *Tracer) Remove(p *Probe) error {
 	return t.do(func(int) error {
-		// What the tracee recorded of it until now is handed on first:
-		// its records find no probe once it is gone.
-		t.drainAll()
+		// What the tracee recorded of it until now is handed on first
+		// (one pass, as much as the output takes: a hot probe must not
+		// keep the command waiting): its records find no probe once it
+		// is gone.
+		t.drainRecords()
 		return t.uninstall(p)
 	})
 }
