@@ -13,7 +13,7 @@ import (
 // the table from /proc/PID/maps every mapsEvery, and notes at each turn
 // that it still looks (Beat), which the stubs trust for beatMaxAge. A
 // copy from memory unmapped since the last look faults; the fault stops
-// the thread, and copyFaulted sends it to the read's system call, which
+// the thread, and fixCopyFault sends it to the read's system call, which
 // faults nothing. Should probe be killed, its last look grows old and
 // the stubs copy by system call only: a fault then would be the
 // program's.
