@@ -3,7 +3,6 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 )
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
@@ -90,7 +89,7 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		}
 		addr, res, data := int32(RecordHeader+8*at), int32(RecordHeader+8*at+8), int32(RecordHeader+8*at+16)
 		var skip int
-		switch saved := slices.Index(rsSaved, reg); {
+		switch {
 		case r.Via > 0:
 			// The pointer, if its read got all 8 bytes; else this read
 			// faults too, unread.
@@ -106,12 +105,8 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		case r.Abs:
 			a.raw(0x48, 0xb8) // movabs $Addr,%rax
 			a.b = binary.LittleEndian.AppendUint64(a.b, r.Addr)
-		case saved >= 0:
-			a.loadStack(8 * saved)
-		case reg == regRSP:
-			a.leaM(regRAX, regRSP, rsSP)
-		default: // mov %reg,%rax
-			a.raw(0x48|byte(reg>>3&1)<<2, 0x89, 0xc0|byte(reg&7)<<3)
+		default:
+			a.loadThreadReg(reg)
 		}
 		a.leaM(regRAX, regRAX, r.Off)
 		a.storeM(regRAX, regRSI, addr)

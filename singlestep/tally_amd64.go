@@ -128,16 +128,10 @@ func (s *RecordStub) tallyBody(a *asm, byOff map[int]int) {
 
 // loadValue appends the making of v in %rax (%rcx is free to use).
 func (s *RecordStub) loadValue(a *asm, v TallyValue, byOff map[int]int) {
-	reg := byOff[v.Reg]
-	switch saved := slices.Index(rsSaved, reg); {
-	case v.Word >= 0:
+	if v.Word >= 0 {
 		a.loadStack(rsSP + 8*v.Word)
-	case saved >= 0:
-		a.loadStack(8 * saved)
-	case reg == regRSP:
-		a.leaM(regRAX, regRSP, rsSP)
-	default:
-		a.raw(0x48|byte(reg>>3&1)<<2, 0x89, 0xc0|byte(reg&7)<<3) // mov %reg,%rax
+	} else {
+		a.loadThreadReg(byOff[v.Reg])
 	}
 	if v.Shift > 0 {
 		a.raw(0x48, 0xc1, 0xe8, v.Shift) // shr $Shift,%rax
@@ -159,6 +153,20 @@ func (s *RecordStub) loadValue(a *asm, v TallyValue, byOff map[int]int) {
 		n := 64 - 8*v.Size
 		a.raw(0x48, 0xc1, 0xe0, n) // shl $n,%rax
 		a.raw(0x48, 0xc1, 0xf8, n) // sar $n,%rax
+	}
+}
+
+// loadThreadReg appends the load into %rax of the thread's register reg
+// as it was at the probe, between a stub's saves and restores: from the
+// save area, or sp above it, or the register itself.
+func (a *asm) loadThreadReg(reg int) {
+	switch saved := slices.Index(rsSaved, reg); {
+	case saved >= 0:
+		a.loadStack(8 * saved)
+	case reg == regRSP:
+		a.leaM(regRAX, regRSP, rsSP)
+	default:
+		a.raw(0x48|byte(reg>>3&1)<<2, 0x89, 0xc0|byte(reg&7)<<3) // mov %reg,%rax
 	}
 }
 
