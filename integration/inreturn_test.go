@@ -297,6 +297,61 @@ func TestInProcessRingCollision(t *testing.T) {
 	}
 }
 
+// TestInProcessRingCrowd: 24 threads alive at once whose ids are equal
+// modulo the number of rings, as after thread ids wrap around pid_max in
+// a process with hundreds of threads, all pick the same ring first. Each
+// finds a ring of its own (it took the first 8 threads and lost the
+// rest's hits when a thread tried only the 8 rings from the one its id
+// picks): every call is recorded at entry and return, on its thread.
+func TestInProcessRingCrowd(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "crowd", filepath.Join("testdata", "inprocess", "crowd.c"), "-O2", "-g", "-Wall", "-pthread")
+	want := runCmd(t, nil, exe)
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "p:work id=%di i=%si", "r:work $retval", "--", exe)
+	if r.code != 0 || r.stdout != want.stdout || !strings.Contains(r.stderr, "probe: probe/p_work_0: in-process\n") || !strings.Contains(r.stderr, "probe: probe/r_work_0: in-process\n") {
+		t.Fatalf("probe run: %v\nwant exit 0, %q, both probes in-process", r, want.stdout)
+	}
+	trace := readFile(t, out)
+	if strings.Contains(trace, "lost") {
+		t.Errorf("trace says events were lost:\n%s", trace[strings.LastIndex(trace[:strings.Index(trace, "lost")], "\n")+1:])
+	}
+	idOf := map[int]uint64{} // each thread calls with its own id
+	calls := map[uint64]int{}
+	var entries, returns int
+	for _, e := range traceEvents(trace) {
+		var id, i, ret uint64
+		switch e.name {
+		case "p_work_0":
+			if _, err := fmt.Sscanf(e.rest, " id=%v i=%v", &id, &i); err != nil {
+				t.Fatalf("%q: %v", e.line, err)
+			}
+			if was, ok := idOf[e.tid]; ok && was != id {
+				t.Fatalf("%q: thread %d called with id %d before", e.line, e.tid, was)
+			}
+			idOf[e.tid] = id
+			calls[id]++
+			entries++
+		case "r_work_0":
+			if _, err := fmt.Sscanf(e.rest, " arg1=%v", &ret); err != nil {
+				t.Fatalf("%q: %v", e.line, err)
+			}
+			if ret/1000 != idOf[e.tid] {
+				t.Fatalf("%q: returned on thread %d, which called with id %d", e.line, e.tid, idOf[e.tid])
+			}
+			returns++
+		}
+	}
+	if entries != 2400 || returns != 2400 || len(calls) != 24 {
+		t.Fatalf("%d entries, %d returns, %d threads; want 2400, 2400, 24", entries, returns, len(calls))
+	}
+	for id, n := range calls {
+		if n != 100 {
+			t.Errorf("thread with id %d: %d calls, want 100", id, n)
+		}
+	}
+}
+
 // TestInProcessDwarf: DWARF names at the entry of -O2 code that read no
 // more than registers and the words at sp (integers, a char, a bool, an
 // enum, a pointer's address, a struct on the stack, a seventh argument)

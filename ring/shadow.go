@@ -2,6 +2,7 @@ package ring
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/probedbg/probe/singlestep"
 )
@@ -62,21 +63,33 @@ func (r *Rings) SetPid(pid int) { atomic.StoreUint64(r.word(singlestep.RingsPid)
 
 // Adopt claims a ring for thread tid, which has none yet, with frames as
 // its shadow stack: a fork child's thread, whose stack is a copy of the
-// forking thread's, hooked returns and all. The ring is the one the
-// record routine tries first for tid. false: it is taken.
+// forking thread's, hooked returns and all. The ring is the first free
+// one from the one the record routine tries first for tid, and the tid
+// table gives it to tid. false: every ring is taken.
 func (r *Rings) Adopt(tid int, frames []ShadowFrame) bool {
-	slot := tid & (r.layout.Slots - 1)
-	base := r.ring(slot)
-	if !atomic.CompareAndSwapUint64(r.word(base+singlestep.RingOwner), 0, uint64(tid)) {
-		return false
+	for i := range r.layout.Slots {
+		slot := (tid + i) & (r.layout.Slots - 1)
+		base := r.ring(slot)
+		if !atomic.CompareAndSwapUint64(r.word(base+singlestep.RingOwner), 0, uint64(tid)) {
+			continue
+		}
+		r.slotOf[tid] = slot
+		n := min(len(frames), singlestep.ShadowFrames)
+		for i, f := range frames[:n] {
+			at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
+			atomic.StoreUint64(r.word(at), f.Slot)
+			atomic.StoreUint64(r.word(at+8), f.Ret)
+		}
+		atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), uint64(n))
+		r.setTidTable(tid, slot)
+		return true
 	}
-	r.slotOf[tid] = slot
-	n := min(len(frames), singlestep.ShadowFrames)
-	for i, f := range frames[:n] {
-		at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
-		atomic.StoreUint64(r.word(at), f.Slot)
-		atomic.StoreUint64(r.word(at+8), f.Ret)
-	}
-	atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), uint64(n))
-	return true
+	return false
+}
+
+// setTidTable gives tid ring slot in the tid table the record routine
+// looks in first.
+func (r *Rings) setTidTable(tid, slot int) {
+	entry := (*uint16)(unsafe.Pointer(&r.mem[singlestep.RingsTidTable+2*(tid&(singlestep.TidMax-1))]))
+	*entry = uint16(slot + 1) // a thread not running (a fork child stopped at birth) reads it
 }

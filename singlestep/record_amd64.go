@@ -16,7 +16,9 @@ import (
 // The rings live in memory shared with the tracer (tracee.MapShared):
 //
 //	page 0:      RingsNoSlot (hits of threads that found no ring free),
-//	             RingsNoTid (hits where the thread id could not be read)
+//	             RingsNoTid (hits where the thread id could not be read),
+//	             the table of readable memory (memread_amd64.go)
+//	then the tid table (RingsTidTable): the ring each thread was given
 //	then Slots rings, RingHeaderSize + RingSize bytes apart:
 //	  RingOwner  the thread id that claimed it (lock cmpxchg from 0); the
 //	             tracer frees it when the thread is gone
@@ -53,7 +55,13 @@ const (
 	RingsNoSlot = 0
 	RingsNoTid  = 8
 	RingsPid    = 16   // the process's id, for the stubs' process_vm_readv
-	RingsHeader = 4096 // the counters' page, before the first ring
+	// RingsTidTable: TidMax 16-bit entries, one per thread id: the ring
+	// the thread was given, + 1 (0: none yet). It is a hint, checked
+	// against the ring's owner: a thread gone and its ring given to
+	// another leaves its entry stale. Only the pages of ids in use are
+	// ever touched.
+	RingsTidTable = 4096
+	RingsHeader   = RingsTidTable + TidMax*2 // the first ring
 
 	// The readable memory of the process, as the tracer last saw it, for
 	// the stubs' reads (memread_amd64.go): a generation, odd while the
@@ -65,7 +73,7 @@ const (
 	RingsMapBeatMax = 40
 	RingsMapCount   = 48
 	RingsMaps       = 64
-	RingsMapsMax    = (RingsHeader - RingsMaps) / 16
+	RingsMapsMax    = (RingsTidTable - RingsMaps) / 16
 
 	RingOwner      = 0
 	RingLost       = 8
@@ -88,8 +96,8 @@ const (
 	// RecordMax is the longest record: its length is 16 bits.
 	RecordMax = 1<<16 - 8
 
-	// ringProbes is how many rings from its own a thread tries.
-	ringProbes = 8
+	// TidMax bounds thread ids: the kernel's PID_MAX_LIMIT on 64 bits.
+	TidMax = 1 << 22
 )
 
 // RecordLayout is where the rings are and how they are cut.
@@ -110,8 +118,8 @@ func (l RecordLayout) Size() uint64 { return RingsHeader + uint64(l.Slots)*l.Str
 // routine's 32-bit immediates.
 func (l RecordLayout) Check() error {
 	switch {
-	case l.Slots <= 0 || l.Slots&(l.Slots-1) != 0:
-		return fmt.Errorf("%d rings: not a power of two", l.Slots)
+	case l.Slots <= 0 || l.Slots&(l.Slots-1) != 0 || l.Slots > 1<<15:
+		return fmt.Errorf("%d rings: not a power of two up to 32768", l.Slots)
 	case l.RingSize < 4096 || l.RingSize&(l.RingSize-1) != 0 || l.RingSize > 1<<30:
 		return fmt.Errorf("ring size %d: a power of two from 4 KiB to 1 GiB", l.RingSize)
 	case l.Stride() > 1<<31:
@@ -195,18 +203,26 @@ func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 }
 
 // findRing appends the search for the calling thread's ring, by its
-// thread id: its own among ringProbes rings from the one the id picks,
-// else the first free one of them, claimed. Where the thread has none, the code counts the hit (no thread
-// id, or no ring free) and returns 0 in %r10 and %rsi. It returns the
-// places of the branches to land where the ring is found, in %rsi; it
-// uses %rax, %rcx, %rdx, %rsi and %r9.
-func (r *RecordRoutine) findRing(a *asm) [3]int {
+// thread id. The fast way is the tid table: the ring the thread was last
+// given, which is its own if it still holds the thread's id. Else, once
+// per thread, the search: the thread's ring among all of them (a signal
+// handler of the thread's may have claimed it), else the first free one
+// from the one its id picks, claimed, and the table written. Where the
+// thread has none, the code counts the hit (no thread id, or no ring
+// free) and returns 0 in %r10 and %rsi. It returns the places of the
+// branches to land where the ring is found, in %rsi; it uses %rax, %rcx,
+// %rdx, %rsi and %r9.
+func (r *RecordRoutine) findRing(a *asm) []int {
 	l := r.Layout
 	jcc := a.jcc
 	land := a.land
 	imm32 := func(v uint64) { a.b = binary.LittleEndian.AppendUint32(a.b, uint32(v)) }
-	movabsRAX := func(v uint64) { // movabs $v,%rax
-		a.raw(0x48, 0xb8)
+	movabs := func(reg byte, v uint64) { // movabs $v,reg (0 %rax, 1 %rcx, 6 %rsi, 9 %r9)
+		if reg >= 8 {
+			a.raw(0x49, 0xb8+reg-8)
+		} else {
+			a.raw(0x48, 0xb8+reg)
+		}
 		a.b = binary.LittleEndian.AppendUint64(a.b, v)
 	}
 
@@ -224,52 +240,98 @@ func (r *RecordRoutine) findRing(a *asm) [3]int {
 		imm32(uint64(l.Slots - 1)) //
 		a.raw(0x48, 0x69, 0xf6)    // imul $Stride,%rsi,%rsi
 		imm32(l.Stride())
-		movabsRAX(l.Base + RingsHeader)
+		movabs(0, l.Base+RingsHeader)
 		a.raw(0x48, 0x01, 0xc6) // add %rax,%rsi: the ring
 	}
-	probes := func(loop int) { // the next of ringProbes rings, from loop
+	tableEntry := func(base byte) { // %rax: the thread's entry's index; base: the table
+		a.raw(0x89, 0xd0) // mov %edx,%eax
+		a.raw(0x25)       // and $TidMax-1,%eax
+		imm32(TidMax - 1)
+		movabs(base, l.Base+RingsTidTable)
+	}
+	probes := func(loop int) { // the next ring, from loop
 		a.raw(0xff, 0xc1)       // inc %ecx
 		a.raw(0x41, 0xff, 0xc9) // dec %r9d
 		a.raw(0x0f, 0x85)       // jne loop
 		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(loop-(len(a.b)+4))))
 	}
-	// The thread's own ring first, wherever it is among the ringProbes
-	// from the one its id picks: one before it, taken when the thread
-	// claimed its own, may have been given back since, and must not
-	// become a second ring of the thread's.
-	a.raw(0x89, 0xc1)                   // mov %eax,%ecx: the first ring tried
-	a.raw(0x41, 0xb9)                   // mov $ringProbes,%r9d
-	imm32(ringProbes)                   //
-	look := len(a.b)                    // look:
-	ringAt()                            //
-	a.raw(0x48, 0x39, 0x16)             // cmp %rdx,(%rsi)
-	found := jcc(0x84)                  // je found
-	probes(look)                        //
-	a.raw(0x89, 0xd1)                   // mov %edx,%ecx: none; the first free one
-	a.raw(0x41, 0xb9)                   // mov $ringProbes,%r9d
-	imm32(ringProbes)                   //
+	tableEntry(6)
+	a.raw(0x0f, 0xb7, 0x0c, 0x46) // movzwl (%rsi,%rax,2),%ecx: the ring + 1
+	a.raw(0x85, 0xc9)             // test %ecx,%ecx
+	search := jcc(0x84)           // je search
+	a.raw(0xff, 0xc9)             // dec %ecx
+	ringAt()                      //
+	a.raw(0x48, 0x39, 0x16)       // cmp %rdx,(%rsi)
+	found := jcc(0x84)            // je found: still the thread's
+	land(search)                  // search:
+	a.raw(0x31, 0xc9)             // xor %ecx,%ecx: the thread's own, anywhere
+	a.raw(0x41, 0xb9)             // mov $Slots,%r9d
+	imm32(uint64(l.Slots))        //
+	look := len(a.b)              // look:
+	ringAt()                      //
+	a.raw(0x48, 0x39, 0x16)       // cmp %rdx,(%rsi)
+	own := jcc(0x84)              // je store
+	probes(look)                  //
+	// None: the first free one from the one the id picks.
+	a.raw(0x89, 0xd1)                   // mov %edx,%ecx
+	a.raw(0x41, 0xb9)                   // mov $Slots,%r9d
+	imm32(uint64(l.Slots))              //
 	try := len(a.b)                     // try:
 	ringAt()                            //
 	a.raw(0x48, 0x83, 0x3e, 0x00)       // cmpq $0,(%rsi)
 	next := jcc(0x85)                   // jne next
 	a.raw(0x31, 0xc0)                   // xor %eax,%eax
 	a.raw(0xf0, 0x48, 0x0f, 0xb1, 0x16) // lock cmpxchg %rdx,(%rsi)
-	claimed := jcc(0x84)                // je found
+	claimed := jcc(0x84)                // je claimed
 	a.raw(0x48, 0x39, 0xd0)             // cmp %rdx,%rax: a signal handler of the thread's claimed it meanwhile
-	mine := jcc(0x84)                   // je found
+	mine := jcc(0x84)                   // je store
 	land(next)                          // next:
 	probes(try)
-	movabsRAX(l.Base)
+	movabs(0, l.Base)
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoSlot) // lock incq RingsNoSlot(%rax)
 	a.raw(0x45, 0x31, 0xd2)                    // xor %r10d,%r10d: no ring
 	a.raw(0x31, 0xf6, 0xc3)                    // xor %esi,%esi; ret
 	land(noTid)
 	land(noTid2)
-	movabsRAX(l.Base)
+	movabs(0, l.Base)
 	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoTid) // lock incq RingsNoTid(%rax)
 	a.raw(0x45, 0x31, 0xd2)                   // xor %r10d,%r10d
 	a.raw(0x31, 0xf6, 0xc3)                   // xor %esi,%esi; ret
-	return [3]int{found, claimed, mine}
+	// claimed: a signal handler that ran since the search may have
+	// claimed another ring for the thread and put it in the table; then
+	// that one is the thread's, and this one goes back.
+	land(claimed)
+	tableEntry(9)
+	a.raw(0x41, 0x0f, 0xb7, 0x04, 0x41) // movzwl (%r9,%rax,2),%eax
+	a.raw(0x85, 0xc0)                   // test %eax,%eax
+	keep := jcc(0x84)                   // je store
+	a.raw(0xff, 0xc8)                   // dec %eax
+	a.raw(0x25)                         // and $Slots-1,%eax
+	imm32(uint64(l.Slots - 1))          //
+	a.raw(0x48, 0x69, 0xc0)             // imul $Stride,%rax,%rax
+	imm32(l.Stride())                   //
+	movabs(9, l.Base+RingsHeader)       //
+	a.raw(0x49, 0x01, 0xc1)             // add %rax,%r9: the table's ring
+	a.raw(0x4c, 0x39, 0xce)             // cmp %r9,%rsi
+	keep2 := jcc(0x84)                  // je store: this one
+	a.raw(0x49, 0x39, 0x11)             // cmp %rdx,(%r9)
+	keep3 := jcc(0x85)                  // jne store: not the thread's
+	a.raw(0x48, 0xc7, 0x06, 0, 0, 0, 0) // movq $0,(%rsi): given back
+	a.raw(0x4c, 0x89, 0xce)             // mov %r9,%rsi
+	handler := a.jmpFwd()               // jmp found
+	// store: the table gives the thread ring %ecx from now on.
+	land(own)
+	land(mine)
+	land(keep)
+	land(keep2)
+	land(keep3)
+	a.raw(0x41, 0x89, 0xc9) // mov %ecx,%r9d
+	a.raw(0x41, 0x81, 0xe1) // and $Slots-1,%r9d
+	imm32(uint64(l.Slots - 1))
+	a.raw(0x41, 0xff, 0xc1)             // inc %r9d
+	tableEntry(1)                       //
+	a.raw(0x66, 0x44, 0x89, 0x0c, 0x41) // mov %r9w,(%rcx,%rax,2)
+	return []int{found, handler}
 }
 
 // record appends the record routine.
