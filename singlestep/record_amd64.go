@@ -54,7 +54,7 @@ import (
 const (
 	RingsNoSlot = 0
 	RingsNoTid  = 8
-	RingsPid    = 16   // the process's id, for the stubs' process_vm_readv
+	RingsPid    = 16 // the process's id, for the stubs' process_vm_readv
 	// RingsTidTable: TidMax 16-bit entries, one per thread id: the ring
 	// the thread was given, + 1 (0: none yet). It is a hint, checked
 	// against the ring's owner: a thread gone and its ring given to
