@@ -352,7 +352,7 @@ func TestJumpReturnFork(t *testing.T) {
 	if want.code != 0 || !strings.Contains(want.stdout, "child text ok\n") {
 		t.Fatalf("untraced: %v", want)
 	}
-	fns := []string{"frame", "lookup", "loopback", "indirect", "ripload"}
+	fns := []string{"frame", "lookup", "loopback", "indirect", "ripload", "loopfar"}
 	// In-process, the child's copy of the stack has the parent's hooked
 	// returns too: they go back before it runs, or it would return into
 	// the trampoline with no frame of its own.

@@ -26,12 +26,14 @@ func jumpBin(t *testing.T, opt string) string {
 	return builtOnce(t, "jump"+opt, filepath.Join("testdata", "jump", "jump.c"), opt, "-g", "-Wall")
 }
 
-// jumpSpecs probe every function of jump: frame, lookup and ripload can be
-// optimised; loopback (a loop back into the jump's bytes) and indirect (an
-// indirect jump) must keep their int3.
-var jumpSpecs = []string{"p:frame a=%di b=%si", "p:lookup i=%di", "p:loopback n=%di", "p:indirect n=%di", "p:ripload n=%di"}
+// jumpSpecs probe every function of jump: frame, lookup, ripload and
+// loopfar (its loop's jnz rel32 re-aimed into the detour) can be
+// optimised; loopback (a loop back into the jump's bytes with a jnz
+// rel8, which cannot reach a detour) and indirect (an indirect jump) must
+// keep their int3.
+var jumpSpecs = []string{"p:frame a=%di b=%si", "p:lookup i=%di", "p:loopback n=%di", "p:indirect n=%di", "p:ripload n=%di", "p:loopfar n=%di"}
 
-const jumpOptimisable = 3
+const jumpOptimisable = 4
 
 // jumpedLine is probe's stderr with PROBE_DEBUG_JUMPS, when it detached
 // with no thread inside a detour.
@@ -122,6 +124,60 @@ func TestJumpFork(t *testing.T) {
 				t.Errorf("follow=%v: p_%s_0 fired %d times, want %d", follow, fn, n, perProbe)
 			}
 		}
+	}
+}
+
+// TestJumpRedirect: loopfar's loop jumps back to loopfar+1, inside the
+// bytes a jmp at its entry covers, with a jnz rel32; the jnz is re-aimed
+// at the copy of loopfar+1 in the detour. Under function_graph (a record
+// stub that hooks the return) and a stopping entry probe the program
+// computes what it does untraced and every call is seen once, however
+// many times it loops; attached to a program running it and detached,
+// the program finds its text its file's again, jnz included.
+func TestJumpRedirect(t *testing.T) {
+	t.Parallel()
+	const calls = 200
+	exe := jumpBin(t, "-O2")
+	want := runCmd(t, nil, exe, strconv.Itoa(calls))
+	for _, args := range [][]string{
+		{"-v", "--tracer", "function_graph", "--filter", "loopfar"},
+		{"-v", "--no-inprocess", "p:loopfar n=%di"},
+	} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probeEnv(t, jumpDebug, append(append([]string{"run", "-o", out}, args...), "--", exe, strconv.Itoa(calls))...)
+		if r.code != 0 || r.stdout != want.stdout || strings.Contains(r.stderr, "keep their int3") {
+			t.Fatalf("%q: %v\nwant exit 0, stdout %q, no site refused a jump", args, r, want.stdout)
+		}
+		if args[1] == "--tracer" {
+			if !strings.Contains(r.stderr, "probe: function tracer: 1 functions in-process\n") {
+				t.Errorf("%q: loopfar not in-process:\n%s", args, r.stderr)
+			}
+			if got := countsOf(graphOfOneThread(t, readTrace(t, out)))["loopfar"]; got != calls {
+				t.Errorf("%q: loopfar seen %d times, want %d", args, got, calls)
+			}
+			continue
+		}
+		if !strings.Contains(r.stderr, "probe: 1 sites jump-optimised") {
+			t.Errorf("%q: loopfar not jump-optimised:\n%s", args, r.stderr)
+		}
+		if got := countByName(eventsIn(t, out))["p_loopfar_0"]; got != calls {
+			t.Errorf("%q: p_loopfar_0 fired %d times, want %d", args, got, calls)
+		}
+	}
+	prog := startBg(t, nil, exe, "wait", "50")
+	prog.waitStdout(t, "ready\n", 10*time.Second)
+	for i, args := range [][]string{{"--tracer", "function_graph", "--filter", "loopfar"}, {"--no-inprocess", "p:loopfar"}} {
+		pr := startBg(t, jumpDebug, probeBin, append([]string{"attach", "-v", "-o", os.DevNull, strconv.Itoa(prog.pid())}, args...)...)
+		waitStderr(t, pr, "probe: ", 30*time.Second)
+		time.Sleep(time.Duration(100+100*i) * time.Millisecond)
+		pr.signal(t, syscall.SIGINT)
+		if r := pr.wait(t, 30*time.Second); r.code != 0 || !strings.Contains(r.stderr, "probe: 1 sites jump-optimised") {
+			t.Fatalf("%q: %v\nwant exit 0, loopfar jump-optimised", args, r)
+		}
+	}
+	prog.signal(t, syscall.SIGUSR1)
+	if r := prog.wait(t, 30*time.Second); r.code != 0 || r.stdout != "ready\ntext ok after some rounds\n" {
+		t.Fatalf("jump wait: %v\nwant its text as its file's", r)
 	}
 }
 

@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 
@@ -43,6 +44,16 @@ type jumpOpt struct {
 	stub   uint64      // its mailbox stub, in front of base, where the jmp goes; 0 if none
 	record *recordSite // its record stub, in front of base, if it records in the tracee
 	site   *site
+	// redirects are the branches re-aimed into the detour
+	// (Detour.Redirects), with the bytes to put back.
+	redirects []redirect
+}
+
+// redirect is a branch instruction at at re-aimed into a detour: code is
+// what it is now, orig what it was.
+type redirect struct {
+	at         uint64
+	orig, code []byte
 }
 
 // hook reports whether the detour hijacks the return address.
@@ -297,6 +308,12 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 	if next < len(addrs) && addrs[next] < st.addr+uint64(d.Covered) {
 		return nil
 	}
+	others := slices.DeleteFunc(slices.Clone(addrs), func(a uint64) bool { return a == st.addr })
+	for _, r := range d.Redirects {
+		if nearRedirect(others, r) {
+			return nil // another site's int3 or jmp would take the branch's original bytes out of line
+		}
+	}
 	if why := t.landsInside(st, d); why != "" {
 		t.mu.Lock()
 		t.jumpsRefused = append(t.jumpsRefused, why)
@@ -319,14 +336,61 @@ func (t *Tracer) landsInside(st *site, d *singlestep.Detour) string {
 		return fmt.Sprintf("%s: cannot tell where %s's code jumps: %v", t.space.Describe(st.addr), m.Name, err)
 	}
 	link := st.addr - m.Bias
-	l, ok := bt.Inside(link, link+uint64(d.Covered))
-	switch {
-	case !ok:
-		return ""
-	case l.Entry:
-		return fmt.Sprintf("%s: a function starts at %s", t.space.Describe(st.addr), t.space.Describe(l.At+m.Bias))
+	for _, l := range bt.Landings(link, link+uint64(d.Covered)) {
+		redirected := slices.ContainsFunc(d.Redirects, func(r singlestep.Redirect) bool { return r.From == l.From+m.Bias })
+		switch {
+		case l.Entry:
+			return fmt.Sprintf("%s: a function starts at %s", t.space.Describe(st.addr), t.space.Describe(l.At+m.Bias))
+		case !redirected:
+			return fmt.Sprintf("%s: a branch at %s lands at %s", t.space.Describe(st.addr), t.space.Describe(l.From+m.Bias), t.space.Describe(l.At+m.Bias))
+		}
 	}
-	return fmt.Sprintf("%s: a branch at %s lands at %s", t.space.Describe(st.addr), t.space.Describe(l.From+m.Bias), t.space.Describe(l.At+m.Bias))
+	return ""
+}
+
+// redirectReach is how far before a redirected branch another site
+// would take it into its own patch: a jmp covers less than 20 bytes.
+const redirectReach = 20
+
+// nearRedirect reports whether a site of addrs (sorted) is at r's branch
+// or close enough before it to cover it with a jmp.
+func nearRedirect(addrs []uint64, r singlestep.Redirect) bool {
+	i, _ := slices.BinarySearch(addrs, r.From-redirectReach)
+	return i < len(addrs) && addrs[i] < r.From+uint64(r.Len)
+}
+
+// redirectBranches returns d's redirects for the detour placed at base,
+// nil and false if a branch is not in memory as in the file.
+func (t *Tracer) redirectBranches(st *site, d *singlestep.Detour, base uint64) ([]redirect, bool) {
+	var out []redirect
+	for _, r := range d.Redirects {
+		orig, err := st.module.ReadCode(r.From-st.module.Bias, uint64(r.Len))
+		if err != nil {
+			return nil, false
+		}
+		have := make([]byte, r.Len)
+		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, orig) {
+			return nil, false
+		}
+		code, err := d.Redirected(r, orig, base)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, redirect{at: r.From, orig: orig, code: code})
+	}
+	return out, true
+}
+
+// putBack writes back the original bytes of o's redirected branches
+// into mem.
+func (o *jumpOpt) putBack(mem io.WriterAt) error {
+	var first error
+	for _, r := range o.redirects {
+		if _, err := mem.WriteAt(r.orig, int64(r.at)); err != nil && first == nil {
+			first = fmt.Errorf("restore the branch at %#x: %w", r.at, err)
+		}
+	}
+	return first
 }
 
 // JumpsRefused says, for tests and PROBE_DEBUG_JUMPS, which sites kept
@@ -420,17 +484,28 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	if err == nil {
 		jmp, err = d.Jump(at)
 	}
-	if err != nil || t.writeSlots([]slotWrite{{at, append(code, tail...)}}) != nil {
+	redirects, ok := t.redirectBranches(st, d, base)
+	if err != nil || !ok || t.writeSlots([]slotWrite{{at, append(code, tail...)}}) != nil {
 		t.freeSlots(at, slots)
 		return
 	}
 	// Every thread is stopped: one write of the jmp over the int3 and
-	// the start of the tail is seen whole.
-	if _, err := t.proc.WriteAt(jmp, int64(st.addr)); err != nil {
-		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
+	// the start of the tail is seen whole, and the branches re-aimed
+	// with it.
+	opt := &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
+	_, err = t.proc.WriteAt(jmp, int64(st.addr))
+	for i := 0; err == nil && i < len(redirects); i++ {
+		if _, err = t.proc.WriteAt(redirects[i].code, int64(redirects[i].at)); err == nil {
+			opt.redirects = redirects[:i+1]
+		}
+	}
+	if err != nil {
+		opt.putBack(t.proc)                  // best effort: the branches,
+		t.proc.WriteAt(have, int64(st.addr)) // and the int3
+		t.freeSlots(at, slots)
 		return
 	}
-	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
+	st.opt = opt
 	t.detours[st.opt.at] = st.opt
 	if rs != nil {
 		rs.stub, rs.end = at, base
@@ -716,15 +791,19 @@ func (t *Tracer) unoptimize(sites []*site) {
 		}
 		t.proc.WriteAt(singlestep.BreakpointInsn, int64(st.addr))
 		t.proc.WriteAt(st.origBytes()[1:], int64(st.addr+1))
+		st.opt.putBack(t.proc)
 	}
 }
 
 // unoptimizeAround turns back into an int3 the jmp that covers addr, if
-// one does: a new site there would be written into the jmp's bytes.
+// one does: a new site there would be written into the jmp's bytes. So
+// too a jmp whose redirected branch is at addr or close after it: the
+// new site would run the branch's original bytes out of line.
 func (t *Tracer) unoptimizeAround(addr uint64) {
 	for _, o := range t.detours {
 		st := o.site
-		if st.opt == o && st.addr < addr && addr < st.addr+uint64(o.detour.Covered) {
+		near := slices.ContainsFunc(o.detour.Redirects, func(r singlestep.Redirect) bool { return nearRedirect([]uint64{addr}, r) })
+		if st.opt == o && (st.addr < addr && addr < st.addr+uint64(o.detour.Covered) || near) {
 			t.unoptimize([]*site{st})
 			st.opt = nil
 		}

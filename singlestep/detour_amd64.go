@@ -3,6 +3,7 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // JumpSize is the length of the jmp rel32 a jump-optimised probe writes
@@ -35,6 +36,20 @@ type Detour struct {
 	// an entry that wants to know its caller but not its return (the
 	// function tracer without function_graph).
 	LoadReturn bool
+	// Redirects are the function's own jmps and jccs with a rel32 that
+	// land on a covered instruction other than the first (gcc's loop
+	// back to just past a push, from a tail call made a loop): they are
+	// re-aimed at that instruction's copy in the detour, which goes on
+	// as the original would, and put back when the jmp goes.
+	Redirects []Redirect
+}
+
+// Redirect is a branch re-aimed into a detour: the jmp or jcc at From,
+// Len bytes whose last 4 are its rel32, lands on Insns[Insn].
+type Redirect struct {
+	From uint64
+	Len  int
+	Insn int
 }
 
 // SavesR11 reports whether the detour keeps %r11 at -8(%rsp) between its
@@ -63,6 +78,8 @@ var (
 // covered range lies in the function, no direct branch in the function
 // lands inside the range (a branch to addr itself is fine), and the
 // function has no indirect jump (a jump table might land there). The
+// function's own jmps and jccs with a rel32 that land on a covered
+// instruction after the first are re-aimed at its copy (Redirects). The
 // error says why not.
 func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, error) {
 	if addr < fnAddr || addr >= fnAddr+uint64(len(fn)) {
@@ -131,10 +148,57 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 	}
 	for i, target := range targets {
 		if addr < target && target < addr+uint64(d.Covered) {
-			return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, from[i])
+			r, ok := d.redirect(fn, fnAddr, from[i], target)
+			if !ok { // (a jump table's jmp is neither a jmp rel32 nor a jcc)
+				return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, from[i])
+			}
+			d.Redirects = append(d.Redirects, r)
 		}
 	}
 	return d, nil
+}
+
+// redirect returns the Redirect of the branch at from, inside fn, to
+// target, a covered address: ok only for a jmp or jcc with a rel32, not
+// itself covered, landing where a covered instruction starts.
+func (d *Detour) redirect(fn []byte, fnAddr, from, target uint64) (Redirect, bool) {
+	if from >= d.Addr && from < d.Addr+uint64(d.Covered) {
+		return Redirect{}, false
+	}
+	k := slices.IndexFunc(d.Insns, func(in *Insn) bool { return in.Addr == target })
+	in, err := Analyze(fn[from-fnAddr:], from)
+	if k < 1 || err != nil || in.arch.emu != emuJcc && in.arch.emu != emuJmp || in.Len < 5 {
+		return Redirect{}, false
+	}
+	code := fn[from-fnAddr : from-fnAddr+uint64(in.Len)]
+	if int64(int32(binary.LittleEndian.Uint32(code[in.Len-4:]))) != int64(in.arch.rel) {
+		return Redirect{}, false // a rel8, or a rel32 not at the end
+	}
+	return Redirect{From: from, Len: in.Len, Insn: k}, true
+}
+
+// CopyOf is the address of Insns[k]'s copy in the detour placed at
+// detour.
+func (d *Detour) CopyOf(k int, detour uint64) uint64 {
+	at := d.Copies(detour)
+	for _, in := range d.Insns[:k] {
+		at += uint64(copyLen(in))
+	}
+	return at
+}
+
+// Redirected returns the bytes of r's branch, whose original bytes are
+// orig, re-aimed at its instruction's copy in the detour placed at
+// detour.
+func (d *Detour) Redirected(r Redirect, orig []byte, detour uint64) ([]byte, error) {
+	to := d.CopyOf(r.Insn, detour)
+	disp, ok := rel32(r.From+uint64(r.Len), to)
+	if !ok || len(orig) != r.Len {
+		return nil, &OutOfRangeError{Addr: r.From, Slot: detour, Target: to}
+	}
+	b := slices.Clone(orig)
+	binary.LittleEndian.PutUint32(b[r.Len-4:], uint32(disp))
+	return b, nil
 }
 
 // locateAll decodes the instructions of fn that start at starts (nil if

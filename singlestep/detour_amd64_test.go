@@ -24,6 +24,8 @@ func TestPlanDetour(t *testing.T) {
 		{name: "rip-relative load", code: "48 8b 05 10 20 00 00 c3", covered: 7},
 		{name: "branch back to the probe", code: "55 48 89 e5 48 83 c7 01 48 83 c7 01 75 f6 5d c3", probe: 4, covered: 8},
 		{name: "loop into the range", code: "55 48 89 e5 48 ff c7 75 f9 5d c3", refused: "lands inside"},
+		{name: "loop into the range, rel32", code: "55 48 89 e5 48 ff c7 0f 85 f7 ff ff ff 5d c3", covered: 7},
+		{name: "loop into the middle of a covered instruction", code: "55 48 89 e5 48 ff c7 0f 85 f5 ff ff ff 5d c3", refused: "lands inside"},
 		{name: "call into the range", code: "55 48 89 e5 90 e8 f8 ff ff ff c3", refused: "lands inside"},
 		{name: "indirect jump", code: "55 48 89 e5 5d ff e0", refused: "indirect jump"},
 		{name: "ret covered", code: "55 c3 90 90 90 90", refused: "branch"},
@@ -52,6 +54,44 @@ func TestPlanDetour(t *testing.T) {
 				t.Fatalf("covered %d, want %d", d.Covered, tc.covered)
 			}
 		})
+	}
+}
+
+// TestDetourRedirect: a jnz rel32 back to the third covered instruction
+// is re-aimed at that instruction's copy, past the int3 and the first two
+// copies; its other bytes stay.
+func TestDetourRedirect(t *testing.T) {
+	var fn, detour uint64 = 0x401000, 0x7f0000
+	// push %rbp; mov %rsp,%rbp; 1: inc %rdi; jnz 1b (rel32); pop %rbp; ret
+	code := hx(t, "55 48 89 e5 48 ff c7 0f 85 f7 ff ff ff 5d c3")
+	d, err := PlanDetour(code, fn, fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Redirect{{From: fn + 7, Len: 6, Insn: 2}}; !slices.Equal(d.Redirects, want) {
+		t.Fatalf("redirects %+v, want %+v", d.Redirects, want)
+	}
+	copy2 := detour + 1 + 1 + 3 // the int3, push's copy, mov's copy
+	if at := d.CopyOf(2, detour); at != copy2 {
+		t.Fatalf("CopyOf(2) %#x, want %#x", at, copy2)
+	}
+	b, err := d.Redirected(d.Redirects[0], code[7:13], detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := x86asm.Decode(b, 64)
+	if err != nil || in.Op != x86asm.JNE || target(fn+7, in) != copy2 || !bytes.Equal(b[:2], code[7:9]) {
+		t.Fatalf("redirected % x (%v), want jne %#x", b, in, copy2)
+	}
+	detourCode, err := d.Code(detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeAll(t, detourCode, detour)[copy2]; got.Op != x86asm.INC {
+		t.Fatalf("at the copy: %v, want inc", got)
+	}
+	if _, err := d.Redirected(d.Redirects[0], code[7:13], 0x7fff_0000_0000); err == nil {
+		t.Fatal("a detour out of the jnz's reach: no error")
 	}
 }
 

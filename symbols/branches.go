@@ -51,6 +51,19 @@ func (bt *BranchTargets) Inside(lo, hi uint64) (Landing, bool) {
 	return Landing{}, false
 }
 
+// Landings returns every landing strictly between lo and hi: the
+// branches' first, by where they land.
+func (bt *BranchTargets) Landings(lo, hi uint64) []Landing {
+	var out []Landing
+	for i := sort.Search(len(bt.branches), func(i int) bool { return bt.branches[i].To > lo }); i < len(bt.branches) && bt.branches[i].To < hi; i++ {
+		out = append(out, Landing{At: bt.branches[i].To, From: bt.branches[i].From})
+	}
+	for j := sort.Search(len(bt.entries), func(j int) bool { return bt.entries[j] > lo }); j < len(bt.entries) && bt.entries[j] < hi; j++ {
+		out = append(out, Landing{At: bt.entries[j], Entry: true})
+	}
+	return out
+}
+
 // branchSet is one file's BranchTargets, computed once.
 type branchSet struct {
 	once sync.Once
