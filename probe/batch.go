@@ -155,14 +155,6 @@ func (t *Tracer) restoreSitesIn(mem io.WriterAt, sites []*site) error {
 			first = fmt.Errorf("restore %s: %w", r.sites[0].where, err)
 		}
 	}
-	for _, st := range sites {
-		if st.opt == nil {
-			continue
-		}
-		if err := st.opt.putBack(mem); err != nil && first == nil {
-			first = err
-		}
-	}
 	return first
 }
 

@@ -62,6 +62,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 		sites = append(sites, s)
 	}
 	t.restoreSitesIn(child, sites)
+	t.putBackRedirects(child)
 	// Its stack is a copy of the forking thread's, hijacked returns and all.
 	t.unhijackInprocIn(child, ev.Tid)
 	for _, cs := range t.threadStacks(ev.Tid) {

@@ -44,17 +44,11 @@ type jumpOpt struct {
 	stub   uint64      // its mailbox stub, in front of base, where the jmp goes; 0 if none
 	record *recordSite // its record stub, in front of base, if it records in the tracee
 	site   *site
-	// redirects are the branches re-aimed into the detour
-	// (Detour.Redirects), with the bytes to put back.
-	redirects []redirect
 }
 
-// redirect is a branch instruction at at re-aimed into a detour: code is
-// what it is now, orig what it was.
-type redirect struct {
-	at         uint64
-	orig, code []byte
-}
+// redirect is a branch instruction re-aimed into a detour
+// (Detour.Redirects): code is what it is now, orig its file's bytes.
+type redirect struct{ orig, code []byte }
 
 // hook reports whether the detour hijacks the return address.
 func (o *jumpOpt) hook() bool { return o.detour.ReturnHook != 0 }
@@ -359,38 +353,69 @@ func nearRedirect(addrs []uint64, r singlestep.Redirect) bool {
 	return i < len(addrs) && addrs[i] < r.From+uint64(r.Len)
 }
 
-// redirectBranches returns d's redirects for the detour placed at base,
-// nil and false if a branch is not in memory as in the file.
-func (t *Tracer) redirectBranches(st *site, d *singlestep.Detour, base uint64) ([]redirect, bool) {
-	var out []redirect
+// redirectBranches returns what d's redirects write for the detour
+// placed at base, nil and false if a branch is in memory neither as in
+// the file nor as an earlier detour of the function re-aimed it.
+func (t *Tracer) redirectBranches(st *site, d *singlestep.Detour, base uint64) (map[uint64]redirect, bool) {
+	out := map[uint64]redirect{}
 	for _, r := range d.Redirects {
 		orig, err := st.module.ReadCode(r.From-st.module.Bias, uint64(r.Len))
 		if err != nil {
 			return nil, false
 		}
 		have := make([]byte, r.Len)
-		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, orig) {
+		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, orig) && !bytes.Equal(have, t.redirects[r.From].code) {
 			return nil, false
 		}
 		code, err := d.Redirected(r, orig, base)
 		if err != nil {
 			return nil, false
 		}
-		out = append(out, redirect{at: r.From, orig: orig, code: code})
+		out[r.From] = redirect{orig: orig, code: code}
 	}
 	return out, true
 }
 
-// putBack writes back the original bytes of o's redirected branches
-// into mem.
-func (o *jumpOpt) putBack(mem io.WriterAt) error {
-	var first error
-	for _, r := range o.redirects {
-		if _, err := mem.WriteAt(r.orig, int64(r.at)); err != nil && first == nil {
-			first = fmt.Errorf("restore the branch at %#x: %w", r.at, err)
-		}
+// writeRedirects writes the re-aimed branches; if one cannot be
+// written, it puts back what it wrote.
+func (t *Tracer) writeRedirects(rs map[uint64]redirect) error {
+	type undo struct {
+		at  uint64
+		was []byte
 	}
-	return first
+	var done []undo
+	for at, r := range rs {
+		was := make([]byte, len(r.code))
+		_, err := t.proc.ReadAt(was, int64(at))
+		if err == nil {
+			_, err = t.proc.WriteAt(r.code, int64(at))
+		}
+		if err != nil {
+			for _, u := range done {
+				t.proc.WriteAt(u.was, int64(u.at)) // best effort
+			}
+			return err
+		}
+		done = append(done, undo{at, was})
+	}
+	maps.Copy(t.redirects, rs)
+	return nil
+}
+
+// putBackRedirects writes the original bytes of every branch re-aimed
+// into a detour, into mem (ours, or a forked child's copy), when no
+// thread runs: a thread taking a branch while its rel32 is rewritten
+// could read half of each. Until then a re-aimed branch goes to a copy
+// that does what the original does, with the jmp there or not.
+func (t *Tracer) putBackRedirects(mem io.WriterAt) {
+	for at, r := range t.redirects {
+		mem.WriteAt(r.orig, int64(at)) // best effort, as the sites' bytes
+	}
+}
+
+// forgetRedirects forgets the re-aimed branches in [start, end), unmapped.
+func (t *Tracer) forgetRedirects(start, end uint64) {
+	maps.DeleteFunc(t.redirects, func(at uint64, _ redirect) bool { return at >= start && at < end })
 }
 
 // JumpsRefused says, for tests and PROBE_DEBUG_JUMPS, which sites kept
@@ -492,20 +517,15 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	// Every thread is stopped: one write of the jmp over the int3 and
 	// the start of the tail is seen whole, and the branches re-aimed
 	// with it.
-	opt := &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
-	_, err = t.proc.WriteAt(jmp, int64(st.addr))
-	for i := 0; err == nil && i < len(redirects); i++ {
-		if _, err = t.proc.WriteAt(redirects[i].code, int64(redirects[i].at)); err == nil {
-			opt.redirects = redirects[:i+1]
-		}
-	}
-	if err != nil {
-		opt.putBack(t.proc)                  // best effort: the branches,
-		t.proc.WriteAt(have, int64(st.addr)) // and the int3
+	if err := t.writeRedirects(redirects); err != nil {
 		t.freeSlots(at, slots)
 		return
 	}
-	st.opt = opt
+	if _, err := t.proc.WriteAt(jmp, int64(st.addr)); err != nil {
+		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
+		return                                          // (the branches stay re-aimed at the copies, which do what the original does)
+	}
+	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.detours[st.opt.at] = st.opt
 	if rs != nil {
 		rs.stub, rs.end = at, base
@@ -791,7 +811,7 @@ func (t *Tracer) unoptimize(sites []*site) {
 		}
 		t.proc.WriteAt(singlestep.BreakpointInsn, int64(st.addr))
 		t.proc.WriteAt(st.origBytes()[1:], int64(st.addr+1))
-		st.opt.putBack(t.proc)
+		// Branches re-aimed into the detour stay so (putBackRedirects).
 	}
 }
 
@@ -820,6 +840,7 @@ func (c *Tracer) copyDetours(parent *Tracer) {
 		}
 		c.detours[at] = &cp
 	}
+	c.redirects = maps.Clone(parent.redirects)
 	for id, o := range parent.mboxStubs {
 		c.mboxStubs[id] = c.detours[o.at]
 	}

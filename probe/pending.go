@@ -198,6 +198,7 @@ func (t *Tracer) onUnloadingSyscall(regs *unix.PtraceRegs) {
 		}
 	}
 	t.restoreSites(lifted) // still mapped: the last write there
+	t.forgetRedirects(start, end)
 	var gone []*symbols.Mapped
 	var next *symbols.Space
 	next, gone = t.space.Without(start, end)

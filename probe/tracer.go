@@ -109,6 +109,9 @@ type Tracer struct {
 	drainDone  chan struct{} // closed when it has stopped
 	recordRoom func() int    // SetRecordRoom
 	lostPast   ring.Lost     // what the rings of programs before an exec lost
+	// redirects are the branches re-aimed into detours, by address, put
+	// back at detach (putBackRedirects).
+	redirects map[uint64]redirect
 	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
 	// in again while their routine had it unblocked (trapstate.go).
 	trapAct       trapAction
@@ -215,6 +218,7 @@ func orDefault(f, def *os.File) *os.File {
 func (t *Tracer) newAddressSpace() {
 	t.sites = make(map[uint64]*site)
 	t.detours = make(map[uint64]*jumpOpt)
+	t.redirects = make(map[uint64]redirect)
 	t.stepping = make(map[int]*site)
 	t.comms = make(map[int]string)
 	t.shadow = make(map[int]*callStack)

@@ -203,8 +203,9 @@ func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 }
 
 // findRing appends the search for the calling thread's ring, by its
-// thread id. The fast way is the tid table: the ring the thread was last
-// given, which is its own if it still holds the thread's id. Else, once
+// thread id. The fast ways: the ring the id picks (the one a thread
+// claims when it is free), then the tid table's, the ring the thread was
+// last given; either is its own if it holds the thread's id. Else, once
 // per thread, the search: the thread's ring among all of them (a signal
 // handler of the thread's may have claimed it), else the first free one
 // from the one its id picks, claimed, and the table written. Where the
@@ -255,7 +256,11 @@ func (r *RecordRoutine) findRing(a *asm) []int {
 		a.raw(0x0f, 0x85)       // jne loop
 		a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(loop-(len(a.b)+4))))
 	}
-	tableEntry(6)
+	a.raw(0x89, 0xc1)             // mov %eax,%ecx
+	ringAt()                      // the ring the id picks,
+	a.raw(0x48, 0x39, 0x16)       // cmp %rdx,(%rsi)
+	home := jcc(0x84)             // je found: the thread's
+	tableEntry(6)                 // else the table's:
 	a.raw(0x0f, 0xb7, 0x0c, 0x46) // movzwl (%rsi,%rax,2),%ecx: the ring + 1
 	a.raw(0x85, 0xc9)             // test %ecx,%ecx
 	search := jcc(0x84)           // je search
@@ -331,7 +336,7 @@ func (r *RecordRoutine) findRing(a *asm) []int {
 	a.raw(0x41, 0xff, 0xc1)             // inc %r9d
 	tableEntry(1)                       //
 	a.raw(0x66, 0x44, 0x89, 0x0c, 0x41) // mov %r9w,(%rcx,%rax,2)
-	return []int{found, handler}
+	return []int{home, found, handler}
 }
 
 // record appends the record routine.
