@@ -517,13 +517,14 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	// Every thread is stopped: one write of the jmp over the int3 and
 	// the start of the tail is seen whole, and the branches re-aimed
 	// with it.
-	if err := t.writeRedirects(redirects); err != nil {
-		t.freeSlots(at, slots)
-		return
-	}
 	if _, err := t.proc.WriteAt(jmp, int64(st.addr)); err != nil {
 		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
-		return                                          // (the branches stay re-aimed at the copies, which do what the original does)
+		return
+	}
+	if err := t.writeRedirects(redirects); err != nil {
+		t.proc.WriteAt(have, int64(st.addr)) // best effort: the int3 and the covered bytes back
+		t.freeSlots(at, slots)
+		return
 	}
 	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.detours[st.opt.at] = st.opt
