@@ -483,13 +483,8 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		return nil
 	}
 	l.Base = addr
-	rings := ring.New(mem, l)
-	rings.SetPid(t.pid) // for the stubs' reads of memory
-	t.inproc = &inproc{
-		rings: rings, clock: clock, size: (&singlestep.RecordRoutine{Layout: l}).Size(),
-		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
-	}
-	t.inproc.env = HitEnv{Mem: &t.inproc.stack, Symbolize: t.symbolize}
+	t.inproc = t.newInproc(ring.New(mem, l), clock)
+	t.inproc.size = (&singlestep.RecordRoutine{Layout: l}).Size()
 	t.lookAtMemory(true)
 	// Records are read after their thread may be gone: the names now
 	// (then of each new thread as it starts, in dispatch).
@@ -578,6 +573,18 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	return rec, rs
 }
 
+// newInproc is t's in-process state with rings and clock, nothing
+// placed yet.
+func (t *Tracer) newInproc(rings *ring.Rings, clock *ring.Clock) *inproc {
+	rings.SetPid(t.pid) // for the stubs' reads of memory
+	in := &inproc{
+		rings: rings, clock: clock,
+		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
+	}
+	in.env = HitEnv{Mem: &in.stack, Symbolize: t.symbolize}
+	return in
+}
+
 // routineNear returns a copy of the record routine within a call's reach
 // of at (a stub's place), placing one in the XOL area near at if none is:
 // stubs live near their module, and modules are far apart.
@@ -644,12 +651,7 @@ func (t *Tracer) startDrain() {
 			case <-time.After(wait):
 			}
 			n := 0
-			t.withHandlers(func() {
-				n = t.drainRecords()
-				for _, c := range t.followed {
-					n += c.drainRecords()
-				}
-			})
+			t.withHandlers(func() { n = t.drainFamily() })
 			// Busy rings are drained every millisecond; idle ones
 			// less often, up to every 20.
 			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
@@ -739,12 +741,22 @@ func (t *Tracer) drainThread(tid int) {
 // probe must not keep the caller waiting): before a caller changes what
 // its handlers do with them, or reads what they counted.
 func (t *Tracer) DrainRecords() {
-	t.withHandlers(func() {
-		t.drainRecords()
-		for _, c := range t.followed {
-			c.drainRecords()
-		}
-	})
+	t.withHandlers(func() { t.drainFamily() })
+}
+
+// drainFamily is drainRecords of t and of every process it follows; it
+// returns how many records it handed on. The caller holds hmu.
+func (t *Tracer) drainFamily() int {
+	n := 0
+	for _, tr := range t.family() {
+		n += tr.drainRecords()
+	}
+	return n
+}
+
+// family is t, the root, and the processes it follows.
+func (t *Tracer) family() []*Tracer {
+	return append([]*Tracer{t}, slices.Collect(maps.Values(t.followed))...)
 }
 
 // drainAll runs the handlers of every committed record, waiting for
@@ -1086,7 +1098,7 @@ func (t *Tracer) RecordsLost() ring.Lost {
 	var l ring.Lost
 	t.withHandlers(func() {
 		l = t.lostPast
-		for _, tr := range append([]*Tracer{t}, slices.Collect(maps.Values(t.followed))...) {
+		for _, tr := range t.family() {
 			if in := tr.inproc; in != nil {
 				l = addLost(l, in.rings.Lost(in.freed))
 			}

@@ -33,13 +33,9 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 		return
 	}
 	rings := ring.New(mem, l)
-	rings.SetPid(c.pid)
-	in := &inproc{
-		rings: rings, clock: pin.clock, routines: slices.Clone(pin.routines),
-		trampoline: pin.trampoline, trap: pin.trap, size: pin.size, nextID: pin.nextID, tallyWords: pin.tallyWords,
-		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
-	}
-	in.env = HitEnv{Mem: &in.stack, Symbolize: c.symbolize}
+	in := c.newInproc(rings, pin.clock)
+	in.routines, in.trampoline, in.trap, in.size = slices.Clone(pin.routines), pin.trampoline, pin.trap, pin.size
+	in.nextID, in.tallyWords = pin.nextID, pin.tallyWords
 	for id, rs := range pin.sites {
 		st := c.sites[rs.site.addr]
 		if st == nil || st.opt == nil || st.opt.record != rs {
