@@ -302,9 +302,8 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 	if next < len(addrs) && addrs[next] < st.addr+uint64(d.Covered) {
 		return nil
 	}
-	others := slices.DeleteFunc(slices.Clone(addrs), func(a uint64) bool { return a == st.addr })
 	for _, r := range d.Redirects {
-		if nearRedirect(others, r) {
+		if nearRedirect(addrs, r, st.addr) {
 			return nil // another site's int3 or jmp would take the branch's original bytes out of line
 		}
 	}
@@ -346,11 +345,17 @@ func (t *Tracer) landsInside(st *site, d *singlestep.Detour) string {
 // would take it into its own patch: a jmp covers less than 20 bytes.
 const redirectReach = 20
 
-// nearRedirect reports whether a site of addrs (sorted) is at r's branch
-// or close enough before it to cover it with a jmp.
-func nearRedirect(addrs []uint64, r singlestep.Redirect) bool {
+// nearRedirect reports whether a site of addrs (sorted), other than the
+// detour's own at self, is at r's branch or close enough before it to
+// cover it with a jmp.
+func nearRedirect(addrs []uint64, r singlestep.Redirect, self uint64) bool {
 	i, _ := slices.BinarySearch(addrs, r.From-redirectReach)
-	return i < len(addrs) && addrs[i] < r.From+uint64(r.Len)
+	for ; i < len(addrs) && addrs[i] < r.From+uint64(r.Len); i++ {
+		if addrs[i] != self {
+			return true
+		}
+	}
+	return false
 }
 
 // redirectBranches returns what d's redirects write for the detour
@@ -823,7 +828,7 @@ func (t *Tracer) unoptimize(sites []*site) {
 func (t *Tracer) unoptimizeAround(addr uint64) {
 	for _, o := range t.detours {
 		st := o.site
-		near := slices.ContainsFunc(o.detour.Redirects, func(r singlestep.Redirect) bool { return nearRedirect([]uint64{addr}, r) })
+		near := slices.ContainsFunc(o.detour.Redirects, func(r singlestep.Redirect) bool { return nearRedirect([]uint64{addr}, r, st.addr) })
 		if st.opt == o && (st.addr < addr && addr < st.addr+uint64(o.detour.Covered) || near) {
 			t.unoptimize([]*site{st})
 			st.opt = nil
