@@ -134,12 +134,9 @@ func (t *Tracer) capture(tid int, s *site, hit *Hit) {
 		}
 		vals := make([]capturedValue, len(p.captures))
 		t.fpTid = tid
+		env := HitEnv{Regs: hit.Regs, FPRegs: t.env.FPRegs, Mem: t.proc} // (t.env's method value: made once)
 		for i, v := range p.captures {
-			var fp []byte
-			if v.UsesFloat() {
-				fp = t.readFPRegs()
-			}
-			vals[i].raw, vals[i].text, vals[i].err = v.ReadFP(hit.Regs, fp, t.proc)
+			vals[i].raw, vals[i].text, vals[i].err = dwarfVar{v}.Read(&env)
 		}
 		if f.vals == nil {
 			f.vals = make(map[*Probe][]capturedValue)
