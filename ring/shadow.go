@@ -74,13 +74,7 @@ func (r *Rings) Adopt(tid int, frames []ShadowFrame) bool {
 			continue
 		}
 		r.slotOf[tid] = slot
-		n := min(len(frames), singlestep.ShadowFrames)
-		for i, f := range frames[:n] {
-			at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
-			atomic.StoreUint64(r.word(at), f.Slot)
-			atomic.StoreUint64(r.word(at+8), f.Ret)
-		}
-		atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), uint64(n))
+		r.SetShadow(tid, frames[:min(len(frames), singlestep.ShadowFrames)])
 		r.setTidTable(tid, slot)
 		return true
 	}
