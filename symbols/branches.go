@@ -40,13 +40,8 @@ type Landing struct {
 
 // Inside returns a landing strictly between lo and hi, if there is one.
 func (bt *BranchTargets) Inside(lo, hi uint64) (Landing, bool) {
-	i := sort.Search(len(bt.branches), func(i int) bool { return bt.branches[i].To > lo })
-	if i < len(bt.branches) && bt.branches[i].To < hi {
-		return Landing{At: bt.branches[i].To, From: bt.branches[i].From}, true
-	}
-	j := sort.Search(len(bt.entries), func(j int) bool { return bt.entries[j] > lo })
-	if j < len(bt.entries) && bt.entries[j] < hi {
-		return Landing{At: bt.entries[j], Entry: true}, true
+	if l := bt.Landings(lo, hi); len(l) > 0 {
+		return l[0], true
 	}
 	return Landing{}, false
 }
