@@ -350,7 +350,7 @@ const redirectReach = 20
 // cover it with a jmp.
 func nearRedirect(addrs []uint64, r singlestep.Redirect, self uint64) bool {
 	i, _ := slices.BinarySearch(addrs, r.From-redirectReach)
-	for ; i < len(addrs) && addrs[i] < r.From+uint64(r.Len); i++ {
+	for ; i < len(addrs) && addrs[i] < r.From+uint64(len(r.Orig)); i++ {
 		if addrs[i] != self {
 			return true
 		}
@@ -364,19 +364,15 @@ func nearRedirect(addrs []uint64, r singlestep.Redirect, self uint64) bool {
 func (t *Tracer) redirectBranches(st *site, d *singlestep.Detour, base uint64) (map[uint64]redirect, bool) {
 	out := map[uint64]redirect{}
 	for _, r := range d.Redirects {
-		orig, err := st.module.ReadCode(r.From-st.module.Bias, uint64(r.Len))
+		have := make([]byte, len(r.Orig))
+		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, r.Orig) && !bytes.Equal(have, t.redirects[r.From].code) {
+			return nil, false
+		}
+		code, err := d.Redirected(r, base)
 		if err != nil {
 			return nil, false
 		}
-		have := make([]byte, r.Len)
-		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, orig) && !bytes.Equal(have, t.redirects[r.From].code) {
-			return nil, false
-		}
-		code, err := d.Redirected(r, orig, base)
-		if err != nil {
-			return nil, false
-		}
-		out[r.From] = redirect{orig: orig, code: code}
+		out[r.From] = redirect{orig: r.Orig, code: code}
 	}
 	return out, true
 }

@@ -45,11 +45,12 @@ type Detour struct {
 }
 
 // Redirect is a branch re-aimed into a detour: the jmp or jcc at From,
-// Len bytes whose last 4 are its rel32, lands on Insns[Insn].
+// whose bytes in the file are Orig (its rel32 their last 4), lands on
+// Insns[Insn].
 type Redirect struct {
 	From uint64
-	Len  int
 	Insn int
+	Orig []byte
 }
 
 // SavesR11 reports whether the detour keeps %r11 at -8(%rsp) between its
@@ -174,7 +175,7 @@ func (d *Detour) redirect(fn []byte, fnAddr, from, target uint64) (Redirect, boo
 	if int64(int32(binary.LittleEndian.Uint32(code[in.Len-4:]))) != int64(in.arch.rel) {
 		return Redirect{}, false // a rel8, or a rel32 not at the end
 	}
-	return Redirect{From: from, Len: in.Len, Insn: k}, true
+	return Redirect{From: from, Insn: k, Orig: slices.Clone(code)}, true
 }
 
 // CopyOf is the address of Insns[k]'s copy in the detour placed at
@@ -187,17 +188,17 @@ func (d *Detour) CopyOf(k int, detour uint64) uint64 {
 	return at
 }
 
-// Redirected returns the bytes of r's branch, whose original bytes are
-// orig, re-aimed at its instruction's copy in the detour placed at
-// detour.
-func (d *Detour) Redirected(r Redirect, orig []byte, detour uint64) ([]byte, error) {
+// Redirected returns the bytes of r's branch re-aimed at its
+// instruction's copy in the detour placed at detour.
+func (d *Detour) Redirected(r Redirect, detour uint64) ([]byte, error) {
 	to := d.CopyOf(r.Insn, detour)
-	disp, ok := rel32(r.From+uint64(r.Len), to)
-	if !ok || len(orig) != r.Len {
+	n := len(r.Orig)
+	disp, ok := rel32(r.From+uint64(n), to)
+	if !ok {
 		return nil, &OutOfRangeError{Addr: r.From, Slot: detour, Target: to}
 	}
-	b := slices.Clone(orig)
-	binary.LittleEndian.PutUint32(b[r.Len-4:], uint32(disp))
+	b := slices.Clone(r.Orig)
+	binary.LittleEndian.PutUint32(b[n-4:], uint32(disp))
 	return b, nil
 }
 

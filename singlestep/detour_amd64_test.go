@@ -68,14 +68,17 @@ func TestDetourRedirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Redirect{{From: fn + 7, Len: 6, Insn: 2}}; !slices.Equal(d.Redirects, want) {
+	want := []Redirect{{From: fn + 7, Insn: 2, Orig: code[7:13]}}
+	if !slices.EqualFunc(d.Redirects, want, func(a, b Redirect) bool {
+		return a.From == b.From && a.Insn == b.Insn && bytes.Equal(a.Orig, b.Orig)
+	}) {
 		t.Fatalf("redirects %+v, want %+v", d.Redirects, want)
 	}
 	copy2 := detour + 1 + 1 + 3 // the int3, push's copy, mov's copy
 	if at := d.CopyOf(2, detour); at != copy2 {
 		t.Fatalf("CopyOf(2) %#x, want %#x", at, copy2)
 	}
-	b, err := d.Redirected(d.Redirects[0], code[7:13], detour)
+	b, err := d.Redirected(d.Redirects[0], detour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +93,7 @@ func TestDetourRedirect(t *testing.T) {
 	if got := decodeAll(t, detourCode, detour)[copy2]; got.Op != x86asm.INC {
 		t.Fatalf("at the copy: %v, want inc", got)
 	}
-	if _, err := d.Redirected(d.Redirects[0], code[7:13], 0x7fff_0000_0000); err == nil {
+	if _, err := d.Redirected(d.Redirects[0], 0x7fff_0000_0000); err == nil {
 		t.Fatal("a detour out of the jnz's reach: no error")
 	}
 }
