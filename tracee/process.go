@@ -665,5 +665,5 @@ const FPRegsSize = 512
 // GetFPRegs reads the floating-point and SSE registers of a stopped
 // thread into buf.
 func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
-	return ptrace(unix.PTRACE_GETFPREGS, tid, 0, uintptr(unsafe.Pointer(buf)))
+	return ptracePtr(unix.PTRACE_GETFPREGS, tid, 0, unsafe.Pointer(buf))
 }

@@ -22,6 +22,21 @@ func ptrace(req, tid int, addr, data uintptr) error {
 	return nil
 }
 
+// ptracePtr is ptrace with a pointer for data. The pointer becomes a
+// uintptr only in the system call's own argument list, where the compiler
+// keeps what it points to in place until the call returns: anywhere
+// else a goroutine's stack may be moved meanwhile (grown, or shrunk by
+// the GC), and the kernel would read or write the old one (PTRACE_SETREGS
+// then failed with EIO, or wrote a stale copy's garbage, under load; a
+// GETREGS read zeros).
+func ptracePtr(req, tid int, addr uintptr, data unsafe.Pointer) error {
+	_, _, errno := unix.RawSyscall6(unix.SYS_PTRACE, uintptr(req), uintptr(tid), addr, uintptr(data), 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 func ptraceSeize(tid, options int) error {
 	return ptrace(unix.PTRACE_SEIZE, tid, 0, uintptr(options))
 }
@@ -33,27 +48,27 @@ func ptraceListen(tid int) error      { return ptrace(unix.PTRACE_LISTEN, tid, 0
 func ptraceInterrupt(tid int) error   { return ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0) }
 
 func ptraceGetSiginfo(tid int, info *unix.Siginfo) error {
-	return ptrace(unix.PTRACE_GETSIGINFO, tid, 0, uintptr(unsafe.Pointer(info)))
+	return ptracePtr(unix.PTRACE_GETSIGINFO, tid, 0, unsafe.Pointer(info))
 }
 
 func ptraceSetSiginfo(tid int, info *unix.Siginfo) error {
-	return ptrace(unix.PTRACE_SETSIGINFO, tid, 0, uintptr(unsafe.Pointer(info)))
+	return ptracePtr(unix.PTRACE_SETSIGINFO, tid, 0, unsafe.Pointer(info))
 }
 
 func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
-	return ptrace(unix.PTRACE_GETREGS, tid, 0, uintptr(unsafe.Pointer(regs)))
+	return ptracePtr(unix.PTRACE_GETREGS, tid, 0, unsafe.Pointer(regs))
 }
 
 func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
-	return ptrace(unix.PTRACE_SETREGS, tid, 0, uintptr(unsafe.Pointer(regs)))
+	return ptracePtr(unix.PTRACE_SETREGS, tid, 0, unsafe.Pointer(regs))
 }
 
 // The signal mask is the kernel's sigset_t, 8 bytes (one bit per signal,
 // bit n-1 for signal n).
 func ptraceGetSigmask(tid int, mask *uint64) error {
-	return ptrace(unix.PTRACE_GETSIGMASK, tid, 8, uintptr(unsafe.Pointer(mask)))
+	return ptracePtr(unix.PTRACE_GETSIGMASK, tid, 8, unsafe.Pointer(mask))
 }
 
 func ptraceSetSigmask(tid int, mask *uint64) error {
-	return ptrace(unix.PTRACE_SETSIGMASK, tid, 8, uintptr(unsafe.Pointer(mask)))
+	return ptracePtr(unix.PTRACE_SETSIGMASK, tid, 8, unsafe.Pointer(mask))
 }

@@ -57,7 +57,7 @@ type syscallInfo struct {
 // switched to PTRACE_SYSCALL in the middle of a syscall).
 func (p *Process) SyscallEntry(tid int) (bool, error) {
 	var info syscallInfo
-	if err := ptrace(unix.PTRACE_GET_SYSCALL_INFO, tid, unsafe.Sizeof(info), uintptr(unsafe.Pointer(&info))); err != nil {
+	if err := ptracePtr(unix.PTRACE_GET_SYSCALL_INFO, tid, unsafe.Sizeof(info), unsafe.Pointer(&info)); err != nil {
 		return false, err
 	}
 	return info.op == unix.PTRACE_SYSCALL_INFO_ENTRY, nil

@@ -14,7 +14,7 @@ import (
 func (p *Process) ReadWord(addr uint64) (uint64, error) {
 	if tid, ok := p.peekThread(); ok {
 		var w uint64
-		if ptrace(unix.PTRACE_PEEKDATA, tid, uintptr(addr), uintptr(unsafe.Pointer(&w))) == nil {
+		if ptracePtr(unix.PTRACE_PEEKDATA, tid, uintptr(addr), unsafe.Pointer(&w)) == nil {
 			return w, nil
 		}
 	}
