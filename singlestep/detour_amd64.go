@@ -6,53 +6,6 @@ import (
 	"slices"
 )
 
-// JumpSize is the length of the jmp rel32 a jump-optimised probe writes
-// at its address, in place of the int3.
-const JumpSize = 5
-
-// Detour is the out-of-line code of a jump-optimised probe, as the
-// kernel's optprobes build it (arch/x86/kernel/kprobes/opt.c): the probe
-// address holds `jmp detour`; the detour is an int3, the copies of every
-// instruction the jmp covers, and a jmp back to the first instruction
-// after them. A thread traps at the detour's int3 with rip already where
-// it must go on, so the tracer resumes it without writing its registers.
-type Detour struct {
-	Addr    uint64  // the probe address
-	Covered int     // bytes of original code the jmp displaces (>= JumpSize)
-	Insns   []*Insn // the instructions in [Addr, Addr+Covered)
-	// ReturnHook, when set, is the address of a return trampoline, and
-	// the probe is at a function's entry: the detour then loads the
-	// return address into %r11 before its int3 (the tracer reads it from
-	// the registers) and swaps it for the trampoline after it, so a
-	// hooked call needs no memory access by the tracer. %r11 is kept in
-	// the red zone meanwhile and put back before the copies (Skip): gcc's
-	// IPA register allocation may keep a value in a caller-saved register
-	// across a call to a function it knows leaves it alone. A tracer that
-	// does not hook a call resumes it at Skip, past the swap. Never in Go
-	// code: its ABI passes arguments in %r11 and has no red zone.
-	ReturnHook uint64
-	// LoadReturn, without ReturnHook: the detour only loads the return
-	// address into %r11 for the tracer (kept and put back as above), for
-	// an entry that wants to know its caller but not its return (the
-	// function tracer without function_graph).
-	LoadReturn bool
-	// Redirects are the function's own jmps and jccs with a rel32 that
-	// land on a covered instruction other than the first (gcc's loop
-	// back to just past a push, from a tail call made a loop): they are
-	// re-aimed at that instruction's copy in the detour, which goes on
-	// as the original would, and put back when the jmp goes.
-	Redirects []Redirect
-}
-
-// Redirect is a branch re-aimed into a detour: the jmp or jcc at From,
-// whose bytes in the file are Orig (its rel32 their last 4), lands on
-// Insns[Insn].
-type Redirect struct {
-	From uint64
-	Insn int
-	Orig []byte
-}
-
 // SavesR11 reports whether the detour keeps %r11 at -8(%rsp) between its
 // first instruction and Skip.
 func (d *Detour) SavesR11() bool { return d.ReturnHook != 0 || d.LoadReturn }

@@ -11,41 +11,6 @@ import (
 // records it gets again, as for a stop: the answer is the same). Strings,
 // the thread's name and DWARF variables are tested by the tracer only.
 
-// Filter is a test of numbers: a comparison of a value with a constant
-// (Cmp), or And, Or, Not of others.
-type Filter struct {
-	Kind  FilterKind
-	L, R  *Filter // And, Or: both; Not: L
-	Value TallyValue
-	Op    FilterOp
-	// Const is what the value compares with: as a signed number
-	// (sign-extended to 64 bits) where Value.Signed, else unsigned.
-	Const uint64
-}
-
-// FilterKind is what a Filter node is.
-type FilterKind uint8
-
-const (
-	FilterCmp FilterKind = iota
-	FilterAnd
-	FilterOr
-	FilterNot
-)
-
-// FilterOp is a comparison, as the filter grammar has them.
-type FilterOp uint8
-
-const (
-	OpEQ FilterOp = iota
-	OpNE
-	OpLT
-	OpLE
-	OpGT
-	OpGE
-	OpBand // value & Const != 0
-)
-
 // Condition codes of the jcc that leaves a comparison that fails, after
 // `cmp %rcx,%rax` (or `test %rcx,%rax` for OpBand): signed and unsigned.
 var failSigned = [...]byte{OpEQ: 0x85, OpNE: 0x84, OpLT: 0x8d, OpLE: 0x8f, OpGT: 0x8e, OpGE: 0x8c, OpBand: 0x84}

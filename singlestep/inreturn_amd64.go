@@ -28,18 +28,6 @@ import (
 // trampoline has its frame, and the trampoline always finds one; should it
 // not, it stops at an int3 (TrampolineTrap) rather than run on.
 
-// ReturnRecord is the site id of a return's record. Its values are the
-// slot the function returned from, %rax and %rdx.
-const ReturnRecord = ^uint32(0)
-
-// ReturnValues is how many values a ReturnRecord has.
-const ReturnValues = 3
-
-// UnhookedBit marks a frame whose original return address was put back
-// in its slot for an unwinder to read (the tracer sets it): the frame is
-// live, its return is not hooked.
-const UnhookedBit = 1 << 63
-
 // Condition codes of jcc rel32 (0x0f, cc).
 const (
 	ccAE = 0x83

@@ -25,10 +25,6 @@ import (
 // else, but in pops on the way out (uniqueTable). Anything else stays
 // refused.
 
-// TableReader reads n bytes of the module at link address addr: the
-// jump tables, in its read-only data.
-type TableReader func(addr, n uint64) ([]byte, error)
-
 // maxTable bounds the entries read from one table.
 const maxTable = 1024
 

@@ -7,56 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A mailbox is a page shared by the tracer and the tracee, where a thread
-// leaves its registers before it traps, so the tracer reads them from its
-// own mapping instead of PTRACE_GETREGS, and answers there instead of
-// PTRACE_SETREGS. Each ptrace request costs ~1.5-2.5 us on these VMs
-// against ~0.2 us for a plain system call in the tracee (gettid), so a hit
-// drops to the floor: the trap, one wait4, one PTRACE_CONT.
-//
-// A thread claims the slot of its tid (gettid, & 255) with a lock
-// cmpxchg; the tracer trusts a SIGTRAP stop of thread T as a mailbox trap
-// only if slot T is owned by T and names the stub it came from. A thread
-// that finds its slot taken (another thread with the same low bits, or
-// itself in a signal handler nested in its own claim) goes on through the
-// ordinary detour (the stub's Next), whose int3 the tracer serves with
-// GETREGS.
-//
-// The stub saves what the routine uses below the red zone, 168 bytes
-// under sp: only for places where nothing of the thread's lives there
-// beyond the red zone, which holds at a SysV function's entry and on the
-// return trampoline (the callee's frame is gone). Never in Go code, whose
-// goroutine stacks are small and whose ABI has no red zone.
-//
-// Before its int3 the routine also reads the thread's signal mask and the
-// process's SIGTRAP action into the slot. The kernel forces an int3's
-// SIGTRAP: where SIGTRAP is blocked in the thread or ignored, it resets
-// the process's action to SIG_DFL and unblocks SIGTRAP in the thread. So
-// a thread that has SIGTRAP blocked unblocks it just for its int3 and
-// blocks it again after: no reset, and other threads never see the
-// action changed. (An ignored SIGTRAP is reset all the same: the tracer
-// puts SIG_IGN back, knowing from the slot that it was there.)
-const (
-	MailboxSlots     = 256
-	mailboxSlotShift = 9
-	MailboxSlotSize  = 1 << mailboxSlotShift
-	MailboxSize      = MailboxSlots * MailboxSlotSize
-
-	SlotOwner = 0   // the claiming thread's tid; 0: free
-	SlotAt    = 8   // the stub the thread came from (its id), written just before the int3
-	SlotReply = 16  // the tracer's answer: swap the return address (MailboxEntry), where to return (MailboxReturn)
-	SlotStack = 24  // the word at the thread's sp: the return address, at an entry
-	SlotRegs  = 32  // the thread's registers, laid out as unix.PtraceRegs (rip and orig_rax left out)
-	SlotCPU   = 248 // the CPU the thread ran on just before the int3, as vgetcpu's segment limit has it (node << 12 | cpu); all ones if lsl could not read it
-	// SlotSigMask is the thread's blocked signals (rt_sigprocmask) and
-	// SlotTrapAction the SIGTRAP action (rt_sigaction's struct: handler,
-	// flags, restorer, mask), both read just before the int3.
-	SlotSigMask    = 256
-	SlotTrapAction = 264
-	slotTrapSet    = 296 // a sigset of SIGTRAP alone, for rt_sigprocmask to unblock
-	slotEnd        = slotTrapSet + 8
-)
-
 // The slot holds what the routine stores (this fails to compile if not).
 const _ = MailboxSlotSize - slotEnd
 
@@ -67,39 +17,6 @@ const _ = SlotCPU - SlotRegs - unsafe.Sizeof(unix.PtraceRegs{})
 // to each CPU's (node << 12 | cpu), for vgetcpu: GDT_ENTRY_CPUNODE*8 + 3,
 // the same on every x86-64 kernel.
 const cpuNodeSeg = 15*8 + 3
-
-// MailboxKind is what a thread does once the tracer lets it go from a
-// mailbox trap.
-type MailboxKind int
-
-const (
-	// MailboxEntry, at a function's entry: if the tracer's Reply is not
-	// 0, swap the return address at sp for the trampoline; then on at the
-	// stub's Done (a detour's copies).
-	MailboxEntry MailboxKind = iota
-	// MailboxReturn, the return trampoline: on at the address the tracer
-	// put in Reply, the registers as they were.
-	MailboxReturn
-)
-
-// MailboxRoutine is the code, one per mailbox and kind, that every stub of
-// its kind jumps to: it claims the thread's slot, fills it, traps, and
-// does what the tracer answered.
-type MailboxRoutine struct {
-	Kind  MailboxKind
-	Box   uint64 // the mailbox's address in the tracee
-	Tramp uint64 // MailboxEntry: the return trampoline, or 0 if none
-}
-
-// MailboxStub is a site's own part: it saves the registers the routine
-// uses, names itself in %rdx and jumps to the routine, which comes back
-// to its fallback (the slot was taken) or its done tail.
-type MailboxStub struct {
-	Kind    MailboxKind
-	Routine uint64 // the MailboxRoutine of its kind
-	Next    uint64 // where a thread whose slot is taken goes on, registers intact
-	Done    uint64 // MailboxEntry: where a thread goes on after its trap
-}
 
 // The stack below the red zone holds, from sp up: r11, rdx, rcx, rax,
 // rflags; the thread's own sp is 168 above.
@@ -306,14 +223,6 @@ func (s *MailboxStub) Code(at uint64) (code []byte, id uint64, err error) {
 func (r *MailboxRoutine) Size() int {
 	b, _, _ := (&MailboxRoutine{Kind: r.Kind}).Code(0)
 	return len(b)
-}
-
-// RoutineLayout says where things are in a routine's code.
-type RoutineLayout struct {
-	Trap uint64 // its int3
-	// From Unblocked up to Reblocked a thread that had SIGTRAP blocked
-	// runs with it unblocked, its int3 in between.
-	Unblocked, Reblocked uint64
 }
 
 // Code returns the routine's bytes for placement at at, and their layout.

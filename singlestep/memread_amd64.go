@@ -35,29 +35,6 @@ func (s *RecordStub) Fixup(at, rip uint64) (uint64, bool) {
 	return 0, false
 }
 
-// fixup is a copy's place in a stub's code, and its read's system call.
-type fixup struct{ copy, slow int }
-
-// MemRead is one read: Len bytes at a base plus Off. The base is the
-// register Reg; or with Via, the first word an earlier read of the stub
-// copied (a pointer in memory: +0(+8(%di)) is two reads, the second
-// Via the first); or with Abs, the address Addr (@SYM).
-type MemRead struct {
-	Reg  int // the register's byte offset in unix.PtraceRegs
-	Via  int // 0, or 1 + the index of the read whose first word is the base
-	Abs  bool
-	Addr uint64
-	Off  int32
-	Len  int // bytes, at most MemReadMax
-}
-
-// MemReadMax bounds one read: a string is cut there.
-const MemReadMax = 256
-
-// Words is how many record words the read takes: the address, the
-// result, the bytes.
-func (r MemRead) Words() int { return 2 + (r.Len+7)/8 }
-
 // iovWords are the record's scratch words for process_vm_readv's two
 // iovecs, after the reads.
 const iovWords = 4

@@ -11,136 +11,8 @@ import (
 // trap at all. Its stub calls the record routine, which reserves room in
 // the calling thread's ring, stamps the record with rdtscp (the TSC and
 // the CPU, from TSC_AUX), and the stub copies the values in and commits.
-// The tracer drains the rings from its own mapping of the same memory.
-//
-// The rings live in memory shared with the tracer (tracee.MapShared):
-//
-//	page 0:      RingsNoSlot (hits of threads that found no ring free),
-//	             RingsNoTid (hits where the thread id could not be read),
-//	             the table of readable memory (memread_amd64.go)
-//	then the tid table (RingsTidTable): the ring each thread was given
-//	then Slots rings, RingHeaderSize + RingSize bytes apart:
-//	  RingOwner  the thread id that claimed it (lock cmpxchg from 0); the
-//	             tracer frees it when the thread is gone
-//	  RingLost   records dropped because the ring was full
-//	  RingHead   bytes reserved so far (the producer's, a cache line alone)
-//	  RingTail   bytes drained so far (the tracer's, a cache line alone)
-//	  RingShadowTop, RingShadow: the thread's shadow stack of hooked
-//	             returns (see HookRoutine)
-//	  RingTally  TallyWords counters that tallying stubs add to
-//	             (tally_amd64.go): counts kept in the tracee, no record
-//	  data       RingSize bytes from RingHeaderSize
-//
-// Each thread writes only its own ring, so nothing on the hot path
-// writes a cache line another thread writes. A record is RecordHeader
-// bytes and its values, 8 bytes each:
-//
-//	word 0  the commit stamp: the record's position in the ring + 1,
-//	        written last; the tracer reads a record only once it is there
-//	word 1  site id << 32 | cpu << 16 | length in bytes (id 0: padding
-//	        to the ring's end, so that no record wraps)
-//	word 2  the TSC
-//
-// A signal handler may run in the middle of a record and make records of
-// its own: room is reserved with one cmpxchg (not locked: only the thread
-// itself, through its signal handlers, competes for its ring), so each
-// record has its own place, and the tracer waits at a record not yet
-// committed.
-//
-// The thread id is read from the thread's control block (%fs base +
-// TidOff: glibc's struct pthread keeps it there), not with gettid: no
-// system call on the hot path. A thread with no %fs base is counted in
-// RingsNoTid and not recorded.
-const (
-	RingsNoSlot = 0
-	RingsNoTid  = 8
-	RingsPid    = 16 // the process's id, for the stubs' process_vm_readv
-	// RingsTidTable: TidMax 16-bit entries, one per thread id: the ring
-	// the thread was given, + 1 (0: none yet). It is a hint, checked
-	// against the ring's owner: a thread gone and its ring given to
-	// another leaves its entry stale. Only the pages of ids in use are
-	// ever touched.
-	RingsTidTable = 4096
-	RingsHeader   = RingsTidTable + TidMax*2 // the first ring
-
-	// The readable memory of the process, as the tracer last saw it, for
-	// the stubs' reads (memread_amd64.go): a generation, odd while the
-	// tracer writes the table; the TSC when it last looked (it lives)
-	// and how old that may be; the count of ranges and the ranges,
-	// start and end, sorted.
-	RingsMapGen     = 24
-	RingsMapBeat    = 32
-	RingsMapBeatMax = 40
-	RingsMapCount   = 48
-	RingsMaps       = 64
-	RingsMapsMax    = (RingsTidTable - RingsMaps) / 16
-
-	RingOwner      = 0
-	RingLost       = 8
-	RingHead       = 64
-	RingTail       = 128
-	RingShadowTop  = 192 // the shadow stack's generation << 32 | depth
-	RingShadow     = 4096
-	RingTally      = RingShadow + ShadowFrames*ShadowFrameSize
-	RingHeaderSize = RingTally + TallyWords*8
-
-	// ShadowFrames bound a thread's in-process return hooks: a call
-	// deeper than that is recorded, its return not hooked.
-	ShadowFrames    = 1 << 15
-	ShadowFrameSize = 16 // the return-address slot, the original return address
-
-	RecordHeader = 24
-	// PadHeader is the least room a padding record takes: its stamp
-	// and its length. Less room at a ring's end is skipped unmarked.
-	PadHeader = 16
-	// RecordMax is the longest record: its length is 16 bits.
-	RecordMax = 1<<16 - 8
-
-	// TidMax bounds thread ids: the kernel's PID_MAX_LIMIT on 64 bits.
-	TidMax = 1 << 22
-)
-
-// RecordLayout is where the rings are and how they are cut.
-type RecordLayout struct {
-	Base     uint64 // the rings' memory in the tracee
-	Slots    int    // rings, a power of two
-	RingSize uint64 // data bytes of each ring, a power of two
-	TidOff   int32  // where the thread id is, from the %fs base
-}
-
-// Stride is the distance between two rings.
-func (l RecordLayout) Stride() uint64 { return RingHeaderSize + l.RingSize }
-
-// Size is the bytes the rings take in all.
-func (l RecordLayout) Size() uint64 { return RingsHeader + uint64(l.Slots)*l.Stride() }
-
-// Check reports whether the layout can be coded: the ring sizes fit the
-// routine's 32-bit immediates.
-func (l RecordLayout) Check() error {
-	switch {
-	case l.Slots <= 0 || l.Slots&(l.Slots-1) != 0 || l.Slots > 1<<15:
-		return fmt.Errorf("%d rings: not a power of two up to 32768", l.Slots)
-	case l.RingSize < 4096 || l.RingSize&(l.RingSize-1) != 0 || l.RingSize > 1<<30:
-		return fmt.Errorf("ring size %d: a power of two from 4 KiB to 1 GiB", l.RingSize)
-	case l.Stride() > 1<<31:
-		return fmt.Errorf("ring size %d: too large", l.RingSize)
-	}
-	return nil
-}
-
-// RecordRoutine is the code every record stub calls: given %r8 = site id
-// << 32 | record length, it returns in %rsi the record's address (0: not
-// recorded, and counted), in %r9 its commit stamp, with the header's
-// words 1 and 2 written, and in %r10 the thread's ring (0: none, when
-// the thread id cannot be read or every ring is taken). It uses %rax,
-// %rcx, %rdx, %rsi, %r8, %r9, %r10 and the flags, which the stub saves.
-type RecordRoutine struct {
-	Layout RecordLayout
-	// Trampoline is the return trampoline the hooks write (HookRoutine):
-	// one for the process, whichever copy of the code a stub calls. 0:
-	// this copy's own.
-	Trampoline uint64
-}
+// The tracer drains the rings from its own mapping of the same memory
+// (their layout: rings.go).
 
 // The code of a RecordRoutine, from its start: the record routine, the
 // tally routine, the hook routine, the return trampoline, an int3 (the trampoline's way
@@ -412,57 +284,12 @@ func (r *RecordRoutine) record(a *asm) {
 	a.raw(0x31, 0xf6, 0xc3)             // xor %esi,%esi; ret
 }
 
-// RecordStub is a site's own code: it saves what the routine uses below
-// the red zone, calls it, copies the site's values into the record,
-// commits it, and goes on at Next (the detour's copies of the covered
-// instructions), every register as it was. As the mailbox stub, only at a
-// SysV function's entry: 208 bytes below sp must be free.
-type RecordStub struct {
-	Routine uint64 // a RecordRoutine's copy
-	Next    uint64
-	Site    uint32
-	// Regs are the registers recorded, in order, as their byte offsets
-	// in unix.PtraceRegs: the 16 general registers and the flags.
-	Regs []int
-	// StackWords are recorded after them: the words at sp, sp+8, ...
-	StackWords int
-	// Hook: the stub hooks the function's return (HookRoutine) after
-	// copying the values, and records whether it did as one more value,
-	// 1 or 0.
-	Hook bool
-	// Reads are memory the stub copies into the record, after the
-	// rest: for each, the address, what process_vm_readv returned (the
-	// bytes read, or -errno: a bad address faults nothing), and the
-	// bytes, in whole words.
-	Reads []MemRead
-	// Rings is the rings' address (RecordLayout.Base), where the reads
-	// find the process's id.
-	Rings uint64
-	// Tallies, if any, make the stub record nothing: it adds to its
-	// thread's counters instead (tally_amd64.go), and Regs, StackWords,
-	// Hook and Reads are not used.
-	Tallies []Tally
-	// Filter, if set, is tested first (filter_amd64.go): where it does
-	// not hold, no record is made, and the thread's counter Rejected
-	// (a word of RingTally) counts the hit. Not with Hook: the return
-	// is hooked whatever the entry's filter says.
-	Filter   *Filter
-	Rejected int
-
-	pops   int     // where the pops start in the code, once made
-	fixups []fixup // its copies of memory, once made
-}
-
 // A stub starts with `lea -RecordStubRedZone(%rsp),%rsp`; its pushfq is
 // at RecordStubPushf.
 const (
 	RecordStubRedZone = mbRedZone
 	RecordStubPushf   = 5
 )
-
-// RecordStackMax bounds StackWords: at a function's entry the words just
-// above sp are the caller's frame, always mapped.
-const RecordStackMax = 8
 
 // The saves of a stub and of the trampoline, from their sp up: r11 r10
 // r9 r8 rdi rsi rdx rcx rax rflags; the thread's sp is rsSP above a
@@ -624,16 +451,6 @@ func (s *RecordStub) leave(a *asm) []byte {
 	a.raw(0xe9)                                                // jmp Next
 	a.rel32(s.Next)
 	return a.b
-}
-
-// StubRewind says how a thread inside a record stub or the routine gets
-// back to the probed instruction with every register as it was, the
-// record not made (or made already, if it was committed): with Saved, the
-// stub's saves are at Area (SavedRegs, upward); the thread's sp is SP.
-type StubRewind struct {
-	Saved bool
-	Area  uint64
-	SP    uint64
 }
 
 // SavedRegs are the registers of a stub's save area, in order from its

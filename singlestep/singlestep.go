@@ -9,11 +9,14 @@
 //	in, err := singlestep.Analyze(code, addr) // code: the original bytes at addr
 //	if in.Kind == singlestep.Emulate { err = in.Emulate(&regs, mem) } else { b, _ := in.XOL(slot); /* write b at slot, step it */ err = in.Fixup(&regs, mem, slot) }
 //
-// Per-architecture code lives in files with a GOARCH suffix (only amd64
-// exists). An architecture supplies BreakpointInsn, BreakpointPCAdjust,
-// SlotSize, the archInsn type held in Insn, insnLength (used by
-// Boundaries and CheckBoundary), Analyze and the Insn methods Emulate, XOL,
-// Fixup, CanBoost, XOLBoosted and String.
+// Per-architecture code lives in files with a GOARCH suffix (amd64 and
+// arm64). An architecture supplies BreakpointInsn, BreakpointPCAdjust,
+// SlotSize, XOLReach, the archInsn type held in Insn, insnLength (used by
+// Boundaries and CheckBoundary), Analyze, SweepBranches, GoStackCheckEnd,
+// jumpBack (for XOLBoosted) and the Insn methods Emulate, XOL, Fixup,
+// CanBoost and String. The code the tracer generates into the tracee (mailbox, detours,
+// in-process records) is x86-64's only: its data is codegen.go, and on
+// arm64 codegen_arm64.go refuses it.
 package singlestep
 
 import (
@@ -29,6 +32,11 @@ type Memory interface {
 	ReadAt(p []byte, addr int64) (int, error)
 	WriteAt(p []byte, addr int64) (int, error)
 }
+
+// Branch is a direct branch: the instruction at From (on x86-64 a jmp,
+// jcc, call, loop, jrcxz or xbegin with a relative operand; on arm64 b,
+// bl, b.cond, cbz, cbnz, tbz, tbnz) goes to To.
+type Branch struct{ From, To uint64 }
 
 // Kind says how the tracer runs a displaced instruction.
 type Kind int
@@ -67,6 +75,27 @@ type Insn struct {
 	Mnemonic string // lower-case mnemonic, e.g. "push", "endbr64", "jne"
 
 	arch archInsn
+}
+
+// XOLBoosted returns XOL's bytes followed by a jump back to in.Addr+Len
+// (x86-64's jmp rel32, arm64's b), so that resuming the tracee at
+// slotAddr needs neither a single-step nor Fixup. It fails for
+// instructions that cannot be boosted, and with *OutOfRangeError when the
+// jump cannot reach.
+func (in *Insn) XOLBoosted(slotAddr uint64) ([]byte, error) {
+	if !in.CanBoost() {
+		return nil, &UnsupportedError{Addr: in.Addr, Mnemonic: in.Mnemonic, Reason: "cannot run out of line without a single-step"}
+	}
+	out, err := in.XOL(slotAddr)
+	if err != nil {
+		return nil, err
+	}
+	back := in.Addr + uint64(in.Len)
+	jmp, ok := jumpBack(slotAddr+uint64(len(out)), back)
+	if !ok {
+		return nil, &OutOfRangeError{Addr: in.Addr, Slot: slotAddr, Target: back}
+	}
+	return append(out, jmp...), nil
 }
 
 // Boundaries decodes a function's code, which starts at address addr, and

@@ -6,10 +6,6 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 )
 
-// Branch is a direct branch: the instruction at From (a jmp, jcc, call,
-// loop, jrcxz or xbegin with a relative operand) goes to To.
-type Branch struct{ From, To uint64 }
-
 // maxRunOn bounds how far the decoding begun at one entry point goes on
 // past the next one when the two disagree about where instructions start
 // (data before the next entry, or an entry inside an instruction).

@@ -18,54 +18,6 @@ import (
 // whole against a signal. The tracer reads a word whole (8-byte
 // aligned), so it sees a count either before an increment or after.
 
-// TallyWords is how many counters each ring has.
-const TallyWords = 1 << 13
-
-// Tally is one block of counters a stub adds to, At words from
-// RingTally: with Value nil, one word, the hits; else TallyHistWords:
-// the log2 histogram of the value (word 0: value 0; word i, i in 1..64:
-// values in [2^(i-1), 2^i)), then the negative values' count, then the
-// values' sum (wrapping, as an int64 sum does). An unsigned value of
-// 2^63 or more counts as 2^63-1, as a signed total must.
-// With Filter, the block is added to only where the filter holds.
-type Tally struct {
-	At     int
-	Value  *TallyValue
-	Filter *Filter
-}
-
-// TallyHistWords is the size of a histogram's block.
-const TallyHistWords = 65 + 2
-
-// The words of a histogram's block past its buckets.
-const (
-	TallyNegative = 65
-	TallySum      = 66
-)
-
-// Words is the block's size.
-func (t Tally) Words() int {
-	if t.Value == nil {
-		return 1
-	}
-	return TallyHistWords
-}
-
-// TallyValue is how a stub makes a value from what the thread has at
-// the probe: a register (Reg, a byte offset in unix.PtraceRegs, for
-// Word < 0) or the Word'th word at sp; shifted right by Shift and cut to
-// Bits (a part of a register: %eax, %ah); cut to its type's Size bytes;
-// a bitfield taken (((v << Lsh) cut to Size) >> Rsh); and, if Signed,
-// sign-extended from Size.
-type TallyValue struct {
-	Reg, Word   int
-	Shift, Bits uint8
-	Size        uint8
-	BitField    bool
-	Lsh, Rsh    uint8
-	Signed      bool
-}
-
 // TallyRoutine is where the tally routine of a copy placed at at starts:
 // it returns the calling thread's ring in %r10, or 0, as the record
 // routine does, and reserves nothing.

@@ -434,23 +434,10 @@ func (in *Insn) CanBoost() bool {
 	return !in.arch.isRelBranch() && in.arch.fix != fixCall
 }
 
-// XOLBoosted returns XOL's bytes followed by a jmp rel32 back to
-// in.Addr+Len, so that resuming the tracee at slotAddr needs neither a
-// single-step nor Fixup. It fails for instructions that cannot be boosted.
-func (in *Insn) XOLBoosted(slotAddr uint64) ([]byte, error) {
-	if !in.CanBoost() {
-		return nil, &UnsupportedError{Addr: in.Addr, Mnemonic: in.Mnemonic, Reason: "cannot run out of line without a single-step"}
-	}
-	out, err := in.XOL(slotAddr)
-	if err != nil {
-		return nil, err
-	}
-	back := in.Addr + uint64(in.Len)
-	disp, ok := rel32(slotAddr+uint64(in.Len)+5, back)
-	if !ok {
-		return nil, &OutOfRangeError{Addr: in.Addr, Slot: slotAddr, Target: back}
-	}
-	return binary.LittleEndian.AppendUint32(append(out, 0xe9), uint32(disp)), nil
+// jumpBack is the jmp rel32 at from to to, false if it cannot reach.
+func jumpBack(from, to uint64) ([]byte, bool) {
+	disp, ok := rel32(from+5, to)
+	return binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(disp)), ok
 }
 
 // String returns the address and AT&T-syntax disassembly, as objdump
@@ -476,3 +463,9 @@ func ReturnsPopping(code []byte, addr uint64, n uint64) bool {
 	}
 	return false
 }
+
+func insnLength(code []byte) (int, error) { return x86InsnLength(code) }
+
+// XOLReach is how far from a probe site its slot may be: rip-relative
+// operands reach ±2 GiB; keep well inside.
+const XOLReach = 1 << 30

@@ -90,7 +90,7 @@ func lower(s string) string {
 	return string(b)
 }
 
-func insnLength(code []byte) (int, error) {
+func x86InsnLength(code []byte) (int, error) {
 	inst, _, err := decodeX86(code)
 	if err != nil {
 		return 0, err
