@@ -113,20 +113,6 @@ func (p *Process) interruptAgain(tid int) error {
 	}
 }
 
-// restartPending reports whether a thread stopped with regs is returning
-// from a system call that the kernel restarts when it resumes (rax one of
-// the -ERESTART* codes, orig_rax the call).
-func restartPending(regs *unix.PtraceRegs) bool {
-	if int64(regs.Orig_rax) < 0 {
-		return false
-	}
-	switch int64(regs.Rax) {
-	case -512, -513, -514, -516: // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK
-		return true
-	}
-	return false
-}
-
 // injectSyscall sets thread tid up to run system call nr at a syscall
 // instruction, has run run it to completion, and puts back every register
 // and the signal mask.
@@ -135,34 +121,86 @@ func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid 
 	if err != nil {
 		return 0, err
 	}
+	var runErr error // run's errors say where they come from
+	err = p.withRegs(tid, func(regs *unix.PtraceRegs) error {
+		// Our registers, not a restart of a call the thread was stopped
+		// in; the saved set restores the real one.
+		setSyscall(regs, insn, nr, args)
+		if err := p.SetRegs(tid, regs); err != nil {
+			return err
+		}
+		ret, runErr = run(tid, insn)
+		return nil
+	})
+	switch {
+	case runErr != nil:
+		return 0, runErr
+	case err != nil:
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	return ret, nil
+}
+
+// InjectStep runs one instruction of ours in stopped thread tid: set
+// changes a copy of the thread's registers (its pc to the instruction,
+// which must end at after), and regs has the registers once it ran.
+// Every register and the signal mask are put back after, as InjectSyscall
+// does.
+func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uint64) (regs unix.PtraceRegs, err error) {
+	err = p.withRegs(tid, func(r *unix.PtraceRegs) error {
+		set(r)
+		at := r.PC()
+		if err := p.SetRegs(tid, r); err != nil {
+			return err
+		}
+		for {
+			if err := p.Step(tid, 0); err != nil {
+				return err
+			}
+			ev, err := p.WaitThread(tid)
+			if err != nil {
+				return err
+			}
+			if ev.Kind == EventExit {
+				return fmt.Errorf("thread %d exited", tid)
+			}
+			if err := p.GetRegs(tid, r); err != nil {
+				return err
+			}
+			switch {
+			case ev.Kind == EventTrap && r.PC() == after:
+				regs = *r
+				return nil
+			case r.PC() != at:
+				return fmt.Errorf("thread %d stopped at %#x, not at %#x or %#x", tid, r.PC(), at, after)
+			case ev.Kind == EventTrap, ev.Kind == EventSignal:
+				p.deferStopSignal(tid) // before the instruction: the tracee's
+			}
+		}
+	})
+	if err != nil {
+		return regs, fmt.Errorf("inject instruction: %w", err)
+	}
+	return regs, nil
+}
+
+// withRegs has do run thread tid on a copy of its registers, with every
+// signal it can block blocked (they stay queued for the thread: else each
+// step stops for the next one before the instruction runs, and a steady
+// stream of them, a profiling timer, would never let it run), and puts
+// the thread's registers and mask back after.
+func (p *Process) withRegs(tid int, do func(regs *unix.PtraceRegs) error) (err error) {
 	var saved unix.PtraceRegs
 	if err := p.GetRegs(tid, &saved); err != nil {
-		return 0, fmt.Errorf("inject syscall: %w", err)
+		return err
 	}
-	regs := saved
-	regs.Rax = nr
-	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
-	for i, a := range args {
-		*argRegs[i] = a
-	}
-	regs.Rip = insn
-	// orig_rax = -1 keeps the kernel from "restarting" an interrupted
-	// syscall over our registers; the saved set restores the real one.
-	regs.Orig_rax = ^uint64(0)
-	// Signals blocked meanwhile stay queued for the thread: else each
-	// step stops for the next one before the instruction runs, and a
-	// steady stream of them (a profiling timer) would never let it run.
 	var mask uint64
 	if err := ptraceGetSigmask(tid, &mask); err != nil {
-		return 0, fmt.Errorf("inject syscall: %w", err)
+		return err
 	}
 	blocked := (mask | injectBlocked) &^ trapBit
 	if err := ptraceSetSigmask(tid, &blocked); err != nil {
-		return 0, fmt.Errorf("inject syscall: %w", err)
-	}
-	if err := p.SetRegs(tid, &regs); err != nil {
-		ptraceSetSigmask(tid, &mask)
-		return 0, fmt.Errorf("inject syscall: %w", err)
+		return err
 	}
 	defer func() {
 		// A thread not put back would run on in our registers.
@@ -171,16 +209,18 @@ func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid 
 			rerr = merr
 		}
 		if rerr != nil && err == nil {
-			ret, err = 0, fmt.Errorf("inject syscall: restore thread %d: %w", tid, rerr)
+			err = fmt.Errorf("restore thread %d: %w", tid, rerr)
 		}
 	}()
-	return run(tid, insn)
+	regs := saved
+	return do(&regs)
 }
 
 // stepThroughSyscall single-steps thread tid, set up at the syscall instruction
 // insn, until it has run it, and returns the call's result.
 func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
 	var regs unix.PtraceRegs
+	after := insn + uint64(len(syscallInsn))
 	for {
 		if err := p.Step(tid, 0); err != nil {
 			return 0, fmt.Errorf("inject syscall: step: %w", err)
@@ -195,14 +235,14 @@ func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
 		if err := p.GetRegs(tid, &regs); err != nil {
 			return 0, err
 		}
-		if regs.Rip != insn && regs.Rip != insn+2 {
+		if regs.PC() != insn && regs.PC() != after {
 			// Never step on through the tracee's own code.
-			return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.Rip)
+			return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.PC())
 		}
 		switch ev.Kind {
 		case EventTrap:
-			if regs.Rip == insn+2 {
-				return regs.Rax, nil
+			if regs.PC() == after {
+				return Result(&regs), nil
 			}
 			fallthrough // a SIGTRAP sent to it, before the instruction
 		case EventSignal:
@@ -219,6 +259,7 @@ func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
 // and returns the call's result.
 func (p *Process) runToSyscallExit(tid int, insn uint64) (uint64, error) {
 	var regs unix.PtraceRegs
+	after := insn + uint64(len(syscallInsn))
 	entered := false
 	for {
 		if t := p.threads[tid]; t != nil {
@@ -244,22 +285,22 @@ func (p *Process) runToSyscallExit(tid int, insn uint64) (uint64, error) {
 				return 0, err
 			}
 			switch {
-			case regs.Rip != insn+2:
+			case regs.PC() != after:
 				// The exit of a call the thread was stopped in when we
 				// set it up, which ours replaced (orig_rax -1).
-				if regs.Rip != insn {
-					return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.Rip)
+				if regs.PC() != insn {
+					return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.PC())
 				}
 			case entry:
 				entered = true
 			case entered:
-				return regs.Rax, nil
+				return Result(&regs), nil
 			}
 		case EventTrap, EventSignal:
 			// A signal we could not block (or a SIGTRAP sent to it),
 			// before the instruction ran: the tracee's, kept for later.
-			if regs.Rip != insn {
-				return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.Rip)
+			if regs.PC() != insn {
+				return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.PC())
 			}
 			p.deferStopSignal(tid)
 		}
@@ -274,8 +315,8 @@ func (p *Process) deferStopSignal(tid int) {
 	}
 }
 
-// syscallInsn finds the bytes 0f 05 (`syscall`) in an executable mapping;
-// the CPU executes them from wherever rip points, so any occurrence will do.
+// syscallInsn finds the system call instruction (syscallInsn) in an
+// executable mapping: any occurrence at an instruction boundary will do.
 func (p *Process) syscallInsn() (uint64, error) {
 	if p.syscall != 0 {
 		return p.syscall, nil
@@ -294,9 +335,16 @@ func (p *Process) syscallInsn() (uint64, error) {
 		for addr := m.start; addr < m.end; addr += uint64(len(buf)) - 1 {
 			n := min(uint64(len(buf)), m.end-addr)
 			got, _ := p.ReadAt(buf[:n], int64(addr))
-			if i := bytes.Index(buf[:got], []byte{0x0f, 0x05}); i >= 0 {
-				p.syscall = addr + uint64(i)
-				return p.syscall, nil
+			for i := 0; i < got; {
+				j := bytes.Index(buf[i:got], syscallInsn)
+				if j < 0 {
+					break
+				}
+				if at := addr + uint64(i+j); at%syscallInsnAlign == 0 {
+					p.syscall = at
+					return p.syscall, nil
+				}
+				i += j + 1
 			}
 		}
 	}

@@ -225,7 +225,7 @@ func TestInjectKeepsTrapState(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !TrapIgnored(p.Pid) || i == 0 && !restartPending(&regs) {
-			t.Fatalf("held at %#x with rax %#x: not in a nanosleep to restart, or SIGTRAP not ignored", regs.Rip, regs.Rax)
+			t.Fatalf("held at %#x with rax %#x: not in a nanosleep to restart, or SIGTRAP not ignored", regs.PC(), Result(&regs))
 		}
 		if got, err := p.InjectSyscall(tid, unix.SYS_GETPID); err != nil || got != uint64(p.Pid) {
 			t.Fatalf("getpid gave %d, %v", got, err)

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/probedbg/probe/singlestep"
 	"golang.org/x/sys/unix"
 )
 
@@ -562,14 +563,14 @@ func (p *Process) RunToEntry() error {
 	if err != nil {
 		return err
 	}
-	var orig [1]byte
-	if _, err := p.ReadAt(orig[:], int64(entry)); err != nil {
+	orig := make([]byte, len(singlestep.BreakpointInsn))
+	if _, err := p.ReadAt(orig, int64(entry)); err != nil {
 		return fmt.Errorf("read entry point: %w", err)
 	}
-	if _, err := p.WriteAt([]byte{0xcc}, int64(entry)); err != nil {
+	if _, err := p.WriteAt(singlestep.BreakpointInsn, int64(entry)); err != nil {
 		return fmt.Errorf("write entry breakpoint: %w", err)
 	}
-	defer p.WriteAt(orig[:], int64(entry))
+	defer p.WriteAt(orig, int64(entry))
 	tid := p.Pid
 	sig := 0
 	for {
@@ -592,8 +593,8 @@ func (p *Process) RunToEntry() error {
 			if err := p.GetRegs(tid, &regs); err != nil {
 				return err
 			}
-			if regs.Rip == entry+1 {
-				regs.Rip = entry
+			if regs.PC() == entry+singlestep.BreakpointPCAdjust {
+				regs.SetPC(entry)
 				return p.SetRegs(tid, &regs)
 			}
 			sig = int(unix.SIGTRAP)
@@ -624,11 +625,8 @@ func SentByUs(info *unix.Siginfo) bool {
 	return info.Code == siUser && int(pid) == os.Getpid()
 }
 
-// si_code values from <asm-generic/siginfo.h>.
-const (
-	siUser   = 0    // kill(2)
-	SIKernel = 0x80 // raised by the kernel: int3 on x86
-)
+// siUser is the si_code of a signal sent with kill(2).
+const siUser = 0
 
 // SignalPending reports whether sig is pending: for the whole process
 // (ShdPnd: sent with kill(2), not yet taken by a thread) when tid is 0,
@@ -656,14 +654,4 @@ func StackTop(pid int, sp uint64) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("pid %d: no mapping holds %#x", pid, sp)
-}
-
-// FPRegsSize is the size of the floating-point registers PTRACE_GETFPREGS
-// reads (FXSAVE's layout: the SSE registers xmm0-15 at 160).
-const FPRegsSize = 512
-
-// GetFPRegs reads the floating-point and SSE registers of a stopped
-// thread into buf.
-func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
-	return ptracePtr(unix.PTRACE_GETFPREGS, tid, 0, unsafe.Pointer(buf))
 }

@@ -55,14 +55,6 @@ func ptraceSetSiginfo(tid int, info *unix.Siginfo) error {
 	return ptracePtr(unix.PTRACE_SETSIGINFO, tid, 0, unsafe.Pointer(info))
 }
 
-func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
-	return ptracePtr(unix.PTRACE_GETREGS, tid, 0, unsafe.Pointer(regs))
-}
-
-func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
-	return ptracePtr(unix.PTRACE_SETREGS, tid, 0, unsafe.Pointer(regs))
-}
-
 // The signal mask is the kernel's sigset_t, 8 bytes (one bit per signal,
 // bit n-1 for signal n).
 func ptraceGetSigmask(tid int, mask *uint64) error {

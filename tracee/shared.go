@@ -58,7 +58,7 @@ func (p *Process) mapShared(tid int, size uint64, fixed bool, place func(theirs 
 	}
 	// memfd_create wants a name in the tracee's memory: put one on its
 	// stack, well below anything live, and the old bytes back after.
-	name := (regs.Rsp - 1024) &^ 7
+	name := (SP(&regs) - 1024) &^ 7
 	var old [8]byte
 	if _, err := p.ReadAt(old[:], int64(name)); err != nil {
 		return 0, nil, err

@@ -153,7 +153,7 @@ func (p *Process) belowRedZone(tid, n int) (uint64, error) {
 	if err := p.GetRegs(tid, &regs); err != nil {
 		return 0, err
 	}
-	return (regs.Rsp - 128 - uint64(n)) &^ 15, nil
+	return (SP(&regs) - 128 - uint64(n)) &^ 15, nil
 }
 
 // TrapIgnored reports whether process pid ignores SIGTRAP now.

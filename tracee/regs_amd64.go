@@ -1,0 +1,90 @@
+package tracee
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The x86-64 register set by role; the program counter is unix.PtraceRegs'
+// own PC and SetPC.
+
+// SP returns the stack pointer.
+func SP(r *unix.PtraceRegs) uint64 { return r.Rsp }
+
+// SetSP sets the stack pointer.
+func SetSP(r *unix.PtraceRegs, v uint64) { r.Rsp = v }
+
+// FP returns the frame pointer (rbp).
+func FP(r *unix.PtraceRegs) uint64 { return r.Rbp }
+
+// Result returns a function's or a system call's return value (rax).
+func Result(r *unix.PtraceRegs) uint64 { return r.Rax }
+
+// SetResults sets a function's two return words (rax, rdx).
+func SetResults(r *unix.PtraceRegs, a, b uint64) { r.Rax, r.Rdx = a, b }
+
+// SyscallNr returns the number of the system call a thread is stopped in
+// (orig_rax: rax is the result by its exit), negative when none.
+func SyscallNr(r *unix.PtraceRegs) int64 { return int64(r.Orig_rax) }
+
+// SyscallArg returns argument i (0-5) of the system call at its entry.
+func SyscallArg(r *unix.PtraceRegs, i int) uint64 {
+	return [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}[i]
+}
+
+// NoRestart keeps the kernel from restarting, over registers we set, a
+// system call the thread was stopped in (orig_rax -1).
+func NoRestart(r *unix.PtraceRegs) { r.Orig_rax = ^uint64(0) }
+
+// SIBreakpoint is the si_code of a software breakpoint's SIGTRAP: int3
+// raises it from the kernel (SI_KERNEL), not as TRAP_BRKPT.
+const SIBreakpoint = 0x80
+
+// syscallInsn is `syscall`; the CPU runs it from any address.
+var syscallInsn = []byte{0x0f, 0x05}
+
+const syscallInsnAlign = 1
+
+// setSyscall sets regs up to run system call nr with args at insn.
+func setSyscall(regs *unix.PtraceRegs, insn, nr uint64, args []uint64) {
+	regs.Rax = nr
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
+	regs.Rip = insn
+	NoRestart(regs)
+}
+
+// restartPending reports whether a thread stopped with regs is returning
+// from a system call that the kernel restarts when it resumes (rax one of
+// the -ERESTART* codes, orig_rax the call).
+func restartPending(regs *unix.PtraceRegs) bool {
+	if int64(regs.Orig_rax) < 0 {
+		return false
+	}
+	switch int64(regs.Rax) {
+	case -512, -513, -514, -516: // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK
+		return true
+	}
+	return false
+}
+
+func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
+	return ptracePtr(unix.PTRACE_GETREGS, tid, 0, unsafe.Pointer(regs))
+}
+
+func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
+	return ptracePtr(unix.PTRACE_SETREGS, tid, 0, unsafe.Pointer(regs))
+}
+
+// FPRegsSize is the size of the floating-point registers PTRACE_GETFPREGS
+// reads (FXSAVE's layout: the SSE registers xmm0-15 at 160).
+const FPRegsSize = 512
+
+// GetFPRegs reads the floating-point and SSE registers of a stopped
+// thread into buf.
+func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
+	return ptracePtr(unix.PTRACE_GETFPREGS, tid, 0, unsafe.Pointer(buf))
+}

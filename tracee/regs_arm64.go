@@ -1,0 +1,87 @@
+package tracee
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The arm64 register set by role; the program counter is unix.PtraceRegs'
+// own PC and SetPC.
+
+// SP returns the stack pointer.
+func SP(r *unix.PtraceRegs) uint64 { return r.Sp }
+
+// SetSP sets the stack pointer.
+func SetSP(r *unix.PtraceRegs, v uint64) { r.Sp = v }
+
+// FP returns the frame pointer (x29).
+func FP(r *unix.PtraceRegs) uint64 { return r.Regs[29] }
+
+// Result returns a function's or a system call's return value (x0).
+func Result(r *unix.PtraceRegs) uint64 { return r.Regs[0] }
+
+// SetResults sets a function's two return words (x0, x1).
+func SetResults(r *unix.PtraceRegs, a, b uint64) { r.Regs[0], r.Regs[1] = a, b }
+
+// SyscallNr returns the number of the system call a thread is stopped in:
+// x8, which the kernel leaves alone across the call.
+func SyscallNr(r *unix.PtraceRegs) int64 { return int64(r.Regs[8]) }
+
+// SyscallArg returns argument i (0-5) of the system call at its entry (x0
+// is the result by its exit).
+func SyscallArg(r *unix.PtraceRegs, i int) uint64 { return r.Regs[i] }
+
+// NoRestart does nothing on arm64: the kernel rewinds a system call to be
+// restarted (pc back to the svc, x0 its first argument) before it stops
+// the thread for the signal, so registers put back restart it and
+// registers of ours restart nothing.
+func NoRestart(r *unix.PtraceRegs) {}
+
+// SIBreakpoint is the si_code of a software breakpoint's SIGTRAP: brk
+// raises TRAP_BRKPT.
+const SIBreakpoint = 1
+
+// syscallInsn is `svc #0`.
+var syscallInsn = []byte{0x01, 0x00, 0x00, 0xd4}
+
+const syscallInsnAlign = 4
+
+// setSyscall sets regs up to run system call nr with args at insn.
+func setSyscall(regs *unix.PtraceRegs, insn, nr uint64, args []uint64) {
+	regs.Regs[8] = nr
+	copy(regs.Regs[:6], args)
+	regs.Pc = insn
+}
+
+// restartPending is false on arm64: see NoRestart.
+func restartPending(regs *unix.PtraceRegs) bool { return false }
+
+// ntPRStatus and ntPRFPReg are the regsets of the general and the
+// floating-point/SIMD registers (<elf.h> NT_PRSTATUS, NT_PRFPREG); arm64
+// has no PTRACE_GETREGS.
+const (
+	ntPRStatus = 1
+	ntPRFPReg  = 2
+)
+
+func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(regs)), Len: uint64(unsafe.Sizeof(*regs))}
+	return ptracePtr(unix.PTRACE_GETREGSET, tid, ntPRStatus, unsafe.Pointer(&iov))
+}
+
+func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(regs)), Len: uint64(unsafe.Sizeof(*regs))}
+	return ptracePtr(unix.PTRACE_SETREGSET, tid, ntPRStatus, unsafe.Pointer(&iov))
+}
+
+// FPRegsSize is the size of struct user_fpsimd_state: v0-v31, 16 bytes
+// each, then fpsr and fpcr.
+const FPRegsSize = 528
+
+// GetFPRegs reads the SIMD and floating-point registers of a stopped
+// thread into buf.
+func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
+	iov := unix.Iovec{Base: &buf[0], Len: FPRegsSize}
+	return ptracePtr(unix.PTRACE_GETREGSET, tid, ntPRFPReg, unsafe.Pointer(&iov))
+}
