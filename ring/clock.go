@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// rdtsc reads the time-stamp counter (tsc_amd64.s).
+// rdtsc reads the time-stamp counter (tsc_amd64.s; on arm64 the
+// generic timer, tsc_arm64.s).
 func rdtsc() uint64
 
 // Clock turns the TSC values of records into the tracer's clock (now).

@@ -9,25 +9,21 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 )
 
-// DWARF register numbers of x86-64 (System V psABI, figure 3.36).
-const (
-	dwarfRBP = 6
-	dwarfRSP = 7
-)
-
 // CallerRule says how to find a function's caller at one pc, from the
 // call frame information: the canonical frame address (CFA) is a
-// register plus an offset, and the return address and the caller's rbp
-// are saved at offsets from it. It covers what compilers emit for
-// x86-64 code; anything else (a CFA expression, as in PLT entries) is
-// reported as no rule, and the caller falls back to frame pointers.
+// register plus an offset, and the return address and the caller's
+// frame pointer are saved at offsets from it (on arm64 the return address
+// may still be in the link register). It covers what compilers emit;
+// anything else (a CFA expression, as in PLT entries) is reported as no
+// rule, and the caller falls back to frame pointers.
 type CallerRule struct {
-	CFAFromRBP bool  // the CFA is rbp+CFAOffset; otherwise rsp+CFAOffset
-	CFAOffset  int64 // added to the register
-	RetOffset  int64 // the return address is at CFA+RetOffset
-	RBPSaved   bool  // the caller's rbp is at CFA+RBPOffset; otherwise rbp is unchanged
-	RBPOffset  int64
-	Outermost  bool // the return address is undefined: pc is in the first frame (_start, a thread's start)
+	CFAFromFP bool  // the CFA is fp+CFAOffset (rbp, x29); otherwise sp+CFAOffset
+	CFAOffset int64 // added to the register
+	RetInLR   bool  // arm64: the return address is in x30, not saved yet
+	RetOffset int64 // else it is at CFA+RetOffset
+	FPSaved   bool  // the caller's frame pointer is at CFA+FPOffset; otherwise it is unchanged
+	FPOffset  int64
+	Outermost bool // the return address is undefined: pc is in the first frame (_start, a thread's start)
 }
 
 // cfiCache is a module's parsed .eh_frame and .debug_frame, at link
@@ -113,9 +109,9 @@ func ruleAt(fdes frame.FrameDescriptionEntries, pc uint64) (r cfiRule) {
 		return cfiRule{}
 	}
 	switch fc.CFA.Reg {
-	case dwarfRSP:
-	case dwarfRBP:
-		r.CFAFromRBP = true
+	case dwarfSP:
+	case dwarfFP:
+		r.CFAFromFP = true
 	default:
 		return cfiRule{}
 	}
@@ -125,14 +121,18 @@ func ruleAt(fdes frame.FrameDescriptionEntries, pc uint64) (r cfiRule) {
 		r.Outermost, r.ok = true, true
 		return r
 	}
-	if !ok || ret.Rule != frame.RuleOffset {
+	switch {
+	case linkRegister && (!ok || ret.Rule == frame.RuleSameVal) && fc.RetAddrReg == dwarfLR:
+		r.RetInLR = true
+	case !ok || ret.Rule != frame.RuleOffset:
 		return cfiRule{}
+	default:
+		r.RetOffset = ret.Offset
 	}
-	r.RetOffset = ret.Offset
-	if bp, ok := fc.Regs[dwarfRBP]; ok {
+	if bp, ok := fc.Regs[dwarfFP]; ok {
 		switch bp.Rule {
 		case frame.RuleOffset:
-			r.RBPSaved, r.RBPOffset = true, bp.Offset
+			r.FPSaved, r.FPOffset = true, bp.Offset
 		case frame.RuleSameVal, frame.RuleUndefined:
 		default:
 			return cfiRule{}
@@ -142,14 +142,40 @@ func ruleAt(fdes frame.FrameDescriptionEntries, pc uint64) (r cfiRule) {
 	return r
 }
 
+// ReturnSaved returns where the function entered at runtime address
+// entry (of size bytes, 0 if not known) keeps its return address once its
+// prologue has saved it, from the CFI: at CFA+off, the CFA being sp at
+// the entry on arm64. false if the function never saves it (a leaf) or
+// has no rule.
+func (m *Mapped) ReturnSaved(entry, size uint64) (off int64, ok bool) {
+	if size == 0 || size > maxPrologue {
+		size = maxPrologue
+	}
+	for pc := entry; pc < entry+size; pc += 4 {
+		r, found := m.CallerRule(pc)
+		switch {
+		case !found || r.Outermost || r.CFAFromFP:
+			return 0, false
+		case !r.RetInLR:
+			return r.RetOffset, true
+		}
+	}
+	return 0, false
+}
+
+// maxPrologue bounds how far into a function ReturnSaved looks for the
+// saving of the return address.
+const maxPrologue = 64
+
 // CallEntry reports whether the function sym of this module is entered by
-// a call, so that the word at [rsp] on its first instruction is its return
-// address; if not, why says why. The toolchain's names say it for _start
-// (its [sp] is argc) and gcc's cold parts (f.cold, reached by a jump from
-// f); for the rest the CFI at its address decides: a called function's
-// CFA there is rsp+8 with the return address at CFA-8, where a part of a
-// function jumped to with its parent's frame in place has its parent's
-// CFA, and the first frame of a thread has no return address at all.
+// a call, so that on its first instruction its return address is where a
+// call leaves it (x86-64: at [rsp]; arm64: in x30); if not, why says why.
+// The toolchain's names say it for _start (its [sp] is argc) and gcc's
+// cold parts (f.cold, reached by a jump from f); for the rest the CFI at
+// its address decides: a called function's CFA there is the entry's
+// (entryRule), where a part of a function jumped to with its parent's
+// frame in place has its parent's CFA, and the first frame of a thread
+// has no return address at all.
 func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 	switch name := sym.Name; {
 	case name == "_start":
@@ -163,9 +189,9 @@ func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 		switch {
 		case r.Outermost:
 			return false, "not entered by a call: its call frame information says it has no return address (the first frame)"
-		case r.CFAFromRBP || r.CFAOffset != 8 || r.RetOffset != -8:
-			return false, fmt.Sprintf("not entered by a call: at its entry the return address is not at [sp] (CFA %s+%d, as in a part of another function jumped to)",
-				map[bool]string{true: "rbp", false: "rsp"}[r.CFAFromRBP], r.CFAOffset)
+		case r != entryRule:
+			return false, fmt.Sprintf("not entered by a call: at its entry the return address is not where a call leaves it (CFA %s+%d, as in a part of another function jumped to)",
+				map[bool]string{true: "fp", false: "sp"}[r.CFAFromFP], r.CFAOffset)
 		}
 	}
 	return true, ""
