@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -86,8 +87,9 @@ func (t *Tracer) writeSlots(slots []slotWrite) error {
 		}
 		size := slots[j-1].addr - slots[i].addr + uint64(len(slots[j-1].code))
 		buf = slices.Grow(buf[:0], int(size))[:size]
+		// Slots start at multiples of the breakpoint's length.
 		for k := range buf {
-			buf[k] = singlestep.BreakpointInsn[0]
+			buf[k] = singlestep.BreakpointInsn[k%len(singlestep.BreakpointInsn)]
 		}
 		for _, s := range slots[i:j] {
 			copy(buf[s.addr-slots[i].addr:], s.code)
@@ -110,10 +112,10 @@ func (t *Tracer) writeBreakpoints(sites []*site) error {
 	}
 	for _, r := range runs {
 		for _, st := range r.sites {
-			if r.orig[st.addr-r.lo] != st.orig {
+			if !bytes.HasPrefix(r.orig[st.addr-r.lo:], st.orig) {
 				return fmt.Errorf("%s: code in memory differs from the file (already patched by someone else?)", st.where)
 			}
-			r.bytes[st.addr-r.lo] = singlestep.BreakpointInsn[0]
+			copy(r.bytes[st.addr-r.lo:], singlestep.BreakpointInsn)
 		}
 	}
 	for i, r := range runs {
@@ -171,9 +173,9 @@ func (t *Tracer) readRuns(sites []*site) ([]*byteRun, error) {
 		for j < len(sorted) && sorted[j].addr-sorted[j-1].addr <= runGap {
 			j++
 		}
-		lo, hi := sorted[i].addr, sorted[j-1].addr+1
+		lo, hi := sorted[i].addr, sorted[j-1].addr+uint64(len(singlestep.BreakpointInsn))
 		if o := sorted[j-1].opt; o != nil {
-			hi += uint64(o.detour.Covered) - 1 // its jmp too
+			hi = sorted[j-1].addr + uint64(o.detour.Covered) // its jmp too
 		}
 		r := &byteRun{lo: lo, sites: sorted[i:j]}
 		buf := make([]byte, 2*(hi-lo))

@@ -130,20 +130,15 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 		t.lostReturns++
 	}
 	if restore && f.hijacked && !f.unhooked {
-		t.unhijack(&f)
+		tid := 0
+		if hit != nil {
+			tid = hit.Tid
+		}
+		t.unhijack(tid, &f)
 	}
 	if f.mode&frameRecorded != 0 {
 		t.ft.emit(FuncLost, &f, hit, cs)
 	}
-}
-
-// unhijack puts a frame's original return address back if its slot still
-// holds the trampoline.
-func (t *Tracer) unhijack(f *shadowFrame) bool {
-	if w, ok := t.readWord(f.sp); !ok || w != t.trampoline {
-		return false
-	}
-	return t.writeWord(f.sp, f.ret)
 }
 
 func (t *Tracer) readWord(addr uint64) (uint64, bool) {

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/tracee"
 )
 
 // debugFaults (PROBE_DEBUG_FAULTS set) has a fault the program is about
@@ -27,15 +29,15 @@ func (t *Tracer) describeFault(tid, sig int) {
 	addr := *(*uint64)(unsafe.Add(unsafe.Pointer(&info), 16))
 	where := ""
 	switch {
-	case t.inRecordCode(regs.Rip):
+	case t.inRecordCode(regs.PC()):
 		where = " (in record code)"
-	case t.detours[regs.Rip] != nil || t.inDetour(regs.Rip):
+	case t.detours[regs.PC()] != nil || t.inDetour(regs.PC()):
 		where = " (in a detour)"
 	}
 	fmt.Fprintf(os.Stderr, "probe: debug: thread %d: signal %d (code %d) at %s%s, address %#x, sp %#x\n",
-		tid, sig, info.Code, t.space.Describe(regs.Rip), where, addr, regs.Rsp)
+		tid, sig, info.Code, t.space.Describe(regs.PC()), where, addr, tracee.SP(&regs))
 	for i := range 8 {
-		if w, ok := t.readWord(regs.Rsp + uint64(8*i)); ok {
+		if w, ok := t.readWord(tracee.SP(&regs) + uint64(8*i)); ok {
 			fmt.Fprintf(os.Stderr, "probe: debug:   [sp+%#x] %#x %s\n", 8*i, w, t.space.Describe(w))
 		}
 	}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
@@ -64,8 +65,8 @@ func (t *Tracer) detachAll(anchor int) {
 		if s := t.stepping[tid]; s != nil {
 			// Stopped before its copy ran: back to the original, which
 			// is now in place again.
-			if t.proc.GetRegs(tid, &t.regs) == nil && t.regs.Rip == s.slot {
-				t.regs.Rip = s.addr
+			if t.proc.GetRegs(tid, &t.regs) == nil && t.regs.PC() == s.slot {
+				t.regs.SetPC(s.addr)
 				t.proc.SetRegs(tid, &t.regs)
 			}
 		}
@@ -82,6 +83,7 @@ func (t *Tracer) detachAll(anchor int) {
 		}
 	}
 	t.stepping = map[int]*site{}
+	t.restarting = map[int]int{}
 }
 
 // heldThreads lists the held threads of the process (not children sharing
@@ -203,7 +205,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			}
 			return
 		}
-		addr := t.regs.Rip - singlestep.BreakpointPCAdjust
+		addr := t.regs.PC() - singlestep.BreakpointPCAdjust
 		if addr == t.trampTrap && t.trampTrap != 0 {
 			// Returning through the trampoline: restoreReturns sends it
 			// on to its caller.
@@ -213,14 +215,14 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		if addr == t.execEntry && addr != 0 {
 			// At a new program's entry: it starts there once the byte
 			// is back.
-			t.regs.Rip = addr
+			t.regs.SetPC(addr)
 			t.proc.SetRegs(tid, &t.regs)
 			return
 		}
-		if t.sites[addr] != nil || t.detourSite(addr) != nil || info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
+		if t.sites[addr] != nil || t.detourSite(addr) != nil || info.Code == tracee.SIBreakpoint && t.isRemovedBreakpoint(addr) {
 			// Trapped on a probe too late to report it: the original
 			// instruction will run after detach.
-			t.regs.Rip = addr
+			t.regs.SetPC(addr)
 			t.proc.SetRegs(tid, &t.regs)
 			t.lostHits++
 			return
@@ -235,7 +237,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		if s := t.stepping[tid]; s != nil && isFault(ev.Sig, info) {
 			delete(t.stepping, tid)
 			if t.proc.GetRegs(tid, &t.regs) == nil {
-				t.regs.Rip = s.addr
+				t.regs.SetPC(s.addr)
 				t.proc.SetRegs(tid, &t.regs)
 			}
 		}
@@ -258,9 +260,9 @@ func (t *Tracer) trapPending(tid int) bool {
 }
 
 func (t *Tracer) isRemovedBreakpoint(addr uint64) bool {
-	var b [1]byte
-	_, err := t.proc.ReadAt(b[:], int64(addr))
-	return err == nil && b[0] != singlestep.BreakpointInsn[0]
+	b := make([]byte, len(singlestep.BreakpointInsn))
+	_, err := t.proc.ReadAt(b, int64(addr))
+	return err == nil && !bytes.Equal(b, singlestep.BreakpointInsn)
 }
 
 // emergencyDetach is detach after our own failure: best effort, never

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
 )
 
 // DWARF variables, in-process: at a function's entry a parameter of an
@@ -53,7 +54,7 @@ func dwarfTrial(v DwarfVar) bool {
 	for i := range words {
 		words[i] = trialReg + uint64(i)<<20
 	}
-	regs.Rsp = trialSP
+	tracee.SetSP(&regs, trialSP)
 	mem := &trialMemory{lo: trialSP, hi: trialSP + 8*singlestep.RecordStackMax}
 	v.Read(&HitEnv{Regs: &regs, Mem: mem})
 	return !mem.outside

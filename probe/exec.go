@@ -110,7 +110,7 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 		t.note("pid %d exec'd: the function tracer stops here", t.pid)
 	}
 	t.newAddressSpace()
-	t.xol, t.trampoline, t.trampTrap, t.goidOff = nil, 0, 0, 0
+	t.xol, t.trampoline, t.trampTrap, t.signer, t.goidOff = nil, 0, 0, 0, 0
 	t.mbox, t.mboxTried = nil, false
 	t.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
@@ -123,21 +123,21 @@ func (t *Tracer) armExecEntry() error {
 	if err != nil {
 		return err
 	}
-	var b [1]byte
-	if _, err := t.proc.ReadAt(b[:], int64(entry)); err != nil {
+	orig := make([]byte, len(singlestep.BreakpointInsn))
+	if _, err := t.proc.ReadAt(orig, int64(entry)); err != nil {
 		return err
 	}
 	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(entry)); err != nil {
 		return err
 	}
-	t.execEntry, t.execEntryOrig = entry, b[0]
+	t.execEntry, t.execEntryOrig = entry, orig
 	return nil
 }
 
 // disarmExecEntry takes the entry breakpoint out, for detach.
 func (t *Tracer) disarmExecEntry() {
 	if t.execEntry != 0 {
-		t.proc.WriteAt([]byte{t.execEntryOrig}, int64(t.execEntry))
+		t.proc.WriteAt(t.execEntryOrig, int64(t.execEntry))
 		t.execEntry = 0
 	}
 }
@@ -146,7 +146,7 @@ func (t *Tracer) disarmExecEntry() {
 func (t *Tracer) onExecEntry(tid int, regs *unix.PtraceRegs) {
 	addr := t.execEntry
 	t.disarmExecEntry()
-	regs.Rip = addr
+	regs.SetPC(addr)
 	t.proc.SetRegs(tid, regs)
 	t.programReady(tid)
 	t.proc.Cont(tid, 0)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -643,14 +644,14 @@ func (c *compiler) parseVar(tok, s string, f *fetchArg) error {
 		if !c.env.Return {
 			return argErr(tok, "$retval is only available in a return probe (r:)")
 		}
-		f.base, f.reg = baseReg, regDesc{idx: regRax, width: 64}
+		f.base, f.reg = baseReg, regDesc{idx: regResult, width: 64}
 		c.args.retval = true
 		return nil
 	case v == "comm" || v == "COMM":
 		f.base = baseComm
 		return nil
 	case v == "stack":
-		f.base, f.reg = baseReg, regDesc{idx: regRsp, width: 64}
+		f.base, f.reg = baseReg, regDesc{idx: regSP, width: 64}
 		return nil
 	case strings.HasPrefix(v, "stack") && len(v) > 5 && isDigits(v[5:]):
 		n, err := strconv.ParseUint(v[5:], 10, 64)
@@ -675,13 +676,30 @@ func (c *compiler) parseVar(tok, s string, f *fetchArg) error {
 		} else if n <= uint64(len(fetchArgRegs)) {
 			f.base, f.reg = baseReg, regDesc{idx: fetchArgRegs[n-1], width: 64}
 		} else {
-			// [sp] is the return address at a function's entry; the 7th
-			// argument is above it (regs_get_kernel_argument).
-			f.base, f.imm = baseStack, n-uint64(len(fetchArgRegs))
+			// The first argument past the registers is at
+			// firstStackArg (x86-64: above the return address, as
+			// regs_get_kernel_argument has it).
+			f.base, f.imm = baseStack, n-uint64(len(fetchArgRegs))-1+firstStackArg
 		}
 		return nil
 	}
 	return argErr(tok, "unknown variable %q (want $retval, $stack, $stackN, $argN, $comm or $params)", s)
+}
+
+// Registers are read as the words of unix.PtraceRegs, fetchNumRegs of
+// them (fetch_GOARCH.go); this fails to compile if the count is wrong.
+var _ [unsafe.Sizeof(unix.PtraceRegs{}) - fetchNumRegs*8]struct{}
+var _ [fetchNumRegs*8 - unsafe.Sizeof(unix.PtraceRegs{})]struct{}
+
+func fetchRegWord(r *unix.PtraceRegs, i uint8) uint64 {
+	return (*[fetchNumRegs]uint64)(unsafe.Pointer(r))[i%fetchNumRegs]
+}
+
+// regDesc is a register or a part of one: (word >> shift) cut to width bits.
+type regDesc struct {
+	idx   uint8
+	shift uint8
+	width uint8 // bits: 64, 32, 16 or 8
 }
 
 func isDigits(s string) bool {
@@ -1058,7 +1076,7 @@ func (sc *fetchScratch) stackWord(n uint64) (uint64, bool) {
 	if sc.h.Regs == nil {
 		return 0, false
 	}
-	sp := fetchRegWord(sc.h.Regs, regRsp)
+	sp := fetchRegWord(sc.h.Regs, regSP)
 	if n < sc.stackWords {
 		if !sc.stackRead {
 			sc.stackRead = true

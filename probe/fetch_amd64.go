@@ -10,19 +10,13 @@ import (
 // which is 27 uint64 on amd64.
 const fetchNumRegs = 27
 
-var _ [unsafe.Sizeof(unix.PtraceRegs{}) - fetchNumRegs*8]struct{}
-var _ [fetchNumRegs*8 - unsafe.Sizeof(unix.PtraceRegs{})]struct{}
-
-func fetchRegWord(r *unix.PtraceRegs, i uint8) uint64 {
-	return (*[fetchNumRegs]uint64)(unsafe.Pointer(r))[i%fetchNumRegs]
-}
 
 func regIndex(off uintptr) uint8 { return uint8(off / 8) }
 
 var (
-	regRax = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rax))
-	regRdx = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rdx))
-	regRsp = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
+	regResult  = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rax))
+	regResult2 = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rdx))
+	regSP      = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
 )
 
 // fetchArgRegs are the SysV AMD64 integer argument registers, for $arg1-$arg6.
@@ -35,6 +29,10 @@ var fetchArgRegs = [6]uint8{
 	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R9)),
 }
 
+// firstStackArg is the stack slot of the first argument not in a
+// register at a function's entry: [sp] is the return address.
+const firstStackArg = 1
+
 // syscallArgRegs hold a system call's arguments at its entry (the kernel's
 // x86-64 syscall ABI: r10 instead of rcx, which syscall overwrites).
 var syscallArgRegs = [6]uint8{
@@ -44,13 +42,6 @@ var syscallArgRegs = [6]uint8{
 	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R10)),
 	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R8)),
 	regIndex(unsafe.Offsetof(unix.PtraceRegs{}.R9)),
-}
-
-// regDesc is a register or a part of one: (word >> shift) cut to width bits.
-type regDesc struct {
-	idx   uint8
-	shift uint8
-	width uint8 // bits: 64, 32, 16 or 8
 }
 
 // fetchRegs maps every name %REG accepts to its register. The kernel's

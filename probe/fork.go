@@ -68,7 +68,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 	for _, cs := range t.threadStacks(ev.Tid) {
 		for _, f := range cs.frames {
 			if f.hijacked && !f.unhooked {
-				unhijackIn(child, f.sp, f.ret, t.trampoline)
+				t.unhijackChild(child, ev.Tid, &f)
 			}
 		}
 	}
@@ -99,13 +99,13 @@ func unhijackIn(child memory, sp, ret, trampoline uint64) {
 // onForkedTrap serves a vfork child on one of our breakpoints: the
 // displaced instruction runs, and nothing is reported.
 func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
-	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	addr := regs.PC() - singlestep.BreakpointPCAdjust
 	if addr == t.trampTrap && t.trampTrap != 0 {
-		slot := regs.Rsp - 8
+		slot := tracee.SP(regs) - returnPops
 		rets := t.forkedReturns[tid]
 		for i := len(rets) - 1; i >= 0; i-- {
 			if rets[i].sp == slot {
-				regs.Rip = rets[i].ret
+				regs.SetPC(rets[i].ret)
 				t.forkedReturns[tid] = rets[:i]
 				t.proc.SetRegs(tid, regs)
 				t.proc.Cont(tid, 0)
@@ -124,7 +124,7 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 		t.onForeignTrap(tid, regs)
 		return
 	}
-	regs.Rip = addr
+	regs.SetPC(addr)
 	t.keepPlain(s)
 	if t.resumeOptimized(tid, s, regs, nil, false) {
 		return

@@ -345,6 +345,7 @@ func (t *Tracer) dropEmpty(sts []*site) error {
 var crtGlue = map[string]bool{
 	"_start": true, "_init": true, "_fini": true, "deregister_tm_clones": true,
 	"register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true,
+	"call_weak_fn":    true, // arm64's crti.o
 	"__libc_csu_init": true, "__libc_csu_fini": true, "_dl_relocate_static_pie": true,
 }
 
@@ -502,7 +503,10 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			if len(filter) == 0 {
 				selected = m == t.space.Main() && (goMod && strings.HasPrefix(sym.Name, "main.") || !goMod && !crtGlue[sym.Name])
 			} else {
-				selected = matchAny(filter, m, sym.Name, display)
+				// The toolchain's glue only by its own name, not a
+				// wildcard's (*e* is not a request for frame_dummy).
+				selected = matchAny(filter, m, sym.Name, display) &&
+					(goMod || !crtGlue[sym.Name] || namedExactly(filter, sym.Name))
 			}
 			inGraph := matchAny(graph, m, sym.Name, display)
 			noTrace := matchAny(notrace, m, sym.Name, display)
@@ -554,6 +558,16 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 	return out, nil
 }
 
+// namedExactly reports whether one of globs is name itself, no wildcard.
+func namedExactly(globs []*funcGlob, name string) bool {
+	for _, g := range globs {
+		if g.pattern == name {
+			return true
+		}
+	}
+	return false
+}
+
 func containsModule(ms []*symbols.Mapped, m *symbols.Mapped) bool {
 	for _, x := range ms {
 		if x == m {
@@ -599,7 +613,7 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit, loadedRet uint64) {
 	f := shadowFrame{fn: s.fn, time: hit.Time, ret: loadedRet}
 	if loadedRet == 0 {
-		if ret, ok := t.readWord(regs.Rsp); ok {
+		if ret, ok := t.entryReturn(regs); ok {
 			f.ret = ret
 		}
 	}

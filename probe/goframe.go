@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // The function tracer in Go programs never rewrites a return address (the
@@ -38,7 +39,7 @@ func (t *Tracer) goStack(tid int, regs *unix.PtraceRegs) (*callStack, uint64) {
 // goroutine stack we recognise (a system stack, assembly that uses R14)
 // is followed by thread instead.
 func (t *Tracer) goroutineOf(tid int, regs *unix.PtraceRegs) (key, lane, goid int64, pos, base uint64) {
-	if g := regs.R14; g != 0 {
+	if g := goRegister(regs); g != 0 {
 		// One read for the stack bounds and, when its place is known,
 		// the goroutine id: a g is reused by later goroutines, an id
 		// is not.
@@ -48,17 +49,17 @@ func (t *Tracer) goroutineOf(tid int, regs *unix.PtraceRegs) (key, lane, goid in
 		}
 		if _, err := t.proc.ReadAt(b, int64(g)); err == nil {
 			lo, hi := binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
-			if lo < regs.Rsp && regs.Rsp <= hi && hi-lo <= 1<<30 {
+			if lo < tracee.SP(regs) && tracee.SP(regs) <= hi && hi-lo <= 1<<30 {
 				lane = int64(g)
 				if t.goidOff > 0 {
 					goid = int64(binary.LittleEndian.Uint64(b[t.goidOff:]))
 					lane = goid
 				}
-				return lane, lane, goid, goStackTop - (hi - regs.Rsp), goStackTop
+				return lane, lane, goid, goStackTop - (hi - tracee.SP(regs)), goStackTop
 			}
 		}
 	}
-	return -int64(tid), int64(tid), 0, regs.Rsp, 0
+	return -int64(tid), int64(tid), 0, tracee.SP(regs), 0
 }
 
 // Lane says which call stack the hit is on, as the function tracer's
@@ -102,7 +103,7 @@ func (t *Tracer) goEnter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) {
 	t.dropDead(cs, pos, false, hit)
 	f := shadowFrame{sp: pos, site: s, time: hit.Time}
 	if o := &t.ft.opts; o.Stack || o.Callers {
-		f.ret, _ = t.readWord(regs.Rsp)
+		f.ret, _ = t.entryReturn(regs)
 	}
 	t.traceEnter(cs, &f, s.fn, hit)
 	if f.mode == 0 {

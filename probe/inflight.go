@@ -17,7 +17,7 @@ type inFlight struct {
 // handling notes that tid, stopped, resumes with regs at rip if we fail.
 func (t *Tracer) handling(tid int, regs *unix.PtraceRegs, rip uint64) {
 	t.flight.tid, t.flight.regs = tid, *regs
-	t.flight.regs.Rip = rip
+	t.flight.regs.SetPC(rip)
 }
 
 // handled notes that the stop handled has been resumed (or given up).

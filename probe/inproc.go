@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"time"
 	"unsafe"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
 )
 
 // In-process probes: a jump-optimised entry whose probes only read
@@ -181,10 +183,7 @@ func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
 	return 0, fmt.Errorf("%#x: a record is read-only", addr)
 }
 
-var (
-	ripOff   = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
-	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Eflags))
-)
+var ()
 
 // recordInputs says what a record must hold for a's fetch-args: the
 // registers (offsets in unix.PtraceRegs), how many words at sp, and the
@@ -220,7 +219,7 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 		switch f.base {
 		case baseReg:
 			off := int(f.reg.idx) * 8
-			if off == ripOff {
+			if off == pcOff {
 				continue // the site's address: no room needed
 			}
 			if !singlestep.RecordableReg(off) {
@@ -239,7 +238,7 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 		if a.stackWords > singlestep.RecordStackMax {
 			return need, "reads the stack beyond the words recorded"
 		}
-		need.add([]int{int(regRsp) * 8}, int(a.stackWords))
+		need.add([]int{int(regSP) * 8}, int(a.stackWords))
 	}
 	return need, ""
 }
@@ -254,7 +253,7 @@ func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
 	off := int(f.reg.idx) * 8
 	switch {
 	case f.base == baseImm:
-	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == ripOff || off == flagsOff || !singlestep.RecordableReg(off):
+	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == pcOff || off == flagsOff || !singlestep.RecordableReg(off):
 		return nil, "reads memory at other than a register or an address"
 	}
 	for _, d := range f.derefs {
@@ -337,6 +336,8 @@ func (n *recordNeeds) addChain(chain []singlestep.MemRead) {
 func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	traced, returns := t.cFunc(st)
 	switch {
+	case !nativeCode:
+		return need, "no in-process code on " + runtime.GOARCH + " yet"
 	case t.tuning.NoInProcess:
 		return need, "--no-inprocess"
 	case st.module == nil || isGo(st.module):
@@ -371,7 +372,7 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		need.filter = siteFilter(st)
 	}
 	// The return address, for the caller's name or the return hook.
-	rsp := int(regRsp) * 8
+	rsp := int(regSP) * 8
 	if traced {
 		need.add([]int{rsp}, 1)
 	}
@@ -513,11 +514,11 @@ func (t *Tracer) findTidOffset(tids []int) (int32, string) {
 		if err := t.proc.GetRegs(tid, &regs); err != nil {
 			return 0, fmt.Sprintf("read thread %d's registers: %v", tid, err)
 		}
-		if regs.Fs_base == 0 {
+		if threadPointer(&regs) == 0 {
 			return 0, fmt.Sprintf("thread %d has no thread control block (%%fs base 0)", tid)
 		}
 		buf := make([]byte, span)
-		if n, _ := t.proc.ReadAt(buf, int64(regs.Fs_base)); n < span {
+		if n, _ := t.proc.ReadAt(buf, int64(threadPointer(&regs))); n < span {
 			return 0, fmt.Sprintf("cannot read thread %d's control block", tid)
 		}
 		var here []int32
@@ -804,7 +805,8 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	if rs == nil {
 		return
 	}
-	in.regs = unix.PtraceRegs{Rip: rs.site.addr}
+	in.regs = unix.PtraceRegs{}
+	in.regs.SetPC(rs.site.addr)
 	words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&in.regs))
 	for i, off := range rs.code.Regs {
 		if i < len(rec.Values) {
@@ -815,7 +817,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	if !ok {
 		return
 	}
-	in.stack.sp = in.regs.Rsp
+	in.stack.sp = tracee.SP(&in.regs)
 	hit := t.replayHit(rec)
 	for _, p := range rs.site.probes {
 		if !p.enabled.Load() {
@@ -907,7 +909,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	if in == nil || t.proc.GetRegs(tid, &t.regs) != nil {
 		return
 	}
-	rip := t.regs.Rip
+	rip := t.regs.PC()
 	var rw singlestep.StubRewind
 	to, back := uint64(0), false        // where the thread goes; back: a return
 	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
@@ -919,21 +921,21 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		return 0
 	}
 	if r, ok := in.routineAt(rip); ok {
-		ret, ok := t.readWord(t.regs.Rsp)
+		ret, ok := t.readWord(tracee.SP(&t.regs))
 		switch {
 		case rip >= singlestep.Trampoline(r):
-			rw, back = singlestep.TrampolineRewind(r, rip, t.regs.Rsp, false)
+			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), false)
 		case !ok:
 			return
 		case ret >= singlestep.Trampoline(r) && ret < singlestep.TrampolineTrap(r):
-			rw, back = singlestep.TrampolineRewind(r, rip, t.regs.Rsp, true)
+			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), true)
 		default:
-			rw, to = singlestep.RoutineRewind(t.regs.Rsp), stubAt(ret)
+			rw, to = singlestep.RoutineRewind(tracee.SP(&t.regs)), stubAt(ret)
 		}
 	}
 	if to == 0 && !back {
 		for _, rs := range in.sites {
-			if r, ok := rs.code.Rewind(rs.stub, rip, t.regs.Rsp); ok {
+			if r, ok := rs.code.Rewind(rs.stub, rip, tracee.SP(&t.regs)); ok {
 				rw, to = r, rs.site.addr
 				break
 			}
@@ -955,10 +957,11 @@ func (t *Tracer) leaveRecordCode(tid int) {
 			words[off/8] = v
 		}
 	}
-	t.regs.Rsp, t.regs.Rip = rw.SP, to
+	tracee.SetSP(&t.regs, rw.SP)
+	t.regs.SetPC(to)
 	// A thread stopped in a stub's process_vm_readv must not have the
 	// kernel restart it where it goes now.
-	t.regs.Orig_rax = ^uint64(0)
+	tracee.NoRestart(&t.regs)
 	if t.proc.SetRegs(tid, &t.regs) == nil {
 		t.detourExits.Add(1)
 	}

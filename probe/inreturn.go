@@ -43,7 +43,7 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 		return "reads memory at a return"
 	}
 	for _, off := range in.regs {
-		if off != int(regRax)*8 && off != int(regRdx)*8 && off != int(regRsp)*8 {
+		if off != int(regResult)*8 && off != int(regResult2)*8 && off != int(regSP)*8 {
 			return "reads a register other than %ax, %dx or %sp at a return"
 		}
 	}
@@ -56,7 +56,7 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 // says whether the stub hooked the return.
 func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 	cs := t.threadStack(hit.Tid)
-	sp := hit.Regs.Rsp
+	sp := tracee.SP(hit.Regs)
 	f := shadowFrame{sp: sp, ret: ret, site: s, time: hit.Time}
 	if ret == t.inproc.trampoline {
 		// A tail call: it returns with its caller, whose frame has
@@ -98,7 +98,9 @@ func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
 	if top == nil || top.sp != slot {
 		return
 	}
-	hit.Regs.Rax, hit.Regs.Rdx, hit.Regs.Rsp, hit.Regs.Rip = rec.Values[1], rec.Values[2], slot+8, top.ret
+	tracee.SetResults(hit.Regs, rec.Values[1], rec.Values[2])
+	tracee.SetSP(hit.Regs, slot+8)
+	hit.Regs.SetPC(top.ret)
 	// (A frame the tracer hooked at the slot returns at its own
 	// trampoline, next.)
 	for f := cs.top(); f != nil && f.sp == slot && !f.hijacked; f = cs.top() {
@@ -172,7 +174,7 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 	case unwindRestore:
 		for i := range frames {
 			f := &frames[i]
-			if f.Slot > regs.Rsp && f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) && t.writeWord(f.Slot, f.Ret) {
+			if f.Slot > tracee.SP(regs) && f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) && t.writeWord(f.Slot, f.Ret) {
 				f.Ret |= singlestep.UnhookedBit
 			}
 		}
@@ -181,7 +183,7 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 		// the catching frame's call to __cxa_begin_catch.
 		live := frames[:0]
 		for _, f := range frames {
-			if f.Slot <= regs.Rsp {
+			if f.Slot <= tracee.SP(regs) {
 				if f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) {
 					t.writeWord(f.Slot, f.Ret)
 				}
@@ -194,7 +196,7 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 		}
 		frames = live
 		if cs := t.shadow[tid]; cs != nil {
-			t.dropDead(cs, regs.Rsp, false, hit)
+			t.dropDead(cs, tracee.SP(regs), false, hit)
 		}
 	}
 	t.inproc.rings.SetShadow(tid, frames)
@@ -204,6 +206,6 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 // returned through the trampoline, and its shadow stack has no frame for
 // the slot. Nowhere to send it.
 func (t *Tracer) onInprocTrap(tid int, regs *unix.PtraceRegs) {
-	t.loopErr = fmt.Errorf("thread %d returned through the in-process trampoline with no frame (sp %#x)", tid, regs.Rsp)
+	t.loopErr = fmt.Errorf("thread %d returned through the in-process trampoline with no frame (sp %#x)", tid, tracee.SP(regs))
 	t.passTrap(tid)
 }

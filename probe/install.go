@@ -19,9 +19,8 @@ type xolArea struct {
 
 const (
 	xolAreaSize = 256 << 10
-	// rip-relative operands reach ±2 GiB; keep slots well inside that of
-	// the code they were copied from.
-	xolReach = 1 << 30
+	// How far slots may be from the code they were copied from.
+	xolReach = singlestep.XOLReach
 )
 
 // install resolves spec and writes its breakpoints. anchor is a thread
@@ -218,7 +217,7 @@ func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 	// stops before the jump back.
 	if slot, err := t.allocSlot(anchor, r.addr); err != nil {
 		return nil, err
-	} else if code, err := slotCode(insn, slot); err != nil {
+	} else if code, boosted, err := slotCode(insn, slot); err != nil {
 		if insn.Kind != singlestep.Emulate {
 			return nil, badInput(fmt.Errorf("%s: %w", r.where, err))
 		}
@@ -226,10 +225,13 @@ func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 	} else {
 		b.slots = append(b.slots, slotWrite{slot, code})
 		st.slot = slot
+		if st.run == runBoost && !boosted {
+			st.run = runStep
+		}
 	}
 	// What we must put back: writeBreakpoints checks that memory still
 	// holds the file's byte.
-	st.orig = insn.Bytes[0]
+	st.orig = insn.Bytes[:len(singlestep.BreakpointInsn)]
 	b.sites = append(b.sites, st)
 	t.sites[r.addr] = st
 	return st, nil
@@ -250,12 +252,18 @@ func (t *Tracer) runMode(insn *singlestep.Insn) runMode {
 	return runStep
 }
 
-// slotCode is what goes in insn's slot: the boosted copy when it has one.
-func slotCode(insn *singlestep.Insn, slot uint64) ([]byte, error) {
+// slotCode is what goes in insn's slot: the boosted copy when it has one
+// and the jump back reaches (arm64's b: ±128 MiB), else the plain copy.
+func slotCode(insn *singlestep.Insn, slot uint64) (code []byte, boosted bool, err error) {
 	if insn.CanBoost() {
-		return insn.XOLBoosted(slot)
+		code, err := insn.XOLBoosted(slot)
+		var oe *singlestep.OutOfRangeError
+		if !errors.As(err, &oe) {
+			return code, err == nil, err
+		}
 	}
-	return insn.XOL(slot)
+	code, err = insn.XOL(slot)
+	return code, false, err
 }
 
 // allocSlot returns a free XOL slot within reach of addr, mapping a new

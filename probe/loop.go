@@ -121,11 +121,15 @@ func (t *Tracer) onTrap(tid int) {
 		t.onStepDone(tid, s, regs)
 		return
 	}
+	if _, ok := t.restarting[tid]; ok {
+		t.onRestartStep(tid)
+		return
+	}
 	if t.isForked(tid) {
 		t.onForkedTrap(tid, regs)
 		return
 	}
-	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	addr := regs.PC() - singlestep.BreakpointPCAdjust
 	if addr == t.trampTrap && t.trampTrap != 0 {
 		t.onReturn(tid, regs)
 		return
@@ -145,7 +149,7 @@ func (t *Tracer) onTrap(tid int) {
 	t.keepPlain(s)
 	var hookRet uint64
 	if t.inReturnHook(s, via) {
-		hookRet = regs.R11
+		hookRet = scratch(regs)
 	}
 	loadedRet := t.loadedReturn(s, via, regs)
 	if via != nil && via.savesR11() && len(s.probes) > 0 {
@@ -153,7 +157,7 @@ func (t *Tracer) onTrap(tid int) {
 		// keeps in the red zone while it holds the return address.
 		t.restoreR11(regs)
 	}
-	regs.Rip = s.addr
+	regs.SetPC(s.addr)
 	hit, hooked := t.serveEntry(tid, regs, s, hookRet, loadedRet)
 	if t.resumeOptimized(tid, s, regs, via, hooked) {
 		return
@@ -214,7 +218,7 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit) {
 	switch {
 	case s.run == runBoost && !s.post:
-		regs.Rip = s.slot
+		regs.SetPC(s.slot)
 		t.proc.SetRegs(tid, regs)
 		t.proc.Cont(tid, 0)
 		return
@@ -234,7 +238,7 @@ func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit)
 			return
 		}
 	}
-	regs.Rip = s.slot
+	regs.SetPC(s.slot)
 	t.proc.SetRegs(tid, regs)
 	t.stepping[tid] = s
 	t.proc.Step(tid, 0)
@@ -292,7 +296,7 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 		t.proc.Step(tid, 0)
 		return
 	}
-	if regs.Rip == s.slot {
+	if regs.PC() == s.slot {
 		// A rep-prefixed string instruction stops after each
 		// iteration with rip still at its start: one hit per
 		// execution, so step on until it is done.
@@ -302,7 +306,7 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 	delete(t.stepping, tid)
 	s.insn.Fixup(regs, t.proc, s.slot)
 	if s.post {
-		t.handling(tid, regs, regs.Rip)
+		t.handling(tid, regs, regs.PC())
 		t.runPost(s, t.newHit(tid, regs))
 	}
 	t.proc.SetRegs(tid, regs)
@@ -313,13 +317,13 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 // while the thread was already trapping on it (run the original
 // instruction), or the tracee's own (deliver it).
 func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
-	addr := regs.Rip - singlestep.BreakpointPCAdjust
+	addr := regs.PC() - singlestep.BreakpointPCAdjust
 	if addr == t.execEntry && addr != 0 {
 		t.onExecEntry(tid, regs)
 		return
 	}
-	if info, err := t.proc.Siginfo(tid); err == nil && info.Code == tracee.SIKernel && t.isRemovedBreakpoint(addr) {
-		regs.Rip = addr
+	if info, err := t.proc.Siginfo(tid); err == nil && info.Code == tracee.SIBreakpoint && t.isRemovedBreakpoint(addr) {
+		regs.SetPC(addr)
 		t.proc.SetRegs(tid, regs)
 		t.proc.Cont(tid, 0)
 		return
@@ -341,6 +345,10 @@ func (t *Tracer) onSignal(tid, sig int) {
 		t.describeFault(tid, sig)
 	}
 	s := t.stepping[tid]
+	delete(t.restarting, tid) // a step of it faulted: the fault is the program's
+	if sig != int(unix.SIGSTOP) && s == nil && t.deferInRestart(tid) {
+		return
+	}
 	if sig != int(unix.SIGSTOP) && s == nil {
 		t.leaveSlot(tid, sig)
 		t.proc.Cont(tid, sig)
@@ -366,7 +374,7 @@ func (t *Tracer) onSignal(tid, sig int) {
 	if isFault(sig, info) {
 		delete(t.stepping, tid)
 		if t.proc.GetRegs(tid, &t.regs) == nil {
-			t.regs.Rip = s.addr
+			t.regs.SetPC(s.addr)
 			t.proc.SetRegs(tid, &t.regs)
 		}
 		t.proc.Cont(tid, sig)
@@ -386,7 +394,7 @@ func (t *Tracer) leaveSlot(tid, sig int) {
 	if len(t.xol) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
 		return
 	}
-	rip := t.regs.Rip
+	rip := t.regs.PC()
 	inXOL := false
 	for _, a := range t.xol {
 		inXOL = inXOL || a.base <= rip && rip < a.base+a.size
@@ -404,9 +412,9 @@ func (t *Tracer) leaveSlot(tid, sig int) {
 			if err != nil || !isFault(sig, info) {
 				return
 			}
-			t.regs.Rip = st.addr
+			t.regs.SetPC(st.addr)
 		case uint64(st.insn.Len):
-			t.regs.Rip = st.addr + uint64(st.insn.Len)
+			t.regs.SetPC(st.addr + uint64(st.insn.Len))
 		default:
 			return
 		}
@@ -428,7 +436,7 @@ func (t *Tracer) resume(tid int) {
 func isFault(sig int, info unix.Siginfo) bool {
 	switch unix.Signal(sig) {
 	case unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP:
-		return info.Code > 0 && info.Code != tracee.SIKernel
+		return info.Code > 0 && info.Code != tracee.SIBreakpoint
 	}
 	return false
 }

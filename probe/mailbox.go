@@ -81,8 +81,8 @@ func (m *mailbox) claimed(tid int) (slot, id uint64, ok bool) {
 // its trap's, as PTRACE_GETREGS would show after the int3.
 func (m *mailbox) regs(slot uint64, regs *unix.PtraceRegs, trap uint64) {
 	*regs = *(*unix.PtraceRegs)(unsafe.Pointer(&m.mem[slot+singlestep.SlotRegs]))
-	regs.Rip = trap + singlestep.BreakpointPCAdjust
-	regs.Orig_rax = ^uint64(0)
+	regs.SetPC(trap + singlestep.BreakpointPCAdjust)
+	tracee.NoRestart(regs)
 }
 
 // trapState is the signal state the thread in slot read just before its
@@ -136,7 +136,7 @@ func (t *Tracer) ensureMailbox(anchor int, near uint64) *mailbox {
 		return t.mbox
 	}
 	t.mboxTried = true
-	if t.tuning.NoBoost || t.tuning.NoOptimize || t.tuning.NoMailbox || anchor == 0 ||
+	if !nativeCode || t.tuning.NoBoost || t.tuning.NoOptimize || t.tuning.NoMailbox || anchor == 0 ||
 		isGo(t.space.Main()) || !hasFSGSBase() || !t.proc.SamePidNamespace() || t.proc.Seccomp() {
 		return nil
 	}
@@ -228,7 +228,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 	case o.detour.LoadReturn && t.callerEntry(s):
 		loadedRet = ret
 	}
-	regs.Rip = s.addr
+	regs.SetPC(s.addr)
 	_, hooked := t.serveEntry(tid, regs, s, hookRet, loadedRet)
 	var swap uint64
 	if hookRet != 0 && hooked {
@@ -257,11 +257,11 @@ func (t *Tracer) settleMailbox(tid int, regs *unix.PtraceRegs) {
 	if m == nil {
 		return
 	}
-	if trap := regs.Rip - singlestep.BreakpointPCAdjust; trap != 0 && (trap == m.entryTrap || trap == m.retTrap) {
+	if trap := regs.PC() - singlestep.BreakpointPCAdjust; trap != 0 && (trap == m.entryTrap || trap == m.retTrap) {
 		// Not yet answered (SlotAt still names its stub): else it has
 		// been, and runs on from here with the answer. The slot is its
 		// own until it frees it, after the answer.
-		if slot, ok := m.slotAt(regs.Rcx); ok && m.owns(slot, tid) {
+		if slot, ok := m.slotAt(mailboxSlotReg(regs)); ok && m.owns(slot, tid) {
 			if id := atomic.LoadUint64(m.word(slot, singlestep.SlotAt)); t.settleable(id) {
 				m.regs(slot, regs, trap)
 				t.settleIn(tid, regs, slot, id)
@@ -285,14 +285,14 @@ func (t *Tracer) settleIn(tid int, regs *unix.PtraceRegs, slot, id uint64) {
 	m := t.mbox
 	t.mailboxTrapState(tid, slot, true)
 	if id == m.retID {
-		regs.Rip = t.trampTrap + singlestep.BreakpointPCAdjust
+		regs.SetPC(t.trampTrap + singlestep.BreakpointPCAdjust)
 	} else {
 		o := t.mboxStubs[id]
-		regs.Rip = o.at + singlestep.BreakpointPCAdjust
+		regs.SetPC(o.at + singlestep.BreakpointPCAdjust)
 		if o.savesR11() {
 			// As the detour's own first two instructions leave it.
-			t.writeWord(regs.Rsp-8, regs.R11)
-			regs.R11 = *m.word(slot, singlestep.SlotStack)
+			t.writeWord(tracee.SP(regs)-8, scratch(regs))
+			setScratch(regs, *m.word(slot, singlestep.SlotStack))
 		}
 	}
 	if t.proc.SetRegs(tid, regs) == nil {
@@ -336,7 +336,7 @@ func (t *Tracer) leaveMailbox(tid int) {
 			return
 		}
 		t.settleMailbox(tid, &t.regs)
-		if !t.inMailboxCode(t.regs.Rip) {
+		if !t.inMailboxCode(t.regs.PC()) {
 			if steps > 0 {
 				t.clearStepFlag(tid)
 			}
@@ -356,9 +356,7 @@ func (t *Tracer) leaveMailbox(tid int) {
 // popfq that restores it makes it the thread's own, which would trap once
 // we are gone. Programs do not set TF themselves.
 func (t *Tracer) clearStepFlag(tid int) {
-	const tf = 1 << 8
-	if t.proc.GetRegs(tid, &t.regs) == nil && t.regs.Eflags&tf != 0 {
-		t.regs.Eflags &^= tf
+	if t.proc.GetRegs(tid, &t.regs) == nil && clearTrapFlag(&t.regs) {
 		t.proc.SetRegs(tid, &t.regs)
 	}
 }

@@ -48,7 +48,7 @@ func (t *Tracer) fixCopyFault(tid, sig int) bool {
 	if in == nil || sig != int(unix.SIGSEGV) && sig != int(unix.SIGBUS) || t.proc.GetRegs(tid, &t.regs) != nil {
 		return false
 	}
-	rip := t.regs.Rip
+	rip := t.regs.PC()
 	for _, rs := range in.sites {
 		if rip < rs.stub || rip >= rs.end {
 			continue
@@ -57,7 +57,7 @@ func (t *Tracer) fixCopyFault(tid, sig int) bool {
 		if !ok {
 			return false
 		}
-		t.regs.Rip = to
+		t.regs.SetPC(to)
 		if t.proc.SetRegs(tid, &t.regs) != nil {
 			return false
 		}

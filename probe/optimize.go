@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -62,7 +63,7 @@ func (o *jumpOpt) savesR11() bool { return o.detour.SavesR11() }
 // or every byte the jmp covers.
 func (s *site) origBytes() []byte {
 	if s.opt == nil {
-		return []byte{s.orig}
+		return s.orig
 	}
 	return coveredBytes(s.opt.detour)
 }
@@ -132,7 +133,7 @@ func (t *Tracer) fits(s *site, o *jumpOpt) bool {
 // put in %r11 for a thread trapped at s, or 0.
 func (t *Tracer) loadedReturn(s *site, via *jumpOpt, regs *unix.PtraceRegs) uint64 {
 	if via != nil && via.detour.LoadReturn && t.callerEntry(s) {
-		return regs.R11
+		return scratch(regs)
 	}
 	return 0
 }
@@ -254,7 +255,7 @@ func (t *Tracer) optimizeLate(anchor int) {
 	// just before: its trap is still to be served, with rip one past it
 	// (a step out of the range a jmp covers would swallow the trap and
 	// run the bytes after the int3 as an instruction).
-	if t.trapPending(anchor) || t.proc.GetRegs(anchor, &t.regs) != nil || t.sites[t.regs.Rip-singlestep.BreakpointPCAdjust] != nil {
+	if t.trapPending(anchor) || t.proc.GetRegs(anchor, &t.regs) != nil || t.sites[t.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
 		return
 	}
 	t.optimizeSites(anchor)
@@ -264,6 +265,8 @@ func (t *Tracer) optimizeLate(anchor int) {
 // noJumps says why no site gets a jmp, or "".
 func (t *Tracer) noJumps() string {
 	switch {
+	case !nativeCode:
+		return "no jump optimisation on " + runtime.GOARCH + " yet"
 	case t.tuning.NoBoost:
 		return "--no-boost"
 	case t.tuning.NoOptimize:
@@ -438,8 +441,8 @@ func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool
 		if err := t.proc.GetRegs(tid, &t.regs); err != nil {
 			return 0, false
 		}
-		if !inside(t.regs.Rip) {
-			return t.regs.Rip, true
+		if !inside(t.regs.PC()) {
+			return t.regs.PC(), true
 		}
 		if steps == 2*singlestep.JumpSize || !t.stepOnce(tid) {
 			return 0, false
@@ -656,8 +659,8 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 		switch ev.Kind {
 		case tracee.EventStop:
 		case tracee.EventTrap:
-			if t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.Rip-singlestep.BreakpointPCAdjust] != nil {
-				t.regs.Rip -= singlestep.BreakpointPCAdjust
+			if t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
+				t.regs.SetPC(t.regs.PC() - singlestep.BreakpointPCAdjust)
 				t.proc.SetRegs(tid, &t.regs)
 			} else if t.isReady() {
 				// Past the start, another int3 of ours (a detour's, a
@@ -742,7 +745,7 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 	case via == nil && s.opt != nil && t.fits(s, s.opt):
 		// enter, if it ran, hijacked through memory; %r11 was never
 		// saved.
-		regs.Rip = s.opt.copies
+		regs.SetPC(s.opt.copies)
 		t.proc.SetRegs(tid, regs)
 		t.proc.Cont(tid, 0)
 	default:
@@ -759,8 +762,8 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 // restoreR11 puts into regs the %r11 a return-hook detour saved at
 // -8(%rsp) (see singlestep.Detour.ReturnHook).
 func (t *Tracer) restoreR11(regs *unix.PtraceRegs) {
-	if r11, ok := t.readWord(regs.Rsp - 8); ok {
-		regs.R11 = r11
+	if r11, ok := t.readWord(tracee.SP(regs) - 8); ok {
+		setScratch(regs, r11)
 	}
 }
 
@@ -768,7 +771,7 @@ func (t *Tracer) restoreR11(regs *unix.PtraceRegs) {
 // without o's return hook.
 func (t *Tracer) passDetour(tid int, regs *unix.PtraceRegs, o *jumpOpt) {
 	if o.hook() {
-		regs.Rip = o.skip
+		regs.SetPC(o.skip)
 		t.proc.SetRegs(tid, regs)
 	}
 	t.proc.Cont(tid, 0)
@@ -780,7 +783,7 @@ func (t *Tracer) leaveDetour(tid int) {
 	if len(t.detours) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
 		return
 	}
-	rip := t.regs.Rip
+	rip := t.regs.PC()
 	for _, o := range t.detours {
 		if rip < o.base || rip >= o.base+uint64(o.detour.Size()) {
 			continue
@@ -789,7 +792,7 @@ func (t *Tracer) leaveDetour(tid int) {
 			if savedR11 {
 				t.restoreR11(&t.regs)
 			}
-			t.regs.Rip = orig
+			t.regs.SetPC(orig)
 			t.proc.SetRegs(tid, &t.regs)
 			t.detourExits.Add(1)
 			if o.hook() && rip >= o.skip {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // Libraries loaded and unloaded after attach (dlopen, dlclose). As gdb
@@ -187,10 +188,10 @@ func (t *Tracer) onLinkerEvent(tid int, regs *unix.PtraceRegs) {
 // onUnloadingSyscall sees a syscall-enter stop of a thread unloading
 // libraries: a munmap takes out the breakpoints in its range first.
 func (t *Tracer) onUnloadingSyscall(regs *unix.PtraceRegs) {
-	if regs.Orig_rax != unix.SYS_MUNMAP || regs.Rsi == 0 {
+	if tracee.SyscallNr(regs) != unix.SYS_MUNMAP || tracee.SyscallArg(regs, 1) == 0 {
 		return
 	}
-	start, end := regs.Rdi, regs.Rdi+regs.Rsi
+	start, end := tracee.SyscallArg(regs, 0), tracee.SyscallArg(regs, 0)+tracee.SyscallArg(regs, 1)
 	var lifted []*site
 	for addr, st := range t.sites {
 		if addr >= start && addr < end {

@@ -135,7 +135,7 @@ func (p *Probe) Name() string { return p.Group + "/" + p.Event }
 // site is one probed address; several probes may share it.
 type site struct {
 	addr     uint64
-	orig     byte // the byte the breakpoint replaced
+	orig     []byte // the bytes the breakpoint replaced
 	insn     *singlestep.Insn
 	slot     uint64   // XOL copy, for singlestep.Step instructions
 	run      runMode  // how the displaced instruction runs

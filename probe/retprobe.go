@@ -1,18 +1,19 @@
 package probe
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // Return probes, as uretprobes do them: at the function's entry the return
-// address at [sp] is replaced by the address of a trampoline (an int3 in
-// the injected page) and kept on a per-thread shadow stack; the trampoline
+// address (x86-64: at [sp]; arm64: in x30, retaddr_arm64.go) is replaced
+// by the address of a trampoline (a breakpoint in the injected page) and
+// kept on a per-thread shadow stack; the trampoline
 // trap pops it, runs the return handlers and sends the thread on to the
 // real return address.
 //
@@ -38,7 +39,7 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 	ret := hookRet
 	if !inHook {
 		var ok bool
-		if ret, ok = t.readWord(regs.Rsp); !ok {
+		if ret, ok = t.entryReturn(regs); !ok {
 			return false
 		}
 	}
@@ -46,7 +47,7 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 	// caller is still live and returns along with it.
 	tail := ret == t.trampoline
 	cs := t.stackForEntry(tid, regs, ret, hit)
-	f := shadowFrame{sp: regs.Rsp, ret: ret, site: s, time: hit.Time, hijacked: true}
+	f := shadowFrame{sp: tracee.SP(regs), ret: ret, site: s, time: hit.Time, hijacked: true}
 	if s.fn != nil {
 		t.traceEnter(cs, &f, s.fn, hit)
 	}
@@ -55,11 +56,11 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 	}
 	if tail {
 		caller := cs.top()
-		if caller == nil || caller.sp != regs.Rsp {
+		if caller == nil || caller.sp != tracee.SP(regs) {
 			return false // the caller's frame is gone: nobody to return with
 		}
 		f.ret = caller.ret // a detour writes the trampoline again: harmless
-	} else if !inHook && !t.writeWord(regs.Rsp, t.trampoline) {
+	} else if !inHook && !t.hookEntryReturn(regs, t.trampoline) {
 		return false
 	}
 	cs.push(f)
@@ -68,15 +69,15 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 }
 
 // onReturn handles the trampoline trap: the thread has just executed the
-// `ret` of a hijacked function, so its frame's return-address slot is
-// sp-8.
+// `ret` of a hijacked function, so its frame is sp-returnPops (x86-64:
+// the return-address slot it popped; arm64: sp, as at the entry).
 func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 	ret, ok := t.returnFrom(tid, regs)
 	if !ok {
 		t.passTrap(tid)
 		return
 	}
-	regs.Rip = ret
+	regs.SetPC(ret)
 	t.proc.SetRegs(tid, regs)
 	t.proc.Cont(tid, 0)
 }
@@ -85,7 +86,7 @@ func (t *Tracer) onReturn(tid int, regs *unix.PtraceRegs) {
 // reporting their returns, and gives the address it returns to. ok is
 // false if no frame of ours returns there.
 func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool) {
-	slot := regs.Rsp - 8
+	slot := tracee.SP(regs) - returnPops
 	hit := t.newHit(tid, regs)
 	cs := t.stackForReturn(tid, slot)
 	if f := cs.topOrNil(); f != nil && f.sp < slot && slot-f.sp <= 0xffff && t.popsOnReturn(f.site, slot-f.sp) {
@@ -102,7 +103,7 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 		}
 		// No frame of ours returns here (a stack switched under us):
 		// nowhere to send the thread, which would die of the trap.
-		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, regs.Rsp)
+		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, tracee.SP(regs))
 		return 0, false
 	}
 	if ret, ok := cs.returnTarget(slot); ok {
@@ -168,13 +169,13 @@ type whereKey struct {
 }
 
 // onRetInsn fires the return probes of a Go function at one of its RET
-// instructions: the return address is at [sp], the results in registers.
+// instructions: the return address is where it was at the entry (x86-64:
+// at [sp]; arm64: in x30), the results in registers.
 func (t *Tracer) onRetInsn(s *site, hit *Hit) {
-	var b [8]byte
-	if _, err := t.proc.ReadAt(b[:], int64(hit.Regs.Rsp)); err != nil {
+	caller, ok := t.entryReturn(hit.Regs)
+	if !ok {
 		return
 	}
-	caller := binary.LittleEndian.Uint64(b[:])
 	saved := hit.Where
 	for _, p := range s.retInsns {
 		hit.Return = &Return{Func: p.funcName, Caller: caller}
@@ -258,11 +259,11 @@ func (t *Tracer) restoreReturns() {
 		if t.proc.Thread(tid) == nil || t.proc.GetRegs(tid, &t.regs) != nil {
 			continue
 		}
-		sp := t.regs.Rsp
-		if t.regs.Rip == t.trampTrap+singlestep.BreakpointPCAdjust {
+		sp := tracee.SP(&t.regs)
+		if t.regs.PC() == t.trampTrap+singlestep.BreakpointPCAdjust {
 			// Stopped on the trampoline itself: its frame has returned.
-			if c, i := t.frameAt(tid, sp-8); c != nil {
-				t.regs.Rip = c.frames[i].ret
+			if c, i := t.frameAt(tid, sp-returnPops); c != nil {
+				t.regs.SetPC(c.frames[i].ret)
 				t.proc.SetRegs(tid, &t.regs)
 			}
 		}
@@ -274,9 +275,14 @@ func (t *Tracer) restoreReturns() {
 		for _, s := range t.threadStacks(tid) {
 			for i := range s.frames {
 				if f := &s.frames[i]; f.hijacked && !f.unhooked && (f.sp >= sp || f.sp < sp-128) {
-					t.unhijack(f)
+					t.unhijack(tid, f)
 				}
 			}
+		}
+		// arm64: a function not past its prologue's save, or past its
+		// epilogue's load, has the trampoline in x30.
+		if f := t.shadow[tid].topOrNil(); f != nil && f.hijacked && !f.unhooked {
+			t.unhijackLR(tid, &t.regs, f)
 		}
 	}
 	t.shadow = map[int]*callStack{}

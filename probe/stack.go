@@ -5,6 +5,7 @@ import (
 
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // Frame is one entry of a hit's user stack trace.
@@ -30,7 +31,7 @@ func (h *Hit) Stack(max int) []Frame {
 	if t == nil || h.Regs == nil || max <= 0 {
 		return nil
 	}
-	pc, sp, bp := h.Regs.Rip, h.Regs.Rsp, h.Regs.Rbp
+	pc, sp, bp := h.Regs.PC(), tracee.SP(h.Regs), tracee.FP(h.Regs)
 	if h.Return != nil && t.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.trampTrap {
 		// At the trampoline the function has returned: the stack is
 		// the caller's, with the original return address as its pc.
@@ -49,52 +50,50 @@ func (h *Hit) Stack(max int) []Frame {
 		if m == nil {
 			break
 		}
-		var slot, cfa uint64
+		var u unwound
 		rule, ok := m.CallerRule(look)
 		switch {
 		case ok && rule.Outermost:
 			return frames
 		case ok:
-			base := sp
-			if rule.CFAFromRBP {
-				base = bp
-			}
-			cfa = uint64(int64(base) + rule.CFAOffset)
-			slot = uint64(int64(cfa) + rule.RetOffset)
-			if rule.RBPSaved {
-				w, ok := t.readWord(uint64(int64(cfa) + rule.RBPOffset))
-				if !ok {
-					return frames
-				}
-				bp = w
+			if u, ok = t.applyRule(rule, sp, bp); !ok {
+				return frames
 			}
 		default:
-			// No CFI: the frame pointer chain, [rbp] the caller's rbp
-			// and [rbp+8] the return address.
+			// No CFI: the frame pointer chain, [fp] the caller's fp
+			// and [fp+8] the return address (x86-64's rbp, arm64's
+			// frame record).
 			if bp < sp || bp-sp > maxFrameSize {
 				return frames
 			}
-			slot, cfa = bp+8, bp+16
+			u = unwound{retSlot: bp + 8, cfa: bp + 16}
+			u.frame = u.cfa - returnPops
 			w, ok := t.readWord(bp)
 			if !ok {
 				return frames
 			}
-			bp = w
+			u.fp = w
 		}
-		if cfa <= sp || cfa-sp > maxFrameSize {
-			return frames
-		}
-		ret, ok := t.readWord(slot)
-		if !ok {
+		var ret uint64
+		switch {
+		case u.retSlot != 0:
+			w, ok := t.readWord(u.retSlot)
+			if !ok {
+				return frames
+			}
+			ret = stripPAC(w)
+		case len(frames) == 1:
+			ret = linkRegister(h.Regs) // the hit's function, before it saves it
+		default:
 			return frames
 		}
 		switch {
 		case ret == t.trampoline && ret != 0:
-			ret = cs.hijackedAt(slot)
+			ret = cs.hijackedAt(u.frame)
 		case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
-			ret = t.returnTo(h.Tid, slot)
+			ret = t.returnTo(h.Tid, u.frame)
 		}
-		pc, sp, caller = ret, cfa, true
+		pc, sp, bp, caller = ret, u.cfa, u.fp, true
 	}
 	return frames
 }

@@ -4,6 +4,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // A thread may run on more than one stack: swapcontext coroutines, fibers,
@@ -34,7 +35,7 @@ const maxWalk = 256
 // one, with the frames it shows are dead dropped.
 func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *Hit) *callStack {
 	cs := t.threadStack(tid)
-	sp := regs.Rsp
+	sp := tracee.SP(regs)
 	if ret != 0 && (ret == t.trampoline || t.inproc != nil && ret == t.inproc.trampoline) {
 		// A tail call: the caller's slot is [sp] itself.
 		if c, i := t.frameAt(tid, sp); c != nil {
@@ -49,10 +50,10 @@ func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *
 	if top == nil && len(t.parked[tid]) == 0 {
 		return cs
 	}
-	if top != nil && top.sp > sp && t.callerSlot(ret, sp, regs.Rbp) == top.sp {
+	if top != nil && top.sp > sp && t.callerSlot(ret, sp, tracee.FP(regs)) == top.sp {
 		return cs // called by the newest frame: nothing to drop
 	}
-	c, i, end, ok := t.enclosingFrame(tid, ret, sp, regs.Rbp)
+	c, i, end, ok := t.enclosingFrame(tid, ret, sp, tracee.FP(regs))
 	if !ok {
 		// The chain cannot be walked: as on one stack.
 		t.dropDead(cs, sp, false, hit)
@@ -174,15 +175,16 @@ func (t *Tracer) dropAbove(s *callStack, i int, hit *Hit) {
 	}
 }
 
-// callerSlot is where the caller of a function just entered (sp at its
-// entry, ret at [sp], bp its rbp) keeps its own return address, from the
-// CFI at ret; 0 if unknown.
+// callerSlot is the frame of the caller of a function just entered (sp at
+// its entry, ret its return address, bp its frame pointer), from the CFI
+// at ret: the sp of the caller's entry (returnPops below its CFA; on
+// x86-64 the slot of its return address); 0 if unknown.
 func (t *Tracer) callerSlot(ret, sp, bp uint64) uint64 {
-	slot, _, _, ok := t.unwindStep(ret, sp+8, bp, true)
+	u, ok := t.unwindStep(ret, sp+returnPops, bp, true)
 	if !ok {
 		return 0
 	}
-	return slot
+	return u.frame
 }
 
 // enclosingFrame unwinds the caller chain of an entry (ret at [sp], bp its
@@ -191,37 +193,49 @@ func (t *Tracer) callerSlot(ret, sp, bp uint64) uint64 {
 // address up to which the walk went (that slot, or the top of the
 // stack). ok is false if the chain could not be followed.
 func (t *Tracer) enclosingFrame(tid int, ret, sp, bp uint64) (c *callStack, i int, end uint64, ok bool) {
-	pc, sp, caller := ret, sp+8, true
+	pc, sp, caller := ret, sp+returnPops, true
 	for n := 0; n < maxWalk; n++ {
 		if pc == 0 {
 			return nil, -1, sp, true // a zero return address ends the chain
 		}
-		slot, cfa, nbp, ok := t.unwindStep(pc, sp, bp, caller)
+		u, ok := t.unwindStep(pc, sp, bp, caller)
 		if !ok {
 			return nil, -1, 0, false
 		}
-		if slot == 0 {
+		if u.frame == 0 {
 			return nil, -1, sp, true // the outermost frame: the top of the stack
 		}
-		if c, i := t.frameAt(tid, slot); c != nil {
-			return c, i, slot, true
+		if c, i := t.frameAt(tid, u.frame); c != nil {
+			return c, i, u.frame, true
 		}
-		w, ok := t.readWord(slot)
+		if u.retSlot == 0 {
+			// A caller whose return address would still be in x30:
+			// none called it; a context's first function, made by
+			// hand (arm64's __startcontext has no CFI of its own).
+			return nil, -1, sp, true
+		}
+		w, ok := t.readWord(u.retSlot)
 		if !ok {
 			return nil, -1, 0, false
 		}
-		pc, sp, bp = w, cfa, nbp
+		pc, sp, bp = stripPAC(w), u.cfa, u.fp
 	}
 	return nil, -1, 0, false
 }
 
+// unwound is one step up a stack: the caller's frame (the sp of the
+// frame's entry, returnPops below the CFA; 0 at the outermost frame), the
+// slot that holds the return address (0 while it is in the link register
+// of arm64), the caller's sp (the CFA) and its frame pointer.
+type unwound struct {
+	frame, retSlot, cfa, fp uint64
+}
+
 // unwindStep takes one step up a stack from pc (a return address if
-// caller), sp and bp by the call frame information: the slot holding the
-// caller's return address, the caller's sp (the CFA) and its rbp. slot is
-// 0 at the outermost frame. Without a rule for pc (no CFI, a signal
-// frame's expressions) it fails: a frame pointer could lead past frames
-// unseen, which must not be taken for abandoned.
-func (t *Tracer) unwindStep(pc, sp, bp uint64, caller bool) (slot, cfa, nbp uint64, ok bool) {
+// caller), sp and bp by the call frame information. Without a rule for
+// pc (no CFI, a signal frame's expressions) it fails: a frame pointer
+// could lead past frames unseen, which must not be taken for abandoned.
+func (t *Tracer) unwindStep(pc, sp, bp uint64, caller bool) (u unwound, ok bool) {
 	look := pc
 	if caller {
 		look = pc - 1
@@ -235,28 +249,36 @@ func (t *Tracer) unwindStep(pc, sp, bp uint64, caller bool) (slot, cfa, nbp uint
 	}
 	switch {
 	case !found:
-		return 0, 0, 0, false
+		return u, false
 	case rule.Outermost:
-		return 0, sp, bp, true
+		return unwound{cfa: sp, fp: bp}, true
 	}
+	return t.applyRule(rule, sp, bp)
+}
+
+// applyRule is the caller's frame by a CFI rule, from sp and bp.
+func (t *Tracer) applyRule(rule symbols.CallerRule, sp, bp uint64) (u unwound, ok bool) {
 	base := sp
-	if rule.CFAFromRBP {
+	if rule.CFAFromFP {
 		base = bp
 	}
-	cfa = uint64(int64(base) + rule.CFAOffset)
-	slot = uint64(int64(cfa) + rule.RetOffset)
-	nbp = bp
-	if rule.RBPSaved {
-		w, ok := t.readWord(uint64(int64(cfa) + rule.RBPOffset))
+	u.cfa = uint64(int64(base) + rule.CFAOffset)
+	u.frame = u.cfa - returnPops
+	if !rule.RetInLR {
+		u.retSlot = uint64(int64(u.cfa) + rule.RetOffset)
+	}
+	u.fp = bp
+	if rule.FPSaved {
+		w, ok := t.readWord(uint64(int64(u.cfa) + rule.FPOffset))
 		if !ok {
-			return 0, 0, 0, false
+			return u, false
 		}
-		nbp = w
+		u.fp = w
 	}
-	if cfa <= sp || cfa-sp > maxFrameSize {
-		return 0, 0, 0, false
+	if u.cfa < sp+returnPops || u.cfa-sp > maxFrameSize {
+		return u, false
 	}
-	return slot, cfa, nbp, true
+	return u, true
 }
 
 // callerRuleIn is m.CallerRule(pc), no rule when m is nil.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/probedbg/probe/sysnum"
+	"github.com/probedbg/probe/tracee"
 )
 
 // Syscall probes (p:sys_NAME, r:sys_NAME) fire at the syscall-enter and
@@ -104,8 +105,8 @@ func (t *Tracer) onSyscall(tid int) {
 	if entry && t.linker != nil && t.linker.unloading[tid] {
 		t.onUnloadingSyscall(regs)
 	}
-	probes := t.sysProbes[sysKey{int(regs.Orig_rax), !entry}]
-	if len(probes) == 0 || t.inRecordCode(regs.Rip) {
+	probes := t.sysProbes[sysKey{int(tracee.SyscallNr(regs)), !entry}]
+	if len(probes) == 0 || t.inRecordCode(regs.PC()) {
 		// (A record stub's process_vm_readv is ours, not the
 		// program's.)
 		t.proc.Cont(tid, 0)
@@ -123,8 +124,8 @@ func (t *Tracer) onSyscall(tid int) {
 			if !entry {
 				// Where the system call returns to, as a return
 				// probe's caller.
-				hit.Return = &Return{Func: p.funcName, Caller: regs.Rip}
-				hit.Where = t.returnWhere(regs.Rip, p.funcName)
+				hit.Return = &Return{Func: p.funcName, Caller: regs.PC()}
+				hit.Where = t.returnWhere(regs.PC(), p.funcName)
 			}
 			p.handler.Pre(hit)
 		}

@@ -122,7 +122,7 @@ func (f *fetchArg) stubValue() (singlestep.TallyValue, bool) {
 	switch f.base {
 	case baseReg:
 		off := int(f.reg.idx) * 8
-		if off == ripOff || !singlestep.RecordableReg(off) {
+		if off == pcOff || !singlestep.RecordableReg(off) {
 			return v, false
 		}
 		v.Reg, v.Shift, v.Bits = off, f.reg.shift, f.reg.width

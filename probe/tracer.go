@@ -63,6 +63,7 @@ type Tracer struct {
 	sites        map[uint64]*site
 	probes       map[string]*Probe
 	stepping     map[int]*site // threads whose displaced instruction is in flight
+	restarting   map[int]int   // threads stepped out of a Go restartable sequence (gorestart.go)
 	comms        map[int]string
 	xol          []*xolArea
 	detours      map[uint64]*jumpOpt // by the detour's address (optimize.go)
@@ -92,6 +93,7 @@ type Tracer struct {
 
 	trampoline uint64              // where hijacked returns come back: its stub, with a mailbox
 	trampTrap  uint64              // the trampoline's int3 (without a mailbox, the trampoline)
+	signer     uint64              // arm64: a slot with pacia1716, pacib1716 (retaddr_arm64.go), or 0
 	mbox       *mailbox            // registers shared with the tracee (mailbox.go), or nil
 	mboxTried  bool                // ensureMailbox has run
 	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
@@ -135,7 +137,7 @@ type Tracer struct {
 	notify        func(string)    // SetNotify
 	execDropped   []*Probe        // probes of the old program, until the new one is ready
 	execEntry     uint64          // the new program's entry point, while a breakpoint is there
-	execEntryOrig byte            // the byte it replaced
+	execEntryOrig []byte          // the bytes it replaced
 	root          *Tracer         // for a followed process: the tracer whose loop serves it
 	followed      map[int]*Tracer // on the root: followed processes by pid
 	bell          atomic.Int32    // the pid the doorbell rings at, if not ours (see moveBell)
@@ -220,6 +222,7 @@ func (t *Tracer) newAddressSpace() {
 	t.detours = make(map[uint64]*jumpOpt)
 	t.redirects = make(map[uint64]redirect)
 	t.stepping = make(map[int]*site)
+	t.restarting = make(map[int]int)
 	t.comms = make(map[int]string)
 	t.shadow = make(map[int]*callStack)
 	t.parked = make(map[int][]*callStack)
@@ -254,6 +257,10 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.proc, t.pid, t.anchor, t.launched = proc, proc.Pid, anchor, proc.Launched
 		t.space, err = symbols.LoadProcess(proc.Pid)
 		if err != nil {
+			if ended, ok := endedWhileAttaching(proc); ok {
+				errc <- ended // killed while we read its maps: they were gone
+				return
+			}
 			t.releaseAll()
 			errc <- fmt.Errorf("load symbols of pid %d: %w", proc.Pid, err)
 			return

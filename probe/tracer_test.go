@@ -94,8 +94,8 @@ func TestPrePostHandlers(t *testing.T) {
 			post.Add(1)
 			// After the emulated push %rbp, rip is on the next
 			// instruction, one byte on.
-			if h.Regs.Rip != h.Probe.Addr+1 {
-				badPost.Store(h.Regs.Rip)
+			if h.Regs.PC() != h.Probe.Addr+1 {
+				badPost.Store(h.Regs.PC())
 			}
 		},
 	})

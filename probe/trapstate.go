@@ -122,7 +122,7 @@ func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
 	if t.proc.GetRegs(tid, &regs) != nil {
 		return
 	}
-	rip := regs.Rip
+	rip := regs.PC()
 	for _, l := range []singlestep.RoutineLayout{m.entryLayout, m.retLayout} {
 		if l.Unblocked == 0 || rip < l.Unblocked || rip >= l.Reblocked {
 			continue
@@ -141,15 +141,15 @@ func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
 func (t *Tracer) reblockTrap(tid int, regs *unix.PtraceRegs) bool {
 	m := t.mbox
 	for _, l := range []singlestep.RoutineLayout{m.entryLayout, m.retLayout} {
-		if l.Reblocked == 0 || regs.Rip != l.Reblocked-2 {
+		if l.Reblocked == 0 || regs.PC() != l.Reblocked-2 {
 			continue
 		}
-		slot, ok := m.slotAt(regs.R8)
+		slot, ok := m.slotAt(reblockSlotReg(regs))
 		if !ok || t.proc.SetSigmask(tid, m.trapState(slot).Mask) != nil {
 			return false
 		}
 		// As the call returns: rax its result, rcx and r11 clobbered.
-		regs.Rip, regs.Rax = l.Reblocked, 0
+		returnFromSyscall(regs, l.Reblocked)
 		return t.proc.SetRegs(tid, regs) == nil
 	}
 	return false

@@ -1,6 +1,10 @@
 package probe
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/tracee"
+)
 
 // An unwinder (a C++ throw, pthread_exit's forced unwind, backtrace())
 // reads the return addresses on the stack to find each frame's unwind
@@ -61,7 +65,7 @@ func (t *Tracer) onUnwinder(tid int, regs *unix.PtraceRegs, action unwindAction,
 	case unwindRestore:
 		for i := range cs.frames {
 			f := &cs.frames[i]
-			if f.hijacked && !f.unhooked && f.sp > regs.Rsp && t.unhijack(f) {
+			if f.hijacked && !f.unhooked && f.sp > tracee.SP(regs) && t.unhijack(tid, f) {
 				f.unhooked = true
 				cs.unhooked++
 			}
@@ -73,13 +77,13 @@ func (t *Tracer) onUnwinder(tid int, regs *unix.PtraceRegs, action unwindAction,
 		// The frames the exception unwound are below the catching one;
 		// __cxa_begin_catch is called from it, so they are at or below
 		// its return-address slot.
-		t.dropDead(cs, regs.Rsp, false, hit)
+		t.dropDead(cs, tracee.SP(regs), false, hit)
 		for i := range cs.frames {
 			f := &cs.frames[i]
 			if !f.unhooked {
 				continue
 			}
-			if w, ok := t.readWord(f.sp); ok && (w == t.trampoline || w == f.ret && t.writeWord(f.sp, t.trampoline)) {
+			if t.rehook(tid, f) {
 				f.unhooked = false
 				cs.unhooked--
 			}

@@ -1,0 +1,53 @@
+package probe
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The x86-64 registers of the mechanisms only amd64 has: the mailbox, jump
+// optimisation and in-process recording, whose generated code is x86.
+
+// nativeCode: the generated-code mechanisms exist here.
+const nativeCode = true
+
+// goRegister holds a Go thread's current g (ABIInternal: r14).
+func goRegister(r *unix.PtraceRegs) uint64 { return r.R14 }
+
+// threadPointer is the thread's TLS base (%fs).
+func threadPointer(r *unix.PtraceRegs) uint64 { return r.Fs_base }
+
+// scratch is the register the detours and stubs use for themselves (r11,
+// which the SysV ABI has callers give up at every call).
+func scratch(r *unix.PtraceRegs) uint64 { return r.R11 }
+
+func setScratch(r *unix.PtraceRegs, v uint64) { r.R11 = v }
+
+// mailboxSlotReg holds the mailbox slot at the mailbox traps (rcx), and
+// reblockSlotReg at the re-block after a trap-state change (r8).
+func mailboxSlotReg(r *unix.PtraceRegs) uint64 { return r.Rcx }
+func reblockSlotReg(r *unix.PtraceRegs) uint64 { return r.R8 }
+
+// returnFromSyscall leaves a thread as a system call returning 0 at pc.
+func returnFromSyscall(r *unix.PtraceRegs, pc uint64) { r.Rip, r.Rax = pc, 0 }
+
+// clearTrapFlag clears the single-step flag (TF) and reports whether it
+// was set.
+func clearTrapFlag(r *unix.PtraceRegs) bool {
+	const tf = 1 << 8
+	set := r.Eflags&tf != 0
+	r.Eflags &^= tf
+	return set
+}
+
+var (
+	pcOff    = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
+	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Eflags))
+)
+
+// restartSequences: none in Go's amd64 code (gorestart.go).
+const restartSequences = false
+
+func startsRestart(insn []byte) bool { return false }
+func continuesRestart(w uint32) bool { return false }

@@ -1,0 +1,52 @@
+package probe
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/tracee"
+)
+
+// On x86-64 a call leaves the return address at [sp]: a frame is known by
+// that slot, and a return pops it (sp = slot + 8 at the trampoline).
+
+const returnPops = 8
+
+// entryReturn reads the return address at a function's entry.
+func (t *Tracer) entryReturn(regs *unix.PtraceRegs) (uint64, bool) {
+	return t.readWord(tracee.SP(regs))
+}
+
+// hookEntryReturn replaces the return address at a function's entry.
+func (t *Tracer) hookEntryReturn(regs *unix.PtraceRegs, to uint64) bool {
+	return t.writeWord(tracee.SP(regs), to)
+}
+
+// unhijack puts a frame's original return address back in its slot, if
+// the slot still holds the trampoline.
+func (t *Tracer) unhijack(tid int, f *shadowFrame) bool {
+	if w, ok := t.readWord(f.sp); !ok || w != t.trampoline {
+		return false
+	}
+	return t.writeWord(f.sp, f.ret)
+}
+
+// unhijackChild is unhijack in the memory of a fork child of thread tid.
+func (t *Tracer) unhijackChild(child memory, tid int, f *shadowFrame) {
+	unhijackIn(child, f.sp, f.ret, t.trampoline)
+}
+
+// rehook hooks again a frame unhijack gave its return address back: the
+// slot holds the trampoline again (or still).
+func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
+	w, ok := t.readWord(f.sp)
+	return ok && (w == t.trampoline || w == f.ret && t.writeWord(f.sp, t.trampoline))
+}
+
+// unhijackLR: no link register.
+func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool { return false }
+
+// stripPAC is a return address read from the stack as a pc.
+func stripPAC(w uint64) uint64 { return w }
+
+// linkRegister is 0: x86-64 has none.
+func linkRegister(r *unix.PtraceRegs) uint64 { return 0 }

@@ -1,0 +1,148 @@
+package probe
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+)
+
+// On arm64 a call leaves the return address in x30 (the link register):
+// a frame is known by sp at its entry, which is sp again once it has
+// returned. The hook replaces x30 at the entry, before the function's
+// prologue stores it; with pointer authentication the prologue's paciasp
+// signs the trampoline (with sp, the frame), which its autiasp accepts.
+
+const returnPops = 0
+
+func (t *Tracer) entryReturn(regs *unix.PtraceRegs) (uint64, bool) {
+	return regs.Regs[30], true
+}
+
+func (t *Tracer) hookEntryReturn(regs *unix.PtraceRegs, to uint64) bool {
+	regs.Regs[30] = to
+	return true
+}
+
+// unhijack puts a frame's original return address back where the
+// function saved its x30, if that still holds the trampoline: the place
+// is the function's own choice, which its CFI tells (CFA + offset, the
+// CFA being the frame's sp at its entry). A saved trampoline signed by
+// paciasp gets the original signed the same way, by thread tid (0: none
+// held, and a signed one stays).
+func (t *Tracer) unhijack(tid int, f *shadowFrame) bool {
+	return t.swapSaved(t.proc, tid, f, t.trampoline, f.ret)
+}
+
+// unhijackChild is unhijack in the memory of a fork child of thread tid,
+// which has the parent's keys: tid signs for it.
+func (t *Tracer) unhijackChild(child memory, tid int, f *shadowFrame) {
+	t.swapSaved(child, tid, f, t.trampoline, f.ret)
+}
+
+// rehook hooks again a frame unhijack gave its return address back: the
+// saved x30 holds the trampoline again (or still).
+func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
+	return t.swapSaved(t.proc, tid, f, f.ret, t.trampoline) || t.swapSaved(t.proc, tid, f, t.trampoline, t.trampoline)
+}
+
+// swapSaved replaces from by to in the slot where the function of frame
+// f saved its return address, in mem, signed as from was there.
+func (t *Tracer) swapSaved(mem memory, tid int, f *shadowFrame, from, to uint64) bool {
+	if f.site == nil {
+		return false
+	}
+	m := t.space.ModuleAt(f.site.addr)
+	if m == nil {
+		return false
+	}
+	off, ok := m.ReturnSaved(f.site.addr, f.site.sym.Size)
+	if !ok {
+		return false
+	}
+	slot := uint64(int64(f.sp) + off)
+	var b [8]byte
+	if _, err := mem.ReadAt(b[:], int64(slot)); err != nil {
+		return false
+	}
+	w := binary.LittleEndian.Uint64(b[:])
+	if stripPAC(w) != from {
+		return false
+	}
+	v, ok := t.signedLike(tid, w, from, to, f.sp)
+	if !ok || v == w {
+		return ok
+	}
+	binary.LittleEndian.PutUint64(b[:], v)
+	_, err := mem.WriteAt(b[:], int64(slot))
+	return err == nil
+}
+
+// unhijackLR puts back the original return address of the innermost
+// hooked frame of a thread stopped with x30 still the trampoline (in
+// the function's prologue or epilogue, or a leaf's body).
+func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool {
+	if stripPAC(regs.Regs[30]) != t.trampoline {
+		return false
+	}
+	ret, ok := t.signedLike(tid, regs.Regs[30], t.trampoline, f.ret, f.sp)
+	if !ok {
+		return false
+	}
+	regs.Regs[30] = ret
+	return t.proc.SetRegs(tid, regs) == nil
+}
+
+// signedLike is to as from became w: to itself if w is from unsigned,
+// else to signed with the key that signed from (A or B: paciasp or
+// pacibsp) and the modifier sp, by thread tid running pacia1716 or
+// pacib1716 (hint instructions: nops where there is no pointer
+// authentication).
+func (t *Tracer) signedLike(tid int, w, from, to, sp uint64) (uint64, bool) {
+	if w == from {
+		return to, true
+	}
+	if tid == 0 || !t.signerReady(tid) {
+		return 0, false
+	}
+	for _, at := range []uint64{t.signer, t.signer + 4} {
+		if s, ok := t.sign(tid, at, from, sp); ok && s == w {
+			return t.sign(tid, at, to, sp)
+		}
+	}
+	return 0, false
+}
+
+// sign runs the signing instruction at at in thread tid on v with
+// modifier sp (x17, x16).
+func (t *Tracer) sign(tid int, at, v, sp uint64) (uint64, bool) {
+	regs, err := t.proc.InjectStep(tid, func(r *unix.PtraceRegs) {
+		r.Regs[16], r.Regs[17], r.Pc = sp, v, at
+	}, at+4)
+	return regs.Regs[17], err == nil
+}
+
+// signerReady puts pacia1716 and pacib1716 in a slot, once.
+func (t *Tracer) signerReady(tid int) bool {
+	if t.signer != 0 {
+		return true
+	}
+	slot, err := t.allocSlot(tid, t.trampoline)
+	if err != nil {
+		return false
+	}
+	if t.writeSlots([]slotWrite{{slot, singlestep.SignCode}}) != nil {
+		t.freeSlot(slot)
+		return false
+	}
+	t.signer = slot
+	return true
+}
+
+// stripPAC clears a pointer authentication code from a return address
+// saved signed (paciasp): user addresses are below 2^48.
+func stripPAC(w uint64) uint64 { return w & (1<<48 - 1) }
+
+// linkRegister is x30.
+func linkRegister(r *unix.PtraceRegs) uint64 { return r.Regs[30] }
