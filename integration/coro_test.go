@@ -26,42 +26,48 @@ const coroRounds = 10
 func TestCoroutineReturns(t *testing.T) {
 	for _, v := range []variant{o0pie, o2nopie} {
 		t.Run(v.String(), func(t *testing.T) {
-			exe := coroBin(t, v)
-			want := runCmd(t, nil, exe, strconv.Itoa(coroRounds))
-			if want.code != 0 {
-				t.Fatalf("coro untraced: %v", want)
-			}
-			dir := t.TempDir()
-			trace := filepath.Join(dir, "r.txt")
-			r := probe(t, "run", "-o", trace, "r:step $retval", "r:work", "--", exe, strconv.Itoa(coroRounds))
-			if r.code != 0 || r.stdout != want.stdout {
-				t.Fatalf("return probes: want exit 0 and %q, got %v", want.stdout, r)
-			}
-			b, _ := os.ReadFile(trace)
-			if n := countByName(eventsIn(t, trace)); n["r_step_0"] != 3*coroRounds || n["r_work_0"] != 6*coroRounds {
-				t.Errorf("returns of step and work: %d and %d, want %d and %d", n["r_step_0"], n["r_work_0"], 3*coroRounds, 6*coroRounds)
-			}
-			if strings.Contains(string(b), "returns lost") {
-				t.Errorf("returns reported lost:\n%s", limit(string(b)))
-			}
-			js := filepath.Join(dir, "g.json")
-			r = probe(t, "run", "--tracer", "function_graph", "--format", "json", "-o", js, "--", exe, strconv.Itoa(coroRounds))
-			if r.code != 0 || r.stdout != want.stdout {
-				t.Fatalf("function_graph: want exit 0 and %q, got %v", want.stdout, r)
-			}
-			got := map[string]map[string]int{"func_entry": {}, "func_exit": {}, "func_lost": {}}
-			for _, e := range readJSONLines(t, js) {
-				if got[e.Event] != nil && e.Func != "round_robin" { // inlined at -O2 only
-					got[e.Event][e.Func]++
-				}
-			}
-			calls := map[string]int{"main": 1, "body": 3, "step": 3 * coroRounds, "work": 6 * coroRounds}
-			returns := maps.Clone(calls)
-			delete(returns, "body") // switches to main for good
-			if !maps.Equal(got["func_entry"], calls) || !maps.Equal(got["func_exit"], returns) || !maps.Equal(got["func_lost"], map[string]int{"body": 3}) {
-				t.Errorf("function_graph: entries %v, exits %v, lost %v; want %v, %v, and the 3 bodies lost", got["func_entry"], got["func_exit"], got["func_lost"], calls, returns)
-			}
+			checkCoroReturns(t, coroBin(t, v))
 		})
+	}
+}
+
+// checkCoroReturns runs coro exe under return probes and function_graph:
+// every return reported, none lost but the bodies', output as untraced.
+func checkCoroReturns(t *testing.T, exe string) {
+	t.Helper()
+	want := runCmd(t, nil, exe, strconv.Itoa(coroRounds))
+	if want.code != 0 {
+		t.Fatalf("coro untraced: %v", want)
+	}
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "r.txt")
+	r := probe(t, "run", "-o", trace, "r:step $retval", "r:work", "--", exe, strconv.Itoa(coroRounds))
+	if r.code != 0 || r.stdout != want.stdout {
+		t.Fatalf("return probes: want exit 0 and %q, got %v", want.stdout, r)
+	}
+	b, _ := os.ReadFile(trace)
+	if n := countByName(eventsIn(t, trace)); n["r_step_0"] != 3*coroRounds || n["r_work_0"] != 6*coroRounds {
+		t.Errorf("returns of step and work: %d and %d, want %d and %d", n["r_step_0"], n["r_work_0"], 3*coroRounds, 6*coroRounds)
+	}
+	if strings.Contains(string(b), "returns lost") {
+		t.Errorf("returns reported lost:\n%s", limit(string(b)))
+	}
+	js := filepath.Join(dir, "g.json")
+	r = probe(t, "run", "--tracer", "function_graph", "--format", "json", "-o", js, "--", exe, strconv.Itoa(coroRounds))
+	if r.code != 0 || r.stdout != want.stdout {
+		t.Fatalf("function_graph: want exit 0 and %q, got %v", want.stdout, r)
+	}
+	got := map[string]map[string]int{"func_entry": {}, "func_exit": {}, "func_lost": {}}
+	for _, e := range readJSONLines(t, js) {
+		if got[e.Event] != nil && e.Func != "round_robin" { // inlined at -O2 only
+			got[e.Event][e.Func]++
+		}
+	}
+	calls := map[string]int{"main": 1, "body": 3, "step": 3 * coroRounds, "work": 6 * coroRounds}
+	returns := maps.Clone(calls)
+	delete(returns, "body") // switches to main for good
+	if !maps.Equal(got["func_entry"], calls) || !maps.Equal(got["func_exit"], returns) || !maps.Equal(got["func_lost"], map[string]int{"body": 3}) {
+		t.Errorf("function_graph: entries %v, exits %v, lost %v; want %v, %v, and the 3 bodies lost", got["func_entry"], got["func_exit"], got["func_lost"], calls, returns)
 	}
 }
 
@@ -70,7 +76,13 @@ func TestCoroutineReturns(t *testing.T) {
 // one is put back, and when the program later resumes them they return
 // where they should.
 func TestCoroutineDetach(t *testing.T) {
-	exe := coroBin(t, o2nopie)
+	checkCoroDetach(t, coroBin(t, o2nopie))
+}
+
+// checkCoroDetach detaches from coro exe while its coroutines are parked
+// inside hooked calls, and checks that it finishes as untraced.
+func checkCoroDetach(t *testing.T, exe string) {
+	t.Helper()
 	want := runCmd(t, nil, exe, strconv.Itoa(coroRounds))
 	for _, args := range [][]string{{"--tracer", "function_graph"}, {"r:step"}} {
 		p := startPiped(t, nil, exe, strconv.Itoa(coroRounds), "wait")

@@ -45,7 +45,7 @@ func TestFetchForms(t *testing.T) {
 			path := bin("fetch", v)
 			evs := traced(t, nil, []string{
 				`p:t/h handle m=+0(+0(%di)):string len=+8(%di):s32 n=%si:u32 t0=+12(%di):char fl=+16(%di):b3@0/32 kd=+16(%di):b5@3/32 tag=+12(%di):x8[4] sub=%esi z=+0(%si):string`,
-				`p:t/m many $arg7 $arg8:s64 @gcount:x64 @gname:string \0x10:u8 c=$comm fn=%ip:symbol ra=$stack0:symbol`,
+				`p:t/m many $arg7 $arg8:s64 @gcount:x64 @gname:string \0x10:u8 c=$comm fn=%ip:symbol ra=` + entryReturnFetch + `:symbol`,
 				`r:t/neg neg $retval:s32`,
 			}, path, "3")
 			methods := []string{"GET", "POST", "PUT"}

@@ -198,20 +198,18 @@ func TestExecAttachDetach(t *testing.T) {
 func waitPatched(t *testing.T, pid int, addr uint64, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var got [1]byte
+	var got [4]byte
 	for {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 		if err == nil {
 			_, err = f.ReadAt(got[:], int64(addr))
 			f.Close()
 		}
-		// An int3, or the jmp that replaces it at the start (a window
-		// between the two may be too short to see).
-		if err == nil && (got[0] == 0xcc || got[0] == 0xe9) {
+		if err == nil && patched(got[:]) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pid %d: byte at %#x is %#x (err %v) after %v, want an int3 or a jmp", pid, addr, got[0], err, timeout)
+			t.Fatalf("pid %d: bytes at %#x are % x (err %v) after %v, want a breakpoint or a jmp", pid, addr, got, err, timeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,8 +29,16 @@ import (
 	"unsafe"
 )
 
-// cmdTimeout bounds every command a test runs.
-const cmdTimeout = 60 * time.Second
+// cmdTimeout bounds every command a test runs: a minute, times
+// PROBE_TIME_SCALE where everything is slower (an emulated guest).
+var cmdTimeout = 60 * time.Second * time.Duration(max(1, atoiOr(os.Getenv("PROBE_TIME_SCALE"), 1)))
+
+func atoiOr(s string, or int) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return or
+}
 
 // variant is one way of compiling a C tracee.
 type variant struct {
@@ -127,15 +138,10 @@ func defaultSignalsForChildren() {
 // fatal to the whole run.
 func setup(dir string) error {
 	binDir = dir
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %v", err)
+	var err error
+	if repoRoot, err = findRepoRoot(); err != nil {
+		return err
 	}
-	mod := strings.TrimSpace(string(gomod))
-	if mod == "" || mod == os.DevNull {
-		return fmt.Errorf("not inside the probe module (GOMOD=%q)", mod)
-	}
-	repoRoot = filepath.Dir(mod)
 
 	if p := os.Getenv("PROBE_BIN"); p != "" {
 		// Escape hatch: test an already built binary.
@@ -186,6 +192,14 @@ func setup(dir string) error {
 			return err
 		}
 	}
+	if crossFixtures != "" || runtime.GOARCH == "arm64" {
+		// pac_arm64_test.go's tracee, built here: the host's run of the
+		// tests that builds the guest's tracees has no arm64 tests.
+		src := filepath.Join(src, "tracers", "coro.c")
+		if err := build(dir, "gcc", append(slices.Clone(pacFlags), "-o", filepath.Join(dir, "coro_pac"), src)...); err != nil {
+			return err
+		}
+	}
 	gorecBin = filepath.Join(dir, "gorec")
 	if err := build(repoRoot, "go", "build", "-o", gorecBin, "./integration/testdata/gorec"); err != nil {
 		return err
@@ -200,11 +214,41 @@ func setup(dir string) error {
 	return err
 }
 
+// findRepoRoot is the directory of the probe module's go.mod, above the
+// test's directory (a guest has the tree's test data, and no go command).
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if mod, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(mod, []byte("module github.com/probedbg/probe\n")) {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("not inside the probe module: no go.mod above %s", dir)
+		}
+	}
+}
+
 func build(dir, name string, args ...string) error {
+	switch {
+	case prebuilt != "":
+		return takePrebuilt(dir, name, args)
+	case crossFixtures != "":
+		return buildCross(dir, name, args)
+	}
+	return runBuild(dir, nil, name, args...)
+}
+
+func runBuild(dir string, env []string, name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
@@ -212,8 +256,95 @@ func build(dir, name string, args ...string) error {
 	return nil
 }
 
+// Tracees for a guest of another architecture, which has no toolchain
+// (guest/arm64/test): with PROBE_CROSS_FIXTURES=DIR, build compiles with
+// the cross compiler (aarch64-linux-gnu-gcc; Go with GOARCH=arm64) and
+// keeps a copy of each output in DIR, named by a key of its command; in
+// the guest, PROBE_FIXTURES=DIR makes build take that copy instead.
+var (
+	crossFixtures = os.Getenv("PROBE_CROSS_FIXTURES")
+	prebuilt      = os.Getenv("PROBE_FIXTURES")
+)
+
+// fixtureKey names a build by its command, with paths cut to what is the
+// same on the host and in the guest: the repository's relative to it,
+// others (temporary directories) to their last element.
+func fixtureKey(name string, args []string) string {
+	h := sha256.New()
+	fmt.Fprintln(h, name)
+	for _, a := range args {
+		for _, prefix := range []string{"-Wl,-rpath,", "-L", ""} {
+			if p, ok := strings.CutPrefix(a, prefix); ok && filepath.IsAbs(p) {
+				if rel, err := filepath.Rel(repoRoot, p); err == nil && !strings.HasPrefix(rel, "..") {
+					p = rel
+				} else {
+					p = filepath.Base(p)
+				}
+				a = prefix + p
+				break
+			}
+		}
+		fmt.Fprintln(h, a)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:12])
+}
+
+// buildOutput is the file a build writes: its -o.
+func buildOutput(dir string, args []string) (string, bool) {
+	i := slices.Index(args, "-o")
+	if i < 0 || i+1 >= len(args) {
+		return "", false
+	}
+	if filepath.IsAbs(args[i+1]) {
+		return args[i+1], true
+	}
+	return filepath.Join(dir, args[i+1]), true
+}
+
+func buildCross(dir, name string, args []string) error {
+	var env []string
+	cmd := name
+	switch name {
+	case "gcc", "g++":
+		cmd = "aarch64-linux-gnu-" + name
+	case "go":
+		env = []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0"}
+	}
+	if err := runBuild(dir, env, cmd, args...); err != nil {
+		return err
+	}
+	out, ok := buildOutput(dir, args)
+	if !ok {
+		return nil // objects of a later link: that link is what is kept
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(crossFixtures, fixtureKey(name, args)), data, 0o755)
+}
+
+func takePrebuilt(dir, name string, args []string) error {
+	out, ok := buildOutput(dir, args)
+	if !ok {
+		return fmt.Errorf("%s %s: not built for the guest (no -o)", name, strings.Join(args, " "))
+	}
+	data, err := os.ReadFile(filepath.Join(prebuilt, fixtureKey(name, args)))
+	if err != nil {
+		return fmt.Errorf("%s %s: not built for the guest: %v", name, strings.Join(args, " "), err)
+	}
+	return os.WriteFile(out, data, 0o755)
+}
+
 // findLibc returns the resolved path of the libc.so.6 that exe loads.
 func findLibc(exe string) (string, error) {
+	if crossFixtures != "" {
+		return "", nil // not run here
+	}
+	if _, err := exec.LookPath("ldd"); err != nil {
+		// A guest with no ldd: the libc of its one multiarch directory.
+		return filepath.EvalSymlinks(filepath.Join("/lib", map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH], "libc.so.6"))
+	}
 	out, err := exec.Command("ldd", exe).Output()
 	if err != nil {
 		return "", fmt.Errorf("ldd %s: %v", exe, err)
@@ -279,6 +410,7 @@ func runCmdStdin(t *testing.T, env []string, stdin []byte, name string, args ...
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
+	args = archArgs(name, args)
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	if stdin != nil {
@@ -301,6 +433,69 @@ func runCmdStdin(t *testing.T, env []string, stdin []byte, name string, args ...
 		t.Fatalf("%s %q: %v\n%v", name, args, err, r)
 	}
 	return r
+}
+
+// The tests name registers as on x86-64. On arm64 probe's arguments get
+// the registers of the same roles (AAPCS64): the argument registers in
+// order, the return value, pc, sp and the frame pointer.
+var (
+	x86Reg   = regexp.MustCompile(`%(r?di|edi|r?si|esi|r?dx|edx|r?cx|ecx|r8d?|r9d?|r?ax|eax|r?ip|r?sp|r?bp)\b`)
+	arm64Reg = map[string]string{
+		"di": "x0", "rdi": "x0", "edi": "w0", "si": "x1", "rsi": "x1", "esi": "w1",
+		"dx": "x2", "rdx": "x2", "edx": "w2", "cx": "x3", "rcx": "x3", "ecx": "w3",
+		"r8": "x4", "r8d": "w4", "r9": "x5", "r9d": "w5", "ax": "x0", "rax": "x0", "eax": "w0",
+		"ip": "pc", "rip": "pc", "sp": "sp", "rsp": "sp", "bp": "x29", "rbp": "x29",
+	}
+)
+
+func archArgs(name string, args []string) []string {
+	if runtime.GOARCH != "arm64" || name != probeBin {
+		return args
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = archRegs(a)
+		if i > 0 && args[i-1] == "--script" {
+			// The script's probes too, in place (its errors name it),
+			// if it is a script at all.
+			if fi, err := os.Stat(a); err == nil && fi.Mode().IsRegular() && fi.Size() < 1<<20 {
+				if b, err := os.ReadFile(a); err == nil {
+					os.WriteFile(a, []byte(archRegs(string(b))), fi.Mode().Perm())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// archRegs is s with x86-64 register names made arm64's, on arm64.
+func archRegs(s string) string {
+	if runtime.GOARCH != "arm64" {
+		return s
+	}
+	return x86Reg.ReplaceAllStringFunc(s, func(r string) string { return "%" + arm64Reg[r[1:]] })
+}
+
+// secondInsnO0 is the offset of a -O0 function's second instruction:
+// after push %rbp, or arm64's stp x29, x30, [sp, #-N]!.
+var secondInsnO0 = map[string]int{"amd64": 1, "arm64": 4}[runtime.GOARCH]
+
+// entryReturnFetch is the fetch-arg of the return address at a
+// function's entry: the word at [sp], on arm64 the link register.
+var entryReturnFetch = map[string]string{"amd64": "$stack0", "arm64": "%lr"}[runtime.GOARCH]
+
+// pacFlags build arm64 code with pointer authentication (paciasp and
+// autiasp around each non-leaf function) and BTI (pac_arm64_test.go).
+var pacFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard", "-fno-pie", "-no-pie"}
+
+// patched reports whether code starts with a probe's breakpoint: an int3,
+// or the jmp that replaces it (a window between the two may be too short
+// to see); on arm64 a brk #0.
+func patched(code []byte) bool {
+	if runtime.GOARCH == "arm64" {
+		return bytes.HasPrefix(code, []byte{0x00, 0x00, 0x20, 0xd4})
+	}
+	return len(code) > 0 && (code[0] == 0xcc || code[0] == 0xe9)
 }
 
 // keepDump writes a timed-out process's whole stderr (a goroutine dump
@@ -416,6 +611,7 @@ func startPiped(t *testing.T, env []string, name string, args ...string) *piped 
 // startBgWith is startBg with stdin (nil: none).
 func startBgWith(t *testing.T, env []string, stdin io.Reader, name string, args ...string) *bg {
 	t.Helper()
+	args = archArgs(name, args)
 	p := &bg{desc: fmt.Sprintf("%s %q", filepath.Base(name), args), done: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
 	p.cmd.Env = append(os.Environ(), env...)
@@ -1091,10 +1287,17 @@ func fileOffset(t *testing.T, path string, vaddr uint64) uint64 {
 }
 
 // insnOffsets returns the offsets of the instructions of function fn of
-// path from its start, and the function's size, from objdump.
+// path from its start, and the function's size, from objdump (on arm64,
+// where every instruction is a word, from the symbol's size alone).
 func insnOffsets(t *testing.T, path, fn string) (offs []uint64, size uint64) {
 	t.Helper()
 	sym := funcSym(t, path, fn)
+	if runtime.GOARCH == "arm64" {
+		for off := uint64(0); off < sym.Size; off += 4 {
+			offs = append(offs, off)
+		}
+		return offs, sym.Size
+	}
 	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", path).Output()
 	if err != nil {
 		t.Fatalf("objdump %s: %v", path, err)

@@ -514,7 +514,7 @@ func TestFaultDetachInFlight(t *testing.T) {
 	seed := logSeed(t)
 	for i, args := range [][]string{
 		{"-o", os.DevNull, "--tracer", "function_graph", "--filter", "rec,work"},
-		{"--no-boost", "p:work => count", "p:rec+1 => count", "r:rec => count"},
+		{"--no-boost", "p:work => count", fmt.Sprintf("p:rec+%d => count", secondInsnO0), "r:rec => count"},
 	} {
 		rng := rand.New(rand.NewSource(seed + int64(i)))
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

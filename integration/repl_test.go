@@ -95,7 +95,7 @@ func (r *replSession) send(t *testing.T, line string) {
 	if r.tty {
 		end = "\r"
 	}
-	if _, err := io.WriteString(r.in, line+end); err != nil {
+	if _, err := io.WriteString(r.in, archRegs(line)+end); err != nil {
 		t.Fatalf("send %q: %v", line, err)
 	}
 }
@@ -115,7 +115,7 @@ func (r *replSession) text() string {
 // of its last match.
 func (r *replSession) waitFor(t *testing.T, re string) []string {
 	t.Helper()
-	rx := regexp.MustCompile(re)
+	rx := regexp.MustCompile(archRegs(re))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if m := rx.FindAllStringSubmatch(r.text(), -1); m != nil {
@@ -328,7 +328,7 @@ func TestREPLHistoryAndCompletion(t *testing.T) {
 func TestREPLActionsAndSource(t *testing.T) {
 	s := startSpin(t, o0pie, 1, 60*time.Second)
 	yaml := filepath.Join(t.TempDir(), "count.yaml")
-	if err := os.WriteFile(yaml, []byte("probes:\n  - at: work\n    args: ['k=%di:s64']\n    actions: [count]\n"), 0o644); err != nil {
+	if err := os.WriteFile(yaml, []byte(archRegs("probes:\n  - at: work\n    args: ['k=%di:s64']\n    actions: [count]\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := startREPL(t, nil, false, "attach", "--repl", strconv.Itoa(s.pid()))

@@ -197,10 +197,10 @@ func TestScriptBadFiles(t *testing.T) {
 	for i, b := range badScripts {
 		t.Run(b.name, func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("bad%d.yaml", i))
-			if err := os.WriteFile(path, []byte(b.src), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(archRegs(b.src)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			want := "probe: " + path + ":" + b.want
+			want := "probe: " + path + ":" + archRegs(b.want)
 			// (A message that names what is in scope or close is
 			// checked up to there.)
 			ok := func(r result) bool {

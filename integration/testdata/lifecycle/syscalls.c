@@ -1,5 +1,5 @@
 // syscalls: opens files through glibc (which calls openat) and through
-// the raw open system call. With "loop", it prints "ready" and opens its
+// the raw open system call (arm64 has none: the raw openat). With "loop", it prints "ready" and opens its
 // file every 20 ms until the stop file appears.
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,7 +21,11 @@ int main(int argc, char **argv)
 	}
 	int fd = open(argv[1], O_RDONLY);
 	int missing = open(argv[2], O_RDONLY);
+#ifdef SYS_open
 	long raw = syscall(SYS_open, argv[1], O_RDONLY | O_CLOEXEC);
+#else
+	long raw = syscall(SYS_openat, AT_FDCWD, argv[1], O_RDONLY | O_CLOEXEC);
+#endif
 	printf("fds %d %d %ld\n", fd, missing, raw);
 	return 0;
 }
