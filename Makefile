@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build example test bench clean
+.PHONY: build example test test-arm64 bench clean
 
 build:
 	$(GO) build -o $(BIN)/probe ./cmd/probe
@@ -10,12 +10,17 @@ build:
 # Build probe and the bundled example, then trace every call of work().
 example: build
 	gcc -O2 -g -pthread -o $(BIN)/counter examples/counter.c
-	$(BIN)/probe run 'p:work i' 'r:work $$retval' 'p:libc:printf fmt=+0(%di):string' -- $(BIN)/counter 2 2
+	$(BIN)/probe run 'p:work i' 'r:work $$retval' 'p:libc:printf fmt=+0($$arg1):string' -- $(BIN)/counter 2 2
 
 # Unit tests, race detector on, then end-to-end tests on real tracees.
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+# The end-to-end tests against arm64 tracees, in an arm64 Linux guest under
+# qemu-system-aarch64 (guest/arm64/test; it installs what it needs).
+test-arm64:
+	guest/arm64/test
 
 clean:
 	rm -rf $(BIN)
