@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: build example test test-arm64 bench clean
+.PHONY: build example test test-arm64 bench bench-arm64 clean
 
 build:
 	$(GO) build -o $(BIN)/probe ./cmd/probe
@@ -21,6 +21,11 @@ test:
 # qemu-system-aarch64 (guest/arm64/test; it installs what it needs).
 test-arm64:
 	guest/arm64/test
+
+# The per-hit benchmarks against the floor, in the arm64 guest (TCG: not
+# real hardware's timings).
+bench-arm64:
+	guest/arm64/test -bench
 
 clean:
 	rm -rf $(BIN)

@@ -6,6 +6,8 @@
  * reads its arguments can pay (a jump-optimised probe, which need not move
  * rip). With -r a PTRACE_SETREGS as well: the least a boosted probe,
  * which moves rip to its out-of-line copy, can pay.
+ * On arm64 brk leaves pc at itself: every trap also costs a GETREGSET
+ * and a SETREGSET that move pc past it, the least any arm64 probe pays.
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +17,25 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __aarch64__
+#include <elf.h>
+#include <sys/uio.h>
+typedef struct user_regs_struct regs_t;
+static void getregs_(pid_t tid, regs_t *r)
+{
+	struct iovec io = {r, sizeof *r};
+	ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, &io);
+}
+static void setregs_(pid_t tid, regs_t *r)
+{
+	struct iovec io = {r, sizeof *r};
+	ptrace(PTRACE_SETREGSET, tid, NT_PRSTATUS, &io);
+}
+#else
+typedef struct user_regs_struct regs_t;
+static void getregs_(pid_t tid, regs_t *r) { ptrace(PTRACE_GETREGS, tid, 0, r); }
+static void setregs_(pid_t tid, regs_t *r) { ptrace(PTRACE_SETREGS, tid, 0, r); }
+#endif
 
 int main(int argc, char **argv)
 {
@@ -48,11 +69,16 @@ int main(int argc, char **argv)
 		int sig = WSTOPSIG(status);
 		if (sig == SIGTRAP && (status >> 16) == 0) {
 			traps++, sig = 0;
-			struct user_regs_struct r;
+			regs_t r;
+#ifdef __aarch64__
+			getregs_(tid, &r);
+			r.pc += 4;
+			setregs_(tid, &r);
+#endif
 			if (getregs)
-				ptrace(PTRACE_GETREGS, tid, 0, &r);
+				getregs_(tid, &r);
 			if (setregs)
-				ptrace(PTRACE_SETREGS, tid, 0, &r);
+				setregs_(tid, &r);
 		}
 		else if (sig == SIGTRAP || sig == SIGSTOP)
 			sig = 0; /* clone events, new threads' first stop */

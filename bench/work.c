@@ -1,6 +1,6 @@
 /* The benchmark tracee: THREADS threads each call leaf() N times.
  *   work N [THREADS [floor]]
- * With "floor", leaf() executes an int3 of its own instead: under
+ * With "floor", leaf() executes an int3 (brk #0) of its own instead: under
  * bench/floor, each call then costs exactly one trap, one wait4 and one
  * PTRACE_CONT, the floor of any ptrace probe. With BENCH_LOOP_NS in the
  * environment it prints on stderr how long its threads took, start to
@@ -20,7 +20,11 @@ __attribute__((noinline, noipa)) long leaf(long a, long b) { return a * 2 + b; }
 
 __attribute__((noinline, noipa)) long leaf_trap(long a, long b)
 {
+#ifdef __aarch64__
+	__asm__ volatile("brk #0");
+#else
 	__asm__ volatile("int3");
+#endif
 	return a * 2 + b;
 }
 

@@ -48,6 +48,7 @@ func timeRun(b *testing.B, name string, args ...string) time.Duration {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	args = archArgs(name, args)
 	cmd := exec.CommandContext(ctx, name, args...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

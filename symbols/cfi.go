@@ -1,8 +1,10 @@
 package symbols
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -91,7 +93,74 @@ func (m *Module) parseCFI() (fdes frame.FrameDescriptionEntries) {
 			}
 		}
 	}
+	seen := map[*frame.CommonInformationEntry]bool{}
+	for _, fde := range fdes {
+		fde.Instructions = withoutRAState(fde.Instructions)
+		if c := fde.CIE; c != nil && !seen[c] {
+			seen[c] = true
+			c.InitialInstructions = withoutRAState(c.InitialInstructions)
+		}
+	}
 	return fdes
+}
+
+// negateRAState is DW_CFA_AARCH64_negate_ra_state (GNU_window_save's
+// number, which only SPARC has otherwise): from there on, the return
+// address is saved signed (paciasp). delve's parser does not know it and
+// gives up on the frame; the unwind strips signatures anyway, so here it
+// becomes a nop.
+const negateRAState = 0x2d
+
+// withoutRAState is CFA instructions ins with every negate_ra_state made
+// DW_CFA_nop, in a copy. It walks the instructions by their operands; at
+// one it does not know it leaves the rest as they are.
+func withoutRAState(ins []byte) []byte {
+	if !bytes.Contains(ins, []byte{negateRAState}) {
+		return ins
+	}
+	out := slices.Clone(ins)
+	uleb := func(i int) int { // past a LEB128 at i
+		for i < len(out) && out[i]&0x80 != 0 {
+			i++
+		}
+		return i + 1
+	}
+	block := func(i int) int { // past a LEB128 length and its bytes
+		n, j := uint64(0), 0
+		for ; i < len(out); i++ {
+			n |= uint64(out[i]&0x7f) << (7 * j)
+			j++
+			if out[i]&0x80 == 0 {
+				break
+			}
+		}
+		return i + 1 + int(n)
+	}
+	for i := 0; i < len(out); {
+		op := out[i]
+		i++
+		switch {
+		case op&0xc0 == 0x40, op&0xc0 == 0xc0: // advance_loc, restore: operand in the opcode
+		case op&0xc0 == 0x80: // offset
+			i = uleb(i)
+		case op == negateRAState:
+			out[i-1] = 0 // DW_CFA_nop
+		case op == 0x00, op == 0x0a, op == 0x0b: // nop, remember_state, restore_state
+		case op == 0x02, op == 0x03, op == 0x04: // advance_loc1, 2, 4
+			i += 1 << (op - 2)
+		case op == 0x06, op == 0x07, op == 0x08, op == 0x0d, op == 0x0e, op == 0x13, op == 0x2e:
+			i = uleb(i) // one LEB128 operand
+		case op == 0x05, op == 0x09, op == 0x0c, op == 0x11, op == 0x12, op == 0x14, op == 0x15, op == 0x2f:
+			i = uleb(uleb(i)) // two
+		case op == 0x0f: // def_cfa_expression
+			i = block(i)
+		case op == 0x10, op == 0x16: // expression, val_expression
+			i = block(uleb(i))
+		default:
+			return out // set_loc and the unknown: their length is not known here
+		}
+	}
+	return out
 }
 
 func ruleAt(fdes frame.FrameDescriptionEntries, pc uint64) (r cfiRule) {

@@ -1,6 +1,9 @@
 package symbols
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 func TestCallerRule(t *testing.T) {
 	path := buildProg(t, t.TempDir(), "prog", "-O2", "-fomit-frame-pointer", "-no-pie", "-fno-pie")
@@ -30,5 +33,27 @@ func TestCallerRule(t *testing.T) {
 	}
 	if r, ok := m.CallerRule(0x10); ok {
 		t.Errorf("CallerRule(0x10) = %+v; want no rule outside any FDE", r)
+	}
+}
+
+// TestWithoutRAState: arm64's DW_CFA_AARCH64_negate_ra_state becomes a
+// nop, and a byte of the same value inside an operand stays.
+func TestWithoutRAState(t *testing.T) {
+	in := []byte{
+		0x2d,       // negate_ra_state (paciasp)
+		0x0e, 0x2d, // def_cfa_offset 45
+		0x9d, 0x06, // offset x29 at cfa-48
+		0x0f, 0x02, 0x2d, 0x2d, // def_cfa_expression of 2 bytes
+		0x44,             // advance_loc 4
+		0x2d,             // negate_ra_state (autiasp)
+		0x11, 0x1e, 0x7d, // offset_extended_sf x30, -3
+	}
+	want := []byte{0x00, 0x0e, 0x2d, 0x9d, 0x06, 0x0f, 0x02, 0x2d, 0x2d, 0x44, 0x00, 0x11, 0x1e, 0x7d}
+	got := withoutRAState(in)
+	if !bytes.Equal(got, want) {
+		t.Errorf("got % x\nwant % x", got, want)
+	}
+	if in[0] != 0x2d {
+		t.Errorf("the input was changed: % x", in)
 	}
 }
