@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
@@ -39,16 +38,7 @@ func TestPointerAuthReturns(t *testing.T) {
 // (after a bti, if any).
 func signsReturn(t *testing.T, path, fn string) bool {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sym := funcSym(t, path, fn)
-	code := make([]byte, 8)
-	if _, err := f.Section(".text").ReadAt(code, int64(sym.Value-f.Section(".text").Addr)); err != nil {
-		t.Fatal(err)
-	}
+	code := fileBytes(t, path, funcSym(t, path, fn).Value, 8)
 	const paciasp = 0xd503233f
 	return binary.LittleEndian.Uint32(code) == paciasp || binary.LittleEndian.Uint32(code[4:]) == paciasp
 }

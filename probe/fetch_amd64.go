@@ -10,7 +10,6 @@ import (
 // which is 27 uint64 on amd64.
 const fetchNumRegs = 27
 
-
 func regIndex(off uintptr) uint8 { return uint8(off / 8) }
 
 var (

@@ -6,14 +6,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// On arm64 the mailbox, jump optimisation and in-process recording do not
-// exist yet (their generated code is x86): every probe is a brk. These
-// stand-ins keep the code that serves them compiling; none is reached.
-
-const nativeCode = false
+// The arm64 registers of roles the tracer knows by name.
 
 // goRegister holds a Go thread's current g (ABIInternal: x28).
 func goRegister(r *unix.PtraceRegs) uint64 { return r.Regs[28] }
+
+// On arm64 the mailbox, jump optimisation and in-process recording do not
+// exist yet (their generated code is x86-64's): every probe is a brk.
+// The stand-ins below keep the code that serves them compiling; none is
+// reached.
+
+const nativeCode = false
 
 // threadPointer is 0: tpidr_el0 is not among the general registers.
 func threadPointer(r *unix.PtraceRegs) uint64 { return 0 }

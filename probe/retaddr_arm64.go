@@ -44,39 +44,49 @@ func (t *Tracer) unhijackChild(child memory, tid int, f *shadowFrame) {
 // rehook hooks again a frame unhijack gave its return address back: the
 // saved x30 holds the trampoline again (or still).
 func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
-	return t.swapSaved(t.proc, tid, f, f.ret, t.trampoline) || t.swapSaved(t.proc, tid, f, t.trampoline, t.trampoline)
+	if _, w, ok := t.savedReturn(t.proc, f); ok && stripPAC(w) == t.trampoline {
+		return true
+	}
+	return t.swapSaved(t.proc, tid, f, f.ret, t.trampoline)
 }
 
 // swapSaved replaces from by to in the slot where the function of frame
 // f saved its return address, in mem, signed as from was there.
 func (t *Tracer) swapSaved(mem memory, tid int, f *shadowFrame, from, to uint64) bool {
-	if f.site == nil {
-		return false
-	}
-	m := t.space.ModuleAt(f.site.addr)
-	if m == nil {
-		return false
-	}
-	off, ok := m.ReturnSaved(f.site.addr, f.site.sym.Size)
-	if !ok {
-		return false
-	}
-	slot := uint64(int64(f.sp) + off)
-	var b [8]byte
-	if _, err := mem.ReadAt(b[:], int64(slot)); err != nil {
-		return false
-	}
-	w := binary.LittleEndian.Uint64(b[:])
-	if stripPAC(w) != from {
+	slot, w, ok := t.savedReturn(mem, f)
+	if !ok || stripPAC(w) != from {
 		return false
 	}
 	v, ok := t.signedLike(tid, w, from, to, f.sp)
 	if !ok || v == w {
 		return ok
 	}
+	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
 	_, err := mem.WriteAt(b[:], int64(slot))
 	return err == nil
+}
+
+// savedReturn is the slot where the function of frame f saved its return
+// address, and the word there in mem.
+func (t *Tracer) savedReturn(mem memory, f *shadowFrame) (slot, w uint64, ok bool) {
+	if f.site == nil {
+		return 0, 0, false
+	}
+	m := t.space.ModuleAt(f.site.addr)
+	if m == nil {
+		return 0, 0, false
+	}
+	off, ok := m.ReturnSaved(f.site.addr, f.site.sym.Size)
+	if !ok {
+		return 0, 0, false
+	}
+	slot = uint64(int64(f.sp) + off)
+	var b [8]byte
+	if _, err := mem.ReadAt(b[:], int64(slot)); err != nil {
+		return 0, 0, false
+	}
+	return slot, binary.LittleEndian.Uint64(b[:]), true
 }
 
 // unhijackLR puts back the original return address of the innermost

@@ -235,6 +235,7 @@ func condHolds(cond uint32, pstate uint64) bool {
 func (in *Insn) Emulate(regs *unix.PtraceRegs, mem Memory) error {
 	w, pc := in.arch.word, in.Addr
 	next := pc + 4
+	var btype uint64
 	rt := w & 0x1f
 	switch in.arch.emu {
 	case emuNop:
@@ -290,8 +291,14 @@ func (in *Insn) Emulate(regs *unix.PtraceRegs, mem Memory) error {
 		}
 	case emuBR:
 		next = reg(regs, w>>5&0x1f)
-		if w>>21&3 == 1 { // blr
+		switch n := w >> 5 & 0x1f; {
+		case w>>21&3 == 1: // blr
 			regs.Regs[30] = pc + 4
+			btype = 0b10
+		case w>>21&3 == 0 && (n == 16 || n == 17): // br x16, br x17
+			btype = 0b01
+		case w>>21&3 == 0: // br: as from a guarded page, the strictest
+			btype = 0b11
 		}
 	case emuAddImm:
 		imm := uint64(w >> 10 & 0xfff)
@@ -318,6 +325,11 @@ func (in *Insn) Emulate(regs *unix.PtraceRegs, mem Memory) error {
 		return &UnsupportedError{Addr: in.Addr, Mnemonic: in.Mnemonic, Reason: "not emulated; run it out of line"}
 	}
 	regs.Pc = next
+	// PSTATE.BTYPE, which the instruction leaves as a BTI-guarded page
+	// checks it at the next one: 0 but after an indirect branch. (A brk
+	// trap keeps the BTYPE the branch to it set, so that a bti turned
+	// into a brk and emulated would otherwise fault at the next word.)
+	regs.Pstate = regs.Pstate&^(3<<10) | btype<<10
 	return nil
 }
 

@@ -24,7 +24,7 @@ func TestArm64Emulate(t *testing.T) {
 		pc    uint64 // where the thread goes on
 	}{
 		{"nop", 0xd503201f, 0x400000, nil, nil, 0x400004},
-		{"bti c", 0xd503245f, 0x400004, nil, nil, 0x400008},
+		{"bti c: BTYPE consumed", 0xd503245f, 0x400004, func(r *unix.PtraceRegs) { r.Pstate = 1 << 10 }, func(r *unix.PtraceRegs) bool { return r.Pstate == 0 }, 0x400008},
 		{"mov x29, sp", 0x910003fd, 0x400010, nil, func(r *unix.PtraceRegs) bool { return r.Regs[29] == 0x7000 }, 0x400014},
 		{"sub sp, sp, #0x40", 0xd10103ff, 0x400014, nil, func(r *unix.PtraceRegs) bool { return r.Sp == 0x7000-0x40 }, 0x400018},
 		{"add x0, x1, #0x10, lsl #12", 0x91404020, 0x400018, func(r *unix.PtraceRegs) { r.Regs[1] = 5 }, func(r *unix.PtraceRegs) bool { return r.Regs[0] == 0x10005 }, 0x40001c},
@@ -49,7 +49,7 @@ func TestArm64Emulate(t *testing.T) {
 		{"ldrsw x11, literal", 0x98003d6b, 0x400054, nil, func(r *unix.PtraceRegs) bool { return r.Regs[11] == 0xffffffff_fffffffe }, 0x400058},
 		{"prfm literal", 0xd8003d40, 0x400058, nil, nil, 0x40005c},
 		{"br x12", 0xd61f0180, 0x40005c, func(r *unix.PtraceRegs) { r.Regs[12] = 0x123450 }, nil, 0x123450},
-		{"blr x13", 0xd63f01a0, 0x400060, func(r *unix.PtraceRegs) { r.Regs[13] = 0x123450 }, func(r *unix.PtraceRegs) bool { return r.Regs[30] == 0x400064 }, 0x123450},
+		{"blr x13", 0xd63f01a0, 0x400060, func(r *unix.PtraceRegs) { r.Regs[13] = 0x123450 }, func(r *unix.PtraceRegs) bool { return r.Regs[30] == 0x400064 && r.Pstate>>10&3 == 0b10 }, 0x123450},
 		{"ret", 0xd65f03c0, 0x400064, func(r *unix.PtraceRegs) { r.Regs[30] = 0x4000 }, nil, 0x4000},
 		{"ret x14", 0xd65f01c0, 0x400068, func(r *unix.PtraceRegs) { r.Regs[14] = 0x5000 }, nil, 0x5000},
 	}
