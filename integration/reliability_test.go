@@ -235,7 +235,7 @@ func TestLoadEntryReturn(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	s.send(t, "pause")
-	s.waitCount(t, "paused\n", 2, 60*time.Second)
+	s.waitCount(t, "paused\n", 2, cmdTimeout)
 	pr.signal(t, os.Interrupt)
 	r := pr.wait(t, 60*time.Second)
 	if r.code != 0 || r.stderr != "" {
