@@ -141,6 +141,10 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 	}
 }
 
+// stripPAC is a return address read from memory (or x30) as a pc: without
+// its pointer authentication code, where paciasp signed it (arm64).
+func (t *Tracer) stripPAC(w uint64) uint64 { return w &^ t.pacMask }
+
 func (t *Tracer) readWord(addr uint64) (uint64, bool) {
 	w, err := t.proc.ReadWord(addr)
 	return w, err == nil

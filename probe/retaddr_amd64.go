@@ -45,8 +45,5 @@ func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
 // unhijackLR: no link register.
 func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool { return false }
 
-// stripPAC is a return address read from the stack as a pc.
-func stripPAC(w uint64) uint64 { return w }
-
 // linkRegister is 0: x86-64 has none.
 func linkRegister(r *unix.PtraceRegs) uint64 { return 0 }

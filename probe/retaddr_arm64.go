@@ -44,7 +44,7 @@ func (t *Tracer) unhijackChild(child memory, tid int, f *shadowFrame) {
 // rehook hooks again a frame unhijack gave its return address back: the
 // saved x30 holds the trampoline again (or still).
 func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
-	if _, w, ok := t.savedReturn(t.proc, f); ok && stripPAC(w) == t.trampoline {
+	if _, w, ok := t.savedReturn(t.proc, f); ok && t.stripPAC(w) == t.trampoline {
 		return true
 	}
 	return t.swapSaved(t.proc, tid, f, f.ret, t.trampoline)
@@ -54,7 +54,7 @@ func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
 // f saved its return address, in mem, signed as from was there.
 func (t *Tracer) swapSaved(mem memory, tid int, f *shadowFrame, from, to uint64) bool {
 	slot, w, ok := t.savedReturn(mem, f)
-	if !ok || stripPAC(w) != from {
+	if !ok || t.stripPAC(w) != from {
 		return false
 	}
 	v, ok := t.signedLike(tid, w, from, to, f.sp)
@@ -93,7 +93,7 @@ func (t *Tracer) savedReturn(mem memory, f *shadowFrame) (slot, w uint64, ok boo
 // hooked frame of a thread stopped with x30 still the trampoline (in
 // the function's prologue or epilogue, or a leaf's body).
 func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool {
-	if stripPAC(regs.Regs[30]) != t.trampoline {
+	if t.stripPAC(regs.Regs[30]) != t.trampoline {
 		return false
 	}
 	ret, ok := t.signedLike(tid, regs.Regs[30], t.trampoline, f.ret, f.sp)
@@ -149,10 +149,6 @@ func (t *Tracer) signerReady(tid int) bool {
 	t.signer = slot
 	return true
 }
-
-// stripPAC clears a pointer authentication code from a return address
-// saved signed (paciasp): user addresses are below 2^48.
-func stripPAC(w uint64) uint64 { return w & (1<<48 - 1) }
 
 // linkRegister is x30.
 func linkRegister(r *unix.PtraceRegs) uint64 { return r.Regs[30] }

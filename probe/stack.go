@@ -81,7 +81,7 @@ func (h *Hit) Stack(max int) []Frame {
 			if !ok {
 				return frames
 			}
-			ret = stripPAC(w)
+			ret = t.stripPAC(w)
 		case len(frames) == 1:
 			ret = linkRegister(h.Regs) // the hit's function, before it saves it
 		default:

@@ -218,7 +218,7 @@ func (t *Tracer) enclosingFrame(tid int, ret, sp, bp uint64) (c *callStack, i in
 		if !ok {
 			return nil, -1, 0, false
 		}
-		pc, sp, bp = stripPAC(w), u.cfa, u.fp
+		pc, sp, bp = t.stripPAC(w), u.cfa, u.fp
 	}
 	return nil, -1, 0, false
 }

@@ -94,6 +94,7 @@ type Tracer struct {
 	trampoline uint64              // where hijacked returns come back: its stub, with a mailbox
 	trampTrap  uint64              // the trampoline's int3 (without a mailbox, the trampoline)
 	signer     uint64              // arm64: a slot with pacia1716, pacib1716 (retaddr_arm64.go), or 0
+	pacMask    uint64              // the bits of a code address its pointer authentication code takes (arm64), or 0
 	mbox       *mailbox            // registers shared with the tracee (mailbox.go), or nil
 	mboxTried  bool                // ensureMailbox has run
 	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
@@ -255,6 +256,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 			return
 		}
 		t.proc, t.pid, t.anchor, t.launched = proc, proc.Pid, anchor, proc.Launched
+		t.pacMask = proc.PACMask(anchor)
 		t.space, err = symbols.LoadProcess(proc.Pid)
 		if err != nil {
 			if ended, ok := endedWhileAttaching(proc); ok {

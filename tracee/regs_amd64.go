@@ -79,6 +79,9 @@ func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
 	return ptracePtr(unix.PTRACE_SETREGS, tid, 0, unsafe.Pointer(regs))
 }
 
+// PACMask is 0: x86-64 has no pointer authentication.
+func (p *Process) PACMask(tid int) uint64 { return 0 }
+
 // FPRegsSize is the size of the floating-point registers PTRACE_GETFPREGS
 // reads (FXSAVE's layout: the SSE registers xmm0-15 at 160).
 const FPRegsSize = 512

@@ -75,6 +75,22 @@ func ptraceSetRegs(tid int, regs *unix.PtraceRegs) error {
 	return ptracePtr(unix.PTRACE_SETREGSET, tid, ntPRStatus, unsafe.Pointer(&iov))
 }
 
+// ntARMPACMask is the regset of the pointer authentication masks (<elf.h>
+// NT_ARM_PAC_MASK: data_mask, insn_mask).
+const ntARMPACMask = 0x406
+
+// PACMask returns the bits of a code address that hold its pointer
+// authentication code, as stopped thread tid's kernel says (they depend
+// on the address space's size); 0 without pointer authentication.
+func (p *Process) PACMask(tid int) uint64 {
+	var m [2]uint64
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&m[0])), Len: 16}
+	if ptracePtr(unix.PTRACE_GETREGSET, tid, ntARMPACMask, unsafe.Pointer(&iov)) != nil {
+		return 0
+	}
+	return m[1]
+}
+
 // FPRegsSize is the size of struct user_fpsimd_state: v0-v31, 16 bytes
 // each, then fpsr and fpcr.
 const FPRegsSize = 528
