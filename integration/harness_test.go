@@ -329,11 +329,15 @@ func takePrebuilt(dir, name string, args []string) error {
 	if !ok {
 		return fmt.Errorf("%s %s: not built for the guest (no -o)", name, strings.Join(args, " "))
 	}
-	data, err := os.ReadFile(filepath.Join(prebuilt, fixtureKey(name, args)))
-	if err != nil {
+	from := filepath.Join(prebuilt, fixtureKey(name, args))
+	if _, err := os.Stat(from); err != nil {
 		return fmt.Errorf("%s %s: not built for the guest: %v", name, strings.Join(args, " "), err)
 	}
-	return os.WriteFile(out, data, 0o755)
+	// Copied by another process, as a compiler writes it: a file this
+	// process had open for writing could be inherited by a child forked
+	// meanwhile, and its exec would fail with ETXTBSY until that child
+	// execs in turn.
+	return runBuild(dir, nil, "cp", from, out)
 }
 
 // findLibc returns the resolved path of the libc.so.6 that exe loads.

@@ -80,7 +80,9 @@ func (p *piped) waitCount(t *testing.T, s string, n int, timeout time.Duration) 
 			t.Fatalf("%s exited before printing %q %d times\n%v", p.desc, s, n, p.res)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q %d times within %v; stdout:\n%s\nstderr:\n%s", p.desc, s, n, timeout, limit(p.stdout.String()), p.stderr.String())
+			// Where its threads are, for a hang: stopped (t) under a
+			// tracer, or waiting in the kernel.
+			t.Fatalf("%s did not print %q %d times within %v; stdout:\n%s\nstderr:\n%s\nthreads:\n%s", p.desc, s, n, timeout, limit(p.stdout.String()), p.stderr.String(), threadsReport(p.cmd.Process.Pid))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
