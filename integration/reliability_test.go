@@ -237,7 +237,16 @@ func TestLoadEntryReturn(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	s.send(t, "pause")
-	s.waitCount(t, "paused\n", 2, cmdTimeout)
+	for deadline := time.Now().Add(cmdTimeout); strings.Count(s.stdout.String(), "paused\n") < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			// A hang: where the tracee's threads are, and probe's
+			// goroutines (a Go program dumps them at SIGQUIT).
+			threads := threadsReport(s.pid())
+			pr.signal(t, syscall.SIGQUIT)
+			r := pr.wait(t, 30*time.Second)
+			t.Fatalf("the tracee did not pause within %v; its threads:\n%s\nprobe's stderr:\n%s", cmdTimeout, threads, r.stderr)
+		}
+	}
 	pr.signal(t, os.Interrupt)
 	r := pr.wait(t, 60*time.Second)
 	if r.code != 0 || r.stderr != "" {
