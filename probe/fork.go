@@ -87,13 +87,14 @@ type memory interface {
 	io.WriterAt
 }
 
-func unhijackIn(child memory, sp, ret, trampoline uint64) {
+func unhijackIn(child memory, sp, ret, trampoline uint64) bool {
 	var b [8]byte
 	if _, err := child.ReadAt(b[:], int64(sp)); err != nil || binary.LittleEndian.Uint64(b[:]) != trampoline {
-		return
+		return false
 	}
 	binary.LittleEndian.PutUint64(b[:], ret)
-	child.WriteAt(b[:], int64(sp))
+	_, err := child.WriteAt(b[:], int64(sp))
+	return err == nil
 }
 
 // onForkedTrap serves a vfork child on one of our breakpoints: the

@@ -14,9 +14,9 @@ import "encoding/binary"
 // maxRestartSteps bounds the steps through one sequence.
 const maxRestartSteps = 4
 
-// deferInRestart defers signal sig of thread tid and steps the thread on
-// when it stands in a restartable sequence just past a probe's
-// instruction; false when it does not.
+// deferInRestart defers the signal thread tid is stopped for and steps
+// the thread on when it stands in a restartable sequence just past a
+// probe's instruction (a word before it); false when it does not.
 func (t *Tracer) deferInRestart(tid int) bool {
 	if !restartSequences || t.proc.GetRegs(tid, &t.regs) != nil {
 		return false

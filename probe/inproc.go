@@ -183,8 +183,6 @@ func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
 	return 0, fmt.Errorf("%#x: a record is read-only", addr)
 }
 
-var ()
-
 // recordInputs says what a record must hold for a's fetch-args: the
 // registers (offsets in unix.PtraceRegs), how many words at sp, and the
 // memory to copy (one dereference of a whole register: +OFF(%REG), and

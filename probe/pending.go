@@ -188,10 +188,11 @@ func (t *Tracer) onLinkerEvent(tid int, regs *unix.PtraceRegs) {
 // onUnloadingSyscall sees a syscall-enter stop of a thread unloading
 // libraries: a munmap takes out the breakpoints in its range first.
 func (t *Tracer) onUnloadingSyscall(regs *unix.PtraceRegs) {
-	if tracee.SyscallNr(regs) != unix.SYS_MUNMAP || tracee.SyscallArg(regs, 1) == 0 {
+	start, size := tracee.SyscallArg(regs, 0), tracee.SyscallArg(regs, 1)
+	if tracee.SyscallNr(regs) != unix.SYS_MUNMAP || size == 0 {
 		return
 	}
-	start, end := tracee.SyscallArg(regs, 0), tracee.SyscallArg(regs, 0)+tracee.SyscallArg(regs, 1)
+	end := start + size
 	var lifted []*site
 	for addr, st := range t.sites {
 		if addr >= start && addr < end {

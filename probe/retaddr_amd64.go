@@ -24,10 +24,7 @@ func (t *Tracer) hookEntryReturn(regs *unix.PtraceRegs, to uint64) bool {
 // unhijack puts a frame's original return address back in its slot, if
 // the slot still holds the trampoline.
 func (t *Tracer) unhijack(tid int, f *shadowFrame) bool {
-	if w, ok := t.readWord(f.sp); !ok || w != t.trampoline {
-		return false
-	}
-	return t.writeWord(f.sp, f.ret)
+	return unhijackIn(t.proc, f.sp, f.ret, t.trampoline)
 }
 
 // unhijackChild is unhijack in the memory of a fork child of thread tid.

@@ -149,34 +149,10 @@ func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid 
 func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uint64) (regs unix.PtraceRegs, err error) {
 	err = p.withRegs(tid, func(r *unix.PtraceRegs) error {
 		set(r)
-		at := r.PC()
 		if err := p.SetRegs(tid, r); err != nil {
 			return err
 		}
-		for {
-			if err := p.Step(tid, 0); err != nil {
-				return err
-			}
-			ev, err := p.WaitThread(tid)
-			if err != nil {
-				return err
-			}
-			if ev.Kind == EventExit {
-				return fmt.Errorf("thread %d exited", tid)
-			}
-			if err := p.GetRegs(tid, r); err != nil {
-				return err
-			}
-			switch {
-			case ev.Kind == EventTrap && r.PC() == after:
-				regs = *r
-				return nil
-			case r.PC() != at:
-				return fmt.Errorf("thread %d stopped at %#x, not at %#x or %#x", tid, r.PC(), at, after)
-			case ev.Kind == EventTrap, ev.Kind == EventSignal:
-				p.deferStopSignal(tid) // before the instruction: the tracee's
-			}
-		}
+		return p.stepOver(tid, r.PC(), after, &regs)
 	})
 	if err != nil {
 		return regs, fmt.Errorf("inject instruction: %w", err)
@@ -220,29 +196,37 @@ func (p *Process) withRegs(tid int, do func(regs *unix.PtraceRegs) error) (err e
 // insn, until it has run it, and returns the call's result.
 func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
 	var regs unix.PtraceRegs
-	after := insn + uint64(len(syscallInsn))
+	if err := p.stepOver(tid, insn, insn+uint64(len(syscallInsn)), &regs); err != nil {
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	return Result(&regs), nil
+}
+
+// stepOver single-steps thread tid, set up at the instruction at, until
+// it has run it (its pc at after), and leaves its registers in regs.
+func (p *Process) stepOver(tid int, at, after uint64, regs *unix.PtraceRegs) error {
 	for {
 		if err := p.Step(tid, 0); err != nil {
-			return 0, fmt.Errorf("inject syscall: step: %w", err)
+			return fmt.Errorf("step: %w", err)
 		}
 		ev, err := p.WaitThread(tid)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if ev.Kind == EventExit {
-			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
+			return fmt.Errorf("thread %d exited", tid)
 		}
-		if err := p.GetRegs(tid, &regs); err != nil {
-			return 0, err
+		if err := p.GetRegs(tid, regs); err != nil {
+			return err
 		}
-		if regs.PC() != insn && regs.PC() != after {
+		if regs.PC() != at && regs.PC() != after {
 			// Never step on through the tracee's own code.
-			return 0, fmt.Errorf("inject syscall: thread %d stopped at %#x, not at the system call", tid, regs.PC())
+			return fmt.Errorf("thread %d stopped at %#x, not at the instruction injected at %#x", tid, regs.PC(), at)
 		}
 		switch ev.Kind {
 		case EventTrap:
 			if regs.PC() == after {
-				return Result(&regs), nil
+				return nil
 			}
 			fallthrough // a SIGTRAP sent to it, before the instruction
 		case EventSignal:
