@@ -21,13 +21,15 @@ func inCallToRestart(p *Process, regs *unix.PtraceRegs) bool {
 	return false
 }
 
-// sameRegs: every register is the thread's own again, but for two PSTATE
-// fields the kernel keeps: SS while the task single-steps (set on every
-// SETREGSET until the next PTRACE_CONT clears it), and BTYPE, which a
+// sameRegs: every register is the thread's own again, but for three
+// PSTATE fields the kernel keeps: SS while the task single-steps (set on
+// every SETREGSET until the next PTRACE_CONT clears it), BTYPE, which a
 // step clears (the next instruction is then not checked as a branch
-// target: more lenient, never a fault).
+// target: more lenient, never a fault), and SSBS, which on a core without
+// it in hardware (cortex-a72) the kernel sets at every context switch
+// (ssbs_thread_switch), whatever the registers said.
 func sameRegs(a, b unix.PtraceRegs) bool {
-	const kept = 1<<21 | 3<<10
+	const kept = 1<<21 | 1<<12 | 3<<10
 	a.Pstate &^= kept
 	b.Pstate &^= kept
 	return a == b
