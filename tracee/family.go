@@ -68,7 +68,7 @@ func (p *Process) adoptProcess(pid int) (*Process, error) {
 		return nil, fmt.Errorf("set options of child %d: %w", pid, err)
 	}
 	child := &Process{Pid: pid, Launched: p.Launched, threads: map[int]*Thread{pid: {Tid: pid, Stopped: true}},
-		early: p.early, syscallStops: p.syscallStops}
+		early: p.early, taken: p.taken, syscallStops: p.syscallStops}
 	if err := child.openMem(); err != nil {
 		ptraceDetach(pid, 0)
 		return nil, err

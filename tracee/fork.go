@@ -91,8 +91,11 @@ func (p *Process) firstStop(pid int) (unix.WaitStatus, error) {
 		return ws, nil
 	}
 	for {
-		var ws unix.WaitStatus
-		_, err := waitRetrying(pid, &ws, unix.WALL|unix.WNOTHREAD)
+		ws, ok := p.taken.take(pid)
+		var err error
+		if !ok {
+			_, err = waitRetrying(pid, &ws, unix.WALL|unix.WNOTHREAD)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("wait for child %d: %w", pid, err)
 		}

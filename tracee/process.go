@@ -52,6 +52,10 @@ type Process struct {
 	// their parent's fork event, for TakeChild and Adopt.
 	early map[int]unix.WaitStatus
 
+	// taken holds statuses taken from the kernel ahead of their turn, so
+	// that every stopped thread is served in turn (see nextStatus).
+	taken *takenStatuses
+
 	syscallStops bool // resume with PTRACE_SYSCALL: see SetSyscallStops
 
 	family *family // the processes traced with this one, when children are followed
@@ -100,7 +104,7 @@ func Attach(pid int) (*Process, error) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
-	p := &Process{Pid: pid, threads: make(map[int]*Thread), early: make(map[int]unix.WaitStatus)}
+	p := &Process{Pid: pid, threads: make(map[int]*Thread), early: make(map[int]unix.WaitStatus), taken: &takenStatuses{}}
 	for {
 		tids, err := taskIDs(pid)
 		if err != nil {
@@ -260,7 +264,7 @@ func Launch(argv []string, env []string, files []*os.File) (*Process, error) {
 	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
 		return fail(err)
 	}
-	p := &Process{Pid: pid, Launched: true, threads: map[int]*Thread{pid: {Tid: pid, Stopped: true}}, early: make(map[int]unix.WaitStatus)}
+	p := &Process{Pid: pid, Launched: true, threads: map[int]*Thread{pid: {Tid: pid, Stopped: true}}, early: make(map[int]unix.WaitStatus), taken: &takenStatuses{}}
 	if err := p.openMem(); err != nil {
 		return fail(err)
 	}
@@ -458,8 +462,11 @@ func (p *Process) Release() {
 	for tid, t := range p.threads {
 		sig := 0
 		if !t.Stopped || t.GroupStopped {
-			var ws unix.WaitStatus
-			_, err := waitRetrying(tid, &ws, unix.WALL|unix.WNOTHREAD)
+			ws, ok := p.taken.take(tid)
+			var err error
+			if !ok {
+				_, err = waitRetrying(tid, &ws, unix.WALL|unix.WNOTHREAD)
+			}
 			if err != nil || ws.Exited() || ws.Signaled() {
 				continue
 			}

@@ -96,6 +96,15 @@ func (p *Process) wait(block bool) (Event, bool, error) {
 // is 0 when there is none yet and block is false. An error other than
 // ECHILD is wrapped.
 func (p *Process) nextStatus(block bool) (tid int, ws unix.WaitStatus, err error) {
+	if tid, ws, ok := p.taken.next(); ok {
+		p.Slept = false
+		return tid, ws, nil
+	}
+	defer func() {
+		if tid > 0 && err == nil {
+			p.taken.drain()
+		}
+	}()
 	for {
 		// Most often a stop is already there (placement puts us back on
 		// the CPU when the tracee traps): take it without telling the
@@ -227,6 +236,12 @@ func (p *Process) Listen(tid int) error {
 // is reported gone (ErrNoProcess) instead.
 func (p *Process) WaitThread(tid int) (Event, error) {
 	for polls := 0; ; polls++ {
+		if ws, ok := p.taken.take(tid); ok {
+			if ev, ok := p.classify(tid, ws); ok {
+				return ev, nil
+			}
+			continue
+		}
 		var ws unix.WaitStatus
 		got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
 		if err != nil {
@@ -255,4 +270,65 @@ func wait4Now(ws *unix.WaitStatus) (int, error) {
 		return 0, e
 	}
 	return int(r), nil
+}
+
+// takenStatuses makes wait4(-1) fair. The kernel reports the first
+// stopped tracee on its list, and the newest thread is first: a thread
+// that traps again while the tracer serves it is reported again, ahead of
+// every other, and under load (a guest, a busy machine) the others wait
+// for good. So now and then all the statuses the kernel has are taken at
+// once and served in turn before it is asked again: after every status
+// while that finds others waiting, backing off to every drainMax
+// statuses while it finds none (one wait4 more per that many stops).
+type takenStatuses struct {
+	queue      []keptStatus
+	sinceDrain int
+	interval   int
+}
+
+const drainMax = 8
+
+// drain takes every status waiting in the kernel when it is time to (a
+// status has just been taken).
+func (q *takenStatuses) drain() {
+	if q.sinceDrain++; q.sinceDrain < q.interval {
+		return
+	}
+	q.sinceDrain = 0
+	before := len(q.queue)
+	for {
+		var ws unix.WaitStatus
+		got, err := wait4Now(&ws)
+		if err != nil || got <= 0 {
+			break
+		}
+		q.queue = append(q.queue, keptStatus{got, ws})
+	}
+	if len(q.queue) > before {
+		q.interval = 1
+	} else {
+		q.interval = min(max(2*q.interval, 1), drainMax)
+	}
+}
+
+// next returns the oldest status taken ahead of its turn.
+func (q *takenStatuses) next() (int, unix.WaitStatus, bool) {
+	if len(q.queue) == 0 {
+		return 0, 0, false
+	}
+	k := q.queue[0]
+	q.queue = q.queue[1:]
+	return k.tid, k.ws, true
+}
+
+// take returns thread tid's status if it was taken ahead of its turn: a
+// wait for that thread alone would not see it again.
+func (q *takenStatuses) take(tid int) (unix.WaitStatus, bool) {
+	for i, k := range q.queue {
+		if k.tid == tid {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			return k.ws, true
+		}
+	}
+	return 0, false
 }
