@@ -43,12 +43,14 @@ const iovWords = 4
 const sysProcessVMReadv = 310
 
 // copyReads appends, for a stub whose record is at %rsi, the reads into
-// the record. The record's address and the commit stamp (%r9) wait in the
-// thread's red zone meanwhile, at the entry free for the function to come
-// (rsSP-8, rsSP-16): the system call takes every argument register.
+// the record. The record's address, the commit stamp (%r9) and the ring
+// (%r10, for the hook routine after) wait in the thread's red zone
+// meanwhile, at the entry free for the function to come (rsSP-8, -16,
+// -24): the system call takes every argument register.
 func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 	a.storeM(regRSI, regRSP, rsSP-8)
 	a.storeM(regR9, regRSP, rsSP-16)
+	a.storeM(regR10, regRSP, rsSP-24)
 	at := s.values() // the first read's word
 	iov := int32(s.Len() - 8*iovWords)
 	starts := make([]int, len(s.Reads)) // each read's first word
@@ -124,6 +126,7 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		at += r.Words()
 	}
 	a.loadM(regR9, regRSP, rsSP-16)
+	a.loadM(regR10, regRSP, rsSP-24)
 	return nil
 }
 
