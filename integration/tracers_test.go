@@ -1289,6 +1289,7 @@ func TestTracerBadInput(t *testing.T) {
 		{"max-depth with function", []string{"--tracer", "function", "--max-depth", "2"}, []string{"max-depth"}},
 		{"function and function_graph", []string{"--tracer", "function,function_graph"}, []string{"function", "function_graph"}},
 		{"filter without a tracer", []string{"--filter", "leaf"}, []string{"filter"}},
+		{"args without a tracer", []string{"--args"}, []string{"--args"}},
 		{"negative max-depth", []string{"--tracer", "function_graph", "--max-depth", "-1"}, []string{"-1"}},
 	}
 	check := func(t *testing.T, r result, contains []string) {

@@ -39,6 +39,7 @@ type chromeLane struct {
 type chromeCall struct {
 	fn    string
 	start int64
+	args  map[string]any // --args: its parameters
 }
 
 // chromeEvent is one trace event; ts and dur are microseconds.
@@ -115,6 +116,7 @@ func (c *Chrome) Write(r *Record) error {
 			if r.Caller != "" {
 				args["caller"] = r.Caller
 			}
+			maps.Copy(args, fieldMap(r.Fields))
 			c.emit(&chromeEvent{Name: r.Func, Cat: "function", Ph: "i", Scope: "t", Ts: micros(r.Time), Pid: l.pid, Tid: l.tid, Args: args})
 			break
 		}
@@ -124,15 +126,23 @@ func (c *Chrome) Write(r *Record) error {
 		for len(l.open) < r.Depth {
 			l.open = append(l.open, chromeCall{})
 		}
-		l.open = append(l.open, chromeCall{fn: r.Func, start: r.Time})
+		l.open = append(l.open, chromeCall{fn: r.Func, start: r.Time, args: fieldMap(r.Fields)})
 	case KindReturn:
 		l := c.lane(r, k)
 		c.closeFrom(l, r.Depth+1, r.Time, "unfinished")
 		start := r.EntryTime
+		var args map[string]any
 		if r.Depth < len(l.open) {
+			args = l.open[r.Depth].args
 			l.open = l.open[:r.Depth]
 		}
-		c.complete(l, r.Func, start, r.Time, "")
+		if ret := fieldMap(r.Fields); ret != nil {
+			if args == nil {
+				args = map[string]any{}
+			}
+			maps.Copy(args, ret)
+		}
+		c.complete(l, r.Func, start, r.Time, "", args)
 	case KindLost:
 		l := c.lane(r, k)
 		c.closeFrom(l, r.Depth, r.Time, "return lost")
@@ -144,7 +154,7 @@ func (c *Chrome) Write(r *Record) error {
 func (c *Chrome) closeFrom(l *chromeLane, depth int, end int64, why string) {
 	for i := len(l.open) - 1; i >= depth; i-- {
 		if call := l.open[i]; call.fn != "" {
-			c.complete(l, call.fn, call.start, end, why)
+			c.complete(l, call.fn, call.start, end, why, call.args)
 		}
 	}
 	if depth < len(l.open) {
@@ -152,11 +162,14 @@ func (c *Chrome) closeFrom(l *chromeLane, depth int, end int64, why string) {
 	}
 }
 
-func (c *Chrome) complete(l *chromeLane, fn string, start, end int64, why string) {
+func (c *Chrome) complete(l *chromeLane, fn string, start, end int64, why string, args map[string]any) {
 	d := micros(end - start)
-	e := chromeEvent{Name: fn, Cat: "function", Ph: "X", Ts: micros(start), Dur: &d, Pid: l.pid, Tid: l.tid}
+	e := chromeEvent{Name: fn, Cat: "function", Ph: "X", Ts: micros(start), Dur: &d, Pid: l.pid, Tid: l.tid, Args: args}
 	if why != "" {
-		e.Args = map[string]any{"note": why}
+		if e.Args == nil {
+			e.Args = map[string]any{}
+		}
+		e.Args["note"] = why
 	}
 	c.emit(&e)
 }

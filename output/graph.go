@@ -58,6 +58,7 @@ type graphItem struct {
 	resolved bool
 	leaf     bool
 	d        int64
+	result   []probe.Field // a leaf's: its return's fields
 }
 
 // maxHeld bounds the queue: past it, the oldest entry is taken for a call
@@ -93,7 +94,7 @@ func (g *Graph) Write(r *Record) error {
 	if p := lane.pending; p != nil {
 		lane.pending, p.resolved = nil, true
 		if r.Kind == KindReturn && r.Func == p.rec.Func && r.Depth == p.rec.Depth {
-			p.leaf, p.d = true, r.Time-r.EntryTime
+			p.leaf, p.d, p.result = true, r.Time-r.EntryTime, r.Fields
 			g.account(r, lane)
 			return g.drain(false)
 		}
@@ -163,18 +164,36 @@ func (g *Graph) render(it *graphItem) {
 	r := &it.rec
 	switch r.Kind {
 	case KindEntry:
+		var d int64 = noDuration
 		if it.leaf {
-			g.line(r, it.d, r.Depth, r.Func, "();")
-		} else {
-			g.line(r, noDuration, r.Depth, r.Func, "() {")
+			d = it.d
 		}
+		g.startLine(r, d, r.Depth)
+		g.buf = append(g.buf, r.Func...)
+		if r.Fields == nil {
+			g.buf = append(g.buf, "()"...)
+		}
+		g.buf = appendArgs(g.buf, r.Fields)
+		if it.leaf {
+			// As ftrace's funcgraph-retval: "func(); /* = 0x0 */".
+			g.buf = append(g.buf, ';')
+			g.buf = appendResult(g.buf, " /* = ", it.result, " */")
+		} else {
+			g.buf = append(g.buf, " {"...)
+		}
+		g.buf = append(g.buf, '\n')
 	case KindReturn:
-		if g.opts.Threshold == 0 {
-			g.line(r, r.Time-r.EntryTime, r.Depth, "}")
-		} else {
-			// No entry line says which call this closes: name it.
-			g.line(r, r.Time-r.EntryTime, r.Depth, "} /* ", r.Func, " */")
+		g.startLine(r, r.Time-r.EntryTime, r.Depth)
+		g.buf = append(g.buf, '}')
+		if g.opts.Threshold == 0 && len(r.Fields) == 0 {
+			g.buf = append(g.buf, '\n')
+			break
 		}
+		// No entry line says which call this closes (tracing_thresh), or
+		// the result goes with its name: "} /* func = 0x0 */".
+		g.buf = append(append(g.buf, " /* "...), r.Func...)
+		g.buf = appendResult(g.buf, " = ", r.Fields, "")
+		g.buf = append(g.buf, " */\n"...)
 	case KindLost:
 		g.line(r, noDuration, r.Depth, "} /* ", r.Func, ": return lost */")
 	case KindProbe:
@@ -295,4 +314,32 @@ func (g *Graph) Finish() error {
 		return err
 	}
 	return g.Flush()
+}
+
+// appendArgs appends a call's parameters as "(a=1, b=0x7ffd...)" (uftrace's
+// and ftrace's funcgraph-args form), nothing without --args.
+func appendArgs(dst []byte, fields []probe.Field) []byte {
+	if fields == nil {
+		return dst
+	}
+	dst = append(dst, '(')
+	for i := range fields {
+		if i > 0 {
+			dst = append(dst, ", "...)
+		}
+		dst = append(append(dst, fields[i].Name...), '=')
+		dst = fields[i].Value.AppendText(dst)
+	}
+	return append(dst, ')')
+}
+
+// appendResult appends a return's value between before and after, or
+// nothing when it has none.
+func appendResult(dst []byte, before string, fields []probe.Field, after string) []byte {
+	if len(fields) == 0 {
+		return dst
+	}
+	dst = append(dst, before...)
+	dst = fields[0].Value.AppendText(dst)
+	return append(dst, after...)
 }

@@ -59,6 +59,7 @@ func (j *JSON) Write(r *Record) error {
 	case KindEntry, KindReturn, KindLost:
 		e.Event = [...]string{KindEntry: "func_entry", KindReturn: "func_exit", KindLost: "func_lost"}[r.Kind]
 		e.Func, e.Caller, e.Depth = r.Func, r.Caller, &r.Depth
+		e.Fields = fieldMap(r.Fields) // --args: the parameters, the result
 		if r.Kind == KindReturn {
 			d := r.Time - r.EntryTime
 			e.Duration = &d

@@ -41,7 +41,8 @@ type Record struct {
 	// "sym+0xoff/0xsize [module]" (the stacktrace action); nil otherwise.
 	Stack []string
 
-	// Function tracer events.
+	// Function tracer events. With --args, Fields are the parameters of
+	// a KindEntry and the result of a KindReturn.
 	Func      string // the traced function
 	Caller    string // KindEntry: the function it was called from
 	Depth     int    // nesting level of the call, 0 = outermost traced call
@@ -108,6 +109,7 @@ func (t *Text) Write(r *Record) error {
 			return nil
 		}
 		b = append(t.prefix(r), r.Func...)
+		b = appendArgs(b, r.Fields)
 		// The kernel leaves the parent out when it has no address for it.
 		if r.Caller != "" {
 			b = append(append(b, " <-"...), r.Caller...)

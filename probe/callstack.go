@@ -137,7 +137,7 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 		t.unhijack(tid, &f)
 	}
 	if f.mode&frameRecorded != 0 {
-		t.ft.emit(FuncLost, &f, hit, cs)
+		t.ft.emit(FuncLost, &f, hit, cs, nil)
 	}
 }
 

@@ -39,6 +39,9 @@ type FuncEvent struct {
 	Caller    string // FuncEntry of the function tracer: the calling function
 	Depth     int    // nesting level, 0 for the outermost reported call
 	EntryTime int64  // FuncReturn: when the call began
+	// Fields, with Args: the parameters at a FuncEntry, the result at a
+	// FuncReturn (none for void, a float or a struct).
+	Fields []Field
 }
 
 // FuncTraceOptions selects the functions to trace and what to report,
@@ -65,6 +68,9 @@ type FuncTraceOptions struct {
 	// Callers names the caller in FuncEntry events (always without
 	// Returns).
 	Callers bool
+	// Args reports the parameters and result of C and C++ functions
+	// with DWARF (funcargs.go).
+	Args bool
 	// Handler receives events on the ptrace thread; keep it short.
 	Handler func(*FuncEvent)
 }
@@ -87,6 +93,7 @@ type traceFunc struct {
 	isGo    bool
 	notrace bool // hooked only to hide the calls below it
 	graph   bool // a --graph-function
+	args    *funcArgs
 }
 
 // funcTracer is a Tracer's function tracer.
@@ -277,6 +284,9 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	st, err := t.siteIn(anchor, at, b)
 	if err != nil {
 		return nil, err
+	}
+	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
+		c.fn.args = compileFuncArgs(m, sym.Addr+m.Bias)
 	}
 	st.fn = c.fn
 	t.keepRecording(st)
@@ -600,10 +610,11 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 	if fn.graph {
 		f.mode |= frameGraph
 	}
+	fields := t.entryFields(fn, hit)
 	if o.Callers {
-		t.ft.send(FuncEntry, f, hit, cs.lane, cs.goroutine, t.callerName(f.ret))
+		t.ft.send(FuncEntry, f, hit, cs.lane, cs.goroutine, t.callerName(f.ret), fields)
 	} else {
-		t.ft.emit(FuncEntry, f, hit, cs)
+		t.ft.emit(FuncEntry, f, hit, cs, fields)
 	}
 }
 
@@ -617,7 +628,7 @@ func (t *Tracer) traceEntryOnly(regs *unix.PtraceRegs, s *site, hit *Hit, loaded
 			f.ret = ret
 		}
 	}
-	t.ft.send(FuncEntry, &f, hit, int64(hit.Tid), 0, t.callerName(f.ret))
+	t.ft.send(FuncEntry, &f, hit, int64(hit.Tid), 0, t.callerName(f.ret), t.entryFields(s.fn, hit))
 }
 
 // callerName names the function a return address is in.
@@ -636,20 +647,20 @@ func (t *Tracer) callerName(ret uint64) string {
 }
 
 // emit hands one event about frame f of cs to the handler.
-func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *callStack) {
+func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *callStack, fields []Field) {
 	if ft != nil {
-		ft.send(kind, f, hit, cs.lane, cs.goroutine, "")
+		ft.send(kind, f, hit, cs.lane, cs.goroutine, "", fields)
 	}
 }
 
 // send builds the event in the reused scratch and hands it over; caller
 // names the calling function, for the function tracer.
-func (ft *funcTracer) send(kind FuncEventKind, f *shadowFrame, hit *Hit, lane, goroutine int64, caller string) {
+func (ft *funcTracer) send(kind FuncEventKind, f *shadowFrame, hit *Hit, lane, goroutine int64, caller string, fields []Field) {
 	if ft.opts.Handler == nil {
 		return
 	}
 	ft.ev = FuncEvent{Kind: kind, Pid: hit.Pid, Tid: hit.Tid, Comm: hit.Comm, CPU: hit.CPU, Time: hit.Time,
-		Lane: lane, Goroutine: goroutine, Func: f.fn.name, Depth: f.depth, Caller: caller}
+		Lane: lane, Goroutine: goroutine, Func: f.fn.name, Depth: f.depth, Caller: caller, Fields: fields}
 	if kind == FuncReturn {
 		ft.ev.EntryTime = f.time
 	}

@@ -366,6 +366,13 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 			return need, fmt.Sprintf("%s: %s", p.Name(), why)
 		}
 	}
+	if traced && st.fn.args != nil {
+		in, why := st.fn.args.params.recordInputs()
+		if why != "" {
+			return need, "--args: " + why
+		}
+		need.merge(in)
+	}
 	if !traced && !returns && len(st.returns) == 0 {
 		need.filter = siteFilter(st)
 	}

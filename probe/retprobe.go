@@ -137,7 +137,7 @@ func (t *Tracer) popsOnReturn(s *site, n uint64) bool {
 func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
 	faultPoint("return")
 	if f.mode&frameRecorded != 0 {
-		t.ft.emit(FuncReturn, f, hit, cs)
+		t.ft.emit(FuncReturn, f, hit, cs, t.resultFields(f.fn, hit))
 	}
 	if len(f.site.returns) == 0 {
 		return

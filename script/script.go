@@ -45,6 +45,7 @@ type Tracer struct {
 	GraphFunction []string
 	MaxDepth      int
 	Threshold     time.Duration // graph-time-threshold
+	Args          bool          // each function's arguments and return value
 	Pos           Pos           // the tracer section (Line 0: not given)
 }
 
@@ -187,7 +188,7 @@ func Parse(path string, src []byte, validateProbe func(text string) error) (*Scr
 
 var (
 	topKeys    = []string{"probes", "tracer", "output", "duration"}
-	tracerKeys = []string{"name", "filter", "notrace", "graph-function", "max-depth", "graph-time-threshold"}
+	tracerKeys = []string{"name", "filter", "notrace", "graph-function", "max-depth", "graph-time-threshold", "args"}
 	outputKeys = []string{"file", "format"}
 	probeKeys  = []string{"at", "return", "spec", "event", "args", "if", "actions"}
 	actionKeys = []string{"count", "hist", "enable", "disable"}
@@ -437,6 +438,13 @@ func (l *loader) tracer(n ast.Node, t *Tracer) error {
 			}
 		case "graph-time-threshold":
 			t.Threshold, err = l.duration(e.value, what)
+		case "args":
+			b, ok := e.value.(*ast.BoolNode)
+			if !ok {
+				err = l.errAt(e.value, "%s: want true or false, got %s", what, describe(e.value))
+			} else {
+				t.Args = b.Value
+			}
 		}
 		if err != nil {
 			return err

@@ -68,6 +68,8 @@ flags:
   --graph-function GLOB     trace only inside these functions
   --max-depth N             trace calls nested at most N deep
   --graph-time-threshold D  show only calls lasting D or more, e.g. 50us
+  --args                    show each traced C function's arguments and
+                            return value, typed from DWARF
   --no-boost                single-step displaced instructions instead of
                             running them from a slot with a jump back
   --no-optimize             keep the int3 at every probe instead of a jump
@@ -152,6 +154,7 @@ type options struct {
 	graphFunc globList
 	maxDepth  int
 	threshold time.Duration
+	args      bool // --args
 
 	noBoost     bool
 	noOptimize  bool
@@ -199,6 +202,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.Var(&o.graphFunc, "graph-function", "")
 	fs.IntVar(&o.maxDepth, "max-depth", 0, "")
 	fs.Var((*durationFlag)(&o.threshold), "graph-time-threshold", "")
+	fs.BoolVar(&o.args, "args", false, "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")

@@ -38,6 +38,9 @@ func applyScript(o *options, cliSpecs []string, attach bool) ([]string, error) {
 	if !o.set["graph-time-threshold"] && s.Tracer.Threshold != 0 {
 		o.threshold = s.Tracer.Threshold
 	}
+	if !o.set["args"] && s.Tracer.Args {
+		o.args = true
+	}
 	if s.Tracer.Pos.Line != 0 {
 		// The tracers' rules (function_graph with function...) live in
 		// parseTracers: say where the script broke one.

@@ -46,7 +46,7 @@ func parseTracers(o *options) (tracers, error) {
 		set  bool
 	}
 	if !ts.any() {
-		for _, f := range []flagSet{{"--filter", len(o.filter) > 0}, {"--notrace", len(o.notrace) > 0}} {
+		for _, f := range []flagSet{{"--filter", len(o.filter) > 0}, {"--notrace", len(o.notrace) > 0}, {"--args", o.args}} {
 			if f.set {
 				return ts, fmt.Errorf("%s needs --tracer", f.name)
 			}
@@ -110,7 +110,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	}
 	opts := probe.FuncTraceOptions{
 		Filter: o.filter, Notrace: o.notrace, GraphFunction: o.graphFunc, MaxDepth: o.maxDepth,
-		Returns: ts.returns(), Stack: ts.stack, Callers: ts.function,
+		Returns: ts.returns(), Stack: ts.stack, Callers: ts.function, Args: o.args,
 	}
 	// The stack tracer alone reports at the end: no event per call.
 	if ts.function || ts.graph || ts.profile {
@@ -118,6 +118,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 			s.stream.Send(output.Record{
 				Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,
 				Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane, Goroutine: ev.Goroutine,
+				Fields: fieldsCopy(ev.Fields),
 			})
 		}
 	}
@@ -128,6 +129,14 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	s.traced = info
 	s.stack = ts.stack
 	return nil
+}
+
+// fieldsCopy keeps an event's fields, which live only during the handler.
+func fieldsCopy(fs []probe.Field) []probe.Field {
+	if len(fs) == 0 {
+		return nil
+	}
+	return append([]probe.Field(nil), fs...)
 }
 
 var recordKind = [...]output.Kind{

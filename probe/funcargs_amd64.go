@@ -1,0 +1,57 @@
+package probe
+
+import (
+	"fmt"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// placeParams says where the SysV x86-64 calling convention (3.2.3) puts
+// each parameter at a function's entry: INTEGER values in %rdi, %rsi,
+// %rdx, %rcx, %r8, %r9, SSE ones in %xmm0-7, the rest on the stack from
+// [sp+8] on, in order; a struct of up to 16 bytes in registers if all its
+// words fit, else on the stack. After a parameter the rules here do not
+// cover (long double, __int128, _Complex) nothing more is placed.
+func placeParams(params []symbols.ABIValue) []paramPlace {
+	const gprs, sses = 6, 8
+	gpr, sse, stack := 0, 0, 1 // stack: the word at sp; 0 is the return address
+	var out []paramPlace
+	for _, p := range params {
+		switch p.Class {
+		case symbols.ClassInt, symbols.ClassPointer:
+			loc := fmt.Sprintf("$stack%d", stack)
+			if gpr < gprs {
+				loc = fmt.Sprintf("$arg%d", gpr+1)
+				gpr++
+			} else {
+				stack++
+			}
+			out = append(out, paramPlace{fetch: scalarFetch(p, loc)})
+		case symbols.ClassFloat:
+			if sse < sses {
+				sse++
+			} else {
+				stack++
+			}
+			out = append(out, paramPlace{dwarf: true})
+		case symbols.ClassAggregate:
+			ints, floats := 0, 0
+			for _, w := range p.Words {
+				if w == symbols.ClassFloat {
+					floats++
+				} else {
+					ints++
+				}
+			}
+			if p.Words != nil && gpr+ints <= gprs && sse+floats <= sses {
+				gpr, sse = gpr+ints, sse+floats
+			} else {
+				stack += (p.Size + 7) / 8
+			}
+			out = append(out, paramPlace{dwarf: true})
+		default:
+			return out
+		}
+	}
+	return out
+}

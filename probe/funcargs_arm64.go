@@ -1,0 +1,63 @@
+package probe
+
+import (
+	"fmt"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// placeParams says where the AAPCS64 puts each parameter at a function's
+// entry (Linux's rules: every stack slot 8 bytes or more): integers and
+// pointers in x0-x7, floats and homogeneous float aggregates in v0-v7,
+// other structs of up to 16 bytes in one or two of x0-x7, larger ones as
+// a pointer to a copy, the rest on the stack from [sp] on, in order.
+// After a parameter the rules here do not cover (long double, __int128,
+// _Complex) nothing more is placed.
+func placeParams(params []symbols.ABIValue) []paramPlace {
+	const gprs, simds = 8, 8
+	gpr, simd, stack := 0, 0, 0
+	var out []paramPlace
+	for _, p := range params {
+		switch p.Class {
+		case symbols.ClassInt, symbols.ClassPointer:
+			loc := fmt.Sprintf("$stack%d", stack)
+			if gpr < gprs {
+				loc = fmt.Sprintf("$arg%d", gpr+1)
+				gpr++
+			} else {
+				stack++
+			}
+			out = append(out, paramPlace{fetch: scalarFetch(p, loc)})
+		case symbols.ClassFloat:
+			if simd < simds {
+				simd++
+			} else {
+				stack++
+			}
+			out = append(out, paramPlace{dwarf: true})
+		case symbols.ClassAggregate:
+			switch words := (p.Size + 7) / 8; {
+			case p.HFA > 0 && simd+p.HFA <= simds:
+				simd += p.HFA
+			case p.HFA > 0:
+				simd = simds
+				stack += words
+			case p.Size > 16: // passed as a pointer to a copy
+				if gpr < gprs {
+					gpr++
+				} else {
+					stack++
+				}
+			case gpr+words <= gprs:
+				gpr += words
+			default:
+				gpr = gprs
+				stack += words
+			}
+			out = append(out, paramPlace{dwarf: true})
+		default:
+			return out
+		}
+	}
+	return out
+}
