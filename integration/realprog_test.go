@@ -250,6 +250,39 @@ func TestRealXz(t *testing.T) {
 		}
 	})
 
+	// --args on libc's own read and write (DWARF from libc6-dbg): every
+	// read from stdin and write to stdout, their results adding up to
+	// the input and the output.
+	t.Run("args", func(t *testing.T) {
+		js := filepath.Join(t.TempDir(), "calls.json")
+		r := runStdin(t, input, probeBin, append([]string{"run", "-o", js, "--format", "json", "--tracer", "function_graph", "--args",
+			"--filter", "libc:read,libc:write", "--", xz}, args...)...)
+		checkRun(t, "xz under function_graph --args", r, plain.stdout)
+		var read, written, calls int64
+		for _, e := range readJSONLines(t, js) {
+			switch {
+			case e.Event == "func_entry" && e.Func == "read" && e.Fields["fd"] != 0.0,
+				e.Event == "func_entry" && e.Func == "write" && e.Fields["fd"] != 1.0:
+				t.Errorf("%s(%v): want fd 0 for reads, 1 for writes", e.Func, e.Fields)
+			case e.Event == "func_entry":
+				calls++
+			case e.Event == "func_exit":
+				n, ok := e.Fields["retval"].(float64)
+				if !ok {
+					t.Fatalf("%s returned %v: no result", e.Func, e.Fields)
+				}
+				if n >= 0 && e.Func == "read" {
+					read += int64(n)
+				} else if n >= 0 {
+					written += int64(n)
+				}
+			}
+		}
+		if read != int64(len(input)) || written != int64(len(plain.stdout)) || calls < int64(len(input)>>16) {
+			t.Errorf("%d calls: read returned %d bytes in all (input: %d), write %d (output: %d)", calls, read, len(input), written, len(plain.stdout))
+		}
+	})
+
 	t.Run("attach", func(t *testing.T) {
 		f := startPiped(t, nil, xz, args...)
 		third := len(input) / 3
