@@ -69,6 +69,9 @@ func buildTracerTracees() error {
 	if err := build(out, "g++", "-O0", "-g", "-Wall", "-fPIE", "-pie", "-o", filepath.Join(out, "exc"), filepath.Join(src, "exc.cpp")); err != nil {
 		return err
 	}
+	if err := build(out, "g++", "-O0", "-g", "-Wall", "-fPIE", "-pie", "-o", filepath.Join(out, "tmpl"), filepath.Join(src, "tmpl.cpp")); err != nil {
+		return err
+	}
 	return build(repoRoot, "go", "build", "-o", filepath.Join(out, "gotrace"), "./integration/testdata/tracers/gotrace")
 }
 

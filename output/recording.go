@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // A recording is a trace kept to be reported later (probe record, then
@@ -37,6 +38,14 @@ type RecordingInfo struct {
 	Probes    bool   // probes were placed
 	CPUWidth  int    // digits of the CPU column
 	Command   []string
+	// Where it was recorded (probe report --info); a recording made
+	// before these were kept has them zero.
+	Pid      int
+	Attached bool // to a running process; else launched
+	Host     string
+	Arch     string // GOARCH
+	Kernel   string // uname's release
+	Started  time.Time
 }
 
 // recordingEntry is one element of a recording after its info.

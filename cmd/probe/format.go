@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,8 +32,12 @@ func checkFormat(o *options, ts tracers) error {
 		if ts.function || ts.stack && !ts.graph && !ts.profile {
 			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns), not %s", o.format, o.tracers)
 		}
+	case "graph":
+		if !ts.graph {
+			return fmt.Errorf("--format graph: needs --tracer function_graph (calls and their returns)")
+		}
 	default:
-		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof or folded)", o.format)
+		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof, folded or graph)", o.format)
 	}
 	if o.format != "" && o.format != "text" && ts.stack && !ts.graph && !ts.profile {
 		return fmt.Errorf("--format %s: the stack tracer's report is text only", o.format)
@@ -77,9 +83,7 @@ func (o *options) textFormat() bool { return (o.format == "" || o.format == "tex
 // formatWriter returns the writer of a format other than text, or nil.
 func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Writer {
 	if o.record {
-		return output.NewRecorder(f, output.RecordingInfo{
-			Tracers: o.tracers, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
-		})
+		return output.NewRecorder(f, recordingInfo(o, probes))
 	}
 	switch o.format {
 	case "json":
@@ -90,6 +94,8 @@ func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Write
 		return output.NewPprof(f)
 	case "folded":
 		return output.NewFolded(f)
+	case "graph":
+		return output.NewCallGraph(f, programName(o))
 	}
 	return nil
 }
@@ -110,4 +116,33 @@ func returnEntry(h *probe.Hit) int64 {
 		return 0
 	}
 	return h.Return.EntryTime
+}
+
+// recordingInfo is a recording's header: how to render it, and what
+// probe report --info tells of where it was made.
+func recordingInfo(o *options, probes bool) output.RecordingInfo {
+	info := output.RecordingInfo{
+		Tracers: o.tracers, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
+		Command: o.command, Pid: o.pid, Attached: o.command == nil, Arch: runtime.GOARCH, Started: time.Now(),
+	}
+	info.Host, _ = os.Hostname()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		info.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return info
+}
+
+// programName names the root of the call graph: the program's file name.
+func programName(o *options) string {
+	if len(o.command) > 0 {
+		return filepath.Base(o.command[0])
+	}
+	if o.pid > 0 {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", o.pid)); err == nil {
+			return filepath.Base(exe)
+		}
+		return strconv.Itoa(o.pid)
+	}
+	return "program"
 }

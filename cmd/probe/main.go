@@ -41,7 +41,11 @@ const usage = `usage:
                                                      script (see README, Scripts)
   probe record -o FILE [flags] [SPEC ...] -- CMD     record a trace of CMD to FILE
   probe record -o FILE [flags] PID [SPEC ...]        record a trace of a running process
-  probe report [--format F] [-o OUT] FILE            print or convert a recorded trace
+  probe report [--format F] [-o OUT] FILE            print or convert a recorded trace;
+               [--info] [--tid T,..] [--time-range FROM~TO] [--filter G]
+               [--notrace G] [--graph-function G] [--depth N] [--full-names]
+                                                     summarise it, or narrow it (see
+                                                     README, Formats, record and report)
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work',
@@ -58,7 +62,8 @@ flags:
                             them events are dropped and counted
   --format F                text (ftrace's, the default), json (one object a
                             line), chrome (Perfetto, chrome://tracing), pprof
-                            or folded (flame graphs; both function_graph)
+                            or folded (flame graphs; both function_graph), graph
+                            (uftrace's call graph; function_graph)
   --duration D              detach after D (attach), e.g. 5s
   --tracer T[,T]            nop, function, function_graph, profile, stack
   --filter GLOB             functions to trace (MOD:GLOB for a library's);
@@ -169,11 +174,13 @@ type options struct {
 	scriptProbes []*script.Probe
 	set          map[string]bool // the flags given, which a script does not override
 	repl         bool
-	format       string // --format; "" is text
-	record       bool   // probe record: the trace goes to a recording
-	cpuWidth     int    // probe report: the recording machine's CPU column
-	buffer       int    // --buffer-size: events held for the writer
-	follow       bool   // -f: follow forks and execs
+	format       string   // --format; "" is text
+	record       bool     // probe record: the trace goes to a recording
+	cpuWidth     int      // probe report: the recording machine's CPU column
+	buffer       int      // --buffer-size: events held for the writer
+	follow       bool     // -f: follow forks and execs
+	command      []string // run: the command launched
+	pid          int      // attach: the process; run: once launched
 }
 
 // globList is a flag that may be given many times.
@@ -279,7 +286,7 @@ func cmdRun(args []string, record bool) (int, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
-	o.record = record
+	o.record, o.command = record, argv
 	if o.set["duration"] {
 		return bad("--duration: for attach only (run traces until the program exits; Ctrl-C ends it)")
 	}
@@ -303,12 +310,14 @@ func cmdRun(args []string, record bool) (int, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
-	sink, err := openSink(&o, ts, len(parsed) > 0)
+	t, err := probe.Launch(argv, nil)
 	if err != nil {
 		return failure(err)
 	}
-	t, err := probe.Launch(argv, nil)
+	o.pid = t.Pid() // held before its first instruction
+	sink, err := openSink(&o, ts, len(parsed) > 0)
 	if err != nil {
+		t.Kill()
 		return failure(err)
 	}
 	if err := setupFollow(t, &o); err != nil {
@@ -384,6 +393,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 	if err != nil || pid <= 0 {
 		return bad("bad PID %q", pos[0])
 	}
+	o.pid = pid
 	if o.script != "" {
 		specs, err := applyScript(&o, pos[1:], true)
 		if err != nil {
