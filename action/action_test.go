@@ -31,7 +31,7 @@ func TestSplit(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	acts, err := Parse("print count count:comm,n hist:n hist:n:log2 hist:duration:linear=100 stacktrace traceon traceoff enable:ev disable:grp/ev")
+	acts, err := Parse("print count count:comm,n hist:n hist:n:log2 hist:duration:linear=100 stacktrace traceon traceoff enable:ev disable:grp/ev sum:n avg:n:comm,tid min:duration max:n:stack hist:n:linear=8:key=comm hist:n:key=tid,n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,12 @@ func TestParse(t *testing.T) {
 		{Kind: TraceOff, Text: "traceoff"},
 		{Kind: Enable, Text: "enable:ev", Event: "ev"},
 		{Kind: Disable, Text: "disable:grp/ev", Event: "grp/ev"},
+		{Kind: Sum, Text: "sum:n", Field: "n"},
+		{Kind: Avg, Text: "avg:n:comm,tid", Field: "n", Keys: []string{"comm", "tid"}},
+		{Kind: Min, Text: "min:duration", Field: "duration"},
+		{Kind: Max, Text: "max:n:stack", Field: "n", Keys: []string{"stack"}},
+		{Kind: Hist, Text: "hist:n:linear=8:key=comm", Field: "n", Step: 8, Keys: []string{"comm"}},
+		{Kind: Hist, Text: "hist:n:key=tid,n", Field: "n", Keys: []string{"tid", "n"}},
 	}
 	if len(acts) != len(want) {
 		t.Fatalf("got %d actions, want %d", len(acts), len(want))
@@ -77,6 +83,12 @@ func TestParseErrors(t *testing.T) {
 		{"enable", "enable"},
 		{"disable:a/b/c", "disable:a/b/c"},
 		{"enable:/x", "enable:/x"},
+		{"sum", "sum"},
+		{"avg:", "avg:"},
+		{"min:n:a,,b", "min:n:a,,b"},
+		{"max:1n", "max:1n"},
+		{"hist:n:key=", "hist:n:key="},
+		{"hist:n:log2:frob", "hist:n:log2:frob"},
 	} {
 		_, err := Parse(tc.in)
 		var ae *Error

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ func (s *Session) HasTables() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, pl := range s.plans {
-		if len(pl.counts) > 0 || len(pl.hists) > 0 {
+		if len(pl.counts) > 0 || len(pl.hists) > 0 || len(pl.aggs) > 0 {
 			return true
 		}
 	}
@@ -66,14 +67,65 @@ func (pl *Plan) draw(w io.Writer) {
 		fmt.Fprintf(w, "# %s of %s: %d hits, %d %s\n", c.act.Text, pl.probe.Event, c.total, len(rows), plural(len(rows), "key", "keys"))
 		drawRows(w, rows)
 	}
-	for _, hg := range pl.hists {
-		kind := "log2"
-		if hg.act.Step > 0 {
-			kind = "linear, step " + strconv.FormatUint(hg.act.Step, 10)
+	for _, ag := range pl.aggs {
+		keys := slices.Collect(maps.Keys(ag.byKey))
+		// Greatest first; for min, least first.
+		slices.SortFunc(keys, func(a, b string) int {
+			va, vb := ag.value(ag.byKey[a]), ag.value(ag.byKey[b])
+			if va != vb {
+				if (va > vb) != (ag.act.Kind == Min) {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		fmt.Fprintf(w, "# %s of %s: %d values, %d %s\n", ag.act.Text, pl.probe.Event, ag.hits, len(keys), plural(len(keys), "key", "keys"))
+		width := 0
+		for _, k := range keys {
+			width = max(width, len(keyLabel(k)))
 		}
-		fmt.Fprintf(w, "# %s of %s (%s): %d values, sum %d\n", hg.act.Text, pl.probe.Event, kind, hg.total, hg.sum)
-		drawRows(w, hg.rows())
+		for _, k := range keys {
+			fmt.Fprintf(w, "%-*s %12d\n", width, keyLabel(k), ag.value(ag.byKey[k]))
+		}
 	}
+	for _, ht := range pl.hists {
+		kind := "log2"
+		if ht.act.Step > 0 {
+			kind = "linear, step " + strconv.FormatUint(ht.act.Step, 10)
+		}
+		keys := slices.Collect(maps.Keys(ht.byKey))
+		// Most values first, as the counts.
+		slices.SortFunc(keys, func(a, b string) int {
+			if na, nb := ht.byKey[a].total, ht.byKey[b].total; na != nb {
+				return cmpDesc(na, nb)
+			}
+			return strings.Compare(a, b)
+		})
+		if len(keys) == 0 && len(ht.act.Keys) == 0 {
+			keys = []string{""} // an empty histogram still has its title
+		}
+		for _, k := range keys {
+			hg := ht.byKey[k]
+			if hg == nil {
+				hg = &histogram{act: ht.act}
+			}
+			of := pl.probe.Event
+			if k != "" {
+				of += ", " + k
+			}
+			fmt.Fprintf(w, "# %s of %s (%s): %d values, sum %d\n", ht.act.Text, of, kind, hg.total, hg.sum)
+			drawRows(w, hg.rows())
+		}
+	}
+}
+
+// keyLabel is how a key's row is labelled: "total" for no key.
+func keyLabel(k string) string {
+	if k == "" {
+		return "total"
+	}
+	return k
 }
 
 func cmpDesc(a, b uint64) int {

@@ -29,20 +29,31 @@ const (
 	TraceOff               // ... and off
 	Enable                 // enable the probe named Event
 	Disable                // disable it
+	Sum                    // the sum of Field, by the values of Keys
+	Avg                    // its mean
+	Min                    // its least value
+	Max                    // its greatest
 )
 
 // Action is one parsed action token.
 type Action struct {
 	Kind  Kind
 	Text  string   // the token as written
-	Keys  []string // Count: fetch-arg names or comm, tid, cpu; none: one total
-	Field string   // Hist: a fetch-arg name, or "duration"
+	Keys  []string // Count, Sum..Max, Hist: fetch-arg names or comm, tid, cpu, stack; none: one total
+	Field string   // Hist, Sum..Max: a fetch-arg name, or "duration"
 	Step  uint64   // Hist: the bucket width of a linear histogram; 0 for log2
 	Event string   // Enable, Disable: [GRP/]EVENT
 }
 
 // Duration is the Hist field that is a return probe's call duration (ns).
 const Duration = "duration"
+
+// StackKey is the key that is the user stack at the hit, its functions
+// outermost first: "main;worker;work".
+const StackKey = "stack"
+
+// aggregates are the actions that reduce a field, by name.
+var aggregates = map[string]Kind{"sum": Sum, "avg": Avg, "min": Min, "max": Max}
 
 // Error is a bad action; it is a probe.ErrBadInput.
 type Error struct {
@@ -118,30 +129,46 @@ func parseOne(tok string) (Action, error) {
 		if !hasArg {
 			return a, nil
 		}
-		for _, k := range strings.Split(arg, ",") {
-			if !isIdent(k) {
-				return a, bad(tok, "bad key %q (want a fetch-arg name, comm, tid or cpu)", k)
-			}
-			a.Keys = append(a.Keys, k)
+		var err error
+		a.Keys, err = parseKeys(tok, arg)
+		return a, err
+	case "sum", "avg", "min", "max":
+		a.Kind = aggregates[name]
+		field, keys, hasKeys := strings.Cut(arg, ":")
+		if !hasArg || !isIdent(field) {
+			return a, bad(tok, "want %s:FIELD[:KEY,...]", name)
+		}
+		a.Field = field
+		if hasKeys {
+			var err error
+			a.Keys, err = parseKeys(tok, keys)
+			return a, err
 		}
 		return a, nil
 	case "hist":
 		a.Kind = Hist
-		field, mode, hasMode := strings.Cut(arg, ":")
+		field, modes, _ := strings.Cut(arg, ":")
 		if !hasArg || !isIdent(field) {
-			return a, bad(tok, "want hist:FIELD[:log2|:linear=STEP]")
+			return a, bad(tok, "want hist:FIELD[:log2|:linear=STEP][:key=KEY,...]")
 		}
 		a.Field = field
-		switch {
-		case !hasMode || mode == "log2":
-		case strings.HasPrefix(mode, "linear="):
-			step, err := strconv.ParseUint(strings.TrimPrefix(mode, "linear="), 0, 64)
-			if err != nil || step == 0 {
-				return a, bad(tok, "bad STEP %q (want a positive integer)", strings.TrimPrefix(mode, "linear="))
+		for mode := range strings.SplitSeq(modes, ":") {
+			switch {
+			case mode == "" && modes == "", mode == "log2":
+			case strings.HasPrefix(mode, "linear="):
+				step, err := strconv.ParseUint(strings.TrimPrefix(mode, "linear="), 0, 64)
+				if err != nil || step == 0 {
+					return a, bad(tok, "bad STEP %q (want a positive integer)", strings.TrimPrefix(mode, "linear="))
+				}
+				a.Step = step
+			case strings.HasPrefix(mode, "key="):
+				var err error
+				if a.Keys, err = parseKeys(tok, strings.TrimPrefix(mode, "key=")); err != nil {
+					return a, err
+				}
+			default:
+				return a, bad(tok, "unknown histogram option %q (want log2, linear=STEP or key=KEY,...)", mode)
 			}
-			a.Step = step
-		default:
-			return a, bad(tok, "unknown histogram kind %q (want log2 or linear=STEP)", mode)
 		}
 		return a, nil
 	case "enable", "disable":
@@ -159,7 +186,19 @@ func parseOne(tok string) (Action, error) {
 		a.Event = arg
 		return a, nil
 	}
-	return a, bad(tok, "unknown action (want print, count, hist, stacktrace, traceon, traceoff, enable or disable)")
+	return a, bad(tok, "unknown action (want print, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)")
+}
+
+// parseKeys reads a comma list of keys.
+func parseKeys(tok, list string) ([]string, error) {
+	var keys []string
+	for _, k := range strings.Split(list, ",") {
+		if !isIdent(k) {
+			return nil, bad(tok, "bad key %q (want a fetch-arg name, comm, tid, cpu or stack)", k)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 func isIdent(s string) bool {

@@ -3,6 +3,7 @@ package action
 import (
 	"math/bits"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -42,14 +43,17 @@ type Plan struct {
 	acts     []Action
 	print    bool // the event prints (when tracing is on)
 	stack    bool
+	stackKey bool // a table is keyed by the stack
 	counts   []*counter
-	hists    []*histogram
+	aggs     []*aggregate
+	hists    []*histTable
 	switches []toggle // enable/disable, bound by Bind
 	traceSet bool     // traceon or traceoff is listed
 	traceTo  bool     // the last one listed: on?
 
-	mu     sync.Mutex // guards counts and hists: Draw runs on other goroutines
+	mu     sync.Mutex // guards the tables: Draw runs on other goroutines
 	keyBuf []byte
+	stackText string // the hit's stack as a key, during Run
 }
 
 type toggle struct {
@@ -79,23 +83,31 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 			pl.print, pl.stack = true, true
 		case TraceOn, TraceOff:
 			pl.traceSet, pl.traceTo = true, a.Kind == TraceOn
-		case Count:
+		case Count, Sum, Avg, Min, Max, Hist:
 			for _, k := range a.Keys {
-				if k != "comm" && k != "tid" && k != "cpu" && !has(k) {
-					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, tid, cpu)", k, p.Event, fieldList(p.Fields))
+				if k != "comm" && k != "tid" && k != "cpu" && k != StackKey && !has(k) {
+					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, tid, cpu, stack)", k, p.Event, fieldList(p.Fields))
+				}
+				pl.stackKey = pl.stackKey || k == StackKey
+			}
+			if a.Kind != Count {
+				switch {
+				case has(a.Field):
+				case a.Field == Duration && p.Return:
+				case a.Field == Duration:
+					return nil, bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
+				default:
+					return nil, bad(a.Text, "%s is not a field of %s (fields: %s)", a.Field, p.Event, fieldList(p.Fields))
 				}
 			}
-			pl.counts = append(pl.counts, &counter{act: a, counts: make(map[string]*uint64)})
-		case Hist:
-			switch {
-			case has(a.Field):
-			case a.Field == Duration && p.Return:
-			case a.Field == Duration:
-				return nil, bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
+			switch a.Kind {
+			case Count:
+				pl.counts = append(pl.counts, &counter{act: a, counts: make(map[string]*uint64)})
+			case Hist:
+				pl.hists = append(pl.hists, &histTable{act: a, byKey: map[string]*histogram{}})
 			default:
-				return nil, bad(a.Text, "%s is not a field of %s (fields: %s)", a.Field, p.Event, fieldList(p.Fields))
+				pl.aggs = append(pl.aggs, &aggregate{act: a, byKey: map[string]*stats{}})
 			}
-			pl.hists = append(pl.hists, &histogram{act: a, linear: make(map[int64]uint64)})
 		case Enable, Disable:
 			pl.switches = append(pl.switches, toggle{event: a.Event, on: a.Kind == Enable})
 		}
@@ -152,8 +164,13 @@ func (pl *Plan) Stack() bool { return pl.stack }
 // thread stopped; traceon/off and enable/disable act on other probes at
 // the moment of the hit.
 func (pl *Plan) FieldsOnly() bool {
+	if pl.stackKey {
+		return false
+	}
 	for _, a := range pl.acts {
-		if a.Kind != Print && a.Kind != Count && a.Kind != Hist {
+		switch a.Kind {
+		case Print, Count, Hist, Sum, Avg, Min, Max:
+		default:
 			return false
 		}
 	}
@@ -186,14 +203,26 @@ func (pl *Plan) Run(h *probe.Hit) (print bool) {
 			t.p.SetEnabled(t.on)
 		}
 	}
-	if len(pl.counts) > 0 || len(pl.hists) > 0 {
+	if len(pl.counts) > 0 || len(pl.hists) > 0 || len(pl.aggs) > 0 {
+		pl.stackText = ""
+		if pl.stackKey {
+			pl.stackText = stackKey(h)
+		}
 		pl.mu.Lock()
 		for _, c := range pl.counts {
-			pl.keyBuf = c.add(h, pl.keyBuf[:0])
+			pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
+			c.addN(pl.keyBuf, 1)
 		}
-		for _, hg := range pl.hists {
-			if v, ok := histValue(h, hg.act.Field); ok {
-				hg.add(v)
+		for _, ht := range pl.hists {
+			if v, ok := histValue(h, ht.act.Field); ok {
+				pl.keyBuf = appendKeys(pl.keyBuf[:0], ht.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
+				ht.at(pl.keyBuf).add(v)
+			}
+		}
+		for _, ag := range pl.aggs {
+			if v, ok := histValue(h, ag.act.Field); ok {
+				pl.keyBuf = appendKeys(pl.keyBuf[:0], ag.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
+				ag.add(pl.keyBuf, v)
 			}
 		}
 		pl.mu.Unlock()
@@ -201,11 +230,26 @@ func (pl *Plan) Run(h *probe.Hit) (print bool) {
 	return pl.print && pl.session.Tracing()
 }
 
+// stackKey is the hit's user stack as a key: its functions, outermost
+// first, as folded stacks are written.
+func stackKey(h *probe.Hit) string {
+	frames := h.Stack(maxKeyFrames)
+	names := make([]string, len(frames))
+	for i, f := range frames {
+		name, _, _ := strings.Cut(f.Text, "+0x")
+		names[len(frames)-1-i], _, _ = strings.Cut(name, " ")
+	}
+	return strings.Join(names, ";")
+}
+
+// maxKeyFrames bounds a stack key.
+const maxKeyFrames = 32
+
 // Tally returns what the probe's tracee may count for the plan itself
 // (probe.Tally): nil unless the plan does nothing but count, by no key
 // or by thread (comm, tid), and draw log2 histograms of fields.
 func (pl *Plan) Tally() *probe.Tally {
-	if pl.print || pl.stack || pl.traceSet || len(pl.switches) > 0 || len(pl.counts)+len(pl.hists) == 0 {
+	if pl.print || pl.stack || pl.traceSet || len(pl.switches) > 0 || len(pl.aggs) > 0 || len(pl.counts)+len(pl.hists) == 0 {
 		return nil
 	}
 	for _, c := range pl.counts {
@@ -216,11 +260,11 @@ func (pl *Plan) Tally() *probe.Tally {
 		}
 	}
 	ta := &probe.Tally{Add: pl.addTally}
-	for _, hg := range pl.hists {
-		if hg.act.Step > 0 || hg.act.Field == Duration {
+	for _, ht := range pl.hists {
+		if ht.act.Step > 0 || ht.act.Field == Duration || len(ht.act.Keys) > 0 {
 			return nil
 		}
-		ta.Hists = append(ta.Hists, hg.act.Field)
+		ta.Hists = append(ta.Hists, ht.act.Field)
 	}
 	return ta
 }
@@ -233,10 +277,11 @@ func (pl *Plan) addTally(d probe.TallyDelta) {
 		if d.Hits == 0 {
 			break // (values of hits counted before: no key of none)
 		}
-		pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, d.Comm, d.Tid, 0, nil)
+		pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, d.Comm, d.Tid, 0, nil, "")
 		c.addN(pl.keyBuf, d.Hits)
 	}
-	for i, hg := range pl.hists {
+	for i, ht := range pl.hists {
+		hg := ht.at(nil) // (no keys: Tally)
 		h := &d.Hists[i]
 		for b, n := range h.Buckets {
 			hg.log2[b] += n
@@ -255,15 +300,9 @@ type counter struct {
 	total  uint64
 }
 
-func (c *counter) add(h *probe.Hit, buf []byte) []byte {
-	buf = appendKeys(buf, c.act.Keys, h.Comm, h.Tid, h.CPU, h)
-	c.addN(buf, 1)
-	return buf
-}
-
 // appendKeys appends the key text of keys: "comm=..., tid=...", the
-// fields' values from h (nil: none).
-func appendKeys(buf []byte, keys []string, comm string, tid, cpu int, h *probe.Hit) []byte {
+// fields' values from h (nil: none), the stack's text.
+func appendKeys(buf []byte, keys []string, comm string, tid, cpu int, h *probe.Hit, stack string) []byte {
 	for i, k := range keys {
 		if i > 0 {
 			buf = append(buf, ", "...)
@@ -276,6 +315,8 @@ func appendKeys(buf []byte, keys []string, comm string, tid, cpu int, h *probe.H
 			buf = strconv.AppendInt(buf, int64(tid), 10)
 		case "cpu":
 			buf = strconv.AppendInt(buf, int64(cpu), 10)
+		case StackKey:
+			buf = append(buf, stack...)
 		default:
 			if f := field(h, k); f != nil {
 				buf = f.Value.AppendText(buf)
@@ -326,6 +367,62 @@ func histValue(h *probe.Hit, name string) (int64, bool) {
 		return h.Time - h.Return.EntryTime, true
 	}
 	return 0, false
+}
+
+// histTable is one hist action's histograms, one per key.
+type histTable struct {
+	act   Action
+	byKey map[string]*histogram
+}
+
+// at returns the histogram of key, made if new.
+func (ht *histTable) at(key []byte) *histogram {
+	if hg, ok := ht.byKey[string(key)]; ok {
+		return hg
+	}
+	hg := &histogram{act: ht.act, linear: make(map[int64]uint64)}
+	ht.byKey[string(key)] = hg
+	return hg
+}
+
+// aggregate is one sum, avg, min or max action's values, by key.
+type aggregate struct {
+	act   Action
+	byKey map[string]*stats
+	hits  uint64
+}
+
+// stats are what sum, avg, min and max need of a key's values.
+type stats struct {
+	n        uint64
+	sum      int64
+	min, max int64
+}
+
+func (ag *aggregate) add(key []byte, v int64) {
+	ag.hits++
+	st, ok := ag.byKey[string(key)]
+	if !ok {
+		st = &stats{min: v, max: v}
+		ag.byKey[string(key)] = st
+	}
+	st.n++
+	st.sum += v
+	st.min, st.max = min(st.min, v), max(st.max, v)
+}
+
+// value is the action's result for st: avg as a whole number, rounded
+// toward zero (bpftrace's avg() is integer too).
+func (ag *aggregate) value(st *stats) int64 {
+	switch ag.act.Kind {
+	case Sum:
+		return st.sum
+	case Avg:
+		return st.sum / int64(st.n)
+	case Min:
+		return st.min
+	}
+	return st.max
 }
 
 // histogram is one hist action's buckets. log2 as bpftrace's hist():

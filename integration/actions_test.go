@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The actions tracee, built -O2 without frame pointers and without -g:
@@ -233,6 +235,10 @@ func TestActionBadInput(t *testing.T) {
 		{"p:leaf n=%di:s64 => hist:n:cubic", `"hist:n:cubic"`},
 		{"p:leaf => enable:nosuch", `"enable:nosuch"`},
 		{"p:leaf => print:5", `"print:5"`},
+		{"p:leaf n=%di:s64 => sum:nosuch", `"sum:nosuch"`},
+		{"p:leaf => avg:duration", `"avg:duration"`},
+		{"p:leaf n=%di:s64 => max:n:nosuch", `"max:n:nosuch"`},
+		{"p:leaf n=%di:s64 => hist:n:key=nosuch", `"hist:n:key=nosuch"`},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			r := probe(t, "run", tc.spec, "--", actionsBin(t, true))
@@ -242,4 +248,113 @@ func TestActionBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// valueRows returns the rows "label value" of an aggregate's table (sum,
+// avg, min, max) whose title line starts with "# title".
+func valueRows(t *testing.T, out, title string) map[string]int64 {
+	t.Helper()
+	rowRe := regexp.MustCompile(`^(.+?)\s+(-?\d+)$`)
+	var rows map[string]int64
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "# "+title):
+			rows = map[string]int64{}
+		case rows != nil:
+			m := rowRe.FindStringSubmatch(line)
+			if m == nil || strings.HasPrefix(line, "#") {
+				return rows
+			}
+			var n int64
+			fmt.Sscan(m[2], &n)
+			rows[m[1]] = n
+		}
+	}
+	if rows == nil {
+		t.Fatalf("no table %q in:\n%s", title, out)
+	}
+	return rows
+}
+
+// TestActionAggregates: sum, avg, min and max of a field or a return's
+// duration, whole or by key, histograms by key, and the user stack as a
+// key, checked against the calls actions.c makes.
+func TestActionAggregates(t *testing.T) {
+	r := runActions(t, true,
+		"p:sized size=%di:s64 => sum:size avg:size min:size max:size hist:size:linear=50:key=comm",
+		"p:top n=%di:s64 => sum:n:n max:n:comm",
+		"p:leaf => count:stack",
+		"r:leaf r=$retval:s64 => max:r min:duration:comm")
+	var sum int64
+	for _, s := range actionSizes {
+		sum += s
+	}
+	for _, c := range []struct {
+		title string
+		want  int64
+	}{
+		{"sum:size of probe/p_sized_0: 13 values, 1 key", sum},
+		{"avg:size of probe/p_sized_0: 13 values, 1 key", sum / int64(len(actionSizes))},
+		{"min:size of probe/p_sized_0: 13 values, 1 key", 1},
+		{"max:size of probe/p_sized_0: 13 values, 1 key", 100},
+		{"max:r of probe/r_leaf_0: 5 values, 1 key", 3 * 4},
+	} {
+		if got := valueRows(t, r.stdout, c.title); len(got) != 1 || got["total"] != c.want {
+			t.Errorf("%s: %v, want total %d", c.title, got, c.want)
+		}
+	}
+	byN := valueRows(t, r.stdout, "sum:n:n of probe/p_top_0: 5 values, 5 keys")
+	if fmt.Sprint(byN) != "map[n=0:0 n=1:1 n=2:2 n=3:3 n=4:4]" {
+		t.Errorf("sum:n:n: %v", byN)
+	}
+	comm := filepath.Base(actionsBin(t, true))
+	if got := valueRows(t, r.stdout, "max:n:comm of probe/p_top_0: 5 values, 1 key"); fmt.Sprint(got) != fmt.Sprintf("map[comm=%s:4]", comm) {
+		t.Errorf("max:n:comm: %v", got)
+	}
+	if got := valueRows(t, r.stdout, "min:duration:comm of probe/r_leaf_0: 5 values, 1 key"); got["comm="+comm] <= 0 {
+		t.Errorf("min:duration:comm: %v, want a positive duration", got)
+	}
+	linear := map[string]int{}
+	for _, s := range actionSizes {
+		linear[fmt.Sprintf("[%d, %d)", s/50*50, s/50*50+50)]++
+	}
+	sameRows(t, "hist:size:linear=50:key=comm", tableRows(t, r.stdout,
+		fmt.Sprintf("hist:size:linear=50:key=comm of probe/p_sized_0, comm=%s (linear, step 50): 13 values, sum %d", comm, sum)), linear)
+	// The stack from main: the C library's frames above it vary.
+	stacks := tableRows(t, r.stdout, "count:stack of probe/p_leaf_0: 5 hits, 1 key")
+	for k, n := range stacks {
+		if !strings.HasSuffix(k, ";main;top;mid;leaf") || !strings.HasPrefix(k, "stack=") || n != topCalls {
+			t.Errorf("count:stack: %q %d, want a stack ending main;top;mid;leaf, %d hits", k, n, topCalls)
+		}
+	}
+}
+
+// TestActionInterval: --interval prints every table while the trace goes
+// on, adding up, and the final tables after.
+func TestActionInterval(t *testing.T) {
+	t.Parallel()
+	p := startPiped(t, nil, seqBin(t), "loop", "1")
+	p.waitStdout(t, "ready\n", 10*time.Second)
+	r := probe(t, "attach", "--duration", "1s", "--interval", "200ms", strconv.Itoa(p.pid()), "p:work who=%di:s64 => count max:who")
+	if r.code != 0 {
+		t.Fatalf("probe attach: %v", r)
+	}
+	counts := regexp.MustCompile(`(?m)^# interval (\d+): .*\n# count of probe/p_work_0: (\d+) hits`).FindAllStringSubmatch(r.stdout, -1)
+	if len(counts) < 3 {
+		t.Fatalf("%d interval tables in 1s at 200ms, want 3 or more:\n%s", len(counts), limit(r.stdout))
+	}
+	last := 0
+	for i, m := range counts {
+		n, _ := strconv.Atoi(m[2])
+		if m[1] != strconv.Itoa(i+1) || n < last {
+			t.Errorf("interval %s: %d hits after %d: the tables are numbered in order and add up", m[1], n, last)
+		}
+		last = n
+	}
+	final := tableRows(t, r.stdout[strings.LastIndex(r.stdout, "# interval"):], "count of probe/p_work_0:")
+	if !strings.Contains(r.stdout, "# max:who of probe/p_work_0:") || final["total"] < last {
+		t.Errorf("no final tables, or fewer hits than the last interval's %d:\n%s", last, limit(r.stdout))
+	}
+	p.in.Close()
+	p.wait(t, cmdTimeout)
 }

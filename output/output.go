@@ -49,6 +49,8 @@ type Record struct {
 	EntryTime int64  // KindReturn: when the call began
 	Lane      int64  // the call stack the event belongs to: the thread, or for Go the goroutine
 	Goroutine int64  // the Go goroutine id, or 0
+
+	do func(Writer) error // Stream.Do's: run in the record's place
 }
 
 // Writer is one output format.
@@ -206,7 +208,11 @@ func (s *Stream) run() {
 			// After a failure records are still taken, so that the
 			// tracer never blocks on a reader who has gone.
 			for i := range batch {
-				if err == nil {
+				switch {
+				case err != nil:
+				case batch[i].do != nil:
+					fail(batch[i].do(s.w))
+				default:
 					fail(s.w.Write(&batch[i]))
 				}
 			}
@@ -249,6 +255,23 @@ func (s *Stream) Send(r Record) {
 		return
 	}
 	s.batch = append(s.batch, r)
+	first := len(s.batch) == 1
+	s.mu.Unlock()
+	if first {
+		s.ring()
+	}
+}
+
+// Do runs f on the writing goroutine after the records sent before it:
+// what writes beside the records (periodic tables) keeps their order and
+// never races the writer. Unlike a record it is never dropped.
+func (s *Stream) Do(f func(Writer) error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.batch = append(s.batch, Record{do: f})
 	first := len(s.batch) == 1
 	s.mu.Unlock()
 	if first {

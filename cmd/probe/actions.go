@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/probedbg/probe/action"
 	"github.com/probedbg/probe/output"
@@ -192,6 +194,62 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	return p, pl, nil
 }
 
+// printEvery prints every count, histogram and aggregate each interval
+// while the trace goes on (bpftrace's interval probe printing its maps),
+// among the events in their order; the tables keep adding up. stop ends
+// it, before the final tables.
+func (s *sink) printEvery(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				if !s.acts.HasTables() {
+					continue
+				}
+				var b strings.Builder
+				fmt.Fprintf(&b, "# interval %d: %s\n", n, now.Sub(start).Round(time.Millisecond))
+				s.acts.Draw(&b)
+				s.stream.Do(func(output.Writer) error { return s.writeTables(b.String()) })
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// writeTables writes drawn tables after what the writer has: as they
+// are into a text trace, else as the format's comments, a line each.
+func (s *sink) writeTables(tables string) error {
+	if err := s.writer.Flush(); err != nil {
+		return err
+	}
+	if !s.text {
+		for _, line := range strings.Split(strings.TrimSuffix(tables, "\n"), "\n") {
+			// The writer marks a comment itself: "# count..." not "# # count...".
+			if err := s.writer.Comment(strings.TrimPrefix(line, "# ")); err != nil {
+				return err
+			}
+		}
+		return s.writer.Flush()
+	}
+	_, err := s.file.WriteString(tables)
+	return err
+}
+
 // drawActions prints the counts and histograms after the trace, as
 // ftrace's hist files are read at the end.
 func (s *sink) drawActions() error {
@@ -203,17 +261,7 @@ func (s *sink) drawActions() error {
 	}
 	var b strings.Builder
 	s.acts.Draw(&b)
-	if !s.text {
-		// JSON, Chrome, pprof and recordings keep notes in their own
-		// way: the tables go there as comments, a line each.
-		for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-			// The writer marks a comment itself: "# count..." not "# # count...".
-			if err := s.writer.Comment(strings.TrimPrefix(line, "# ")); err != nil {
-				return err
-			}
-		}
-		return s.writer.Flush()
-	}
-	_, err := s.file.WriteString(b.String())
-	return err
+	// JSON, Chrome, pprof and recordings keep notes in their own way:
+	// the tables go there as comments.
+	return s.writeTables(b.String())
 }

@@ -75,6 +75,8 @@ flags:
   --graph-time-threshold D  show only calls lasting D or more, e.g. 50us
   --args                    show each traced C function's arguments and
                             return value, typed from DWARF
+  --interval D              print every count, hist, sum, avg, min and max
+                            table each D while tracing (they add up)
   --no-boost                single-step displaced instructions instead of
                             running them from a slot with a jump back
   --no-optimize             keep the int3 at every probe instead of a jump
@@ -159,7 +161,8 @@ type options struct {
 	graphFunc globList
 	maxDepth  int
 	threshold time.Duration
-	args      bool // --args
+	args      bool          // --args
+	interval  time.Duration // --interval: print the tables this often
 
 	noBoost     bool
 	noOptimize  bool
@@ -210,6 +213,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.IntVar(&o.maxDepth, "max-depth", 0, "")
 	fs.Var((*durationFlag)(&o.threshold), "graph-time-threshold", "")
 	fs.BoolVar(&o.args, "args", false, "")
+	fs.Var((*durationFlag)(&o.interval), "interval", "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
@@ -514,6 +518,8 @@ type sink struct {
 	text     bool           // the trace is ftrace's text: the stack report may follow it
 	json     bool           // the trace is JSON lines: the probes' paths end it
 	pending  []*probe.Probe // probes that waited for their library (pending.go)
+	// stopEvery ends the tables printed every --interval.
+	stopEvery func()
 }
 
 func openSink(o *options, ts tracers, probes bool) (*sink, error) {
@@ -529,6 +535,9 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 }
 
 func (s *sink) close(t *probe.Tracer) error {
+	if s.stopEvery != nil {
+		s.stopEvery()
+	}
 	err := s.stream.Close()
 	if e := s.all.Finish(); err == nil {
 		err = e
@@ -693,7 +702,13 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 	if err := addProbes(t, specs, s); err != nil {
 		return err
 	}
-	return addTracer(t, ts, o, s)
+	if err := addTracer(t, ts, o, s); err != nil {
+		return err
+	}
+	if s.stopEvery == nil {
+		s.stopEvery = s.printEvery(o.interval)
+	}
+	return nil
 }
 
 func cmdList(args []string) (int, error) {

@@ -62,7 +62,10 @@ func parseTracers(o *options) (tracers, error) {
 	if o.maxDepth < 0 {
 		return ts, fmt.Errorf("--max-depth %d: want a positive depth", o.maxDepth)
 	}
-	if o.threshold < 0 {
+	if o.interval < 0 {
+		return ts, fmt.Errorf("--interval %s: want a positive duration", o.interval)
+	}
+		if o.threshold < 0 {
 		return ts, fmt.Errorf("--graph-time-threshold %s: want a positive duration", o.threshold)
 	}
 	return ts, checkFormat(o, ts)
