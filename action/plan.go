@@ -51,8 +51,8 @@ type Plan struct {
 	traceSet bool     // traceon or traceoff is listed
 	traceTo  bool     // the last one listed: on?
 
-	mu     sync.Mutex // guards the tables: Draw runs on other goroutines
-	keyBuf []byte
+	mu        sync.Mutex // guards the tables: Draw runs on other goroutines
+	keyBuf    []byte
 	stackText string // the hit's stack as a key, during Run
 }
 

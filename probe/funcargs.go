@@ -112,6 +112,27 @@ func validAtEntry(d *symbols.DebugInfo, entry uint64, name string) bool {
 	return err == nil && dwarfTrial(dwarfVar{v})
 }
 
+// takeReg takes the next of n argument registers of a kind, *used of
+// them taken so far, or when none is left the next stack word; it
+// returns the register's index, or -1 for the stack.
+func takeReg(used *int, n int, stack *int) int {
+	if *used < n {
+		*used++
+		return *used - 1
+	}
+	*stack++
+	return -1
+}
+
+// intArg is the location of the next integer or pointer parameter:
+// $argN, or $stackN past the registers.
+func intArg(used *int, n int, stack *int) string {
+	if r := takeReg(used, n, stack); r >= 0 {
+		return fmt.Sprintf("$arg%d", r+1)
+	}
+	return fmt.Sprintf("$stack%d", *stack-1)
+}
+
 // scalarFetch is the fetch-arg body of an integer or pointer parameter
 // found at loc ($argN, $stackN): a char pointer as the string.
 func scalarFetch(p symbols.ABIValue, loc string) string {

@@ -1,10 +1,6 @@
 package probe
 
-import (
-	"fmt"
-
-	"github.com/probedbg/probe/symbols"
-)
+import "github.com/probedbg/probe/symbols"
 
 // placeParams says where the SysV x86-64 calling convention (3.2.3) puts
 // each parameter at a function's entry: INTEGER values in %rdi, %rsi,
@@ -19,20 +15,9 @@ func placeParams(params []symbols.ABIValue) []paramPlace {
 	for _, p := range params {
 		switch p.Class {
 		case symbols.ClassInt, symbols.ClassPointer:
-			loc := fmt.Sprintf("$stack%d", stack)
-			if gpr < gprs {
-				loc = fmt.Sprintf("$arg%d", gpr+1)
-				gpr++
-			} else {
-				stack++
-			}
-			out = append(out, paramPlace{fetch: scalarFetch(p, loc)})
+			out = append(out, paramPlace{fetch: scalarFetch(p, intArg(&gpr, gprs, &stack))})
 		case symbols.ClassFloat:
-			if sse < sses {
-				sse++
-			} else {
-				stack++
-			}
+			takeReg(&sse, sses, &stack)
 			out = append(out, paramPlace{dwarf: true})
 		case symbols.ClassAggregate:
 			ints, floats := 0, 0

@@ -1,10 +1,6 @@
 package probe
 
-import (
-	"fmt"
-
-	"github.com/probedbg/probe/symbols"
-)
+import "github.com/probedbg/probe/symbols"
 
 // placeParams says where the AAPCS64 puts each parameter at a function's
 // entry (Linux's rules: every stack slot 8 bytes or more): integers and
@@ -20,20 +16,9 @@ func placeParams(params []symbols.ABIValue) []paramPlace {
 	for _, p := range params {
 		switch p.Class {
 		case symbols.ClassInt, symbols.ClassPointer:
-			loc := fmt.Sprintf("$stack%d", stack)
-			if gpr < gprs {
-				loc = fmt.Sprintf("$arg%d", gpr+1)
-				gpr++
-			} else {
-				stack++
-			}
-			out = append(out, paramPlace{fetch: scalarFetch(p, loc)})
+			out = append(out, paramPlace{fetch: scalarFetch(p, intArg(&gpr, gprs, &stack))})
 		case symbols.ClassFloat:
-			if simd < simds {
-				simd++
-			} else {
-				stack++
-			}
+			takeReg(&simd, simds, &stack)
 			out = append(out, paramPlace{dwarf: true})
 		case symbols.ClassAggregate:
 			switch words := (p.Size + 7) / 8; {

@@ -771,44 +771,14 @@ func (d *DebugInfo) withOrigin(e *dwarf.Entry) *dwarf.Entry {
 // Params lists the parameter names of the function containing pc, in
 // declaration order (Go results excluded).
 func (d *DebugInfo) Params(pc uint64) ([]string, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.load(); err != nil {
-		return nil, err
-	}
-	fn := d.bi.PCToFunc(pc)
-	if fn == nil {
-		return nil, fmt.Errorf("no DWARF function at 0x%x in %s", pc, d.name)
-	}
-	e := d.subprogramDIE(fn.Entry)
-	if e == nil {
-		return nil, fmt.Errorf("%s: no DWARF entry for the function", userName(fn))
-	}
-	r := d.dw.Reader()
-	r.Seek(e.Offset)
-	if _, err := r.Next(); err != nil || !e.Children {
+	sig, err := d.Signature(pc)
+	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for {
-		c, err := r.Next()
-		if err != nil {
-			return nil, err
-		}
-		if c == nil || c.Tag == 0 {
-			break
-		}
-		if c.Tag == dwarf.TagFormalParameter {
-			c = d.withOrigin(c)
-			if isResult, _ := c.Val(dwarf.AttrVarParam).(bool); isResult {
-				continue
-			}
-			if name, _ := c.Val(dwarf.AttrName).(string); name != "" {
-				names = append(names, name)
-			}
-		}
-		if c.Children {
-			r.SkipChildren()
+	for _, p := range sig.Params {
+		if p.Name != "" {
+			names = append(names, p.Name)
 		}
 	}
 	return names, nil

@@ -51,18 +51,18 @@ type Signature struct {
 	Variadic bool // ends in "...": what the caller passed there is not listed
 }
 
-// Signature reads the signature of the function whose entry is at runtime
-// address entry.
-func (d *DebugInfo) Signature(entry uint64) (sig Signature, err error) {
+// Signature reads the signature of the function containing runtime
+// address pc.
+func (d *DebugInfo) Signature(pc uint64) (sig Signature, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.load(); err != nil {
 		return sig, err
 	}
 	defer recoverDelve(&err, "read the signature")
-	fn := d.bi.PCToFunc(entry)
+	fn := d.bi.PCToFunc(pc)
 	if fn == nil {
-		return sig, fmt.Errorf("no DWARF function at 0x%x in %s", entry, d.name)
+		return sig, fmt.Errorf("no DWARF function at 0x%x in %s", pc, d.name)
 	}
 	e := d.subprogramDIE(fn.Entry)
 	if e == nil {

@@ -65,7 +65,7 @@ func parseTracers(o *options) (tracers, error) {
 	if o.interval < 0 {
 		return ts, fmt.Errorf("--interval %s: want a positive duration", o.interval)
 	}
-		if o.threshold < 0 {
+	if o.threshold < 0 {
 		return ts, fmt.Errorf("--graph-time-threshold %s: want a positive duration", o.threshold)
 	}
 	return ts, checkFormat(o, ts)
