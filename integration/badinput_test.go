@@ -77,14 +77,14 @@ func TestBadInput(t *testing.T) {
 		{"filter incomplete", []string{"{pid}", "p:work i if i >"}, q(`probe: bad filter "i >": missing value after "i >"`), nil},
 		{"filter unclosed", []string{"{pid}", "p:work i if (i > 1"}, q(`probe: bad filter "(i > 1": missing ")"`), nil},
 		{"filter dangling &&", []string{"{pid}", "p:work i if i > 1 &&"}, q(`probe: bad filter "i > 1 &&": expression ends where a comparison was expected`), nil},
-		{"unknown action", []string{"{pid}", "p:work => bogus"}, q(`probe: bad action "bogus": unknown action (want print, count, hist, stacktrace, traceon, traceoff, enable or disable)`), nil},
+		{"unknown action", []string{"{pid}", "p:work => bogus"}, q(`probe: bad action "bogus": unknown action (want print, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)`), nil},
 		{"action on a missing field", []string{"{pid}", "p:work => hist:nosuch"}, q(`probe: bad action "hist:nosuch": nosuch is not a field of probe/p_work_0 (fields: none)`), nil},
 		// Scripts.
 		{"invalid YAML", []string{"--script", badYAML, "{pid}"}, q("probe: " + badYAML + ":2:1: bad YAML: found character '\t' that cannot start any token"), nil},
 		{"unknown script key", []string{"--script", unknownKey, "{pid}"}, q("probe: " + unknownKey + `:3:5: probes[0]: unknown key "filter" (want "at", "return", "spec", "event", "args", "if", "actions")`), nil},
 		// Flags.
 		{"unknown tracer", []string{"--tracer", "bogus", "{pid}"}, q(`probe: --tracer: unknown tracer "bogus" (want nop, function, function_graph, profile or stack)`), nil},
-		{"bad format", []string{"--format", "xml", "{pid}", "p:work"}, q(`probe: --format: unknown format "xml" (want text, json, chrome, pprof, folded or graph)`), nil},
+		{"bad format", []string{"--format", "xml", "{pid}", "p:work"}, q(`probe: --format: unknown format "xml" (want text, json, chrome, pprof, folded, graph or otlp)`), nil},
 		{"unknown flag", []string{"--bogus", "{pid}", "p:work"}, q(`probe: flag provided but not defined: -bogus`), nil},
 		{"bad flag value", []string{"--max-depth", "deep", "{pid}"}, q(`probe: --max-depth "deep": parse error`), nil},
 		{"bad duration", []string{"--duration", "forever", "{pid}", "p:work"}, q(`probe: --duration "forever": not a duration (e.g. 5s, 1m30s, 100ms)`), nil},

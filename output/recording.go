@@ -46,6 +46,9 @@ type RecordingInfo struct {
 	Arch     string // GOARCH
 	Kernel   string // uname's release
 	Started  time.Time
+	// WallOffset turns the records' CLOCK_MONOTONIC times into Unix
+	// times (for OTLP's spans).
+	WallOffset int64
 }
 
 // recordingEntry is one element of a recording after its info.

@@ -24,7 +24,22 @@ func checkFormat(o *options, ts tracers) error {
 	if k := o.ringKiB; o.set["ring-size"] && (k < 4 || k&(k-1) != 0 || k > 1<<20) {
 		return fmt.Errorf("--ring-size %d: want a power of two from 4 to 1048576 (KiB)", k)
 	}
+	if output.IsOTLPTarget(o.out) {
+		if o.format == "" {
+			o.format = "otlp"
+		}
+		if o.format != "otlp" {
+			return fmt.Errorf("-o %s: a collector takes --format otlp, not %s", o.out, o.format)
+		}
+		if err := output.CheckOTLPTarget(o.out); err != nil {
+			return err
+		}
+	}
 	switch o.format {
+	case "otlp":
+		if !output.IsOTLPTarget(o.out) {
+			return fmt.Errorf("--format otlp: give the collector as -o otlp://HOST:PORT[/PATH] (OTLP/HTTP)")
+		}
 	case "", "text", "json", "chrome":
 	case "pprof", "folded":
 		// Their stacks are built from calls and returns (or come with
@@ -37,7 +52,7 @@ func checkFormat(o *options, ts tracers) error {
 			return fmt.Errorf("--format graph: needs --tracer function_graph (calls and their returns)")
 		}
 	default:
-		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof, folded or graph)", o.format)
+		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof, folded, graph or otlp)", o.format)
 	}
 	if o.format != "" && o.format != "text" && ts.stack && !ts.graph && !ts.profile {
 		return fmt.Errorf("--format %s: the stack tracer's report is text only", o.format)
@@ -96,6 +111,17 @@ func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Write
 		return output.NewFolded(f)
 	case "graph":
 		return output.NewCallGraph(f, programName(o))
+	case "otlp":
+		wall := o.wallOffset
+		if wall == 0 {
+			wall = output.MonoToWall()
+		}
+		w, err := output.NewOTLP(o.out, programName(o), o.pid, wall)
+		if err != nil {
+			// (checkFormat checked the target.) The first export says it.
+			return output.Failing(err)
+		}
+		return w
 	}
 	return nil
 }
@@ -124,6 +150,7 @@ func recordingInfo(o *options, probes bool) output.RecordingInfo {
 	info := output.RecordingInfo{
 		Tracers: o.tracers, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
 		Command: o.command, Pid: o.pid, Attached: o.command == nil, Arch: runtime.GOARCH, Started: time.Now(),
+		WallOffset: output.MonoToWall(),
 	}
 	info.Host, _ = os.Hostname()
 	var u unix.Utsname

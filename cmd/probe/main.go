@@ -63,7 +63,9 @@ flags:
   --format F                text (ftrace's, the default), json (one object a
                             line), chrome (Perfetto, chrome://tracing), pprof
                             or folded (flame graphs; both function_graph), graph
-                            (uftrace's call graph; function_graph)
+                            (uftrace's call graph; function_graph), otlp
+                            (spans to an OpenTelemetry collector: -o
+                            otlp://HOST:PORT[/PATH], OTLP/HTTP)
   --duration D              detach after D (attach), e.g. 5s
   --tracer T[,T]            nop, function, function_graph, profile, stack
   --filter GLOB             functions to trace (MOD:GLOB for a library's);
@@ -184,6 +186,7 @@ type options struct {
 	follow       bool     // -f: follow forks and execs
 	command      []string // run: the command launched
 	pid          int      // attach: the process; run: once launched
+	wallOffset   int64    // report: the recording's monotonic-to-Unix offset
 }
 
 // globList is a flag that may be given many times.
@@ -524,7 +527,7 @@ type sink struct {
 
 func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 	f := os.Stdout
-	if o.out != "" {
+	if o.out != "" && !output.IsOTLPTarget(o.out) {
 		var err error
 		if f, err = createOutput(o.out); err != nil {
 			return nil, err

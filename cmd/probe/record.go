@@ -1,6 +1,10 @@
 package main
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/probedbg/probe/output"
+)
 
 // cmdRecord records a trace to a file for probe report, as perf record:
 // with "-- CMD" it launches CMD, otherwise it attaches to a PID. The flags
@@ -15,6 +19,9 @@ func cmdRecord(args []string) (int, error) {
 	}
 	if o.format != "" {
 		return bad("record: --format %s: a recording keeps the records; give --format to probe report", o.format)
+	}
+	if output.IsOTLPTarget(o.out) {
+		return bad("record: -o %s: a recording is a file; send it with probe report --format otlp -o %s FILE", o.out, o.out)
 	}
 	if ts, err := parseTracers(&o); err == nil && ts.stack {
 		return bad("record: --tracer stack reports at detach only and is not recorded")

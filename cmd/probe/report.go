@@ -82,19 +82,19 @@ func cmdReport(args []string) (int, error) {
 		return bad("%v", err)
 	}
 	out := os.Stdout
-	if o.out != "" {
+	if o.out != "" && !output.IsOTLPTarget(o.out) {
 		if out, err = createOutput(o.out); err != nil {
 			return failure(err)
 		}
 	}
-	o.command, o.pid = rec.Info.Command, rec.Info.Pid
+	o.command, o.pid, o.wallOffset = rec.Info.Command, rec.Info.Pid, rec.Info.WallOffset
 	if info {
 		var sum *output.Summary
 		if sum, err = rec.Summarize(); err == nil {
 			sum.Path = files[0]
 			_, err = sum.WriteTo(out)
 		}
-		if o.out != "" {
+		if out != os.Stdout {
 			if cerr := out.Close(); err == nil {
 				err = cerr
 			}
@@ -112,7 +112,7 @@ func cmdReport(args []string) (int, error) {
 		all = output.Select(all, span.apply(sel))
 	}
 	_, err = rec.Replay(all, primary)
-	if o.out != "" {
+	if out != os.Stdout {
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
