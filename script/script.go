@@ -92,7 +92,7 @@ type Output struct {
 }
 
 // Formats are the output formats a script may name.
-var Formats = []string{"text", "json", "chrome", "pprof", "folded", "graph", "otlp"}
+var Formats = []string{"text", "json", "chrome", "perfetto", "pprof", "folded", "graph", "otlp"}
 
 // Tracers are the tracer names a script may give.
 var Tracers = []string{"nop", "function", "function_graph", "profile", "stack"}

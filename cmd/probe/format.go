@@ -40,7 +40,7 @@ func checkFormat(o *options, ts tracers) error {
 		if !output.IsOTLPTarget(o.out) {
 			return fmt.Errorf("--format otlp: give the collector as -o otlp://HOST:PORT[/PATH] (OTLP/HTTP)")
 		}
-	case "", "text", "json", "chrome":
+	case "", "text", "json", "chrome", "perfetto":
 	case "pprof", "folded":
 		// Their stacks are built from calls and returns (or come with
 		// probe hits: stackFormatSource).
@@ -52,7 +52,7 @@ func checkFormat(o *options, ts tracers) error {
 			return fmt.Errorf("--format graph: needs --tracer function_graph (calls and their returns)")
 		}
 	default:
-		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, pprof, folded, graph or otlp)", o.format)
+		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, perfetto, pprof, folded, graph or otlp)", o.format)
 	}
 	if o.format != "" && o.format != "text" && ts.stack && !ts.graph && !ts.profile {
 		return fmt.Errorf("--format %s: the stack tracer's report is text only", o.format)
@@ -105,6 +105,8 @@ func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Write
 		return output.NewJSON(f)
 	case "chrome":
 		return output.NewChrome(f, ts.returns())
+	case "perfetto":
+		return output.NewPerfetto(f)
 	case "pprof":
 		return output.NewPprof(f)
 	case "folded":

@@ -61,7 +61,8 @@ flags:
   --buffer-size N           events held for the writer (default 65536); past
                             them events are dropped and counted
   --format F                text (ftrace's, the default), json (one object a
-                            line), chrome (Perfetto, chrome://tracing), pprof
+                            line), chrome (Perfetto, chrome://tracing),
+                            perfetto (Perfetto's protobuf trace), pprof
                             or folded (flame graphs; both function_graph), graph
                             (uftrace's call graph; function_graph), otlp
                             (spans to an OpenTelemetry collector: -o
