@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -280,6 +282,33 @@ func TestRealXz(t *testing.T) {
 		}
 		if read != int64(len(input)) || written != int64(len(plain.stdout)) || calls < int64(len(input)>>16) {
 			t.Errorf("%d calls: read returned %d bytes in all (input: %d), write %d (output: %d)", calls, read, len(input), written, len(plain.stdout))
+		}
+	})
+
+	// --calls on the same: ltrace's lines of its reads and writes.
+	t.Run("calls", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "calls")
+		r := runStdin(t, input, probeBin, append([]string{"run", "-o", out, "--calls", "libc:read", "--calls", "libc:write", "--", xz}, args...)...)
+		checkRun(t, "xz under --calls", r, plain.stdout)
+		line := regexp.MustCompile(`^\[pid \d+\] (read|write)\((\d+), 0x[0-9a-f]+, (\d+)\)\s+= (-?\d+)$`)
+		var read, written int64
+		for _, l := range strings.Split(strings.TrimSuffix(readFile(t, out), "\n"), "\n") {
+			m := line.FindStringSubmatch(l)
+			if m == nil {
+				t.Fatalf("not a read or write line: %q", l)
+			}
+			n, _ := strconv.ParseInt(m[4], 10, 64)
+			switch {
+			case m[1] == "read" && m[2] != "0", m[1] == "write" && m[2] != "1":
+				t.Errorf("%q: want reads of fd 0 and writes to fd 1", l)
+			case n >= 0 && m[1] == "read":
+				read += n
+			case n >= 0:
+				written += n
+			}
+		}
+		if read != int64(len(input)) || written != int64(len(plain.stdout)) {
+			t.Errorf("reads returned %d bytes (input %d), writes %d (output %d)", read, len(input), written, len(plain.stdout))
 		}
 	})
 

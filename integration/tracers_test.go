@@ -66,6 +66,9 @@ func buildTracerTracees() error {
 	if err := gcc("idle", "idle.c", o0pie); err != nil {
 		return err
 	}
+	if err := gcc("libcalls", "libcalls.c", o0pie); err != nil {
+		return err
+	}
 	if err := build(out, "g++", "-O0", "-g", "-Wall", "-fPIE", "-pie", "-o", filepath.Join(out, "exc"), filepath.Join(src, "exc.cpp")); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package probe
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/probedbg/probe/symbols"
 )
@@ -23,6 +24,7 @@ type funcArgs struct {
 	slots  []argSlot        // every parameter, in order
 	result *Args            // the result, or nil (void, a float, a struct)
 	enum   map[int64]string // the result's names, if an enum
+	format string           // the result's format, if a table type
 	vals   []Field          // scratch: params' values
 	fields []Field          // scratch: what a handler gets, valid during it
 }
@@ -30,10 +32,11 @@ type funcArgs struct {
 // argSlot is one parameter: field i of params' values, or text when i < 0;
 // an enum's value shows as its name.
 type argSlot struct {
-	name string
-	i    int
-	text string
-	enum map[int64]string
+	name   string
+	i      int
+	text   string
+	enum   map[int64]string
+	format string // a prototype table's type: see decoders
 }
 
 // paramPlace is where a parameter is at the entry: a fetch-arg body with
@@ -44,14 +47,28 @@ type paramPlace struct {
 	dwarf bool
 }
 
-// compileFuncArgs reads the signature of the function whose entry is at
-// runtime address entry in m; nil where m has no DWARF for it.
-func compileFuncArgs(m *symbols.Mapped, entry uint64) *funcArgs {
+// compileFuncArgs reads the signature of function name, whose entry is
+// at runtime address entry in m, from m's DWARF or else the table of
+// prototypes; nil where neither has it.
+func compileFuncArgs(m *symbols.Mapped, name string, entry uint64) *funcArgs {
+	var sig symbols.Signature
 	d, err := m.Debug()
-	if err != nil {
-		return nil
+	if err == nil {
+		sig, err = d.Signature(entry)
 	}
-	sig, err := d.Signature(entry)
+	if proto, ok := prototypeOf(name); ok {
+		// The table's types, as ltrace's: open's flags by name, its mode
+		// (behind "..." in C); DWARF's names where it has them.
+		if err == nil && len(sig.Params) == len(proto.Params) {
+			for i := range proto.Params {
+				proto.Params[i].Name = sig.Params[i].Name
+			}
+		}
+		sig, err = proto, nil
+		if len(sig.Params) > 0 && sig.Params[0].Name == "" {
+			d = nil // no DWARF variables to read by name
+		}
+	}
 	if err != nil {
 		return nil
 	}
@@ -72,7 +89,7 @@ func compileFuncArgs(m *symbols.Mapped, entry uint64) *funcArgs {
 		switch {
 		case pl.fetch != "":
 			spec = pl.fetch
-		case pl.dwarf && p.Name != "" && validAtEntry(d, entry, p.Name):
+		case pl.dwarf && d != nil && p.Name != "" && validAtEntry(d, entry, p.Name):
 			spec = p.Name
 		}
 		if spec == "" {
@@ -83,24 +100,40 @@ func compileFuncArgs(m *symbols.Mapped, entry uint64) *funcArgs {
 			fa.slots = append(fa.slots, argSlot{name: name, i: -1, text: text})
 			continue
 		}
-		fa.slots = append(fa.slots, argSlot{name: name, i: len(specs), enum: p.Enum})
+		fa.slots = append(fa.slots, argSlot{name: name, i: len(specs), enum: p.Enum, format: p.Format})
 		specs = append(specs, name+"="+spec)
 	}
-	env := CompileEnv{DWARF: func(expr string) (DwarfVar, error) {
-		v, err := d.Var(entry, expr)
-		if err != nil {
-			return nil, err
+	var env CompileEnv
+	if d != nil {
+		env.DWARF = func(expr string) (DwarfVar, error) {
+			v, err := d.Var(entry, expr)
+			if err != nil {
+				return nil, err
+			}
+			return dwarfVar{v}, nil
 		}
-		return dwarfVar{v}, nil
-	}}
+	}
 	if fa.params, err = CompileArgs(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
 	if spec := resultFetch(sig.Result); spec != "" {
 		fa.result, _ = CompileArgs([]string{"retval=" + spec}, CompileEnv{Return: true})
-		fa.enum = sig.Result.Enum
+		fa.enum, fa.format = sig.Result.Enum, sig.Result.Format
 	}
 	return fa
+}
+
+// prototypeOf is name's signature in the table of prototypes; an IFUNC's
+// implementation has its function's (__strlen_avx2: strlen).
+func prototypeOf(name string) (symbols.Signature, bool) {
+	proto, ok := prototypes()[name]
+	if !ok && strings.HasPrefix(name, "__") {
+		base, _, _ := strings.Cut(strings.TrimLeft(name, "_"), "_")
+		proto, ok = prototypes()[base]
+	}
+	// A copy: the caller names its parameters.
+	proto.Params = slices.Clone(proto.Params)
+	return proto, ok
 }
 
 // validAtEntry says whether parameter name's DWARF location at the entry
@@ -172,7 +205,7 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
 	for _, s := range fa.slots {
 		v := DwarfValue(s.text)
 		if s.i >= 0 && s.i < len(fa.vals) {
-			v = enumName(fa.vals[s.i].Value, s.enum)
+			v = shown(fa.vals[s.i].Value, s.enum, s.format)
 		}
 		fa.fields = append(fa.fields, Field{Name: s.name, Value: v})
 	}
@@ -187,15 +220,22 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 	fa := fn.args
 	fa.fields = fa.result.Fetch(t.envFor(hit), fa.fields[:0])
 	for i := range fa.fields {
-		fa.fields[i].Value = enumName(fa.fields[i].Value, fa.enum)
+		fa.fields[i].Value = shown(fa.fields[i].Value, fa.enum, fa.format)
 	}
 	return fa.fields
 }
 
-// enumName is v, or the name of its value when names has one.
-func enumName(v Value, names map[int64]string) Value {
-	if name, ok := names[v.Int()]; ok && !v.Faulted() {
+// shown is v as --args shows it: an enum's value by its name, a table
+// type's by its decoder.
+func shown(v Value, names map[int64]string, format string) Value {
+	if v.Faulted() {
+		return v
+	}
+	if name, ok := names[v.Int()]; ok {
 		return DwarfValue(name)
+	}
+	if decode := decoders[format]; decode != nil {
+		return decode(v)
 	}
 	return v
 }

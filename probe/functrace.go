@@ -69,8 +69,12 @@ type FuncTraceOptions struct {
 	// Returns).
 	Callers bool
 	// Args reports the parameters and result of C and C++ functions
-	// with DWARF (funcargs.go).
+	// with DWARF, or in the table of prototypes (funcargs.go, protos.go).
 	Args bool
+	// FromMain reports only calls made from the main executable (its
+	// return address is there), as ltrace shows a program's library
+	// calls and not the libraries' calls among themselves.
+	FromMain bool
 	// Handler receives events on the ptrace thread; keep it short.
 	Handler func(*FuncEvent)
 }
@@ -286,7 +290,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		return nil, err
 	}
 	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
-		c.fn.args = compileFuncArgs(m, sym.Addr+m.Bias)
+		c.fn.args = compileFuncArgs(m, sym.Name, sym.Addr+m.Bias)
 	}
 	st.fn = c.fn
 	t.keepRecording(st)
@@ -605,6 +609,10 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		return
 	case o.MaxDepth > 0 && cs.depth >= o.MaxDepth:
 		return
+	case o.FromMain && (!t.inMain(f.ret) || cs.top() != nil && cs.top().sp == f.sp):
+		// Not from the program: from a library, or a library's tail
+		// call (it took its caller's slot, and its return address).
+		return
 	}
 	f.fn, f.mode, f.depth = fn, frameRecorded, cs.depth
 	if fn.graph {
@@ -616,6 +624,12 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 	} else {
 		t.ft.emit(FuncEntry, f, hit, cs, fields)
 	}
+}
+
+// inMain reports whether addr is in the main executable.
+func (t *Tracer) inMain(addr uint64) bool {
+	m := t.space.Main()
+	return m != nil && t.space.ModuleAt(addr) == m
 }
 
 // traceEntryOnly is the function tracer without returns: one event per

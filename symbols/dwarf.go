@@ -62,6 +62,7 @@ type DebugInfo struct {
 	dwarfPath string
 
 	dies    map[uint64]*dwarf.Entry     // subprogramDIE results by entry
+	lookups int                         // of subprogramDIE: past indexAfter, all are indexed
 	inlines map[string][]inlineInstance // inlineInstances index
 
 	framesOnce sync.Once
@@ -684,12 +685,50 @@ func (d *DebugInfo) subprogramDIE(entry uint64) *dwarf.Entry {
 	if e, ok := d.dies[entry]; ok {
 		return e
 	}
-	e := d.findSubprogramDIE(entry)
 	if d.dies == nil {
 		d.dies = make(map[uint64]*dwarf.Entry)
 	}
+	d.lookups++
+	if d.lookups == indexAfter {
+		// Many functions asked for (--args over a whole library): one
+		// pass over the DWARF beats a walk of a unit for each.
+		d.indexSubprograms()
+		if e, ok := d.dies[entry]; ok {
+			return e
+		}
+	}
+	e := d.findSubprogramDIE(entry)
 	d.dies[entry] = e
 	return e
+}
+
+// indexAfter is how many lookups of subprogram DIEs make indexing them
+// all worth it.
+const indexAfter = 64
+
+// indexSubprograms puts every subprogram DIE with code in d.dies, by
+// the runtime address of each of its ranges' starts.
+func (d *DebugInfo) indexSubprograms() {
+	r := d.dw.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return
+		}
+		if e.Tag != dwarf.TagSubprogram {
+			continue
+		}
+		rs, err := d.dw.Ranges(e)
+		if err != nil || len(rs) == 0 {
+			continue
+		}
+		merged := d.withOrigin(e)
+		for _, rg := range rs {
+			if _, seen := d.dies[rg[0]+d.bias]; !seen {
+				d.dies[rg[0]+d.bias] = merged
+			}
+		}
+	}
 }
 
 func (d *DebugInfo) findSubprogramDIE(entry uint64) *dwarf.Entry {

@@ -38,6 +38,9 @@ type ABIValue struct {
 	Words []ValueClass
 	// Enum names the values of an enum type (ClassInt).
 	Enum map[int64]string
+	// Format names how a value of a type known by name only is shown
+	// (a prototype table's "oflags", "mode"); "" for DWARF's types.
+	Format string
 	// ClassAggregate: HFA is the member count of a homogeneous
 	// floating-point aggregate (AAPCS64: 1 to 4 members of one float
 	// type, passed in SIMD registers), else 0.

@@ -78,6 +78,10 @@ flags:
   --graph-time-threshold D  show only calls lasting D or more, e.g. 50us
   --args                    show each traced C function's arguments and
                             return value, typed from DWARF
+  --calls MOD:GLOB          the program's calls into a library, as ltrace:
+                            func(args) = result, a line each (e.g. 'libc:*')
+  -c                        with --calls: only ltrace -c's table at the end
+                            (time, calls, errors per function)
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
   --no-boost                single-step displaced instructions instead of
@@ -165,6 +169,8 @@ type options struct {
 	maxDepth  int
 	threshold time.Duration
 	args      bool          // --args
+	calls     globList      // --calls: ltrace's library calls
+	summary   bool          // -c: ltrace -c's table of them
 	interval  time.Duration // --interval: print the tables this often
 
 	noBoost     bool
@@ -217,6 +223,8 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.IntVar(&o.maxDepth, "max-depth", 0, "")
 	fs.Var((*durationFlag)(&o.threshold), "graph-time-threshold", "")
 	fs.BoolVar(&o.args, "args", false, "")
+	fs.Var(&o.calls, "calls", "")
+	fs.BoolVar(&o.summary, "c", false, "")
 	fs.Var((*durationFlag)(&o.interval), "interval", "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")

@@ -13,10 +13,11 @@ import (
 // tracers is what --tracer and the filter flags asked for.
 type tracers struct {
 	function, graph, profile, stack bool
+	calls                           bool // --calls: ltrace's library calls
 }
 
-func (ts tracers) any() bool     { return ts.function || ts.graph || ts.profile || ts.stack }
-func (ts tracers) returns() bool { return ts.graph || ts.profile || ts.stack }
+func (ts tracers) any() bool     { return ts.function || ts.graph || ts.profile || ts.stack || ts.calls }
+func (ts tracers) returns() bool { return ts.graph || ts.profile || ts.stack || ts.calls }
 
 // parseTracers checks --tracer and the flags that go with it, as ftrace
 // has one current tracer: function or function_graph, with the profile
@@ -40,6 +41,14 @@ func parseTracers(o *options) (tracers, error) {
 	}
 	if ts.function && ts.graph {
 		return ts, fmt.Errorf("--tracer: function and function_graph cannot run together")
+	}
+	if len(o.calls) > 0 {
+		if ts.any() || len(o.filter) > 0 {
+			return ts, fmt.Errorf("--calls: it is a tracer of its own (ltrace's); give it without --tracer and --filter")
+		}
+		ts.calls = true
+	} else if o.summary {
+		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
 	}
 	type flagSet struct {
 		name string
@@ -78,6 +87,8 @@ func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all o
 		return w, w
 	}
 	switch {
+	case ts.calls:
+		primary = output.NewCalls(f, o.summary)
 	case ts.graph:
 		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: cpuWidth(o)})
 	case ts.function:
@@ -115,8 +126,13 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 		Filter: o.filter, Notrace: o.notrace, GraphFunction: o.graphFunc, MaxDepth: o.maxDepth,
 		Returns: ts.returns(), Stack: ts.stack, Callers: ts.function, Args: o.args,
 	}
+	if ts.calls {
+		// ltrace: the program's calls into the libraries, with their
+		// arguments and results.
+		opts.Filter, opts.Args, opts.FromMain = o.calls, true, true
+	}
 	// The stack tracer alone reports at the end: no event per call.
-	if ts.function || ts.graph || ts.profile {
+	if ts.function || ts.graph || ts.profile || ts.calls {
 		opts.Handler = func(ev *probe.FuncEvent) {
 			s.stream.Send(output.Record{
 				Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,

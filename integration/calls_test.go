@@ -1,0 +1,77 @@
+package integration
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// callLines is an ltrace-style trace's lines, the pids written N, the
+// addresses 0xADDR, the padding before " = " one space, and the C
+// library's start-up and exit plumbing (__libc_start_main,
+// __cxa_finalize) left out.
+func callLines(out string) []string {
+	pid := regexp.MustCompile(`^\[pid \d+\] `)
+	addr := regexp.MustCompile(`0x[0-9a-f]{5,}`)
+	pad := regexp.MustCompile(`\s+= `)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !pid.MatchString(l) || strings.Contains(l, "__libc_start_main") || strings.Contains(l, "__cxa_finalize") {
+			continue
+		}
+		l = pid.ReplaceAllString(l, "[pid N] ")
+		lines = append(lines, pad.ReplaceAllString(addr.ReplaceAllString(l, "0xADDR"), " = "))
+	}
+	return lines
+}
+
+// TestCalls: --calls shows the program's calls into the C library as
+// ltrace does, arguments and results typed (open's flags by name, its
+// mode in octal, strings as text), in the order made, the libraries'
+// own calls among themselves left out (qsort's qsort_r), stopping the
+// threads or recording in-process alike; -c tallies them, a -1 an error.
+func TestCalls(t *testing.T) {
+	t.Parallel()
+	exe := tracerBin(t, "libcalls")
+	want := []string{
+		"[pid N] malloc(272) = 0xADDR",
+		"[pid N] open(\"/dev/null\", O_WRONLY|O_CLOEXEC, 0) = 3",
+		"[pid N] write(3, 0xADDR, 5) = 5",
+		"[pid N] close(3) = 0",
+		"[pid N] open(\"/nonexistent-dir/x\", O_RDWR|O_CREAT, 0640) = -1",
+		"[pid N] qsort(0xADDR, 3, 4, 0xADDR) = <void>",
+		"[pid N] printf(\"%zd %d %d %d %d\\n\") = 12",
+		"[pid N] free(0xADDR) = <void>",
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libc:*", "--", exe)...)
+		out := strings.Replace(r.stdout, "5 -1 -1 2 3\n", "", 1)
+		if !strings.Contains(r.stdout, "5 -1 -1 2 3\n") {
+			t.Errorf("%v: the program's own output is missing:\n%s", engine, r.stdout)
+		}
+		if got := callLines(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%v: calls\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+
+	r := mustProbe(t, "run", "--calls", "libc:*", "-c", "--", exe)
+	rows := map[string][2]int{}
+	row := regexp.MustCompile(`(?m)^ *[0-9.]+ +[0-9.]+ +\d+ +(\d+) +(\d+) (\S+)$`)
+	for _, m := range row.FindAllStringSubmatch(r.stdout, -1) {
+		calls, _ := strconv.Atoi(m[1])
+		errs, _ := strconv.Atoi(m[2])
+		rows[m[3]] = [2]int{calls, errs}
+	}
+	for fn, want := range map[string][2]int{"open": {2, 1}, "malloc": {1, 0}, "write": {1, 0}, "close": {1, 0}, "qsort": {1, 0}, "free": {1, 0}} {
+		if rows[fn] != want {
+			t.Errorf("-c: %s %v (calls, errors), want %v\n%s", fn, rows[fn], want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "malloc(272)") || !strings.Contains(r.stdout, "% time     seconds  usecs/call     calls    errors function\n") {
+		t.Errorf("-c: want the table alone:\n%s", r.stdout)
+	}
+	if bad := probe(t, "run", "--calls", "libc:*", "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
+		t.Errorf("--calls with --tracer: want exit 2 naming --calls: %v", bad)
+	}
+}

@@ -1,0 +1,163 @@
+package output
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/probedbg/probe/probe"
+)
+
+// Calls writes a program's library calls as ltrace does, a line per call
+// at its return, arguments and result as --args fetch them:
+//
+//	[pid 4242] malloc(272)                              = 0x55d1c2e8b2a0
+//	[pid 4242] open("/etc/hosts", O_RDONLY, 0)          = 3
+//
+// A call that another starts inside of (a callback) is cut, as ltrace
+// cuts it: "func(args <unfinished ...>", then "<... func resumed> = r".
+// With Summary, only ltrace -c's table at the end: per function its
+// share of the time, calls, time per call and errors (-1 results).
+type Calls struct {
+	w       *bufio.Writer
+	summary bool
+	open    map[int64][]*callOpen // per lane, the calls not returned
+	stats   map[string]*callStat
+	notes   []string
+}
+
+type callOpen struct {
+	rec     Record
+	printed bool // its "<unfinished ...>" line is out
+}
+
+type callStat struct {
+	calls, errors int64
+	ns            int64
+}
+
+// NewCalls returns the writer; summary: the -c table only.
+func NewCalls(w io.Writer, summary bool) *Calls {
+	return &Calls{w: bufio.NewWriterSize(w, 64<<10), summary: summary, open: map[int64][]*callOpen{}, stats: map[string]*callStat{}}
+}
+
+// callColumn is where " = result" goes, as ltrace aligns it.
+const callColumn = 40
+
+func (c *Calls) Write(r *Record) error {
+	switch r.Kind {
+	case KindEntry:
+		stack := c.open[r.Lane]
+		if len(stack) > 0 && !c.summary {
+			// A call inside a call: the outer one's line is cut here.
+			if top := stack[len(stack)-1]; !top.printed {
+				top.printed = true
+				fmt.Fprintf(c.w, "[pid %d] %s(%s <unfinished ...>\n", top.rec.Tid, top.rec.Func, callArgs(top.rec.Fields))
+			}
+		}
+		c.open[r.Lane] = append(stack, &callOpen{rec: *r})
+	case KindReturn, KindLost:
+		stack := c.open[r.Lane]
+		if len(stack) == 0 {
+			return nil // entered before the trace began
+		}
+		call := stack[len(stack)-1]
+		c.open[r.Lane] = stack[:len(stack)-1]
+		st := c.stats[r.Func]
+		if st == nil {
+			st = &callStat{}
+			c.stats[r.Func] = st
+		}
+		st.calls++
+		st.ns += r.Time - call.rec.Time
+		result := "<void>"
+		if len(r.Fields) > 0 {
+			v := r.Fields[0].Value
+			result = v.String()
+			if v.Type().Signed() && v.Int() == -1 {
+				st.errors++
+			}
+		}
+		if r.Kind == KindLost {
+			result = "<no return ...>"
+		}
+		if c.summary {
+			return nil
+		}
+		var line string
+		if call.printed {
+			line = fmt.Sprintf("[pid %d] <... %s resumed> ", r.Tid, r.Func)
+		} else {
+			line = fmt.Sprintf("[pid %d] %s(%s) ", r.Tid, r.Func, callArgs(call.rec.Fields))
+		}
+		fmt.Fprintf(c.w, "%-*s= %s\n", callColumn, line, result)
+	}
+	return nil
+}
+
+// callArgs is the arguments as ltrace shows them: values only.
+func callArgs(fields []probe.Field) string {
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		parts[i] = f.Value.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c *Calls) Comment(s string) error {
+	c.notes = append(c.notes, s)
+	return nil
+}
+
+func (c *Calls) Flush() error { return c.w.Flush() }
+
+// Finish writes the calls that never returned, the -c table, the notes.
+func (c *Calls) Finish() error {
+	for _, lane := range slices.Sorted(maps.Keys(c.open)) {
+		for _, call := range c.open[lane] {
+			if !c.summary && !call.printed {
+				fmt.Fprintf(c.w, "[pid %d] %s(%s <no return ...>\n", call.rec.Tid, call.rec.Func, callArgs(call.rec.Fields))
+			}
+		}
+	}
+	c.open = map[int64][]*callOpen{}
+	if c.summary {
+		c.table()
+	}
+	for _, n := range c.notes {
+		fmt.Fprintf(c.w, "# %s\n", n)
+	}
+	c.notes = nil
+	return c.w.Flush()
+}
+
+// table is ltrace -c's: by time, most first.
+func (c *Calls) table() {
+	names := slices.Collect(maps.Keys(c.stats))
+	var total callStat
+	for _, st := range c.stats {
+		total.calls, total.errors, total.ns = total.calls+st.calls, total.errors+st.errors, total.ns+st.ns
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(c.stats[b].ns, c.stats[a].ns); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	const rule = "------ ----------- ----------- --------- --------- --------------------\n"
+	c.w.WriteString("% time     seconds  usecs/call     calls    errors function\n" + rule)
+	for _, n := range names {
+		st := c.stats[n]
+		share := 0.0
+		if total.ns > 0 {
+			share = 100 * float64(st.ns) / float64(total.ns)
+		}
+		fmt.Fprintf(c.w, "%6.2f %11.6f %11d %9d %9d %s\n", share, float64(st.ns)/1e9, st.ns/1000/max(st.calls, 1), st.calls, st.errors, n)
+	}
+	c.w.WriteString(rule)
+	fmt.Fprintf(c.w, "100.00 %11.6f %11s %9d %9d total\n", float64(total.ns)/1e9, "", total.calls, total.errors)
+}
