@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,7 +72,16 @@ func TestCalls(t *testing.T) {
 	if strings.Contains(r.stdout, "malloc(272)") || !strings.Contains(r.stdout, "% time     seconds  usecs/call     calls    errors function\n") {
 		t.Errorf("-c: want the table alone:\n%s", r.stdout)
 	}
-	if bad := probe(t, "run", "--calls", "libc:*", "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
+	// Recorded, then reported: the same lines.
+	rec := filepath.Join(t.TempDir(), "calls.bin")
+	mustProbe(t, "record", "-o", rec, "--calls", "libc:*", "--", exe)
+	if got := callLines(mustProbe(t, "report", rec).stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("report of a recording:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if rep := mustProbe(t, "report", "-c", rec).stdout; !regexp.MustCompile(`(?m) 2 +1 open$`).MatchString(rep) {
+		t.Errorf("report -c: no open row of 2 calls, 1 error:\n%s", rep)
+	}
+		if bad := probe(t, "run", "--calls", "libc:*", "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
 		t.Errorf("--calls with --tracer: want exit 2 naming --calls: %v", bad)
 	}
 }

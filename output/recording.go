@@ -34,6 +34,7 @@ var ErrTruncated = errors.New("recording cut short")
 // as the live trace would have.
 type RecordingInfo struct {
 	Tracers   string // --tracer, e.g. "function_graph"
+	Calls     bool   // --calls: ltrace's lines
 	Threshold int64  // function_graph's tracing_thresh, ns
 	Probes    bool   // probes were placed
 	CPUWidth  int    // digits of the CPU column

@@ -47,16 +47,17 @@ type paramPlace struct {
 	dwarf bool
 }
 
-// compileFuncArgs reads the signature of function name, whose entry is
-// at runtime address entry in m, from m's DWARF or else the table of
-// prototypes; nil where neither has it.
-func compileFuncArgs(m *symbols.Mapped, name string, entry uint64) *funcArgs {
+// compileFuncArgs reads the signature of function fn, whose entry is at
+// runtime address entry in m, from m's DWARF or the table of prototypes:
+// in a library the table's types win (ltrace's), in the program its own
+// DWARF (its own "close" is not libc's). nil where neither has it.
+func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *funcArgs {
 	var sig symbols.Signature
 	d, err := m.Debug()
 	if err == nil {
 		sig, err = d.Signature(entry)
 	}
-	if proto, ok := prototypeOf(name); ok {
+	if proto, ok := prototypeOf(fn); ok && (library || err != nil) {
 		// The table's types, as ltrace's: open's flags by name, its mode
 		// (behind "..." in C); DWARF's names where it has them.
 		if err == nil && len(sig.Params) == len(proto.Params) {

@@ -290,7 +290,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		return nil, err
 	}
 	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
-		c.fn.args = compileFuncArgs(m, sym.Name, sym.Addr+m.Bias)
+		c.fn.args = compileFuncArgs(m, sym.Name, sym.Addr+m.Bias, m != t.space.Main())
 	}
 	st.fn = c.fn
 	t.keepRecording(st)

@@ -150,7 +150,7 @@ func returnEntry(h *probe.Hit) int64 {
 // probe report --info tells of where it was made.
 func recordingInfo(o *options, probes bool) output.RecordingInfo {
 	info := output.RecordingInfo{
-		Tracers: o.tracers, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
+		Tracers: o.tracers, Calls: len(o.calls) > 0, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
 		Command: o.command, Pid: o.pid, Attached: o.command == nil, Arch: runtime.GOARCH, Started: time.Now(),
 		WallOffset: output.MonoToWall(),
 	}

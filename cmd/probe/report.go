@@ -33,6 +33,7 @@ func cmdReport(args []string) (int, error) {
 	fs.StringVar(&timeRange, "time-range", "", "")
 	fs.BoolVar(&info, "info", false, "")
 	fs.BoolVar(&fullNames, "full-names", false, "")
+	fs.BoolVar(&o.summary, "c", false, "")
 	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -74,6 +75,9 @@ func cmdReport(args []string) (int, error) {
 		return bad("%s: %v (make one with probe record -o FILE)", files[0], err)
 	}
 	o.tracers, o.threshold, o.cpuWidth = rec.Info.Tracers, time.Duration(rec.Info.Threshold), rec.Info.CPUWidth
+	if rec.Info.Calls {
+		o.calls = globList{"(recorded)"} // what matters: the lines are ltrace's
+	}
 	ts, err := parseTracers(&o)
 	if err == nil {
 		err = stackFormatSource(&o, ts, rec.Info.Probes)
