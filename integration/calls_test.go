@@ -81,7 +81,7 @@ func TestCalls(t *testing.T) {
 	if rep := mustProbe(t, "report", "-c", rec).stdout; !regexp.MustCompile(`(?m) 2 +1 open$`).MatchString(rep) {
 		t.Errorf("report -c: no open row of 2 calls, 1 error:\n%s", rep)
 	}
-		if bad := probe(t, "run", "--calls", "libc:*", "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
+	if bad := probe(t, "run", "--calls", "libc:*", "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
 		t.Errorf("--calls with --tracer: want exit 2 naming --calls: %v", bad)
 	}
 }
