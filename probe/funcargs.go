@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -203,10 +205,20 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
 	}
 	fa.vals = fa.params.Fetch(t.envFor(hit), fa.vals[:0])
 	fa.fields = fa.fields[:0]
+	var flags uint64
 	for _, s := range fa.slots {
 		v := DwarfValue(s.text)
 		if s.i >= 0 && s.i < len(fa.vals) {
-			v = shown(fa.vals[s.i].Value, s.enum, s.format)
+			raw := fa.vals[s.i].Value
+			if s.format == "oflags" {
+				flags = raw.Uint()
+			}
+			if s.format == "mode" && flags&(unix.O_CREAT|unix.O_TMPFILE&^unix.O_DIRECTORY) == 0 {
+				// open's mode is passed only with O_CREAT or
+				// O_TMPFILE: else its register holds anything.
+				continue
+			}
+			v = shown(raw, s.enum, s.format)
 		}
 		fa.fields = append(fa.fields, Field{Name: s.name, Value: v})
 	}
