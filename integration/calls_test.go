@@ -45,8 +45,15 @@ func TestCalls(t *testing.T) {
 		"[pid N] printf(\"%zd %d %d %d %d\\n\") = 12",
 		"[pid N] free(0xADDR) = <void>",
 	}
+	// All of libc once; then the functions called, by name: without
+	// in-process records (arm64) every call inside libc stops too.
+	called := "libc:malloc,libc:open,libc:write,libc:close,libc:qsort,libc:printf,libc:free"
 	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
-		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libc:*", "--", exe)...)
+		glob := "libc:*"
+		if engine != nil {
+			glob = called
+		}
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", glob, "--", exe)...)
 		out := strings.Replace(r.stdout, "5 -1 -1 2 3\n", "", 1)
 		if !strings.Contains(r.stdout, "5 -1 -1 2 3\n") {
 			t.Errorf("%v: the program's own output is missing:\n%s", engine, r.stdout)
@@ -56,7 +63,7 @@ func TestCalls(t *testing.T) {
 		}
 	}
 
-	r := mustProbe(t, "run", "--calls", "libc:*", "-c", "--", exe)
+	r := mustProbe(t, "run", "--calls", called, "-c", "--", exe)
 	rows := map[string][2]int{}
 	row := regexp.MustCompile(`(?m)^ *[0-9.]+ +[0-9.]+ +\d+ +(\d+) +(\d+) (\S+)$`)
 	for _, m := range row.FindAllStringSubmatch(r.stdout, -1) {
@@ -74,14 +81,14 @@ func TestCalls(t *testing.T) {
 	}
 	// Recorded, then reported: the same lines.
 	rec := filepath.Join(t.TempDir(), "calls.bin")
-	mustProbe(t, "record", "-o", rec, "--calls", "libc:*", "--", exe)
+	mustProbe(t, "record", "-o", rec, "--calls", called, "--", exe)
 	if got := callLines(mustProbe(t, "report", rec).stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("report of a recording:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if rep := mustProbe(t, "report", "-c", rec).stdout; !regexp.MustCompile(`(?m) 2 +1 open$`).MatchString(rep) {
 		t.Errorf("report -c: no open row of 2 calls, 1 error:\n%s", rep)
 	}
-	if bad := probe(t, "run", "--calls", "libc:*", "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
+	if bad := probe(t, "run", "--calls", called, "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
 		t.Errorf("--calls with --tracer: want exit 2 naming --calls: %v", bad)
 	}
 }
