@@ -105,7 +105,7 @@ func (g *CallGraph) Finish() error {
 	fmt.Fprintf(g.w, "# Function Call Graph for '%s'\n", g.root.name)
 	if len(g.root.children) > 0 {
 		g.w.WriteString("========== FUNCTION CALL GRAPH ==========\n# TOTAL TIME   FUNCTION\n")
-		g.node(&g.root, nil, len(g.root.children) > 1, false)
+		g.node(&g.root, nil, false, false)
 	}
 	for _, n := range g.notes {
 		fmt.Fprintf(g.w, "# %s\n", n)
@@ -144,7 +144,7 @@ func (g *CallGraph) node(n *cgNode, branches []bool, line, last bool) {
 	}
 }
 
-// indent draws the levels: " | " where a branch line runs, "   " where
+// indentTo draws the levels: " | " where a branch line runs, "   " where
 // none does, and with line " +-" at the innermost one that runs (and
 // "---" past it) to reach this callee.
 func indentTo(w io.StringWriter, branches []bool, line bool) {
