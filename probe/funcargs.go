@@ -126,6 +126,14 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	return fa
 }
 
+// prototypeName is name if the table has it, else "".
+func prototypeName(name string) string {
+	if _, ok := prototypes()[name]; ok {
+		return name
+	}
+	return ""
+}
+
 // prototypeOf is name's signature in the table of prototypes; an IFUNC's
 // implementation has its function's (__strlen_avx2: strlen).
 func prototypeOf(name string) (symbols.Signature, bool) {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -290,7 +291,8 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		return nil, err
 	}
 	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
-		c.fn.args = compileFuncArgs(m, sym.Name, sym.Addr+m.Bias, m != t.space.Main())
+		// (By the name shown first: an IFUNC's, for --calls.)
+		c.fn.args = compileFuncArgs(m, cmp.Or(prototypeName(c.fn.name), sym.Name), sym.Addr+m.Bias, m != t.space.Main())
 	}
 	st.fn = c.fn
 	t.keepRecording(st)
@@ -505,7 +507,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 		}
 	}
 	var out []candidate
-	seen := map[uint64]bool{} // by runtime address: an IFUNC's implementation may match by name too
+	seen := map[uint64]int{} // by runtime address, its candidate: an IFUNC's implementation may match by name too
 	for _, m := range mods {
 		goMod := isGo(m)
 		for _, sym := range m.Functions() {
@@ -535,15 +537,23 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 				// The resolver runs once, at load: trace the
 				// implementation it picked, as p:SYM does.
 				if r, ok := t.ifuncImplementation(m, sym); ok {
-					cm, csym, display = r.module, r.sym, displayName(r.sym.Name)
+					cm, csym = r.module, r.sym
+					if !opts.FromMain {
+						// (ltrace names the function the program
+						// called: strlen, not __strlen_avx2.)
+						display = displayName(r.sym.Name)
+					}
 				} else {
 					skip = "an IFUNC: its resolver runs once at load, and the implementation it picked could not be found"
 				}
 			}
-			if seen[csym.Addr+cm.Bias] {
+			if i, dup := seen[csym.Addr+cm.Bias]; dup {
+				if sym.IFunc && opts.FromMain {
+					out[i].fn.name = display // the name the program called
+				}
 				continue
 			}
-			seen[csym.Addr+cm.Bias] = true
+			seen[csym.Addr+cm.Bias] = len(out)
 			fn := &traceFunc{name: display, isGo: goMod, notrace: noTrace, graph: inGraph,
 				where: fmt.Sprintf("%s+0x0/%#x", csym.Name, csym.Size)}
 			if skip == "" {

@@ -1,6 +1,7 @@
 /* The tracee of TestCalls: library calls of known arguments and
- * results, one that fails (-1), a callback (qsort's compare, a call of
- * the program's own made from inside a library call). */
+ * results, one that fails (-1), one to an IFUNC (strlen), a callback
+ * (qsort's compare, a call of the program's own made from inside a
+ * library call). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@ int main(void)
 	int bad = open("/nonexistent-dir/x", O_RDWR | O_CREAT, 0640);
 	int v[] = {3, -1, 2};
 	qsort(v, 3, sizeof v[0], cmp);
-	printf("%zd %d %d %d %d\n", n, bad, v[0], v[1], v[2]);
+	const char *volatile word = "hello"; /* (not folded at build time) */
+	size_t len = strlen(word);
+	printf("%zd %d %d %d %d %zu\n", n, bad, v[0], v[1], v[2], len);
 	free(p);
 	return 0;
 }
