@@ -236,8 +236,7 @@ func stackKey(h *probe.Hit) string {
 	frames := h.Stack(maxKeyFrames)
 	names := make([]string, len(frames))
 	for i, f := range frames {
-		name, _, _ := strings.Cut(f.Text, "+0x")
-		names[len(frames)-1-i], _, _ = strings.Cut(name, " ")
+		names[len(frames)-1-i] = probe.FrameFunc(f.Text)
 	}
 	return strings.Join(names, ";")
 }

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/probedbg/probe/probe"
 )
 
 // Folded writes folded stacks for flame graphs (Brendan Gregg's
@@ -38,7 +40,7 @@ func (f *Folded) Write(r *Record) error {
 		if len(r.Stack) > 0 {
 			frames := make([]string, len(r.Stack))
 			for i, fr := range r.Stack { // the stack is innermost first
-				frames[len(r.Stack)-1-i] = frameFunc(fr)
+				frames[len(r.Stack)-1-i] = probe.FrameFunc(fr)
 			}
 			f.hits[strings.Join(frames, ";")]++
 		}

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/probedbg/probe/probe"
 )
 
 // Pprof writes a profile.proto that go tool pprof reads (-top, -http):
@@ -42,7 +43,7 @@ func (p *Pprof) Write(r *Record) error {
 		if len(r.Stack) > 0 {
 			frames := make([]string, len(r.Stack))
 			for i, f := range r.Stack {
-				frames[i] = frameFunc(f)
+				frames[i] = probe.FrameFunc(f)
 			}
 			p.hits[strings.Join(frames, stackSep)]++
 		}
@@ -50,17 +51,6 @@ func (p *Pprof) Write(r *Record) error {
 	}
 	p.stacks.add(r)
 	return nil
-}
-
-// symOffset matches "sym+0xoff/0xsize [module]", a stack frame's text.
-var symOffset = regexp.MustCompile(`^(.*?)\+0x[0-9a-f]+(/0x[0-9a-f]+)?( \[.*\])?$`)
-
-// frameFunc is the function of a stack frame's text.
-func frameFunc(frame string) string {
-	if m := symOffset.FindStringSubmatch(frame); m != nil {
-		return m[1]
-	}
-	return frame
 }
 
 func (p *Pprof) Comment(s string) error {
