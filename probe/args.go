@@ -133,10 +133,9 @@ func (t *Tracer) capture(tid int, s *site, hit *Hit) {
 			continue // entered by a path that skipped the entry probe
 		}
 		vals := make([]capturedValue, len(p.captures))
-		t.fpTid = tid
-		env := HitEnv{Regs: hit.Regs, FPRegs: t.env.FPRegs, Mem: t.proc} // (t.env's method value: made once)
+		env := t.envFor(hit)
 		for i, v := range p.captures {
-			vals[i].raw, vals[i].text, vals[i].err = dwarfVar{v}.Read(&env)
+			vals[i].raw, vals[i].text, vals[i].err = dwarfVar{v}.Read(env)
 		}
 		if f.vals == nil {
 			f.vals = make(map[*Probe][]capturedValue)
@@ -145,16 +144,25 @@ func (t *Tracer) capture(tid int, s *site, hit *Hit) {
 	}
 }
 
+// envFor is the fetch environment of a hit: a record's, replayed, or a
+// stopped thread's. (Their Mem and Symbolize were set once: a method
+// value made here would allocate at every hit.)
+func (t *Tracer) envFor(hit *Hit) *HitEnv {
+	if in := t.inproc; in != nil && hit.Mem == Memory(&in.stack) {
+		in.env.Regs, in.env.Comm = hit.Regs, hit.Comm
+		return &in.env
+	}
+	t.env.Regs, t.env.Comm, t.fpTid = hit.Regs, hit.Comm, hit.Tid
+	return &t.env
+}
+
 // fetch evaluates p's fetch-args into hit.Fields and applies its filter.
 func (t *Tracer) fetch(p *Probe, hit *Hit) bool {
 	if p.args == nil {
 		hit.Fields = nil
 		return true
 	}
-	// Mem and Symbolize were set once in newTracer: a method value made
-	// here would allocate on every hit.
-	t.env.Regs, t.env.Comm, t.fpTid = hit.Regs, hit.Comm, hit.Tid
-	t.fields = p.args.Fetch(&t.env, t.fields[:0])
+	t.fields = p.args.Fetch(t.envFor(hit), t.fields[:0])
 	hit.Fields = t.fields
 	return p.args.Keep(t.fields)
 }

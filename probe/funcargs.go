@@ -76,6 +76,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		return nil
 	}
 	fa := &funcArgs{}
+	vars := map[string]*symbols.Var{} // the DWARF parameters read, compiled
 	places := placeParams(sig.Params)
 	var specs, names []string
 	for i, p := range sig.Params {
@@ -92,8 +93,10 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		switch {
 		case pl.fetch != "":
 			spec = pl.fetch
-		case pl.dwarf && d != nil && p.Name != "" && validAtEntry(d, entry, p.Name):
-			spec = p.Name
+		case pl.dwarf && d != nil && p.Name != "":
+			if v := varAtEntry(d, entry, p.Name); v != nil {
+				vars[p.Name], spec = v, p.Name
+			}
 		}
 		if spec == "" {
 			text := "?"
@@ -106,16 +109,13 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		fa.slots = append(fa.slots, argSlot{name: name, i: len(specs), enum: p.Enum, format: p.Format})
 		specs = append(specs, name+"="+spec)
 	}
-	var env CompileEnv
-	if d != nil {
-		env.DWARF = func(expr string) (DwarfVar, error) {
-			v, err := d.Var(entry, expr)
-			if err != nil {
-				return nil, err
-			}
-			return dwarfVar{v}, nil
+	env := CompileEnv{DWARF: func(expr string) (DwarfVar, error) {
+		v := vars[expr] // (compiled by varAtEntry)
+		if v == nil {
+			return nil, fmt.Errorf("%s: not a parameter read at the entry", expr)
 		}
-	}
+		return dwarfVar{v}, nil
+	}}
 	if fa.params, err = CompileArgs(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
@@ -147,13 +147,16 @@ func prototypeOf(name string) (symbols.Signature, bool) {
 	return proto, ok
 }
 
-// validAtEntry says whether parameter name's DWARF location at the entry
-// reads only registers and the words at and above sp (the caller's
-// frame), which hold there, and not the function's own frame, which its
-// prologue has yet to fill.
-func validAtEntry(d *symbols.DebugInfo, entry uint64, name string) bool {
+// varAtEntry is parameter name compiled at the entry if its DWARF
+// location there reads only registers and the words at and above sp (the
+// caller's frame), which hold there, and not the function's own frame,
+// which its prologue has yet to fill; else nil.
+func varAtEntry(d *symbols.DebugInfo, entry uint64, name string) *symbols.Var {
 	v, err := d.Var(entry, name)
-	return err == nil && dwarfTrial(dwarfVar{v})
+	if err != nil || !dwarfTrial(dwarfVar{v}) {
+		return nil
+	}
+	return v
 }
 
 // takeReg takes the next of n argument registers of a kind, *used of
@@ -259,15 +262,4 @@ func shown(v Value, names map[int64]string, format string) Value {
 		return decode(v)
 	}
 	return v
-}
-
-// envFor is the fetch environment of a hit: a record's, replayed, or a
-// stopped thread's.
-func (t *Tracer) envFor(hit *Hit) *HitEnv {
-	if in := t.inproc; in != nil && hit.Mem == Memory(&in.stack) {
-		in.env.Regs, in.env.Comm = hit.Regs, hit.Comm
-		return &in.env
-	}
-	t.env.Regs, t.env.Comm, t.fpTid = hit.Regs, hit.Comm, hit.Tid
-	return &t.env
 }

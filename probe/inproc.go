@@ -830,8 +830,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 		}
 		p.hits.Add(1)
 		if p.args != nil {
-			in.env.Regs, in.env.Comm = &in.regs, hit.Comm
-			in.fields = p.args.Fetch(&in.env, in.fields[:0])
+			in.fields = p.args.Fetch(t.envFor(hit), in.fields[:0])
 			hit.Fields = in.fields
 			if !p.args.Keep(in.fields) {
 				continue
