@@ -93,29 +93,19 @@ func cmdReport(args []string) (int, error) {
 	}
 	o.command, o.pid, o.wallOffset = rec.Info.Command, rec.Info.Pid, rec.Info.WallOffset
 	if info {
-		var sum *output.Summary
-		if sum, err = rec.Summarize(); err == nil {
-			sum.Path = files[0]
-			_, err = sum.WriteTo(out)
+		sum := rec.Summarize()
+		sum.Path = files[0]
+		_, err = sum.WriteTo(out)
+	} else {
+		primary, all := newWriter(out, ts, &o, rec.Info.Probes)
+		if !fullNames {
+			all = output.ShortNames(all)
 		}
-		if out != os.Stdout {
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
+		if sel.Active() || span.set() {
+			all = output.Select(all, span.apply(sel))
 		}
-		if err != nil {
-			return 1, err
-		}
-		return 0, nil
+		_, err = rec.Replay(all, primary)
 	}
-	primary, all := newWriter(out, ts, &o, rec.Info.Probes)
-	if !fullNames {
-		all = output.ShortNames(all)
-	}
-	if sel.Active() || span.set() {
-		all = output.Select(all, span.apply(sel))
-	}
-	_, err = rec.Replay(all, primary)
 	if out != os.Stdout {
 		if cerr := out.Close(); err == nil {
 			err = cerr
