@@ -100,15 +100,86 @@ func (r *replSession) send(t *testing.T, line string) {
 	}
 }
 
-var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
-
-// text is the output so far, terminal escapes and prompts taken out.
+// text is the output so far as a terminal would show it, every line
+// kept (none scrolls away), prompts taken out.
 func (r *replSession) text() string {
-	s := ansiRE.ReplaceAllString(r.out.String(), "")
-	s = strings.ReplaceAll(s, " \b", "") // readline erasing its prompt
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	return strings.ReplaceAll(s, "probe> ", "")
+	return strings.ReplaceAll(terminalLines(r.out.String()), "probe> ", "")
+}
+
+// terminalLines plays out what readline writes to a terminal: it clears
+// the prompt's line before each write of ours and draws it again after,
+// by moving the cursor and erasing, so the text without those moves
+// would join a half-typed command to an event line.
+func terminalLines(raw string) string {
+	lines := [][]rune{nil}
+	row, col := 0, 0
+	put := func(c rune) {
+		for len(lines[row]) < col {
+			lines[row] = append(lines[row], ' ')
+		}
+		if col < len(lines[row]) {
+			lines[row][col] = c
+		} else {
+			lines[row] = append(lines[row], c)
+		}
+		col++
+	}
+	in := []rune(raw)
+	for i := 0; i < len(in); i++ {
+		switch c := in[i]; c {
+		case '\r':
+			col = 0
+		case '\n':
+			row, col = row+1, 0
+			if row == len(lines) {
+				lines = append(lines, nil)
+			}
+		case '\b':
+			col = max(col-1, 0)
+		case '\x1b':
+			// CSI: ESC [ parameters final-byte.
+			if i+1 >= len(in) || in[i+1] != '[' {
+				continue
+			}
+			j := i + 2
+			for j < len(in) && (in[j] >= '0' && in[j] <= '9' || in[j] == ';' || in[j] == '?') {
+				j++
+			}
+			if j == len(in) {
+				i = j
+				break
+			}
+			n, err := strconv.Atoi(string(in[i+2 : j]))
+			if err != nil {
+				n = 0
+			}
+			switch in[j] {
+			case 'G': // cursor to column n
+				col = max(n-1, 0)
+			case 'A': // cursor up n lines
+				row = max(row-max(n, 1), 0)
+			case 'K': // erase to the end of the line (0), or all of it (2)
+				if n == 2 {
+					lines[row] = nil
+				} else if col < len(lines[row]) {
+					lines[row] = lines[row][:col]
+				}
+			case 'J': // erase to the end of the screen
+				if col < len(lines[row]) {
+					lines[row] = lines[row][:col]
+				}
+				lines = lines[:row+1]
+			}
+			i = j
+		default:
+			put(c)
+		}
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = string(l)
+	}
+	return strings.Join(out, "\n")
 }
 
 // waitFor waits until the output matches re and returns the submatches
@@ -486,5 +557,18 @@ func TestREPLInProcess(t *testing.T) {
 	p.in.Close()
 	if res := p.wait(t, cmdTimeout); res.code != 0 || res.stdout != "ready\nthreads=2\n" {
 		t.Fatalf("seq after the detach: want exit 0 and its output; got %v", res)
+	}
+}
+
+// The race CI met: an event printed while a command was half typed.
+func TestTerminalLines(t *testing.T) {
+	raw := "probe> \x1b[0Kdisabl\x1b[1G\x1b[J" +
+		"spin-w0-1 [000] 1.0: p_work_0: (work+0x0/0x17) k=260\r\n" +
+		"probe> \x1b[0Kdisabl" + "e p_work_0\r\n" +
+		"disabled p_work_0\r\nprobe> ab \b\b\x1b[0K\r\n"
+	want := "spin-w0-1 [000] 1.0: p_work_0: (work+0x0/0x17) k=260\n" +
+		"disable p_work_0\ndisabled p_work_0\na\n"
+	if got := strings.ReplaceAll(terminalLines(raw), "probe> ", ""); got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
