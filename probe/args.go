@@ -23,6 +23,17 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 	if capturePC != 0 {
 		pc = capturePC
 	}
+	args, err := CompileArgs(p.Spec.Args, t.compileEnv(p, r, pc))
+	if err != nil {
+		return err
+	}
+	p.args = args
+	return nil
+}
+
+// compileEnv is what p's fetch-args at r compile against: symbols, and
+// DWARF names read at pc.
+func (t *Tracer) compileEnv(p *Probe, r resolved, pc uint64) CompileEnv {
 	env := CompileEnv{
 		Return: p.Kind == KindReturn,
 		ResolveSymbol: func(name string) (uint64, error) {
@@ -53,12 +64,7 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 		}
 		env.Params = func() ([]string, error) { return d.Params(pc) }
 	}
-	args, err := CompileArgs(p.Spec.Args, env)
-	if err != nil {
-		return err
-	}
-	p.args = args
-	return nil
+	return env
 }
 
 // dwarfVar reads a DWARF variable at the hit.

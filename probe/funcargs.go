@@ -22,13 +22,15 @@ import (
 
 // funcArgs is what Args shows of one function.
 type funcArgs struct {
-	params *Args            // the fetch-args of the parameters that have a value
-	slots  []argSlot        // every parameter, in order
-	result *Args            // the result, or nil (void, a float, a struct)
-	enum   map[int64]string // the result's names, if an enum
-	format string           // the result's format, if a table type
-	vals   []Field          // scratch: params' values
-	fields []Field          // scratch: what a handler gets, valid during it
+	params *Args                   // the fetch-args of the parameters that have a value
+	slots  []argSlot               // every parameter, in order
+	result *Args                   // the result, or nil (void, a float, a struct)
+	specs  []string                // params' fetch-args ("name=$arg1:s32")
+	vars   map[string]*symbols.Var // the DWARF parameters specs read, compiled
+	enum   map[int64]string        // the result's names, if an enum
+	format string                  // the result's format, if a table type
+	vals   []Field                 // scratch: params' values
+	fields []Field                 // scratch: what a handler gets, valid during it
 }
 
 // argSlot is one parameter: field i of params' values, or text when i < 0;
@@ -61,22 +63,17 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}
 	if proto, ok := prototypeOf(fn); ok && (library || err != nil) {
 		// The table's types, as ltrace's: open's flags by name, its mode
-		// (behind "..." in C); DWARF's names where it has them.
-		if err == nil && len(sig.Params) == len(proto.Params) {
-			for i := range proto.Params {
-				proto.Params[i].Name = sig.Params[i].Name
-			}
-		}
-		sig, err = proto, nil
-		if len(sig.Params) > 0 && sig.Params[0].Name == "" {
-			d = nil // no DWARF variables to read by name
-		}
+		// (behind "..." in C); and its names, the manual's, whether the
+		// library has DWARF or not (glibc's malloc calls its size
+		// "bytes"), so that a filter reads the same everywhere. They
+		// are all in registers or on the stack: no DWARF is read.
+		sig, err, d = proto, nil, nil
 	}
 	if err != nil {
 		return nil
 	}
-	fa := &funcArgs{}
-	vars := map[string]*symbols.Var{} // the DWARF parameters read, compiled
+	fa := &funcArgs{vars: map[string]*symbols.Var{}}
+	vars := fa.vars
 	places := placeParams(sig.Params)
 	var specs, names []string
 	for i, p := range sig.Params {
@@ -116,6 +113,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		}
 		return dwarfVar{v}, nil
 	}}
+	fa.specs = specs
 	if fa.params, err = CompileArgs(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
@@ -215,12 +213,18 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
 		return nil
 	}
 	fa.vals = fa.params.Fetch(t.envFor(hit), fa.vals[:0])
-	fa.fields = fa.fields[:0]
+	fa.fields = fa.show(fa.vals, fa.fields[:0])
+	return fa.fields
+}
+
+// show appends to dst the parameters as --args shows them, from vals,
+// their fetched values: every parameter, each by its slot.
+func (fa *funcArgs) show(vals, dst []Field) []Field {
 	var flags uint64
 	for _, s := range fa.slots {
 		v := DwarfValue(s.text)
-		if s.i >= 0 && s.i < len(fa.vals) {
-			raw := fa.vals[s.i].Value
+		if s.i >= 0 && s.i < len(vals) {
+			raw := vals[s.i].Value
 			if s.format == "oflags" {
 				flags = raw.Uint()
 			}
@@ -231,9 +235,9 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
 			}
 			v = shown(raw, s.enum, s.format)
 		}
-		fa.fields = append(fa.fields, Field{Name: s.name, Value: v})
+		dst = append(dst, Field{Name: s.name, Value: v})
 	}
-	return fa.fields
+	return dst
 }
 
 // resultFields is fn's result at the hit of its return, or nil.

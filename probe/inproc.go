@@ -342,6 +342,8 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, "Go code"
 	case st.addr != st.sym.Addr+st.module.Bias:
 		return need, "not at a function's entry"
+	case len(st.overrides) > 0:
+		return need, overrideStops
 	case !st.onlyEntryWork():
 		return need, "a post-handler, capture or internal probe shares the address"
 	case len(st.probes) == 0 && len(st.returns) == 0 && !traced:
@@ -1131,6 +1133,9 @@ func (st *site) path() (inProcess bool, why string) {
 		}
 		return true, ""
 	}
+	if len(st.overrides) > 0 {
+		return false, overrideStops
+	}
 	return false, cmp.Or(st.trapWhy, "not jump-optimised")
 }
 
@@ -1139,7 +1144,7 @@ func (st *site) path() (inProcess bool, why string) {
 func notePaths(sites ...*site) {
 	for _, st := range sites {
 		rec, why := st.path()
-		for _, p := range slices.Concat(st.probes, st.returns) {
+		for _, p := range slices.Concat(st.probes, st.returns, st.overrides) {
 			p.pathMu.Lock()
 			p.inProcess, p.trapWhy = rec, why
 			p.pathMu.Unlock()

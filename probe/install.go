@@ -41,6 +41,9 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		if err != nil {
 			return nil, err
 		}
+		if s.Kind == KindOverride {
+			return nil, badInput(fmt.Errorf("%s: o: probes go on functions, not system calls (name the C library's: o:libc:%s)", s.Loc.Symbol, name))
+		}
 		return t.installSyscall(s, name, nr, h)
 	}
 	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, handler: h, hits: new(atomic.Uint64)}
@@ -104,9 +107,17 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 		}
 	}
 	p.Addr, p.Where, p.Module, p.captures = r.addr, cmp.Or(p.shownAt, r.where), r.module.Name, nil
-	if s.Kind == KindReturn {
+	switch {
+	case s.Kind == KindReturn:
 		err = t.installReturn(anchor, p, r)
-	} else if err = t.compileArgs(p, r, 0); err == nil {
+	case s.Kind == KindOverride:
+		if err = t.compileOverride(p, r); err == nil {
+			err = t.attachSite(anchor, p, r, func(st *site) { st.overrides = append(st.overrides, p) })
+		}
+	default:
+		if err = t.compileArgs(p, r, 0); err != nil {
+			break
+		}
 		// A source line may have code in several places (inlined copies,
 		// several functions); the probe fires at each.
 		for _, at := range rs {
@@ -325,11 +336,12 @@ func (t *Tracer) detachSites(p *Probe) error {
 		st.returns = without(st.returns, p)
 		st.retInsns = without(st.retInsns, p)
 		st.captures = without(st.captures, p)
+		st.overrides = without(st.overrides, p)
 		st.post = false
 		for _, q := range st.probes {
 			st.post = st.post || q.handler.Post != nil
 		}
-		if len(st.probes)+len(st.returns)+len(st.retInsns)+len(st.captures) > 0 {
+		if len(st.probes)+len(st.returns)+len(st.retInsns)+len(st.captures)+len(st.overrides) > 0 {
 			t.keepRecording(st)
 		}
 	}

@@ -159,6 +159,14 @@ func (t *Tracer) onTrap(tid int) {
 	}
 	regs.SetPC(s.addr)
 	hit, hooked := t.serveEntry(tid, regs, s, hookRet, loadedRet)
+	if len(s.overrides) > 0 && t.override(tid, regs, s, hit) {
+		if via != nil && via.savesR11() {
+			t.restoreR11(regs) // (a detour taken before the o: probe came)
+		}
+		t.proc.SetRegs(tid, regs)
+		t.proc.Cont(tid, 0)
+		return
+	}
 	if t.resumeOptimized(tid, s, regs, via, hooked) {
 		return
 	}

@@ -79,10 +79,10 @@ func coveredBytes(d *singlestep.Detour) []byte {
 
 // onlyEntryWork reports whether a hit at s needs, besides the entry
 // probes' handlers, at most a return hook or the return address: no
-// post-handler, ret-instruction probe, capture, Go return, unwinder or
-// linker watch, none of which a detour can do.
+// post-handler, ret-instruction probe, capture, o: probe, Go return,
+// unwinder or linker watch, none of which a detour can do.
 func (s *site) onlyEntryWork() bool {
-	return !s.post && len(s.retInsns) == 0 && len(s.captures) == 0 && s.fnRet == nil && s.unwind == 0 && !s.linker
+	return !s.post && len(s.retInsns) == 0 && len(s.captures) == 0 && len(s.overrides) == 0 && s.fnRet == nil && s.unwind == 0 && !s.linker
 }
 
 // plainEntry reports whether a hit at s needs nothing but the entry

@@ -95,6 +95,7 @@ type Probe struct {
 	funcName string         // the function a return probe reports
 	shownAt  string         // where its hits say they are, when not at its site's place (a Go entry, moved past the stack check)
 	args     *Args          // fetch-args and filter; nil when none
+	override *overrideState // an o: probe's (override.go)
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool
 	hits     *atomic.Uint64 // shared by its copies in followed programs
@@ -127,7 +128,12 @@ func (p *Probe) Hits() uint64 { return p.hits.Load() }
 
 // FieldNames returns the names of the probe's fetch-args, in the order of
 // Hit.Fields.
-func (p *Probe) FieldNames() []string { return p.args.Names() }
+func (p *Probe) FieldNames() []string {
+	if p.override != nil {
+		return append(p.args.Names(), p.override.fieldNames()...)
+	}
+	return p.args.Names()
+}
 
 // Name returns GROUP/EVENT.
 func (p *Probe) Name() string { return p.Group + "/" + p.Event }
@@ -143,9 +149,12 @@ type site struct {
 	returns  []*Probe // return probes of the function entered here
 	retInsns []*Probe // Go return probes of a function returning by this RET
 	captures []*Probe // return probes whose DWARF names are read here
-	funcName string   // the function entered here (for returns)
-	where    string   // sym+0xoff/0xsize of addr
-	post     bool     // some probe has a post-handler
+	// overrides are o: probes: after the rest, one may make the call
+	// return at once (override.go).
+	overrides []*Probe
+	funcName  string // the function entered here (for returns)
+	where     string // sym+0xoff/0xsize of addr
+	post      bool   // some probe has a post-handler
 
 	fn     *traceFunc   // the function tracer's entry of fn
 	fnRet  *traceFunc   // a RET of Go function fnRet, for the function tracer
@@ -175,7 +184,7 @@ const (
 
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {
-	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 &&
+	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 && len(s.overrides) == 0 &&
 		s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
 }
 

@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -51,3 +53,15 @@ const restartSequences = false
 
 func startsRestart(insn []byte) bool { return false }
 func continuesRestart(w uint32) bool { return false }
+
+// returnNow makes a thread stopped at a function's entry return value
+// to its caller as the function's `ret` would: the return address popped
+// from the stack, the result in %rax.
+func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
+	var b [8]byte
+	if _, err := mem.ReadAt(b[:], int64(r.Rsp)); err != nil {
+		return fmt.Errorf("read the return address at %#x: %w", r.Rsp, err)
+	}
+	r.Rip, r.Rsp, r.Rax = binary.LittleEndian.Uint64(b[:]), r.Rsp+8, value
+	return nil
+}

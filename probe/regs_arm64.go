@@ -51,3 +51,14 @@ func startsRestart(insn []byte) bool {
 func continuesRestart(w uint32) bool {
 	return w>>5&0x1f == 27 || w&0x1f == 27 && w&0x7f800000 == 0x72800000
 }
+
+// returnNow makes a thread stopped at a function's entry return value
+// to its caller as the function's `ret` would: to the link register,
+// which the prologue has not yet saved (nor signed), the result in x0,
+// PSTATE.BTYPE cleared as a ret leaves it.
+func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
+	const btype = 3 << 10
+	r.Pc, r.Regs[0] = r.Regs[30], value
+	r.Pstate &^= btype
+	return nil
+}

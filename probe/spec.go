@@ -11,9 +11,10 @@ import (
 type Kind int
 
 const (
-	KindEntry  Kind = iota // p: an instruction (entry) probe
-	KindReturn             // r: a return probe
-	KindDelete             // -: remove an event
+	KindEntry    Kind = iota // p: an instruction (entry) probe
+	KindReturn               // r: a return probe
+	KindDelete               // -: remove an event
+	KindOverride             // o: skip a function, returning a chosen value (override.go)
 )
 
 // DefaultGroup is the event group of probes that name none (kprobes use
@@ -25,6 +26,7 @@ const DefaultGroup = "probe"
 //	p[:[GRP/]EVENT] LOCATION [FETCHARG ...]
 //	r[:[GRP/]EVENT] LOCATION [FETCHARG ...]
 //	-:[GRP/]EVENT
+//	o[:[GRP/]EVENT] FUNC $retval=VALUE [errno=ERRNO] [FETCHARG ...]
 //
 // plus the short form p:LOCATION used on the command line.
 type Spec struct {
@@ -34,6 +36,8 @@ type Spec struct {
 	Event string // derived from the location when not given
 	Loc   Location
 	Args  []string // fetch-arg tokens, compiled when the probe is added
+	// Override is what an o: probe makes its function return.
+	Override *Override
 }
 
 // Location is where a probe goes; exactly one form is set.
@@ -107,8 +111,10 @@ func ParseSpec(text string) (*Spec, error) {
 		s.Kind = KindReturn
 	case "-":
 		s.Kind = KindDelete
+	case "o":
+		s.Kind = KindOverride
 	default:
-		return nil, bad(typ, "unknown probe type (want p:, r: or -:)")
+		return nil, bad(typ, "unknown probe type (want p:, r:, o: or -:)")
 	}
 	if hasName && name == "" {
 		return nil, bad(head, "missing location or event name after %q", typ+":")
@@ -144,7 +150,7 @@ func ParseSpec(text string) (*Spec, error) {
 		locTok, rest = rest[0], rest[1:]
 	}
 
-	if l, ok := strings.CutSuffix(locTok, "%return"); ok {
+	if l, ok := strings.CutSuffix(locTok, "%return"); ok && s.Kind != KindOverride {
 		if s.Kind == KindEntry {
 			s.Kind = KindReturn
 		}
@@ -155,6 +161,14 @@ func ParseSpec(text string) (*Spec, error) {
 		return nil, bad(locTok, "%v", err)
 	}
 	s.Loc = loc
+	if s.Kind == KindOverride {
+		if s.Override, rest, err = parseOverride(rest, bad); err != nil {
+			return nil, err
+		}
+		if loc.Symbol == "" || loc.Offset != 0 || loc.HasLine || loc.File != "" {
+			return nil, bad(locTok, "an o: probe goes on a function's entry: name the function, with no +offset or line")
+		}
+	}
 	if len(rest) > 0 {
 		s.Args = rest
 	}
@@ -278,8 +292,11 @@ func isSourceFile(name string) bool {
 // hold turned into underscores.
 func defaultEventName(kind Kind, loc Location) string {
 	prefix := "p_"
-	if kind == KindReturn {
+	switch kind {
+	case KindReturn:
 		prefix = "r_"
+	case KindOverride:
+		prefix = "o_"
 	}
 	var name string
 	switch {

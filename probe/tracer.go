@@ -148,6 +148,8 @@ type Tracer struct {
 	fpRegs    [tracee.FPRegsSize]byte
 	fields    []Field                    // scratch for fetched fields
 	returning map[*Probe][]capturedValue // entry values of the frame returning now
+
+	errno errnoPlace // where the C library keeps errno (errno.go)
 }
 
 // ExitStatus is how the traced process ended, when it did.

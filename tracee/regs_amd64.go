@@ -91,3 +91,10 @@ const FPRegsSize = 512
 func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
 	return ptracePtr(unix.PTRACE_GETFPREGS, tid, 0, unsafe.Pointer(buf))
 }
+
+// ThreadPointer returns stopped thread tid's thread pointer (its %fs
+// base), where its C library keeps its thread-local variables; regs are
+// its general registers, which hold it on x86-64.
+func (p *Process) ThreadPointer(tid int, regs *unix.PtraceRegs) (uint64, error) {
+	return regs.Fs_base, nil
+}

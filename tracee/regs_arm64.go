@@ -101,3 +101,19 @@ func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
 	iov := unix.Iovec{Base: &buf[0], Len: FPRegsSize}
 	return ptracePtr(unix.PTRACE_GETREGSET, tid, ntPRFPReg, unsafe.Pointer(&iov))
 }
+
+// ntARMTLS is the regset of the thread pointer (<elf.h> NT_ARM_TLS:
+// tpidr_el0, then tpidr2_el0 where SME has it).
+const ntARMTLS = 0x401
+
+// ThreadPointer returns stopped thread tid's thread pointer (tpidr_el0),
+// where its C library keeps its thread-local variables; regs are its
+// general registers, which do not hold it on arm64.
+func (p *Process) ThreadPointer(tid int, regs *unix.PtraceRegs) (uint64, error) {
+	var tp [2]uint64
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&tp[0])), Len: 8}
+	if err := ptracePtr(unix.PTRACE_GETREGSET, tid, ntARMTLS, unsafe.Pointer(&iov)); err != nil {
+		return 0, err
+	}
+	return tp[0], nil
+}

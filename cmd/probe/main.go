@@ -50,6 +50,8 @@ const usage = `usage:
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work',
 'p:sys_openat' (a system call, when no symbol has that name).
+'o:FUNC $retval=V [errno=E] [if FILTER]' makes calls of FUNC return V at
+once, with errno E (error injection; see README, Error injection).
 It may end with actions: 'SPEC [if FILTER] => ACTION ...', ACTION one of
 print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace,
 traceon, traceoff, enable:EVENT, disable:EVENT (see README, Actions).
@@ -84,6 +86,12 @@ flags:
                             (time, calls, errors per function)
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
+  --fail-every N            o: probes fail only every Nth call their filter
+                            passes (default 1)
+  --fail-probability P      ... each with P percent (default 100)
+  --fail-times N            ... at most N times in all (default -1: no limit)
+  --fail-seed S             the seed of --fail-probability's choice
+                            (default 1: a run is reproducible)
   --no-boost                single-step displaced instructions instead of
                             running them from a slot with a jump back
   --no-optimize             keep the int3 at every probe instead of a jump
@@ -180,6 +188,7 @@ type options struct {
 	noInProcess bool
 	ringKiB     int  // --ring-size
 	verbose     bool // -v: each probe's path
+	fail        failOptions
 
 	script string
 	// scriptProbes are the script's probes, the first of the specs.
@@ -232,6 +241,11 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.noMailbox, "no-mailbox", false, "")
 	fs.BoolVar(&o.noInProcess, "no-inprocess", false, "")
 	fs.IntVar(&o.ringKiB, "ring-size", probe.DefaultRingSize>>10, "")
+	def := probe.DefaultFailAttr()
+	fs.Uint64Var(&o.fail.every, "fail-every", def.Interval, "")
+	fs.Float64Var(&o.fail.probability, "fail-probability", def.Probability, "")
+	fs.Int64Var(&o.fail.times, "fail-times", def.Times, "")
+	fs.Uint64Var(&o.fail.seed, "fail-seed", def.Seed, "")
 	fs.BoolVar(&o.verbose, "v", false, "")
 	fs.StringVar(&o.script, "script", "", "")
 	o.set = map[string]bool{}
@@ -317,6 +331,9 @@ func cmdRun(args []string, record bool) (int, error) {
 	parsed, err := parseSpecs(specs)
 	if err != nil {
 		return failure(err)
+	}
+	if err := applyFail(&o, parsed, false); err != nil {
+		return bad("%v", err)
 	}
 	locateScriptProbes(parsed, &o)
 	ts, err := parseTracers(&o)
@@ -436,6 +453,9 @@ func cmdAttach(args []string, record bool) (int, error) {
 	}
 	if err != nil {
 		return failure(err)
+	}
+	if err := applyFail(&o, parsed, interactive); err != nil {
+		return bad("%v", err)
 	}
 	if interactive {
 		return replAttach(pid, &o, ts, parsed)

@@ -390,6 +390,9 @@ func (s *session) add(text string) error {
 	if err != nil {
 		return err
 	}
+	if err := applyFail(&s.o, []*probeDef{d}, true); err != nil {
+		return err
+	}
 	p, pl, err := addProbe(s.t, d, s.sink)
 	if err != nil {
 		return err

@@ -143,7 +143,9 @@ func checkArgs(sp *probe.Spec) (fields []string, err error) {
 	args := sp.Args
 	for i, tok := range args {
 		if tok == "if" {
-			if dwarfNames(args[:i]) {
+			if dwarfNames(args[:i]) || sp.Kind == probe.KindOverride {
+				// (An o: probe's filter may name its function's
+				// parameters, known once the function is found.)
 				args = args[:i]
 			}
 			break
@@ -160,7 +162,7 @@ func checkArgs(sp *probe.Spec) (fields []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if params {
+	if params || sp.Kind == probe.KindOverride {
 		return nil, nil
 	}
 	return append([]string{}, compiled.Names()...), nil // known, even if none

@@ -1,0 +1,91 @@
+package probe
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// errno is a thread-local variable of the C library: each thread's is at
+// its thread pointer plus an offset that the dynamic linker wrote into the
+// library's GOT (symbols.TLSSlot), the same for every thread of the
+// process. glibc's libc.so.6 has it so; a C library that keeps errno
+// elsewhere (musl: in its thread structure) or a static program has no
+// errno probe can find.
+
+// errnoPlace is the offset found for one address space.
+type errnoPlace struct {
+	space *symbols.Space
+	off   uint64 // added to the thread pointer
+	err   error
+}
+
+// errnoAddr is the address of stopped thread tid's errno (regs: its
+// registers).
+func (t *Tracer) errnoAddr(tid int, regs *unix.PtraceRegs) (uint64, error) {
+	if t.errno.space != t.space {
+		t.errno = errnoPlace{space: t.space}
+		t.errno.off, t.errno.err = t.errnoOffset()
+	}
+	if t.errno.err != nil {
+		return 0, t.errno.err
+	}
+	tp, err := t.proc.ThreadPointer(tid, regs)
+	if err != nil {
+		return 0, fmt.Errorf("thread %d's thread pointer: %w", tid, err)
+	}
+	if tp == 0 {
+		return 0, fmt.Errorf("thread %d has no thread pointer yet", tid)
+	}
+	return tp + t.errno.off, nil
+}
+
+var errNoErrno = errors.New("no C library with a thread-local errno (glibc's libc.so.6) is loaded")
+
+// errnoOffset reads errno's offset from the thread pointer out of the
+// GOT of the module that defines it.
+func (t *Tracer) errnoOffset() (uint64, error) {
+	for _, m := range t.space.Mapped {
+		slot, ok := m.TLSSlot("errno")
+		if !ok {
+			continue
+		}
+		var b [8]byte
+		if _, err := t.proc.ReadAt(b[:], int64(slot+m.Bias)); err != nil {
+			return 0, fmt.Errorf("read errno's GOT slot in %s: %w", m.Name, err)
+		}
+		return binary.LittleEndian.Uint64(b[:]), nil
+	}
+	return 0, errNoErrno
+}
+
+// setErrno writes value into stopped thread tid's errno.
+func (t *Tracer) setErrno(tid int, regs *unix.PtraceRegs, value int32) error {
+	addr, err := t.errnoAddr(tid, regs)
+	if err != nil {
+		return err
+	}
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(value))
+	if _, err := t.proc.WriteAt(b[:], int64(addr)); err != nil {
+		return fmt.Errorf("write thread %d's errno at %#x: %w", tid, addr, err)
+	}
+	return nil
+}
+
+// readErrno reads stopped thread tid's errno.
+func (t *Tracer) readErrno(tid int, regs *unix.PtraceRegs) (int32, error) {
+	addr, err := t.errnoAddr(tid, regs)
+	if err != nil {
+		return 0, err
+	}
+	var b [4]byte
+	if _, err := t.proc.ReadAt(b[:], int64(addr)); err != nil {
+		return 0, fmt.Errorf("read thread %d's errno at %#x: %w", tid, addr, err)
+	}
+	return int32(binary.LittleEndian.Uint32(b[:])), nil
+}

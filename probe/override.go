@@ -1,0 +1,286 @@
+package probe
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Error injection, as the kernel's override_return (fail_function) does
+// it for kprobes: an o: probe at a function's entry makes the calls its
+// filter and FailAttr pick return Retval at once, with Errno in the
+// thread's errno, and the function never runs:
+//
+//	o:libc:malloc $retval=0 if size > 1048576
+//	o:read $retval=-1 errno=EINTR
+//
+// The return is what the function's `ret` would do: the return address
+// popped (x86-64) or taken from the link register (arm64), the value in
+// the result register. Only at a C function's entry, where the calling
+// convention says where the return address and the result are and the
+// callee has touched nothing yet; not on Go functions, whose results the
+// caller reads from registers or stack slots by two ABIs and whose
+// skipped body would leave the runtime's deferred calls and stack maps
+// out of step (not implemented).
+//
+// The function's parameters are fields of the probe (named as --args
+// names them, from DWARF or the table of prototypes), so a filter can
+// pick calls by them; the probe's event, printed for each injected
+// failure, shows them with the value returned.
+
+// Override is what an o: probe makes its function return.
+type Override struct {
+	Retval uint64
+	// Errno, if not 0, is written into the thread's errno (the C
+	// library's thread-local variable).
+	Errno int32
+	Fail  FailAttr
+}
+
+// FailAttr picks which calls that pass the filter fail, as the kernel's
+// fault_attr: every Interval-th of them, each with Probability percent,
+// at most Times in all.
+type FailAttr struct {
+	Interval    uint64  // 1: every call
+	Probability float64 // percent, 0-100
+	Times       int64   // -1: no limit
+	Seed        uint64  // of the pseudo-random choice: a run is reproducible
+}
+
+// DefaultFailAttr fails every call that passes the filter.
+func DefaultFailAttr() FailAttr {
+	return FailAttr{Interval: 1, Probability: 100, Times: -1, Seed: 1}
+}
+
+// Check says what is wrong with a, naming the setting as the command
+// line does.
+func (a FailAttr) Check() error {
+	switch {
+	case a.Interval == 0:
+		return errors.New("--fail-every 0: want 1 or more")
+	case a.Probability < 0 || a.Probability > 100 || a.Probability != a.Probability:
+		return fmt.Errorf("--fail-probability %g: want a percentage from 0 to 100", a.Probability)
+	case a.Times < -1:
+		return fmt.Errorf("--fail-times %d: want 0 or more (-1: no limit)", a.Times)
+	}
+	return nil
+}
+
+// parseOverride takes an o: probe's $retval=VALUE and errno=ERRNO out of
+// its tokens (before any "if"); the rest are fetch-args and the filter.
+func parseOverride(tokens []string, bad func(tok, format string, args ...any) error) (*Override, []string, error) {
+	o := &Override{Fail: DefaultFailAttr()}
+	var rest []string
+	hasRetval := false
+	for i, tok := range tokens {
+		if tok == "if" {
+			rest = append(rest, tokens[i:]...)
+			break
+		}
+		name, value, _ := strings.Cut(tok, "=")
+		switch name {
+		case "$retval":
+			v, err := parseRetval(value)
+			if err != nil {
+				return nil, nil, bad(tok, "want $retval=INTEGER (as -1, 0, 0x10)")
+			}
+			o.Retval, hasRetval = v, true
+		case "errno":
+			e, err := parseErrno(value)
+			if err != nil {
+				return nil, nil, bad(tok, "%v", err)
+			}
+			o.Errno = e
+		default:
+			rest = append(rest, tok)
+		}
+	}
+	if !hasRetval {
+		return nil, nil, bad("o:", "an o: probe needs $retval=VALUE: what the function returns instead")
+	}
+	return o, rest, nil
+}
+
+func parseRetval(s string) (uint64, error) {
+	if v, err := strconv.ParseInt(s, 0, 64); err == nil {
+		return uint64(v), nil
+	}
+	return strconv.ParseUint(s, 0, 64)
+}
+
+// parseErrno reads an errno by name (EINTR) or number.
+func parseErrno(s string) (int32, error) {
+	for e := unix.Errno(1); e < 4096; e++ {
+		if unix.ErrnoName(e) == s {
+			return int32(e), nil
+		}
+	}
+	if n, err := strconv.ParseUint(s, 10, 12); err == nil && n > 0 && n < 4096 {
+		return int32(n), nil
+	}
+	return 0, fmt.Errorf("unknown errno %q (want a name as EINTR, or a number from 1 to 4095)", s)
+}
+
+// errnoName is e's name, or its number.
+func errnoName(e int32) string {
+	if name := unix.ErrnoName(unix.Errno(e)); name != "" {
+		return name
+	}
+	return strconv.Itoa(int(e))
+}
+
+// overrideStops is why every probe at an o: probe's function stops the
+// thread.
+const overrideStops = "an o: probe may make the call return at once"
+
+// overrideState is an o: probe's compiled parameters and its choice of
+// failures.
+type overrideState struct {
+	Override
+	fn      *funcArgs // the function's parameters, its first fields; nil: none known
+	nParams int
+	calls   uint64 // that passed the filter (fault_attr's count)
+	failed  atomic.Uint64
+	rng     *rand.Rand
+	fields  []Field // scratch: what the handler gets
+}
+
+func newOverrideState(o *Override, event string) *overrideState {
+	// The seed and the event name: probes of one run choose apart.
+	h := fnv.New64a()
+	h.Write([]byte(event))
+	return &overrideState{Override: *o, rng: rand.New(rand.NewPCG(o.Fail.Seed, h.Sum64()))}
+}
+
+// fail reports whether this call, which passed the filter, fails, as the
+// kernel's should_fail decides: times left, then the interval, then the
+// probability.
+func (s *overrideState) fail() bool {
+	a := &s.Fail
+	if a.Times >= 0 && s.failed.Load() >= uint64(a.Times) {
+		return false
+	}
+	s.calls++
+	if a.Interval > 1 && s.calls%a.Interval != 0 {
+		return false
+	}
+	if a.Probability < 100 && s.rng.Float64()*100 >= a.Probability {
+		return false
+	}
+	s.failed.Add(1)
+	return true
+}
+
+// Overridden returns how many calls an o: probe made fail (0 for other
+// probes).
+func (p *Probe) Overridden() uint64 {
+	if p.override == nil {
+		return 0
+	}
+	return p.override.failed.Load()
+}
+
+// compileOverride checks that o: probe p goes on a C function's entry r
+// and compiles its fields: the function's parameters, then its own
+// fetch-args, with its filter over both.
+func (t *Tracer) compileOverride(p *Probe, r resolved) error {
+	switch {
+	case r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias:
+		return badInput(fmt.Errorf("%s: an o: probe must be on a function's entry", r.where))
+	case isGo(r.module):
+		return badInput(fmt.Errorf("%s: o: probes on Go functions are not supported: a Go caller reads results by Go's ABIs, and a skipped Go body leaves its deferred calls and the runtime's stack maps out of step", r.where))
+	}
+	st := newOverrideState(p.Spec.Override, p.Event)
+	st.fn = compileFuncArgs(r.module, r.sym.Name, r.addr, r.module != t.space.Main())
+	var params []string
+	if st.fn != nil {
+		params = st.fn.specs
+	}
+	st.nParams = len(params)
+	env := t.compileEnv(p, r, r.addr)
+	if st.fn != nil {
+		own := env.DWARF
+		env.DWARF = func(expr string) (DwarfVar, error) {
+			if v := st.fn.vars[expr]; v != nil {
+				return dwarfVar{v}, nil
+			}
+			if own == nil {
+				return nil, fmt.Errorf("%s: no DWARF", expr)
+			}
+			return own(expr)
+		}
+	}
+	args, err := CompileArgs(append(params, p.Spec.Args...), env)
+	if err != nil {
+		return err
+	}
+	p.args, p.override = args, st
+	return nil
+}
+
+// overrideNames are the fields an o: probe's events show after its
+// fetch-args.
+func (o *Override) fieldNames() []string {
+	if o.Errno != 0 {
+		return []string{"retval", "errno"}
+	}
+	return []string{"retval"}
+}
+
+// override runs the o: probes of site s at a thread's stop there
+// (regs: its registers, pc at s): the first whose filter and FailAttr
+// pick this call makes it return at once, its handler told. true: regs
+// are the thread's at its caller, to be written before it resumes.
+func (t *Tracer) override(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) bool {
+	for _, p := range s.overrides {
+		if !p.enabled.Load() {
+			continue
+		}
+		p.hits.Add(1)
+		o := p.override
+		vals := p.args.Fetch(t.envFor(hit), t.fields[:0])
+		t.fields = vals
+		if !p.args.Keep(vals) || !o.fail() {
+			continue
+		}
+		if o.Errno != 0 {
+			if err := t.setErrno(tid, regs, o.Errno); err != nil {
+				t.note("%s: errno not set: %v", p.Name(), err)
+			}
+		}
+		if err := returnNow(regs, t.proc, o.Retval); err != nil {
+			t.note("%s: the call runs: %v", p.Name(), err)
+			return false
+		}
+		if p.handler.Pre != nil {
+			o.fields = o.shown(vals, o.fields[:0])
+			hit.Probe, hit.Where, hit.Fields = p, cmp.Or(p.shownAt, s.where), o.fields
+			p.handler.Pre(hit)
+			hit.Fields = nil
+		}
+		return true
+	}
+	return false
+}
+
+// shown is what an injected call's event shows: the parameters as
+// --args shows them, the probe's own fetch-args, the value returned and
+// the errno.
+func (o *overrideState) shown(vals, dst []Field) []Field {
+	if o.fn != nil {
+		dst = o.fn.show(vals[:o.nParams], dst)
+	}
+	dst = append(dst, vals[o.nParams:]...)
+	dst = append(dst, Field{Name: "retval", Value: UintValue(TypeS64, o.Retval)})
+	if o.Errno != 0 {
+		dst = append(dst, Field{Name: "errno", Value: DwarfValue(errnoName(o.Errno))})
+	}
+	return dst
+}
