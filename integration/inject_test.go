@@ -281,7 +281,7 @@ func TestInjectAttach(t *testing.T) {
 
 func TestInjectBadInput(t *testing.T) {
 	t.Parallel()
-	exe := failsrv(t)
+	exe, gotrace := failsrv(t), tracerBin(t, "gotrace") // (both built before the first run: the arm64 guest's fixtures)
 	for _, tc := range []struct {
 		args     []string
 		contains []string
@@ -300,6 +300,6 @@ func TestInjectBadInput(t *testing.T) {
 		badSpec{contains: tc.contains}.check(t, r)
 	}
 	// Go functions: refused, saying why.
-	r := probe(t, "run", "o:main.work $retval=1", "--", tracerBin(t, "gotrace"))
+	r := probe(t, "run", "o:main.work $retval=1", "--", gotrace)
 	badSpec{contains: []string{"main.work", "Go functions are not supported"}}.check(t, r)
 }

@@ -82,6 +82,14 @@ func (c *Calls) Write(r *Record) error {
 				st.errors++
 			}
 		}
+		if len(r.Fields) > 1 && r.Fields[1].Name == "errno" {
+			// As strace shows a failed call: -1 ENOENT (No such file or directory).
+			name := r.Fields[1].Value.String()
+			result += " " + name
+			if text := probe.ErrnoText(name); text != "" {
+				result += " (" + text + ")"
+			}
+		}
 		if r.Kind == KindLost {
 			result = "<no return ...>"
 		}

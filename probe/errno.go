@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -88,4 +89,29 @@ func (t *Tracer) readErrno(tid int, regs *unix.PtraceRegs) (int32, error) {
 		return 0, fmt.Errorf("read thread %d's errno at %#x: %w", tid, addr, err)
 	}
 	return int32(binary.LittleEndian.Uint32(b[:])), nil
+}
+
+// hitErrno is errno as the thread at hit has it: at a stop, read from
+// the thread; for a return the tracee recorded, what the trampoline
+// recorded with it.
+func (t *Tracer) hitErrno(hit *Hit) (int32, bool) {
+	if in := t.inproc; in != nil && hit.Mem == Memory(&in.stack) {
+		return in.errno, in.errnoOff != 0
+	}
+	e, err := t.readErrno(hit.Tid, hit.Regs)
+	return e, err == nil
+}
+
+// ErrnoText is the C library's message for errno name (EINTR:
+// "Interrupted system call"), or "" for a name it does not know.
+func ErrnoText(name string) string {
+	e, err := parseErrno(name)
+	if err != nil {
+		return ""
+	}
+	msg := unix.Errno(e).Error()
+	if msg == "" || strings.HasPrefix(msg, "errno ") {
+		return ""
+	}
+	return strings.ToUpper(msg[:1]) + msg[1:]
 }

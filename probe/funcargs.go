@@ -247,8 +247,14 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 	}
 	fa := fn.args
 	fa.fields = fa.result.Fetch(t.envFor(hit), fa.fields[:0])
+	failed := len(fa.fields) == 1 && !fa.fields[0].Value.Faulted() && fa.fields[0].Value.Type().Signed() && fa.fields[0].Value.Int() == -1
 	for i := range fa.fields {
 		fa.fields[i].Value = shown(fa.fields[i].Value, fa.enum, fa.format)
+	}
+	if failed && t.ft.opts.Errno {
+		if e, ok := t.hitErrno(hit); ok {
+			fa.fields = append(fa.fields, Field{Name: "errno", Value: DwarfValue(errnoName(e))})
+		}
 	}
 	return fa.fields
 }

@@ -76,6 +76,10 @@ type FuncTraceOptions struct {
 	// return address is there), as ltrace shows a program's library
 	// calls and not the libraries' calls among themselves.
 	FromMain bool
+	// Errno, with Args: a result of -1 is followed by the thread's errno
+	// as the call left it, a field "errno" (its name, as EINTR), as
+	// strace shows a failed call.
+	Errno bool
 	// Handler receives events on the ptrace thread; keep it short.
 	Handler func(*FuncEvent)
 }

@@ -67,6 +67,11 @@ type inproc struct {
 	env    HitEnv
 	fields []Field
 	hit    Hit
+	// errnoOff is errno's place from the thread pointer, which the
+	// trampoline records with each return (0: unknown), and errno the
+	// value the return being replayed recorded.
+	errnoOff int32
+	errno    int32
 }
 
 // recordSite is a site whose stub records: what the stub records is
@@ -492,6 +497,9 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	}
 	l.Base = addr
 	t.inproc = t.newInproc(ring.New(mem, l), clock)
+	if off, err := t.errnoOffset(); err == nil && int64(off) == int64(int32(off)) && off != 0 {
+		t.inproc.errnoOff = int32(off)
+	}
 	t.inproc.size = (&singlestep.RecordRoutine{Layout: l}).Size()
 	t.lookAtMemory(true)
 	// Records are read after their thread may be gone: the names now
@@ -607,7 +615,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("place the record routine: %w", err)
 	}
-	code, err := (&singlestep.RecordRoutine{Layout: in.rings.Layout(), Trampoline: in.trampoline}).Code(base)
+	code, err := (&singlestep.RecordRoutine{Layout: in.rings.Layout(), Trampoline: in.trampoline, Errno: in.errnoOff}).Code(base)
 	if err == nil {
 		err = t.writeSlots([]slotWrite{{base, code}})
 	}

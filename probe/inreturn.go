@@ -99,6 +99,7 @@ func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
 		return
 	}
 	tracee.SetResults(hit.Regs, rec.Values[1], rec.Values[2])
+	t.inproc.errno = int32(rec.Values[3])
 	tracee.SetSP(hit.Regs, slot+8)
 	hit.Regs.SetPC(top.ret)
 	// (A frame the tracer hooked at the slot returns at its own

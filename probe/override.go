@@ -197,6 +197,11 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	case isGo(r.module):
 		return badInput(fmt.Errorf("%s: o: probes on Go functions are not supported: a Go caller reads results by Go's ABIs, and a skipped Go body leaves its deferred calls and the runtime's stack maps out of step", r.where))
 	}
+	if p.Spec.Override.Errno != 0 {
+		if _, err := t.errnoOffset(); err != nil {
+			return badInput(fmt.Errorf("errno=%s: %w", errnoName(p.Spec.Override.Errno), err))
+		}
+	}
 	st := newOverrideState(p.Spec.Override, p.Event)
 	st.fn = compileFuncArgs(r.module, r.sym.Name, r.addr, r.module != t.space.Main())
 	var params []string

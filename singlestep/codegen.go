@@ -160,6 +160,10 @@ type RecordRoutine struct {
 	// one for the process, whichever copy of the code a stub calls. 0:
 	// this copy's own.
 	Trampoline uint64
+	// Errno is where the C library's errno is from the thread pointer:
+	// the trampoline records it with each return (the fourth value); 0:
+	// none known, the value is not errno.
+	Errno int32
 }
 
 // RecordStub is a site's own code: it saves what the routine uses below
@@ -238,11 +242,12 @@ const MemReadMax = 256
 func (r MemRead) Words() int { return 2 + (r.Len+7)/8 }
 
 // ReturnRecord is the site id of a return's record. Its values are the
-// slot the function returned from, %rax and %rdx.
+// slot the function returned from, %rax, %rdx and errno as the function
+// left it (RecordRoutine.Errno).
 const ReturnRecord = ^uint32(0)
 
 // ReturnValues is how many values a ReturnRecord has.
-const ReturnValues = 3
+const ReturnValues = 4
 
 // UnhookedBit marks a frame whose original return address was put back
 // in its slot for an unwinder to read (the tracer sets it): the frame is

@@ -224,6 +224,12 @@ func (r *RecordRoutine) trampoline(a *asm, konst uint64, o *routineOffsets) {
 	a.storeM(regRAX, regRSI, RecordHeader+8)
 	a.loadStack(8 * slices.Index(rsSaved, regRDX))
 	a.storeM(regRAX, regRSI, RecordHeader+16)
+	// errno: a thread with a ring has a thread pointer. (With no offset
+	// known, the word at %fs:0, not read by the tracer: the same code,
+	// the same length.)
+	a.raw(0x64, 0x48, 0x63, 0x04, 0x25) // movslq %fs:Errno,%rax
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(r.Errno))
+	a.storeM(regRAX, regRSI, RecordHeader+24)
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
 	a.land(noRecord)
 	a.raw(0x4d, 0x85, 0xdb) // test %r11,%r11

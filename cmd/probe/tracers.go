@@ -129,7 +129,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	if ts.calls {
 		// ltrace: the program's calls into the libraries, with their
 		// arguments and results.
-		opts.Filter, opts.Args, opts.FromMain = o.calls, true, true
+		opts.Filter, opts.Args, opts.FromMain, opts.Errno = o.calls, true, true, true
 	}
 	// The stack tracer alone reports at the end: no event per call.
 	if ts.function || ts.graph || ts.profile || ts.calls {
