@@ -41,9 +41,17 @@ const maxFrameSize = 1 << 24
 // replaced by its trampoline (return probes, function_graph) are shown
 // as the original callers. Call it only from a handler.
 func (h *Hit) Stack(max int) []Frame {
+	frames, _ := h.walk(max)
+	return frames
+}
+
+// walk is Stack; outermost: the walk ended at a frame the call frame
+// information says is the thread's first (_start, a thread's start in
+// clone), not cut short.
+func (h *Hit) walk(max int) (frames []Frame, outermost bool) {
 	t := h.tracer
 	if t == nil || h.Regs == nil || max <= 0 {
-		return nil
+		return nil, false
 	}
 	pc, sp, bp := h.Regs.PC(), tracee.SP(h.Regs), tracee.FP(h.Regs)
 	if h.Return != nil && t.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.trampTrap {
@@ -52,7 +60,7 @@ func (h *Hit) Stack(max int) []Frame {
 		pc = h.Return.Caller
 	}
 	cs := t.shadow[h.Tid]
-	frames := make([]Frame, 0, min(max, 32))
+	frames = make([]Frame, 0, min(max, 32))
 	caller := false // pc is a return address: look it up at pc-1, in the call
 	for len(frames) < max && pc != 0 {
 		look := pc
@@ -68,23 +76,23 @@ func (h *Hit) Stack(max int) []Frame {
 		rule, ok := m.CallerRule(look)
 		switch {
 		case ok && rule.Outermost:
-			return frames
+			return frames, true
 		case ok:
 			if u, ok = t.applyRule(rule, sp, bp); !ok {
-				return frames
+				return frames, false
 			}
 		default:
 			// No CFI: the frame pointer chain, [fp] the caller's fp
 			// and [fp+8] the return address (x86-64's rbp, arm64's
 			// frame record).
 			if bp < sp || bp-sp > maxFrameSize {
-				return frames
+				return frames, false
 			}
 			u = unwound{retSlot: bp + 8, cfa: bp + 16}
 			u.frame = u.cfa - returnPops
 			w, ok := t.readWord(bp)
 			if !ok {
-				return frames
+				return frames, false
 			}
 			u.fp = w
 		}
@@ -93,13 +101,13 @@ func (h *Hit) Stack(max int) []Frame {
 		case u.retSlot != 0:
 			w, ok := t.readWord(u.retSlot)
 			if !ok {
-				return frames
+				return frames, false
 			}
 			ret = t.stripPAC(w)
 		case len(frames) == 1:
 			ret = linkRegister(h.Regs) // the hit's function, before it saves it
 		default:
-			return frames
+			return frames, false
 		}
 		switch {
 		case ret == t.trampoline && ret != 0:
@@ -109,7 +117,7 @@ func (h *Hit) Stack(max int) []Frame {
 		}
 		pc, sp, bp, caller = ret, u.cfa, u.fp, true
 	}
-	return frames
+	return frames, false
 }
 
 // hijackedAt returns the original return address of the shadow frame

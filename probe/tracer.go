@@ -150,6 +150,8 @@ type Tracer struct {
 	returning map[*Probe][]capturedValue // entry values of the frame returning now
 
 	errno errnoPlace // where the C library keeps errno (errno.go)
+	// patchTrap is the breakpoint injected calls return to (patch.go).
+	patchTrap uint64
 }
 
 // ExitStatus is how the traced process ended, when it did.

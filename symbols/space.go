@@ -289,6 +289,14 @@ func loadBias(mod *Module, maps []mapping) (uint64, error) {
 // LoadBinary makes a Space of a binary that is not running: one Mapped
 // at its link addresses.
 func LoadBinary(path string) (*Space, error) {
+	return LoadBinaryAt(path, 0)
+}
+
+// LoadBinaryAt is LoadBinary with the binary placed bias past its link
+// addresses, as a shared library is loaded: the DWARF of a library that
+// has no entry point can only be read so (at bias 0 delve cannot place
+// it).
+func LoadBinaryAt(path string, bias uint64) (*Space, error) {
 	mod, err := OpenModule(path)
 	if err != nil {
 		return nil, err
@@ -301,12 +309,12 @@ func LoadBinary(path string) (*Space, error) {
 	if err != nil {
 		abs = path
 	}
-	m := &Mapped{Module: mod, Name: filepath.Base(path), filePath: abs}
+	m := &Mapped{Module: mod, Name: filepath.Base(path), filePath: abs, Bias: bias}
 	m.Start = ^uint64(0)
 	for _, p := range mod.loads {
-		m.Start = min(m.Start, p.Vaddr)
-		m.End = max(m.End, p.Vaddr+p.Memsz)
-		m.ranges = append(m.ranges, addrRange{p.Vaddr, p.Vaddr + p.Memsz})
+		m.Start = min(m.Start, p.Vaddr+bias)
+		m.End = max(m.End, p.Vaddr+p.Memsz+bias)
+		m.ranges = append(m.ranges, addrRange{p.Vaddr + bias, p.Vaddr + p.Memsz + bias})
 	}
 	return &Space{Mapped: []*Mapped{m}}, nil
 }

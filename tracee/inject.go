@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 const pageSize = 4096
@@ -447,4 +449,75 @@ func gapsNear(maps []mapping, near, size uint64) []uint64 {
 		cands = cands[:8]
 	}
 	return cands
+}
+
+// InjectCall calls the function at fn with integer args in the context of
+// stopped thread tid, as gdb's `call` does, and returns its integer
+// result: the thread returns to trap, the address of a breakpoint
+// instruction of ours, where it stops. Every register and the signal
+// mask are put back after, as InjectSyscall does, and the signals the
+// call's thread could block stay queued meanwhile; the other threads are
+// as the caller left them (running: a lock the function needs may be
+// held by one of them). A fault or the thread's end inside the function
+// is an error; its side effects stay.
+func (p *Process) InjectCall(tid int, fn, trap uint64, args ...uint64) (ret uint64, err error) {
+	t := p.threads[tid]
+	interrupted := t != nil && t.stop == EventStop
+	err = p.withRegs(tid, func(regs *unix.PtraceRegs) error {
+		if err := setCall(p, regs, fn, trap, args); err != nil {
+			return err
+		}
+		if err := p.SetRegs(tid, regs); err != nil {
+			return err
+		}
+		for {
+			// (Not Cont: a signal kept for the thread waits until it
+			// is the thread's own again.)
+			if t := p.threads[tid]; t != nil {
+				t.Stopped = false
+			}
+			if err := ptraceCont(tid, 0); err != nil {
+				return err
+			}
+			ev, err := p.WaitThread(tid)
+			if err != nil {
+				return err
+			}
+			switch ev.Kind {
+			case EventExit:
+				return fmt.Errorf("thread %d exited in the call", tid)
+			case EventTrap, EventSignal:
+				if err := p.GetRegs(tid, regs); err != nil {
+					return err
+				}
+				info, _ := p.Siginfo(tid)
+				switch {
+				case ev.Kind == EventTrap && regs.PC()-singlestep.BreakpointPCAdjust == trap:
+					ret = Result(regs)
+					return nil
+				case isSyncFault(info):
+					return fmt.Errorf("the call faulted (signal %d at %#x)", info.Signo, regs.PC())
+				}
+				p.deferStopSignal(tid) // the tracee's, for later
+			}
+			// Else a group-stop or an interrupt: on with the call.
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("inject call of %#x: %w", fn, err)
+	}
+	if interrupted {
+		return ret, p.interruptAgain(tid)
+	}
+	return ret, nil
+}
+
+// isSyncFault reports whether info is a fault the thread's own
+// instruction raised (not a signal sent to it).
+func isSyncFault(info unix.Siginfo) bool {
+	switch unix.Signal(info.Signo) {
+	case unix.SIGSEGV, unix.SIGBUS, unix.SIGILL, unix.SIGFPE:
+		return info.Code > 0
+	}
+	return false
 }

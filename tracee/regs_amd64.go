@@ -1,6 +1,8 @@
 package tracee
 
 import (
+	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -97,4 +99,23 @@ func (p *Process) GetFPRegs(tid int, buf *[FPRegsSize]byte) error {
 // its general registers, which hold it on x86-64.
 func (p *Process) ThreadPointer(tid int, regs *unix.PtraceRegs) (uint64, error) {
 	return regs.Fs_base, nil
+}
+
+// setCall sets regs up to call the function at fn with integer args
+// (SysV: rdi, rsi, rdx, rcx, r8, r9), returning to ret: pushed below
+// the red zone, the stack aligned as a call leaves it.
+func setCall(p *Process, regs *unix.PtraceRegs, fn, ret uint64, args []uint64) error {
+	sp := (regs.Rsp-256)&^15 - 8
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], ret)
+	if _, err := p.WriteAt(b[:], int64(sp)); err != nil {
+		return fmt.Errorf("write the return address at %#x: %w", sp, err)
+	}
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.Rcx, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
+	regs.Rsp, regs.Rip, regs.Rax = sp, fn, 0
+	NoRestart(regs)
+	return nil
 }

@@ -117,3 +117,14 @@ func (p *Process) ThreadPointer(tid int, regs *unix.PtraceRegs) (uint64, error) 
 	}
 	return tp[0], nil
 }
+
+// setCall sets regs up to call the function at fn with integer args
+// (AAPCS64: x0-x7), returning to ret (the link register), sp below
+// anything live and aligned; PSTATE.BTYPE clear, as after a bl.
+func setCall(p *Process, regs *unix.PtraceRegs, fn, ret uint64, args []uint64) error {
+	const btype = 3 << 10
+	copy(regs.Regs[:8], args)
+	regs.Regs[30], regs.Sp, regs.Pc = ret, (regs.Sp-256)&^15, fn
+	regs.Pstate &^= btype
+	return nil
+}

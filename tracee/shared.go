@@ -17,7 +17,13 @@ import (
 // is never removed, as MapExecutable's: code that uses it may still run.
 // A forked child shares it.
 func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte, err error) {
-	return p.mapShared(tid, size, false, func(theirs uint64) (uint64, error) {
+	return p.MapSharedNamed(tid, "probe", near, size)
+}
+
+// MapSharedNamed is MapShared with the memory file named name (at most 15
+// bytes), as the tracee's /proc/PID/maps shows it: "/memfd:NAME (deleted)".
+func (p *Process) MapSharedNamed(tid int, name string, near, size uint64) (addr uint64, mem []byte, err error) {
+	return p.mapShared(tid, name, size, false, func(theirs uint64) (uint64, error) {
 		if near != 0 {
 			return p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
 		}
@@ -35,7 +41,7 @@ func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte
 // fork child's own memory where its copy of its parent's shared mapping
 // was. Once the tracee's mapping is made it stays, even on an error.
 func (p *Process) MapSharedAt(tid int, addr, size uint64) (mem []byte, err error) {
-	_, mem, err = p.mapShared(tid, size, true, func(theirs uint64) (uint64, error) {
+	_, mem, err = p.mapShared(tid, "probe", size, true, func(theirs uint64) (uint64, error) {
 		got, err := p.InjectSyscall(tid, unix.SYS_MMAP, addr, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED, theirs, 0)
 		if err == nil {
 			err = syscallErr(got)
@@ -51,23 +57,27 @@ func (p *Process) MapSharedAt(tid int, addr, size uint64) (mem []byte, err error
 // mapShared makes a memory file of size bytes in the tracee, which place
 // maps there (given its descriptor there), and maps it here too; fixed:
 // place mapped it over something, and its mapping stays whatever fails.
-func (p *Process) mapShared(tid int, size uint64, fixed bool, place func(theirs uint64) (uint64, error)) (addr uint64, mem []byte, err error) {
+func (p *Process) mapShared(tid int, name string, size uint64, fixed bool, place func(theirs uint64) (uint64, error)) (addr uint64, mem []byte, err error) {
+	if len(name) > 15 {
+		return 0, nil, fmt.Errorf("memory file name %q: longer than 15 bytes", name)
+	}
 	var regs unix.PtraceRegs
 	if err := p.GetRegs(tid, &regs); err != nil {
 		return 0, nil, err
 	}
 	// memfd_create wants a name in the tracee's memory: put one on its
 	// stack, well below anything live, and the old bytes back after.
-	name := (SP(&regs) - 1024) &^ 7
-	var old [8]byte
-	if _, err := p.ReadAt(old[:], int64(name)); err != nil {
+	at := (SP(&regs) - 1024) &^ 7
+	var old, text [16]byte
+	copy(text[:], name)
+	if _, err := p.ReadAt(old[:], int64(at)); err != nil {
 		return 0, nil, err
 	}
-	if _, err := p.WriteAt([]byte("probe\x00\x00\x00"), int64(name)); err != nil {
+	if _, err := p.WriteAt(text[:], int64(at)); err != nil {
 		return 0, nil, err
 	}
-	ret, err := p.InjectSyscall(tid, unix.SYS_MEMFD_CREATE, name, unix.MFD_CLOEXEC)
-	p.WriteAt(old[:], int64(name))
+	ret, err := p.InjectSyscall(tid, unix.SYS_MEMFD_CREATE, at, unix.MFD_CLOEXEC)
+	p.WriteAt(old[:], int64(at))
 	if err == nil {
 		err = syscallErr(ret)
 	}

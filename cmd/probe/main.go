@@ -41,6 +41,11 @@ const usage = `usage:
                                                      script (see README, Scripts)
   probe record -o FILE [flags] [SPEC ...] -- CMD     record a trace of CMD to FILE
   probe record -o FILE [flags] PID [SPEC ...]        record a trace of a running process
+  probe patch  PID FUNC --with LIB:NEWFUNC            replace FUNC by LIB's NEWFUNC, live,
+               [--wait D]                            once no thread is in FUNC (README,
+                                                     Live patching); it stays after
+  probe unpatch PID FUNC [--wait D]                  put FUNC back
+  probe list --patches PID                           what is patched in PID
   probe report [--format F] [-o OUT] FILE            print or convert a recorded trace;
                [--info] [--tid T,..] [--time-range FROM~TO] [--filter G]
                [--notrace G] [--graph-function G] [--depth N] [--full-names]
@@ -154,7 +159,14 @@ func run(args []string) (code int, err error) {
 	case "attach":
 		return cmdAttach(args[1:], false)
 	case "list":
+		if len(args) > 1 && args[1] == "--patches" {
+			return cmdListPatches(args[2:])
+		}
 		return cmdList(args[1:])
+	case "patch":
+		return cmdPatch(args[1:])
+	case "unpatch":
+		return cmdUnpatch(args[1:])
 	case "record":
 		return cmdRecord(args[1:])
 	case "report":
@@ -163,7 +175,7 @@ func run(args []string) (code int, err error) {
 		fmt.Print(usage)
 		return 0, nil
 	}
-	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record or report)", args[0])
+	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record, report, patch or unpatch)", args[0])
 }
 
 type options struct {

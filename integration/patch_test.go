@@ -1,0 +1,215 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Live patching: patchsrv's compute() is replaced by a library's
+// compute_v2 while the server runs, and put back.
+
+type patchFiles struct{ srv, lib, libNoDWARF string }
+
+func patchBins(t *testing.T) patchFiles {
+	return patchFiles{
+		srv:        builtOnce(t, "patchsrv", "testdata/patch/patchsrv.c", "-O2", "-g", "-pthread", "-Wall"),
+		lib:        builtOnce(t, "libpatch.so", "testdata/patch/patch.c", "-O2", "-g", "-shared", "-fPIC", "-Wall"),
+		libNoDWARF: builtOnce(t, "libpatch_nodw.so", "testdata/patch/patch.c", "-O2", "-shared", "-fPIC", "-Wall"),
+	}
+}
+
+// server is patchsrv running, with a way to ask it.
+type server struct {
+	*piped
+	answers int
+}
+
+func (s *server) ask(t *testing.T, x int) {
+	t.Helper()
+	fmt.Fprintf(s.in, "compute %d\n", x)
+	s.answers++
+}
+
+// answer waits for the last answer asked for and returns it.
+func (s *server) answer(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		lines := strings.Split(strings.TrimSuffix(s.stdout.String(), "\n"), "\n")
+		if len(lines) >= s.answers && lines[0] != "" {
+			return lines[s.answers-1]
+		}
+		if time.Now().After(deadline) || s.exited() {
+			t.Fatalf("no answer %d; the server said:\n%s%s", s.answers, s.stdout.String(), s.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *server) compute(t *testing.T, x int) string {
+	t.Helper()
+	s.ask(t, x)
+	return s.answer(t)
+}
+
+// code reads n bytes of the server's memory at addr.
+func (s *server) code(t *testing.T, addr uint64, n int) []byte {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", s.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, int64(addr)); err != nil {
+		t.Fatalf("read %#x: %v", addr, err)
+	}
+	return b
+}
+
+var patchedRE = regexp.MustCompile(`^patched compute \((0x[0-9a-f]+)\) -> (\S+):compute_v2 \((0x[0-9a-f]+)\)\n$`)
+
+func TestPatch(t *testing.T) {
+	t.Parallel()
+	f := patchBins(t)
+	s := &server{piped: startPiped(t, nil, f.srv)}
+	if a := s.compute(t, 5); a != "compute(5) = 10" {
+		t.Fatalf("before the patch: %q", a)
+	}
+	pid := strconv.Itoa(s.pid())
+	r := probe(t, "patch", pid, "compute", "--with", f.lib+":compute_v2")
+	m := patchedRE.FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil || m[2] != f.lib || r.stderr != "" {
+		t.Fatalf("probe patch: want exit status 0 and a line patched compute (ADDR) -> %s:compute_v2 (ADDR), got\n%v", f.lib, r)
+	}
+	addr, _ := strconv.ParseUint(m[1], 0, 64)
+	// The patch stays, and nothing traces the server any more.
+	waitUntraced(t, s.pid(), 10*time.Second)
+	for x, want := range map[int]string{5: "compute(5) = 15", 7: "compute(7) = 21"} {
+		if a := s.compute(t, x); a != want {
+			t.Errorf("patched: %q, want %q", a, want)
+		}
+	}
+	list := probe(t, "list", "--patches", pid)
+	if want := strings.TrimPrefix(r.stdout, "patched "); list.code != 0 || list.stdout != want {
+		t.Errorf("probe list --patches: want %q, got\n%v", want, list)
+	}
+	again := probe(t, "patch", pid, "compute", "--with", f.lib+":compute_v2")
+	badSpec{contains: []string{"compute is already patched", "unpatch it first"}}.check(t, again)
+
+	patched := s.code(t, addr, 5)
+	r = probe(t, "unpatch", pid, "compute")
+	if want := fmt.Sprintf("unpatched compute: its 5 bytes at %#x are the original again\n", addr); r.code != 0 || r.stdout != want {
+		t.Fatalf("probe unpatch: want %q, got\n%v", want, r)
+	}
+	if a := s.compute(t, 5); a != "compute(5) = 10" {
+		t.Errorf("unpatched: %q, want compute(5) = 10", a)
+	}
+	// Byte for byte the program's own code again: what the ELF file has.
+	orig := s.code(t, addr, 64)
+	if bytes.Equal(patched, orig[:5]) {
+		t.Errorf("the patch's branch is still at %#x: % x", addr, patched)
+	}
+	if file := fileCode(t, f.srv, "compute", s.pid(), addr, 64); !bytes.Equal(orig, file) {
+		t.Errorf("compute after unpatch:\n% x\nthe file's:\n% x", orig, file)
+	}
+	if list := probe(t, "list", "--patches", pid); list.code != 0 || list.stdout != "" {
+		t.Errorf("probe list --patches after unpatch: want nothing, got\n%v", list)
+	}
+	// Patched again, the library already loaded: no second dlopen.
+	if r := probe(t, "patch", pid, "compute", "--with", f.lib+":compute_v2"); r.code != 0 {
+		t.Fatalf("patch again: %v", r)
+	}
+	if a := s.compute(t, 2); a != "compute(2) = 6" {
+		t.Errorf("patched again: %q", a)
+	}
+	if n := strings.Count(readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())), f.lib); n == 0 {
+		t.Errorf("%s is not mapped", f.lib)
+	}
+	fmt.Fprintln(s.in, "quit")
+	if r := s.wait(t, 10*time.Second); r.code != 0 {
+		t.Errorf("the server: %v", r)
+	}
+}
+
+// fileCode is n bytes of function fn as the file exe has them; the
+// function is at addr in process pid.
+func fileCode(t *testing.T, exe, fn string, pid int, addr uint64, n int) []byte {
+	t.Helper()
+	sym := funcSym(t, exe, fn)
+	if bias := loadBias(t, pid, exe); sym.Value+bias != addr {
+		t.Fatalf("%s is at %#x in pid %d, not at %#x", fn, sym.Value+bias, pid, addr)
+	}
+	return fileBytes(t, exe, sym.Value, n)
+}
+
+// A thread inside compute (sleeping in it) keeps the patch out: probe
+// waits for it to leave, or, past --wait, refuses and says which thread.
+func TestPatchWaitsForThreads(t *testing.T) {
+	t.Parallel()
+	f := patchBins(t)
+	s := &server{piped: startPiped(t, nil, f.srv)}
+	pid := strconv.Itoa(s.pid())
+	s.compute(t, 1)
+	s.ask(t, -3000) // 3 s inside compute
+	time.Sleep(200 * time.Millisecond)
+	r := probe(t, "patch", pid, "compute", "--wait", "500ms", "--with", f.lib+":compute_v2")
+	want := regexp.MustCompile(`^probe: compute: thread ` + pid + ` has it on its stack \(compute\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv\]\); still so after 500ms \(--wait\)\n$`)
+	if r.code != 1 || !want.MatchString(r.stderr) {
+		t.Fatalf("a patch while a thread sleeps in compute: want exit status 1 and %s, got\n%v", want, r)
+	}
+	waitUntraced(t, s.pid(), 10*time.Second)
+	start := time.Now()
+	r = probe(t, "patch", pid, "compute", "--wait", "20s", "--with", f.lib+":compute_v2")
+	if r.code != 0 {
+		t.Fatalf("a patch that may wait: %v", r)
+	}
+	if a := s.answer(t); a != "compute(-3000) = 0" {
+		t.Errorf("the call that was inside: %q, want compute(-3000) = 0 (the old code, whole)", a)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("the patch went in after %v, while compute still slept", waited)
+	}
+	if a := s.compute(t, 4); a != "compute(4) = 12" {
+		t.Errorf("patched: %q", a)
+	}
+}
+
+func TestPatchBadInput(t *testing.T) {
+	t.Parallel()
+	f := patchBins(t)
+	s := &server{piped: startPiped(t, nil, f.srv)}
+	pid := strconv.Itoa(s.pid())
+	s.compute(t, 1)
+	for _, tc := range []struct {
+		args     []string
+		contains []string
+	}{
+		{[]string{"patch", pid, "compute", "--with", f.lib + ":compute_bad"}, []string{"compute(int32) int32", "compute_bad(int32, int32) int64", "called differently"}},
+		{[]string{"patch", pid, "compute", "--with", f.libNoDWARF + ":compute_v2"}, []string{"compute_v2", "without DWARF"}},
+		{[]string{"patch", pid, "compute", "--with", f.lib + ":nosuch"}, []string{"no function nosuch"}},
+		{[]string{"patch", pid, "compute", "--with", "/nonexistent/lib.so:f"}, []string{"/nonexistent/lib.so"}},
+		{[]string{"patch", pid, "compute+4", "--with", f.lib + ":compute_v2"}, []string{"compute+4"}},
+		{[]string{"patch", pid, "nosuchfunc", "--with", f.lib + ":compute_v2"}, []string{"nosuchfunc"}},
+		{[]string{"patch", pid, "compute", "--with", "compute_v2"}, []string{"--with", "LIB:NEWFUNC"}},
+		{[]string{"patch", pid, "compute"}, []string{"usage: probe patch"}},
+		{[]string{"patch", "x", "compute", "--with", f.lib + ":compute_v2"}, []string{`bad PID "x"`}},
+		{[]string{"unpatch", pid, "compute"}, []string{"compute: not patched"}},
+		{[]string{"list", "--patches"}, []string{"usage: probe list --patches PID"}},
+	} {
+		badSpec{contains: tc.contains}.check(t, probe(t, tc.args...))
+	}
+	// Nothing was loaded, nothing changed.
+	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
+		t.Errorf("bad input left the library or a marker mapped:\n%s", maps)
+	}
+	if a := s.compute(t, 5); a != "compute(5) = 10" {
+		t.Errorf("after bad input: %q", a)
+	}
+}
