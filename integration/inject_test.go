@@ -303,3 +303,19 @@ func TestInjectBadInput(t *testing.T) {
 	r := probe(t, "run", "o:main.work $retval=1", "--", gotrace)
 	badSpec{contains: []string{"main.work", "Go functions are not supported"}}.check(t, r)
 }
+
+// Actions see the failed calls: => count counts them, as --fail-every
+// picked them.
+func TestInjectCount(t *testing.T) {
+	t.Parallel()
+	exe := failsrv(t)
+	small, _ := requestFiles(t)
+	r := runCmdStdin(t, nil, []byte(strings.Repeat("open "+small+"\n", 6)), probeBin, "run",
+		"o:libc:open $retval=-1 errno=ECONNREFUSED => count", "--fail-every", "3", "--", exe)
+	if r.code != 1 || !strings.Contains(r.stdout, "served=4 failed=2\n") || strings.Count(r.stdout, "error: Connection refused") != 2 {
+		t.Fatalf("want 2 of 6 opens refused, got\n%v", r)
+	}
+	if want := "# count of probe/o_open_0: 2 hits, 1 key\ntotal        2 |"; !strings.Contains(r.stdout, want) {
+		t.Errorf("want the count table %q, got\n%s", want, r.stdout)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,14 @@ func patchBins(t *testing.T) patchFiles {
 		lib:        builtOnce(t, "libpatch.so", "testdata/patch/patch.c", "-O2", "-g", "-shared", "-fPIC", "-Wall"),
 		libNoDWARF: builtOnce(t, "libpatch_nodw.so", "testdata/patch/patch.c", "-O2", "-shared", "-fPIC", "-Wall"),
 	}
+}
+
+// startPatchServer starts patchsrv and waits for its first answer.
+func startPatchServer(t *testing.T) (patchFiles, *server, string) {
+	f := patchBins(t)
+	s := &server{piped: startPiped(t, nil, f.srv)}
+	s.compute(t, 1)
+	return f, s, strconv.Itoa(s.pid())
 }
 
 // server is patchsrv running, with a way to ask it.
@@ -103,9 +112,13 @@ func TestPatch(t *testing.T) {
 	again := probe(t, "patch", pid, "compute", "--with", f.lib+":compute_v2")
 	badSpec{contains: []string{"compute is already patched", "unpatch it first"}}.check(t, again)
 
-	patched := s.code(t, addr, 5)
+	branch := 5 // jmp rel32
+	if runtime.GOARCH == "arm64" {
+		branch = 4 // b
+	}
+	patched := s.code(t, addr, branch)
 	r = probe(t, "unpatch", pid, "compute")
-	if want := fmt.Sprintf("unpatched compute: its 5 bytes at %#x are the original again\n", addr); r.code != 0 || r.stdout != want {
+	if want := fmt.Sprintf("unpatched compute: its %d bytes at %#x are the original again\n", branch, addr); r.code != 0 || r.stdout != want {
 		t.Fatalf("probe unpatch: want %q, got\n%v", want, r)
 	}
 	if a := s.compute(t, 5); a != "compute(5) = 10" {
@@ -113,7 +126,7 @@ func TestPatch(t *testing.T) {
 	}
 	// Byte for byte the program's own code again: what the ELF file has.
 	orig := s.code(t, addr, 64)
-	if bytes.Equal(patched, orig[:5]) {
+	if bytes.Equal(patched, orig[:branch]) {
 		t.Errorf("the patch's branch is still at %#x: % x", addr, patched)
 	}
 	if file := fileCode(t, f.srv, "compute", s.pid(), addr, 64); !bytes.Equal(orig, file) {
@@ -153,10 +166,7 @@ func fileCode(t *testing.T, exe, fn string, pid int, addr uint64, n int) []byte 
 // waits for it to leave, or, past --wait, refuses and says which thread.
 func TestPatchWaitsForThreads(t *testing.T) {
 	t.Parallel()
-	f := patchBins(t)
-	s := &server{piped: startPiped(t, nil, f.srv)}
-	pid := strconv.Itoa(s.pid())
-	s.compute(t, 1)
+	f, s, pid := startPatchServer(t)
 	s.ask(t, -3000) // 3 s inside compute
 	time.Sleep(200 * time.Millisecond)
 	r := probe(t, "patch", pid, "compute", "--wait", "500ms", "--with", f.lib+":compute_v2")
@@ -183,10 +193,7 @@ func TestPatchWaitsForThreads(t *testing.T) {
 
 func TestPatchBadInput(t *testing.T) {
 	t.Parallel()
-	f := patchBins(t)
-	s := &server{piped: startPiped(t, nil, f.srv)}
-	pid := strconv.Itoa(s.pid())
-	s.compute(t, 1)
+	f, s, pid := startPatchServer(t)
 	for _, tc := range []struct {
 		args     []string
 		contains []string

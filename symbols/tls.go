@@ -32,7 +32,7 @@ func (m *Module) TLSSlot(name string) (uint64, bool) {
 	}
 	index, value := -1, uint64(0)
 	for i, s := range dynsym {
-		if elf.ST_TYPE(s.Info) == elf.STT_TLS && s.Section != elf.SHN_UNDEF && (s.Name == name) {
+		if elf.ST_TYPE(s.Info) == elf.STT_TLS && s.Section != elf.SHN_UNDEF && s.Name == name {
 			index, value = i+1, s.Value // (DynamicSymbols leaves out symbol 0)
 			break
 		}
@@ -40,23 +40,9 @@ func (m *Module) TLSSlot(name string) (uint64, bool) {
 	if index < 0 {
 		return 0, false
 	}
-	bo := m.elf.ByteOrder
-	for _, s := range m.elf.Sections {
-		if s.Type != elf.SHT_RELA || s.Flags&elf.SHF_ALLOC == 0 {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			continue
-		}
-		for i := 0; i+24 <= len(data); i += 24 { // Elf64_Rela
-			off, info, addend := bo.Uint64(data[i:]), bo.Uint64(data[i+8:]), bo.Uint64(data[i+16:])
-			if uint32(info) != tpoff {
-				continue
-			}
-			if sym := int(info >> 32); sym == index && addend == 0 || sym == 0 && addend == value {
-				return off, true
-			}
+	for _, r := range m.dynRelocs() {
+		if r.typ == tpoff && (int(r.sym) == index && r.addend == 0 || r.sym == 0 && uint64(r.addend) == value) {
+			return r.off, true
 		}
 	}
 	return 0, false
