@@ -290,7 +290,8 @@ func TestInjectBadInput(t *testing.T) {
 		{[]string{"o:checksum $retval=x"}, []string{"$retval=x"}},
 		{[]string{"o:checksum $retval=1 errno=EFOO"}, []string{"errno=EFOO", "unknown errno"}},
 		{[]string{"o:checksum+4 $retval=1"}, []string{"checksum+4", "function's entry"}},
-		{[]string{"o:sys_openat $retval=-1"}, []string{"sys_openat", "o:libc:openat"}},
+		{[]string{"o:sys_openat $retval=0 errno=EIO"}, []string{"sys_openat", "$retval=0 with errno=EIO"}},
+		{[]string{"o:sys_openat"}, []string{"sys_openat", "needs errno=ERRNO or $retval=VALUE"}},
 		{[]string{"o:checksum $retval=1 if nosuch > 1"}, []string{"nosuch"}},
 		{[]string{"p:checksum", "--fail-times", "3"}, []string{"--fail-times", "no o: probe"}},
 		{[]string{"o:checksum $retval=1", "--fail-probability", "150"}, []string{"--fail-probability 150"}},
@@ -317,5 +318,62 @@ func TestInjectCount(t *testing.T) {
 	}
 	if want := "# count of probe/o_open_0: 2 hits, 1 key\ntotal        2 |"; !strings.Contains(r.stdout, want) {
 		t.Errorf("want the count table %q, got\n%s", want, r.stdout)
+	}
+}
+
+// goBuiltOnce builds the Go program in package dir (relative to the
+// repository) into binDir/name, once per run.
+func goBuiltOnce(t *testing.T, name, dir string) string {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if exe, ok := built[name]; ok {
+		return exe
+	}
+	exe := filepath.Join(binDir, name)
+	if err := build(repoRoot, "go", "build", "-o", exe, "./"+dir); err != nil {
+		t.Fatal(err)
+	}
+	built[name] = exe
+	return exe
+}
+
+// o:sys_NAME is strace's --inject: the system call is not run, and the
+// thread gets -errno at its exit. The C program's wrapper makes it -1
+// and errno; a Go program, which has no C library, gets its os error; a
+// return probe on the call sees the injected result.
+func TestInjectSyscall(t *testing.T) {
+	t.Parallel()
+	exe, goopen := failsrv(t), goBuiltOnce(t, "goopen", "integration/testdata/inject/goopen")
+	small, big := requestFiles(t)
+
+	r := runCmdStdin(t, nil, []byte(fmt.Sprintf("open %s\nopen %s\nopen %s\n", small, big, small)), probeBin, "run",
+		fmt.Sprintf(`o:sys_openat path=+0($arg2):string errno=EACCES if path == "%s"`, small), "r:sys_openat ret=$retval:s64", "--", exe)
+	want := fmt.Sprintf("open %s: error: Permission denied\nopen %s: 1000 bytes\nopen %s: error: Permission denied\nserved=1 failed=2", small, big, small)
+	if got := serverLines(r.stdout); r.code != 1 || got != want {
+		t.Errorf("C: want exit status 1 and\n%s\ngot\n%v", want, r)
+	}
+	var evs []string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if ev, ok := parseEvent(line); ok && strings.Contains(ev.name, "sys_openat") {
+			evs = append(evs, ev.name+strings.TrimRight(ev.rest, " "))
+		}
+	}
+	// (The C library's own openat calls before main are not the test's.)
+	tail := evs[max(0, len(evs)-5):]
+	wantEvs := []string{
+		fmt.Sprintf(`o_sys_openat_0 path="%s" retval=-1 errno=EACCES`, small), "r_sys_openat_0 ret=-13",
+		"r_sys_openat_0 ret=3",
+		fmt.Sprintf(`o_sys_openat_0 path="%s" retval=-1 errno=EACCES`, small), "r_sys_openat_0 ret=-13",
+	}
+	if strings.Join(tail, "\n") != strings.Join(wantEvs, "\n") {
+		t.Errorf("C: events\n%s\nwant\n%s", strings.Join(tail, "\n"), strings.Join(wantEvs, "\n"))
+	}
+
+	r = runCmdStdin(t, nil, []byte(fmt.Sprintf("%s\n%s\n%s\n", small, big, small)), probeBin, "run", "-o", filepath.Join(t.TempDir(), "trace"),
+		fmt.Sprintf(`o:sys_openat path=+0($arg2):string errno=ENOENT if path == "%s"`, big), "--", goopen)
+	want = fmt.Sprintf("read %s: 3 bytes\nerror: open %s: no such file or directory\nread %s: 3 bytes\nfailed=1\n", small, big, small)
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("Go: want\n%s\ngot\n%v", want, r)
 	}
 }

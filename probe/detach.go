@@ -242,6 +242,13 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			}
 		}
 		held[tid] = ev.Sig
+	case tracee.EventSyscall:
+		held[tid] = 0
+		if t.proc.GetRegs(tid, &t.regs) == nil {
+			if entry, err := t.proc.SyscallEntry(tid); err == nil && !entry {
+				t.settleSkipped(tid, &t.regs)
+			}
+		}
 	default: // stops of every other kind: held as they are
 		if t.trapPending(tid) {
 			// Job-control stops are reported before pending signals:

@@ -41,9 +41,6 @@ func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.Kind == KindOverride {
-			return nil, badInput(fmt.Errorf("%s: o: probes go on functions, not system calls (name the C library's: o:libc:%s)", s.Loc.Symbol, name))
-		}
 		return t.installSyscall(s, name, nr, h)
 	}
 	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, handler: h, hits: new(atomic.Uint64)}

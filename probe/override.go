@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/tracee"
 )
 
 // Error injection, as the kernel's override_return (fail_function) does
@@ -37,7 +39,8 @@ import (
 
 // Override is what an o: probe makes its function return.
 type Override struct {
-	Retval uint64
+	Retval    uint64
+	HasRetval bool
 	// Errno, if not 0, is written into the thread's errno (the C
 	// library's thread-local variable).
 	Errno int32
@@ -78,7 +81,6 @@ func (a FailAttr) Check() error {
 func parseOverride(tokens []string, bad func(tok, format string, args ...any) error) (*Override, []string, error) {
 	o := &Override{Fail: DefaultFailAttr()}
 	var rest []string
-	hasRetval := false
 	for i, tok := range tokens {
 		if tok == "if" {
 			rest = append(rest, tokens[i:]...)
@@ -91,7 +93,7 @@ func parseOverride(tokens []string, bad func(tok, format string, args ...any) er
 			if err != nil {
 				return nil, nil, bad(tok, "want $retval=INTEGER (as -1, 0, 0x10)")
 			}
-			o.Retval, hasRetval = v, true
+			o.Retval, o.HasRetval = v, true
 		case "errno":
 			e, err := parseErrno(value)
 			if err != nil {
@@ -101,9 +103,6 @@ func parseOverride(tokens []string, bad func(tok, format string, args ...any) er
 		default:
 			rest = append(rest, tok)
 		}
-	}
-	if !hasRetval {
-		return nil, nil, bad("o:", "an o: probe needs $retval=VALUE: what the function returns instead")
 	}
 	return o, rest, nil
 }
@@ -145,6 +144,7 @@ const overrideStops = "an o: probe may make the call return at once"
 type overrideState struct {
 	Override
 	fn      *funcArgs // the function's parameters, its first fields; nil: none known
+	raw     uint64    // a system call's: its result (syscallResult)
 	nParams int
 	calls   uint64 // that passed the filter (fault_attr's count)
 	failed  atomic.Uint64
@@ -192,6 +192,8 @@ func (p *Probe) Overridden() uint64 {
 // fetch-args, with its filter over both.
 func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	switch {
+	case !p.Spec.Override.HasRetval:
+		return badInput(fmt.Errorf("%s: an o: probe on a function needs $retval=VALUE: what the function returns instead", p.Spec.Loc))
 	case r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias:
 		return badInput(fmt.Errorf("%s: an o: probe must be on a function's entry", r.where))
 	case isGo(r.module):
@@ -288,4 +290,81 @@ func (o *overrideState) shown(vals, dst []Field) []Field {
 		dst = append(dst, Field{Name: "errno", Value: DwarfValue(errnoName(o.Errno))})
 	}
 	return dst
+}
+
+// A system call's o: probe (o:sys_NAME) is strace's --inject: at the
+// syscall-entry stop of a call its filter and FailAttr pick, the kernel
+// is told to run no call (number -1), and at the exit stop the thread
+// gets the result: -ERRNO with errno=, which the C library's wrapper
+// turns into -1 and errno, and Go's syscall package into an Errno; else
+// $retval as it is. It needs no C library and works on any program, Go's
+// too.
+
+// syscallResult is the raw result an o: probe on a system call gives.
+func syscallResult(o *Override) (uint64, error) {
+	switch {
+	case o.Errno != 0 && o.HasRetval && int64(o.Retval) != -1:
+		return 0, fmt.Errorf("$retval=%d with errno=%s: a system call that fails returns -1 and sets errno", int64(o.Retval), errnoName(o.Errno))
+	case o.Errno != 0:
+		o.Retval, o.HasRetval = ^uint64(0), true // (as the C library returns it)
+		return uint64(-int64(o.Errno)), nil
+	case o.HasRetval:
+		return o.Retval, nil
+	}
+	return 0, errors.New("an o: probe on a system call needs errno=ERRNO or $retval=VALUE")
+}
+
+// overrideSyscall runs the o: probes of the system call thread tid
+// enters (regs: its registers): the first that picks this call skips
+// it, and its result is set at the exit stop (settleSkipped).
+func (t *Tracer) overrideSyscall(tid int, regs *unix.PtraceRegs, probes []*Probe, hit *Hit) {
+	for _, p := range probes {
+		o := p.override
+		if o == nil || !p.enabled.Load() {
+			continue
+		}
+		p.hits.Add(1)
+		vals := p.args.Fetch(t.envFor(hit), t.fields[:0])
+		t.fields = vals
+		if !p.args.Keep(vals) || !o.fail() {
+			continue
+		}
+		nr := int(tracee.SyscallNr(regs))
+		if err := t.proc.SkipSyscall(tid, regs); err != nil {
+			t.note("%s: the system call runs: %v", p.Name(), err)
+			return
+		}
+		if t.skipped == nil {
+			t.skipped = map[int]skippedCall{}
+		}
+		t.skipped[tid] = skippedCall{nr: nr, result: o.raw}
+		if p.handler.Pre != nil {
+			o.fields = o.shown(vals, o.fields[:0])
+			hit.Probe, hit.Where, hit.Fields = p, p.Where, o.fields
+			p.handler.Pre(hit)
+			hit.Fields = nil
+		}
+		return
+	}
+}
+
+// skippedCall is a system call an o: probe skipped: its number (the
+// registers say -1 once skipped, on x86-64) and the result it gets.
+type skippedCall struct {
+	nr     int
+	result uint64
+}
+
+// settleSkipped gives thread tid, at the exit stop of a system call an
+// o: probe skipped, the result the probe chose, and returns the call's
+// number; else -1.
+func (t *Tracer) settleSkipped(tid int, regs *unix.PtraceRegs) int {
+	c, ok := t.skipped[tid]
+	if !ok {
+		return -1
+	}
+	delete(t.skipped, tid)
+	tracee.SetResult(regs, c.result)
+	t.proc.SetRegs(tid, regs)
+	return c.nr
 }

@@ -39,7 +39,16 @@ func (t *Tracer) syscallLoc(s *Spec) (name string, nr int, ok bool, err error) {
 func (t *Tracer) installSyscall(s *Spec, name string, nr int, h Handler) (*Probe, error) {
 	where := "sys_" + name
 	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Where: where, funcName: where, handler: h, syscall: nr, hits: new(atomic.Uint64)}
-	if len(s.Args) > 0 {
+	if s.Kind == KindOverride {
+		o := *s.Override
+		raw, err := syscallResult(&o)
+		if err != nil {
+			return nil, badInput(fmt.Errorf("%s: %w", where, err))
+		}
+		p.override = newOverrideState(&o, s.Event)
+		p.override.raw = raw
+	}
+	if len(s.Args) > 0 || s.Kind == KindOverride {
 		args, err := CompileArgs(s.Args, CompileEnv{Return: s.Kind == KindReturn, Syscall: true, ResolveSymbol: t.resolveData})
 		if err != nil {
 			return nil, err
@@ -105,7 +114,13 @@ func (t *Tracer) onSyscall(tid int) {
 	if entry && t.linker != nil && t.linker.unloading[tid] {
 		t.onUnloadingSyscall(regs)
 	}
-	probes := t.sysProbes[sysKey{int(tracee.SyscallNr(regs)), !entry}]
+	nr := int(tracee.SyscallNr(regs))
+	if !entry {
+		if skipped := t.settleSkipped(tid, regs); skipped >= 0 {
+			nr = skipped // (before the exit's probes: they see the result given)
+		}
+	}
+	probes := t.sysProbes[sysKey{nr, !entry}]
 	if len(probes) == 0 || t.inRecordCode(regs.PC()) {
 		// (A record stub's process_vm_readv is ours, not the
 		// program's.)
@@ -114,7 +129,7 @@ func (t *Tracer) onSyscall(tid int) {
 	}
 	hit := t.newHit(tid, regs)
 	for _, p := range probes {
-		if !p.enabled.Load() {
+		if !p.enabled.Load() || p.override != nil {
 			continue
 		}
 		p.hits.Add(1)
@@ -129,6 +144,9 @@ func (t *Tracer) onSyscall(tid int) {
 			}
 			p.handler.Pre(hit)
 		}
+	}
+	if entry {
+		t.overrideSyscall(tid, regs, probes, hit)
 	}
 	t.proc.Cont(tid, 0)
 }

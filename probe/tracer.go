@@ -152,6 +152,9 @@ type Tracer struct {
 	errno errnoPlace // where the C library keeps errno (errno.go)
 	// patchTrap is the breakpoint injected calls return to (patch.go).
 	patchTrap uint64
+	// skipped are the threads in a system call an o: probe skipped, and
+	// the result each gets at its exit stop (override.go).
+	skipped map[int]skippedCall
 }
 
 // ExitStatus is how the traced process ended, when it did.

@@ -119,3 +119,14 @@ func setCall(p *Process, regs *unix.PtraceRegs, fn, ret uint64, args []uint64) e
 	NoRestart(regs)
 	return nil
 }
+
+// SkipSyscall makes thread tid, at a syscall-entry stop with registers
+// regs, skip the system call: the kernel runs none for number -1, and the
+// thread still reports its syscall-exit stop, where its result is set.
+func (p *Process) SkipSyscall(tid int, regs *unix.PtraceRegs) error {
+	regs.Orig_rax = ^uint64(0)
+	return p.SetRegs(tid, regs)
+}
+
+// SetResult sets the result register (a function's or a system call's).
+func SetResult(r *unix.PtraceRegs, v uint64) { r.Rax = v }

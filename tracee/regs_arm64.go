@@ -128,3 +128,19 @@ func setCall(p *Process, regs *unix.PtraceRegs, fn, ret uint64, args []uint64) e
 	regs.Pstate &^= btype
 	return nil
 }
+
+// ntARMSystemCall is the regset of the system call number the kernel
+// runs (<elf.h> NT_ARM_SYSTEM_CALL): not among the general registers.
+const ntARMSystemCall = 0x404
+
+// SkipSyscall makes thread tid, at a syscall-entry stop, skip the system
+// call: the kernel runs none for number -1, and the thread still reports
+// its syscall-exit stop, where its result is set.
+func (p *Process) SkipSyscall(tid int, regs *unix.PtraceRegs) error {
+	nr := int32(-1)
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&nr)), Len: 4}
+	return ptracePtr(unix.PTRACE_SETREGSET, tid, ntARMSystemCall, unsafe.Pointer(&iov))
+}
+
+// SetResult sets the result register (a function's or a system call's).
+func SetResult(r *unix.PtraceRegs, v uint64) { r.Regs[0] = v }
