@@ -93,3 +93,24 @@ func TestCalls(t *testing.T) {
 		t.Errorf("--calls with --tracer: want exit 2 naming --calls: %v", bad)
 	}
 }
+
+// A NULL result is a failure where the prototype says so, and shows its
+// errno as a -1 does; -c counts it an error.
+func TestCallsNullErrno(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "nullerr", "testdata/tracers/nullerr.c", "-O0", "-g")
+	want := []string{
+		`[pid N] fopen("/nonexistent/x", "r") = 0x0 ENOENT (No such file or directory)`,
+		"[pid N] malloc(4611686018427387904) = 0x0 ENOMEM (Cannot allocate memory)",
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libc:fopen,libc:malloc", "--", exe)...)
+		if got := callLines(r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%v: calls\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	r := mustProbe(t, "run", "--calls", "libc:fopen", "-c", "--", exe)
+	if !regexp.MustCompile(`(?m)^ *[0-9.]+ +[0-9.]+ +\d+ +1 +1 fopen$`).MatchString(r.stdout) {
+		t.Errorf("-c: want fopen with 1 call, 1 error:\n%s", r.stdout)
+	}
+}

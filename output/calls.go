@@ -21,7 +21,8 @@ import (
 // A call that another starts inside of (a callback) is cut, as ltrace
 // cuts it: "func(args <unfinished ...>", then "<... func resumed> = r".
 // With Summary, only ltrace -c's table at the end: per function its
-// share of the time, calls, time per call and errors (-1 results).
+// share of the time, calls, time per call and errors (results that say
+// the call failed: -1, or NULL where the prototype says so).
 type Calls struct {
 	w       *bufio.Writer
 	summary bool
@@ -78,11 +79,12 @@ func (c *Calls) Write(r *Record) error {
 		if len(r.Fields) > 0 {
 			v := r.Fields[0].Value
 			result = v.String()
-			if v.Type().Signed() && v.Int() == -1 {
-				st.errors++
+			if v.Type().Signed() && v.Int() == -1 && len(r.Fields) == 1 {
+				st.errors++ // (a failure whose errno was not read)
 			}
 		}
 		if len(r.Fields) > 1 && r.Fields[1].Name == "errno" {
+			st.errors++
 			// As strace shows a failed call: -1 ENOENT (No such file or directory).
 			name := r.Fields[1].Value.String()
 			result += " " + name

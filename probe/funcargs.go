@@ -26,6 +26,8 @@ type funcArgs struct {
 	slots  []argSlot               // every parameter, in order
 	result *Args                   // the result, or nil (void, a float, a struct)
 	specs  []string                // params' fetch-args ("name=$arg1:s32")
+	// nullFails: a NULL result is a failure (the table's "!")
+	nullFails bool
 	vars   map[string]*symbols.Var // the DWARF parameters specs read, compiled
 	enum   map[int64]string        // the result's names, if an enum
 	format string                  // the result's format, if a table type
@@ -61,7 +63,9 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if err == nil {
 		sig, err = d.Signature(entry)
 	}
+	table := false
 	if proto, ok := prototypeOf(fn); ok && (library || err != nil) {
+		table = true
 		// The table's types, as ltrace's: open's flags by name, its mode
 		// (behind "..." in C); and its names, the manual's, whether the
 		// library has DWARF or not (glibc's malloc calls its size
@@ -72,7 +76,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if err != nil {
 		return nil
 	}
-	fa := &funcArgs{vars: map[string]*symbols.Var{}}
+	fa := &funcArgs{vars: map[string]*symbols.Var{}, nullFails: table && failsWithNull(fn)}
 	vars := fa.vars
 	places := placeParams(sig.Params)
 	var specs, names []string
@@ -135,14 +139,26 @@ func prototypeName(name string) string {
 // prototypeOf is name's signature in the table of prototypes; an IFUNC's
 // implementation has its function's (__strlen_avx2: strlen).
 func prototypeOf(name string) (symbols.Signature, bool) {
-	proto, ok := prototypes()[name]
-	if !ok && strings.HasPrefix(name, "__") {
-		base, _, _ := strings.Cut(strings.TrimLeft(name, "_"), "_")
-		proto, ok = prototypes()[base]
-	}
+	proto, ok := prototypes()[prototypeKey(name)]
 	// A copy: the caller names its parameters.
 	proto.Params = slices.Clone(proto.Params)
 	return proto, ok
+}
+
+// prototypeKey is the name name's prototype is under in the table.
+func prototypeKey(name string) string {
+	if _, ok := prototypes()[name]; !ok && strings.HasPrefix(name, "__") {
+		base, _, _ := strings.Cut(strings.TrimLeft(name, "_"), "_")
+		return base
+	}
+	return name
+}
+
+// failsWithNull reports whether the table says a NULL result of name is
+// a failure that set errno.
+func failsWithNull(name string) bool {
+	key := prototypeKey(name) // (after the table is read)
+	return nullFailures[key]
 }
 
 // varAtEntry is parameter name compiled at the entry if its DWARF
@@ -247,7 +263,7 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 	}
 	fa := fn.args
 	fa.fields = fa.result.Fetch(t.envFor(hit), fa.fields[:0])
-	failed := len(fa.fields) == 1 && !fa.fields[0].Value.Faulted() && fa.fields[0].Value.Type().Signed() && fa.fields[0].Value.Int() == -1
+	failed := len(fa.fields) == 1 && fa.failed(fa.fields[0].Value)
 	for i := range fa.fields {
 		fa.fields[i].Value = shown(fa.fields[i].Value, fa.enum, fa.format)
 	}
@@ -257,6 +273,19 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 		}
 	}
 	return fa.fields
+}
+
+// failed reports whether result v says the call failed, setting errno:
+// -1, a pointer of all ones (mmap's MAP_FAILED), or a NULL where the
+// table says so (malloc).
+func (fa *funcArgs) failed(v Value) bool {
+	switch {
+	case v.Faulted():
+		return false
+	case v.Type().Signed():
+		return v.Int() == -1
+	}
+	return v.Uint() == ^uint64(0) || fa.nullFails && v.Uint() == 0
 }
 
 // shown is v as --args shows it: an enum's value by its name, a table

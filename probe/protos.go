@@ -19,12 +19,14 @@ import (
 // integer types by name, char (a character), bool, string (a char *
 // shown as its text), ptr (any other pointer), oflags (open's flags,
 // shown as O_... names), fd, pid, size, ssize, off, mode (octal), void.
+// A result type ending in "!" says that a NULL result is a failure that
+// set errno (malloc); a result of -1 always is (open).
 const prototypeTable = `
-ptr malloc(size size)
-ptr calloc(size nmemb, size size)
-ptr realloc(ptr ptr, size size)
+ptr! malloc(size size)
+ptr! calloc(size nmemb, size size)
+ptr! realloc(ptr ptr, size size)
 void free(ptr ptr)
-ptr aligned_alloc(size alignment, size size)
+ptr! aligned_alloc(size alignment, size size)
 int posix_memalign(ptr memptr, size alignment, size size)
 size strlen(string s)
 size strnlen(string s, size maxlen)
@@ -34,8 +36,8 @@ int strcasecmp(string s1, string s2)
 ptr strcpy(ptr dst, string src)
 ptr strncpy(ptr dst, string src, size n)
 ptr strcat(ptr dst, string src)
-string strdup(string s)
-string strndup(string s, size n)
+string! strdup(string s)
+string! strndup(string s, size n)
 ptr strchr(string s, char c)
 ptr strrchr(string s, char c)
 ptr strstr(string haystack, string needle)
@@ -52,8 +54,8 @@ int sprintf(ptr str, string format, ...)
 int snprintf(ptr str, size size, string format, ...)
 int fputs(string s, ptr stream)
 ptr fgets(ptr s, int size, ptr stream)
-ptr fopen(string pathname, string mode)
-ptr fdopen(fd fd, string mode)
+ptr! fopen(string pathname, string mode)
+ptr! fdopen(fd fd, string mode)
 int fclose(ptr stream)
 int fflush(ptr stream)
 size fread(ptr ptr, size size, size nmemb, ptr stream)
@@ -77,7 +79,7 @@ int mkdir(string pathname, mode mode)
 int rmdir(string pathname)
 int access(string pathname, int mode)
 int chdir(string path)
-string getcwd(ptr buf, size size)
+string! getcwd(ptr buf, size size)
 string getenv(string name)
 int setenv(string name, string value, int overwrite)
 int unsetenv(string name)
@@ -124,6 +126,10 @@ int system(string command)
 int isatty(fd fd)
 `
 
+// nullFailures are the functions of the table whose NULL result is a
+// failure that set errno (filled with the table).
+var nullFailures = map[string]bool{}
+
 // prototypes is the table, parsed once.
 var prototypes = sync.OnceValue(func() map[string]symbols.Signature {
 	table := map[string]symbols.Signature{}
@@ -136,6 +142,9 @@ var prototypes = sync.OnceValue(func() map[string]symbols.Signature {
 			panic(fmt.Sprintf("prototype table: %q: %v", line, err)) // a bad table is ours, found by the tests
 		}
 		table[name] = sig
+		if strings.Contains(line[:strings.IndexByte(line, '(')], "! ") {
+			nullFailures[name] = true
+		}
 	}
 	return table
 })
@@ -148,7 +157,7 @@ func parsePrototype(line string) (string, symbols.Signature, error) {
 		return "", sig, fmt.Errorf("want RESULT NAME(TYPE PARAM, ...)")
 	}
 	var err error
-	if sig.Result, err = prototypeType(res); err != nil {
+	if sig.Result, err = prototypeType(strings.TrimSuffix(res, "!")); err != nil {
 		return "", sig, err
 	}
 	for _, a := range strings.Split(args, ",") {
