@@ -377,3 +377,17 @@ func TestInjectSyscall(t *testing.T) {
 		t.Errorf("Go: want\n%s\ngot\n%v", want, r)
 	}
 }
+
+// A static program has no libc.so and no GOT slot for errno: its own TLS
+// block holds it, where the TLS ABI places it.
+func TestInjectStatic(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "failsrv-static", "testdata/inject/failsrv.c", "-O2", "-g", "-static", "-Wall")
+	small, _ := requestFiles(t)
+	r := runCmdStdin(t, nil, []byte(fmt.Sprintf("open %s\nopen %s\n", small, small)), probeBin, "run",
+		"o:open $retval=-1 errno=EACCES", "--fail-times", "1", "--", exe)
+	want := fmt.Sprintf("open %s: error: Permission denied\nopen %s: 3 bytes\nserved=1 failed=1", small, small)
+	if got := serverLines(r.stdout); r.code != 1 || got != want {
+		t.Errorf("want exit status 1 and\n%s\ngot\n%v", want, r)
+	}
+}

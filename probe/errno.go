@@ -14,9 +14,10 @@ import (
 // errno is a thread-local variable of the C library: each thread's is at
 // its thread pointer plus an offset that the dynamic linker wrote into the
 // library's GOT (symbols.TLSSlot), the same for every thread of the
-// process. glibc's libc.so.6 has it so; a C library that keeps errno
-// elsewhere (musl: in its thread structure) or a static program has no
-// errno probe can find.
+// process; in a static program, at the offset the TLS ABI gives the
+// program's own block (symbols.ExecTLSOffset). glibc has it so; a C
+// library that keeps errno elsewhere (musl: in its thread structure) has
+// no errno probe can find.
 
 // errnoPlace is the offset found for one address space.
 type errnoPlace struct {
@@ -60,6 +61,11 @@ func (t *Tracer) errnoOffset() (uint64, error) {
 			return 0, fmt.Errorf("read errno's GOT slot in %s: %w", m.Name, err)
 		}
 		return binary.LittleEndian.Uint64(b[:]), nil
+	}
+	if main := t.space.Main(); main != nil {
+		if off, ok := main.ExecTLSOffset("errno"); ok {
+			return uint64(off), nil // a static program's own errno
+		}
 	}
 	return 0, errNoErrno
 }

@@ -47,3 +47,44 @@ func (m *Module) TLSSlot(name string) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// ExecTLSOffset returns the offset from the thread pointer of thread-local
+// variable name of a statically linked executable (its own TLS block,
+// module 1, reached by the local-exec model: no GOT slot to read). glibc
+// places that block as the TLS ABI of the architecture says: below the
+// thread pointer, ending at it, on x86-64 (variant II); after the 16-byte
+// thread control block on arm64 (variant I).
+func (m *Module) ExecTLSOffset(name string) (int64, bool) {
+	if m.elf == nil || m.elf.Type != elf.ET_EXEC && m.elf.Type != elf.ET_DYN {
+		return 0, false
+	}
+	var tls *elf.Prog
+	for _, p := range m.elf.Progs {
+		switch p.Type {
+		case elf.PT_INTERP:
+			return 0, false // dynamically linked: the C library has its own
+		case elf.PT_TLS:
+			tls = p
+		}
+	}
+	if tls == nil {
+		return 0, false
+	}
+	syms, err := m.elf.Symbols()
+	if err != nil {
+		return 0, false
+	}
+	roundUp := func(n, align uint64) uint64 { return (n + max(align, 1) - 1) / max(align, 1) * max(align, 1) }
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_TLS || s.Section == elf.SHN_UNDEF || s.Name != name {
+			continue
+		}
+		switch m.elf.Machine {
+		case elf.EM_X86_64:
+			return int64(s.Value) - int64(roundUp(tls.Memsz, tls.Align)), true
+		case elf.EM_AARCH64:
+			return int64(roundUp(16, tls.Align) + s.Value), true
+		}
+	}
+	return 0, false
+}
