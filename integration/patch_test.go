@@ -175,6 +175,10 @@ func TestPatchWaitsForThreads(t *testing.T) {
 		t.Fatalf("a patch while a thread sleeps in compute: want exit status 1 and %s, got\n%v", want, r)
 	}
 	waitUntraced(t, s.pid(), 10*time.Second)
+	// Refused, it took out what it had put in: the library, the marker.
+	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
+		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
+	}
 	start := time.Now()
 	r = probe(t, "patch", pid, "compute", "--wait", "20s", "--with", f.lib+":compute_v2")
 	if r.code != 0 {

@@ -91,6 +91,17 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 	if strings.ContainsAny(lib, " \t\n") {
 		return p, badInput(fmt.Errorf("%s: a library path with white space is not supported", lib))
 	}
+	// What this session adds to the process, taken out again if no patch
+	// goes in: the library's load, the marker.
+	var handle, newMarker uint64
+	undo := func(anchor int) {
+		if handle != 0 {
+			t.unloadLibrary(anchor, handle)
+		}
+		if newMarker != 0 {
+			t.proc.InjectSyscall(anchor, unix.SYS_MUNMAP, newMarker, patchMarkerSize)
+		}
+	}
 	err = t.do(func(anchor int) error {
 		var err error
 		if r, err = t.patchTarget(fn); err != nil {
@@ -99,7 +110,15 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 		if newSym, err = checkReplacement(r, lib, newFn); err != nil {
 			return err
 		}
-		return t.loadLibrary(anchor, lib)
+		if _, _, err := readPatches(t.pid, t.proc); errors.Is(err, errNoMarker) {
+			if newMarker, _, err = t.patchMarker(anchor); err != nil {
+				return err
+			}
+		}
+		if handle, err = t.loadLibrary(anchor, lib); err != nil {
+			undo(anchor)
+		}
+		return err
 	})
 	if err != nil {
 		return p, err
@@ -113,6 +132,9 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 		p.NewAddr = newSym.Addr + m.Bias
 		return t.writePatch(anchor, &p)
 	})
+	if err != nil {
+		t.do(func(anchor int) error { undo(anchor); return nil })
+	}
 	return p, err
 }
 
@@ -263,42 +285,56 @@ func describeSignature(s symbols.Signature) string {
 }
 
 // loadLibrary has thread anchor call dlopen(lib, RTLD_NOW) unless lib is
-// mapped already, and reads the address space again.
-func (t *Tracer) loadLibrary(anchor int, lib string) error {
+// mapped already, and reads the address space again; it returns the
+// handle dlopen gave, 0 when lib was there before.
+func (t *Tracer) loadLibrary(anchor int, lib string) (uint64, error) {
 	if _, err := t.space.FindModule(lib); err == nil {
-		return nil
-	}
-	m, dlopen, err := t.space.Lookup("dlopen")
-	if err != nil {
-		return fmt.Errorf("no dlopen in pid %d to load %s with (glibc 2.34 and later have it in libc)", t.pid, lib)
+		return 0, nil
 	}
 	marker, _, err := t.patchMarker(anchor)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	path := marker + patchMarkerSize - patchScratch
 	if _, err := t.proc.WriteAt(append([]byte(lib), 0), int64(path)); err != nil {
-		return err
+		return 0, err
 	}
-	trap, err := t.callTrap(anchor, dlopen.Addr+m.Bias)
+	handle, err := t.callLibc(anchor, "dlopen", path, rtldNow)
 	if err != nil {
-		return err
-	}
-	handle, err := t.proc.InjectCall(anchor, dlopen.Addr+m.Bias, trap, path, rtldNow)
-	if err != nil {
-		return err
+		return 0, err
 	}
 	if handle == 0 {
 		why := "dlopen returned NULL"
-		if mm, dlerror, err := t.space.Lookup("dlerror"); err == nil {
-			if msg, err := t.proc.InjectCall(anchor, dlerror.Addr+mm.Bias, trap); err == nil && msg != 0 {
-				why = t.readCString(msg, 512)
-			}
+		if msg, err := t.callLibc(anchor, "dlerror"); err == nil && msg != 0 {
+			why = t.readCString(msg, 512)
 		}
-		return badInput(fmt.Errorf("load %s into pid %d: %s", lib, t.pid, why))
+		return 0, badInput(fmt.Errorf("load %s into pid %d: %s", lib, t.pid, why))
 	}
 	t.librariesChanged(anchor)
-	return nil
+	return handle, nil
+}
+
+// unloadLibrary has thread anchor call dlclose(handle): a library this
+// session loaded for a patch that did not go in.
+func (t *Tracer) unloadLibrary(anchor int, handle uint64) {
+	if _, err := t.callLibc(anchor, "dlclose", handle); err != nil {
+		t.note("the library loaded for the patch stays: %v", err)
+		return
+	}
+	t.librariesChanged(anchor)
+}
+
+// callLibc has thread anchor call the C library's function fn.
+func (t *Tracer) callLibc(anchor int, fn string, args ...uint64) (uint64, error) {
+	m, sym, err := t.space.Lookup(fn)
+	if err != nil {
+		return 0, fmt.Errorf("no %s in pid %d (glibc 2.34 and later have it in libc)", fn, t.pid)
+	}
+	trap, err := t.callTrap(anchor, sym.Addr+m.Bias)
+	if err != nil {
+		return 0, err
+	}
+	return t.proc.InjectCall(anchor, sym.Addr+m.Bias, trap, args...)
 }
 
 // callTrap returns a breakpoint instruction in an injected page near
