@@ -238,3 +238,18 @@ func waitFor(t *testing.T, what string, read func() string, s string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An o: probe on a library loaded later: pending, its filter over the
+// library's DWARF parameters checked on the file before, and it fails
+// the calls it picks in both loads of the library.
+func TestDlopenPendingOverride(t *testing.T) {
+	t.Parallel()
+	host, lib := dlopenHost(t, o0pie)
+	r := probe(t, "run", "-o", filepath.Join(t.TempDir(), "events"), `o:libplugin:init $retval=99 if x == 1`, "--", host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2))
+	want := strings.NewReplacer("init(1) = 3", "init(1) = 99").Replace(dlopenWant())
+	if wantErr := "probe: o_init_0 pending until libplugin is loaded\n"; r.code != 0 || r.stdout != want || r.stderr != wantErr {
+		t.Fatalf("want stdout\n%s\nand stderr %q, got\n%v", want, wantErr, r)
+	}
+	bad := probe(t, "run", `o:libplugin:init $retval=99 if nosuch == 1`, "--", host, lib, "1", "1")
+	badSpec{contains: []string{"nosuch"}}.check(t, bad)
+}

@@ -209,7 +209,7 @@ func (t *Tracer) patchTarget(fn string) (resolved, error) {
 // checkReplacement finds newFn in lib and checks, from both DWARFs,
 // that it takes and returns what the function at r does.
 func checkReplacement(r resolved, lib, newFn string) (symbols.Symbol, error) {
-	const bias = 0x10000000 // (any: its DWARF is only read)
+	const bias = symbols.ShelfBias
 	space, err := symbols.LoadBinaryAt(lib, bias)
 	if err != nil {
 		return symbols.Symbol{}, badInput(err)

@@ -127,11 +127,12 @@ func (t *Tracer) addPending(anchor int, p *Probe) (bool, error) {
 	return true, nil
 }
 
-// checkOnDisk resolves p in its library's file, placed at its link
-// addresses beside the modules mapped now: the checks of a loaded module
-// (symbol, boundary, fetch-args) without writing anything.
+// checkOnDisk resolves p in its library's file, placed beside the
+// modules mapped now (at ShelfBias: its DWARF can be read there): the
+// checks of a loaded module (symbol, boundary, fetch-args, DWARF names)
+// without writing anything.
 func (t *Tracer) checkOnDisk(p *Probe, lib *pendingLib) error {
-	disk, err := symbols.LoadBinary(lib.path)
+	disk, err := symbols.LoadBinaryAt(lib.path, symbols.ShelfBias)
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", lib.name, err))
 	}
@@ -149,10 +150,14 @@ func (t *Tracer) checkOnDisk(p *Probe, lib *pendingLib) error {
 	if s.Kind == KindReturn && (r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias) {
 		return badInput(fmt.Errorf("%s: a return probe must be on a function's entry", r.where))
 	}
-	if err := t.compileArgs(scratch, r, 0); err != nil {
+	compile := func() error { return t.compileArgs(scratch, r, 0) }
+	if s.Kind == KindOverride {
+		compile = func() error { return t.compileOverride(scratch, r) }
+	}
+	if err := compile(); err != nil {
 		return err
 	}
-	p.args = scratch.args // for FieldNames until it is installed
+	p.args, p.override = scratch.args, scratch.override // for FieldNames until it is installed
 	return nil
 }
 
@@ -246,6 +251,7 @@ func (t *Tracer) librariesChanged(anchor int) {
 		p.placeErr = nil
 		p.pending.Store(false)
 		p.placed.Store(true)
+		notePaths(p.sites...) // (what -v says of it)
 	}
 	if t.trampoline != 0 {
 		t.hookUnwinders(anchor) // the new libraries' own
@@ -261,7 +267,7 @@ func (t *Tracer) dropUnmapped(sites []*site, gone []*symbols.Mapped) {
 		if t.sites[st.addr] == st {
 			delete(t.sites, st.addr)
 		}
-		for _, ps := range [][]*Probe{st.probes, st.returns, st.retInsns, st.captures} {
+		for _, ps := range [][]*Probe{st.probes, st.returns, st.retInsns, st.captures, st.overrides} {
 			for _, p := range ps {
 				if !slices.Contains(probes, p) {
 					probes = append(probes, p)

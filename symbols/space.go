@@ -286,6 +286,12 @@ func loadBias(mod *Module, maps []mapping) (uint64, error) {
 	return 0, fmt.Errorf("%s: no mapping corresponds to a loadable segment", mod.Path)
 }
 
+// ShelfBias places a shared library that is not mapped anywhere (read
+// from its file, to check a probe or a patch against it) far from where
+// Linux maps programs and libraries on x86-64 and arm64, so that its
+// addresses are told apart from theirs.
+const ShelfBias = 1 << 46
+
 // LoadBinary makes a Space of a binary that is not running: one Mapped
 // at its link addresses.
 func LoadBinary(path string) (*Space, error) {
@@ -295,7 +301,7 @@ func LoadBinary(path string) (*Space, error) {
 // LoadBinaryAt is LoadBinary with the binary placed bias past its link
 // addresses, as a shared library is loaded: the DWARF of a library that
 // has no entry point can only be read so (at bias 0 delve cannot place
-// it).
+// it). ShelfBias is a place for a library that is not running.
 func LoadBinaryAt(path string, bias uint64) (*Space, error) {
 	mod, err := OpenModule(path)
 	if err != nil {

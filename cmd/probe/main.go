@@ -698,6 +698,8 @@ func pathLines(added []*probe.Probe) []string {
 	for _, p := range ps {
 		if in, why := p.Path(); in {
 			lines = append(lines, p.Name()+": "+inProcessText(why))
+		} else if p.Pending() && why == "" {
+			lines = append(lines, p.Name()+": pending (its library is not loaded yet)")
 		} else {
 			lines = append(lines, fmt.Sprintf("%s: stops the thread (%s)", p.Name(), why))
 		}
