@@ -43,7 +43,7 @@ func TestCalls(t *testing.T) {
 		"[pid N] open(\"/nonexistent-dir/x\", O_RDWR|O_CREAT, 0640) = -1 ENOENT (No such file or directory)", // errno as the call left it
 		"[pid N] qsort(0xADDR, 3, 4, 0xADDR) = <void>",
 		"[pid N] strlen(\"hello\") = 5", // the IFUNC's name, not its implementation's
-		"[pid N] printf(\"%zd %d %d %d %d %zu\\n\") = 14",
+		"[pid N] printf(\"%zd %d %d %d %d %zu\\n\", 5, -1, -1, 2, 3, 5) = 14", // the arguments as the format says
 		"[pid N] free(0xADDR) = <void>",
 	}
 	// All of libc once; then the functions called, by name: without
@@ -112,5 +112,31 @@ func TestCallsNullErrno(t *testing.T) {
 	r := mustProbe(t, "run", "--calls", "libc:fopen", "-c", "--", exe)
 	if !regexp.MustCompile(`(?m)^ *[0-9.]+ +[0-9.]+ +\d+ +1 +1 fopen$`).MatchString(r.stdout) {
 		t.Errorf("-c: want fopen with 1 call, 1 error:\n%s", r.stdout)
+	}
+}
+
+// A printf-like function's arguments after its format, as the format
+// says: strings, chars, doubles, widths from '*', integers and doubles
+// past the argument registers (on the stack). They are read at a stop,
+// in-process or not.
+func TestCallsVarargs(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "varargs", "testdata/tracers/varargs.c", "-O0", "-g")
+	want := []string{
+		`[pid N] printf("%s=%d %5.2f %c %lu %x %hhd%%\n", "k", -3, 2.5, 'z', 7, 0xff, 44) = 22`,
+		`[pid N] snprintf(0xADDR, 64, "%*d|%.3s|%g", 4, 42, "abcdef", -0.125) = 15`,
+		`[pid N] fprintf(0xADDR, "%s %p\n", "  42|abc|-0.125", 0x1234) = 23`,
+		`[pid N] printf("%d %d %d %d %d %d %d %d\n", 1, 2, 3, 4, 5, 6, 7, 8) = 16`,
+		`[pid N] printf("%g %g %g %g %g %g %g %g %g %g\n", 1, 2, 3, 4, 5, 6, 7, 8, 9.5, 10.5) = 25`,
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		out := filepath.Join(t.TempDir(), "calls")
+		r := mustProbe(t, append(append([]string{"run", "-o", out}, engine...), "--calls", "libc:printf,libc:snprintf,libc:fprintf", "--", exe)...)
+		if r.stdout != "k=-3  2.50 z 7 ff 44%\n1 2 3 4 5 6 7 8\n1 2 3 4 5 6 7 8 9.5 10.5\n" || r.stderr != "  42|abc|-0.125 0x1234\n" {
+			t.Errorf("%v: the program's output changed:\n%v", engine, r)
+		}
+		if got := callLines(readFile(t, out)); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%v: calls\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
 }

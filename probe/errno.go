@@ -97,12 +97,19 @@ func (t *Tracer) readErrno(tid int, regs *unix.PtraceRegs) (int32, error) {
 	return int32(binary.LittleEndian.Uint32(b[:])), nil
 }
 
+// replaying reports whether hit is a record the tracee made, replayed:
+// no thread is stopped for it.
+func (t *Tracer) replaying(hit *Hit) bool {
+	in := t.inproc
+	return in != nil && hit.Mem == Memory(&in.stack)
+}
+
 // hitErrno is errno as the thread at hit has it: at a stop, read from
 // the thread; for a return the tracee recorded, what the trampoline
 // recorded with it.
 func (t *Tracer) hitErrno(hit *Hit) (int32, bool) {
-	if in := t.inproc; in != nil && hit.Mem == Memory(&in.stack) {
-		return in.errno, in.errnoOff != 0
+	if t.replaying(hit) {
+		return t.inproc.errno, t.inproc.errnoOff != 0
 	}
 	e, err := t.readErrno(hit.Tid, hit.Regs)
 	return e, err == nil

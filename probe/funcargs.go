@@ -22,17 +22,23 @@ import (
 
 // funcArgs is what Args shows of one function.
 type funcArgs struct {
-	params *Args                   // the fetch-args of the parameters that have a value
-	slots  []argSlot               // every parameter, in order
-	result *Args                   // the result, or nil (void, a float, a struct)
-	specs  []string                // params' fetch-args ("name=$arg1:s32")
+	params *Args     // the fetch-args of the parameters that have a value
+	slots  []argSlot // every parameter, in order
+	result *Args     // the result, or nil (void, a float, a struct)
+	specs  []string  // params' fetch-args ("name=$arg1:s32")
 	// nullFails: a NULL result is a failure (the table's "!")
 	nullFails bool
-	vars   map[string]*symbols.Var // the DWARF parameters specs read, compiled
-	enum   map[int64]string        // the result's names, if an enum
-	format string                  // the result's format, if a table type
-	vals   []Field                 // scratch: params' values
-	fields []Field                 // scratch: what a handler gets, valid during it
+	// varFormat is the slot of a printf-like function's format (the
+	// table's "format"), whose "..." arguments are read at a stop
+	// (varargs.go), or -1; after the fixed parameters, the argument
+	// registers and stack words they took.
+	varFormat                int
+	varGPR, varFPR, varStack int
+	vars                     map[string]*symbols.Var // the DWARF parameters specs read, compiled
+	enum                     map[int64]string        // the result's names, if an enum
+	format                   string                  // the result's format, if a table type
+	vals                     []Field                 // scratch: params' values
+	fields                   []Field                 // scratch: what a handler gets, valid during it
 }
 
 // argSlot is one parameter: field i of params' values, or text when i < 0;
@@ -118,6 +124,21 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		return dwarfVar{v}, nil
 	}}
 	fa.specs = specs
+	fa.varFormat = -1
+	if sig.Variadic {
+		fa.varFormat = formatParam(fa)
+		for _, p := range sig.Params {
+			switch p.Class {
+			case symbols.ClassInt, symbols.ClassPointer:
+				fa.varGPR++
+			case symbols.ClassFloat:
+				fa.varFPR++
+			}
+		}
+		if over := fa.varGPR - len(intArgRegs); over > 0 {
+			fa.varGPR, fa.varStack = len(intArgRegs), over
+		}
+	}
 	if fa.params, err = CompileArgs(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
@@ -230,6 +251,9 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
 	}
 	fa.vals = fa.params.Fetch(t.envFor(hit), fa.vals[:0])
 	fa.fields = fa.show(fa.vals, fa.fields[:0])
+	if fa.varFormat >= 0 && !t.replaying(hit) {
+		fa.fields = t.variadicFields(fa, hit, fa.fields)
+	}
 	return fa.fields
 }
 

@@ -373,6 +373,9 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 			return need, fmt.Sprintf("%s: %s", p.Name(), why)
 		}
 	}
+	if traced && st.fn.args != nil && st.fn.args.varFormat >= 0 {
+		return need, "its arguments after the format are read at a stop"
+	}
 	if traced && st.fn.args != nil {
 		in, why := st.fn.args.params.recordInputs()
 		if why != "" {

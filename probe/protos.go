@@ -18,7 +18,9 @@ import (
 // arguments are not shown. Types: the C
 // integer types by name, char (a character), bool, string (a char *
 // shown as its text), ptr (any other pointer), oflags (open's flags,
-// shown as O_... names), fd, pid, size, ssize, off, mode (octal), void.
+// shown as O_... names), fd, pid, size, ssize, off, mode (octal), void,
+// format (a printf format: the "..." arguments after it are shown as it
+// says).
 // A result type ending in "!" says that a NULL result is a failure that
 // set errno (malloc); a result of -1 always is (open).
 const prototypeTable = `
@@ -48,10 +50,14 @@ int memcmp(ptr s1, ptr s2, size n)
 ptr memchr(ptr s, int c, size n)
 int puts(string s)
 int putchar(char c)
-int printf(string format, ...)
-int fprintf(ptr stream, string format, ...)
-int sprintf(ptr str, string format, ...)
-int snprintf(ptr str, size size, string format, ...)
+int printf(format format, ...)
+int fprintf(ptr stream, format format, ...)
+int sprintf(ptr str, format format, ...)
+int snprintf(ptr str, size size, format format, ...)
+int __printf_chk(int flag, format format, ...)
+int __fprintf_chk(ptr stream, int flag, format format, ...)
+int __sprintf_chk(ptr str, int flag, size slen, format format, ...)
+int __snprintf_chk(ptr str, size maxlen, int flag, size slen, format format, ...)
 int fputs(string s, ptr stream)
 ptr fgets(ptr s, int size, ptr stream)
 ptr! fopen(string pathname, string mode)
@@ -204,6 +210,10 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		return v, nil
 	case "string":
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true}, nil
+	case "format":
+		// A printf format: a string, and what it says of the "..."
+		// arguments after it (varargs.go).
+		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true, Format: "format"}, nil
 	case "ptr":
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8}, nil
 	case "oflags", "mode":
