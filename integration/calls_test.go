@@ -42,7 +42,7 @@ func TestCalls(t *testing.T) {
 		"[pid N] close(3) = 0",
 		"[pid N] open(\"/nonexistent-dir/x\", O_RDWR|O_CREAT, 0640) = -1 ENOENT (No such file or directory)", // errno as the call left it
 		"[pid N] qsort(0xADDR, 3, 4, 0xADDR) = <void>",
-		"[pid N] strlen(\"hello\") = 5", // the IFUNC's name, not its implementation's
+		"[pid N] strlen(\"hello\") = 5",                                       // the IFUNC's name, not its implementation's
 		"[pid N] printf(\"%zd %d %d %d %d %zu\\n\", 5, -1, -1, 2, 3, 5) = 14", // the arguments as the format says
 		"[pid N] free(0xADDR) = <void>",
 	}

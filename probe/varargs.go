@@ -169,7 +169,6 @@ func mask(bits int) uint64 {
 	return 1<<bits - 1
 }
 
-
 // formatParam is the index of a prototype's format parameter (its table
 // type "format"), or -1.
 func formatParam(fa *funcArgs) int {
