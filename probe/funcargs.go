@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -65,12 +66,16 @@ type paramPlace struct {
 // DWARF (its own "close" is not libc's). nil where neither has it.
 func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *funcArgs {
 	var sig symbols.Signature
-	d, err := m.Debug()
-	if err == nil {
-		sig, err = d.Signature(entry)
+	var d *symbols.DebugInfo
+	proto, inTable := prototypeOf(fn)
+	err := errors.New("the table's") // (a library's DWARF is not read for it: glibc's takes seconds)
+	if !inTable || !library {
+		if d, err = m.Debug(); err == nil {
+			sig, err = d.Signature(entry)
+		}
 	}
 	table := false
-	if proto, ok := prototypeOf(fn); ok && (library || err != nil) {
+	if inTable && (library || err != nil) {
 		table = true
 		// The table's types, as ltrace's: open's flags by name, its mode
 		// (behind "..." in C); and its names, the manual's, whether the
