@@ -3,6 +3,7 @@ package integration
 import (
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,12 +47,14 @@ func TestCalls(t *testing.T) {
 		"[pid N] printf(\"%zd %d %d %d %d %zu\\n\", 5, -1, -1, 2, 3, 5) = 14", // the arguments as the format says
 		"[pid N] free(0xADDR) = <void>",
 	}
-	// All of libc once; then the functions called, by name: without
-	// in-process records (arm64) every call inside libc stops too.
+	// All of libc once, in-process; then the functions called, by name:
+	// stopping, every call inside libc would stop too. On arm64, where
+	// every probe stops, by name both times (all of libc there takes a
+	// minute under TCG, its DWARF read and its calls stopped).
 	called := "libc:malloc,libc:open,libc:write,libc:close,libc:qsort,libc:strlen,libc:printf,libc:free"
 	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
 		glob := "libc:*"
-		if engine != nil {
+		if engine != nil || runtime.GOARCH == "arm64" {
 			glob = called
 		}
 		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", glob, "--", exe)...)
