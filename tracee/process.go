@@ -546,20 +546,44 @@ func (p *Process) holdOrder() []int {
 }
 
 // Dying tells whether thread tid has exited (a zombie not yet reaped) or
-// is about to: SIGKILL is marked pending on every thread of a process
-// being killed until each has gone.
+// is about to: in do_exit, or with SIGKILL pending, as every thread of a
+// process being killed has it until it takes it.
 func (p *Process) Dying(tid int) bool {
-	return isZombie(p.Pid, tid) || SignalPending(p.Pid, tid, unix.SIGKILL)
+	return isZombie(p.Pid, tid) || exiting(p.Pid, tid) || SignalPending(p.Pid, tid, unix.SIGKILL)
 }
 
 func isZombie(pid, tid int) bool {
+	state, _, ok := taskStat(pid, tid)
+	return !ok || state == 'Z' || state == 'X'
+}
+
+// exiting reports whether thread tid is in do_exit: PF_EXITING is set as
+// it begins, before the memory map goes and with its SIGKILL no longer
+// pending, well before the thread is a zombie.
+func exiting(pid, tid int) bool {
+	const pfExiting = 0x4
+	_, flags, ok := taskStat(pid, tid)
+	return ok && flags&pfExiting != 0
+}
+
+// taskStat reads a thread's state letter and flags from its stat file;
+// ok is false when it is gone.
+func taskStat(pid, tid int) (state byte, flags uint64, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
 	if err != nil {
-		return true
+		return 0, 0, false
 	}
-	// The state follows the parenthesised comm, which may hold spaces.
+	// The state follows the parenthesised comm, which may hold spaces;
+	// the flags are the seventh field from there.
 	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, false
+	}
+	fields := strings.Fields(string(b[i+2:]))
+	if len(fields) > 6 {
+		flags, _ = strconv.ParseUint(fields[6], 10, 64)
+	}
+	return b[i+2], flags, true
 }
 
 // RunToEntry runs a just-launched process to its ELF entry point, where the
