@@ -522,14 +522,22 @@ var (
 // and flags into binDir/name, once per run, and returns the binary.
 func builtOnce(t *testing.T, name, src string, flags ...string) string {
 	t.Helper()
+	abs, _ := filepath.Abs(src)
+	return builtOnceBy(t, name, func(exe string) error {
+		return build(binDir, "gcc", append(flags, "-o", exe, abs)...)
+	})
+}
+
+// builtOnceBy runs make once per run to build binDir/name, and returns it.
+func builtOnceBy(t *testing.T, name string, make func(exe string) error) string {
+	t.Helper()
 	builtMu.Lock()
 	defer builtMu.Unlock()
 	if exe, ok := built[name]; ok {
 		return exe
 	}
 	exe := filepath.Join(binDir, name)
-	abs, _ := filepath.Abs(src)
-	if err := build(binDir, "gcc", append(flags, "-o", exe, abs)...); err != nil {
+	if err := make(exe); err != nil {
 		t.Fatal(err)
 	}
 	built[name] = exe

@@ -325,17 +325,7 @@ func TestInjectCount(t *testing.T) {
 // repository) into binDir/name, once per run.
 func goBuiltOnce(t *testing.T, name, dir string) string {
 	t.Helper()
-	builtMu.Lock()
-	defer builtMu.Unlock()
-	if exe, ok := built[name]; ok {
-		return exe
-	}
-	exe := filepath.Join(binDir, name)
-	if err := build(repoRoot, "go", "build", "-o", exe, "./"+dir); err != nil {
-		t.Fatal(err)
-	}
-	built[name] = exe
-	return exe
+	return builtOnceBy(t, name, func(exe string) error { return build(repoRoot, "go", "build", "-o", exe, "./"+dir) })
 }
 
 // o:sys_NAME is strace's --inject: the system call is not run, and the
