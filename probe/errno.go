@@ -29,12 +29,9 @@ type errnoPlace struct {
 // errnoAddr is the address of stopped thread tid's errno (regs: its
 // registers).
 func (t *Tracer) errnoAddr(tid int, regs *unix.PtraceRegs) (uint64, error) {
-	if t.errno.space != t.space {
-		t.errno = errnoPlace{space: t.space}
-		t.errno.off, t.errno.err = t.errnoOffset()
-	}
-	if t.errno.err != nil {
-		return 0, t.errno.err
+	off, err := t.errnoOffset()
+	if err != nil {
+		return 0, err
 	}
 	tp, err := t.proc.ThreadPointer(tid, regs)
 	if err != nil {
@@ -43,14 +40,24 @@ func (t *Tracer) errnoAddr(tid int, regs *unix.PtraceRegs) (uint64, error) {
 	if tp == 0 {
 		return 0, fmt.Errorf("thread %d has no thread pointer yet", tid)
 	}
-	return tp + t.errno.off, nil
+	return tp + off, nil
 }
 
 var errNoErrno = errors.New("no C library with a thread-local errno (glibc's libc.so.6) is loaded")
 
-// errnoOffset reads errno's offset from the thread pointer out of the
-// GOT of the module that defines it.
+// errnoOffset is errno's offset from the thread pointer in the address
+// space the process has now, found once for it.
 func (t *Tracer) errnoOffset() (uint64, error) {
+	if t.errno.space != t.space {
+		t.errno = errnoPlace{space: t.space}
+		t.errno.off, t.errno.err = t.findErrnoOffset()
+	}
+	return t.errno.off, t.errno.err
+}
+
+// findErrnoOffset reads errno's offset from the thread pointer out of the
+// GOT of the module that defines it.
+func (t *Tracer) findErrnoOffset() (uint64, error) {
 	for _, m := range t.space.Mapped {
 		slot, ok := m.TLSSlot("errno")
 		if !ok {

@@ -246,35 +246,53 @@ func (o *Override) fieldNames() []string {
 // pick this call makes it return at once, its handler told. true: regs
 // are the thread's at its caller, to be written before it resumes.
 func (t *Tracer) override(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) bool {
-	for _, p := range s.overrides {
-		if !p.enabled.Load() {
+	p, vals := t.pickOverride(s.overrides, hit)
+	if p == nil {
+		return false
+	}
+	o := p.override
+	if o.Errno != 0 {
+		if err := t.setErrno(tid, regs, o.Errno); err != nil {
+			t.note("%s: errno not set: %v", p.Name(), err)
+		}
+	}
+	if err := returnNow(regs, t.proc, o.Retval); err != nil {
+		t.note("%s: the call runs: %v", p.Name(), err)
+		return false
+	}
+	t.tellOverride(p, vals, hit, cmp.Or(p.shownAt, s.where))
+	return true
+}
+
+// pickOverride returns the first enabled o: probe of probes whose filter
+// and FailAttr pick the call at hit, and the fields it fetched; nil when
+// none does. Each probe asked counts a hit.
+func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []Field) {
+	for _, p := range probes {
+		if p.override == nil || !p.enabled.Load() {
 			continue
 		}
 		p.hits.Add(1)
-		o := p.override
 		vals := p.args.Fetch(t.envFor(hit), t.fields[:0])
 		t.fields = vals
-		if !p.args.Keep(vals) || !o.fail() {
-			continue
+		if p.args.Keep(vals) && p.override.fail() {
+			return p, vals
 		}
-		if o.Errno != 0 {
-			if err := t.setErrno(tid, regs, o.Errno); err != nil {
-				t.note("%s: errno not set: %v", p.Name(), err)
-			}
-		}
-		if err := returnNow(regs, t.proc, o.Retval); err != nil {
-			t.note("%s: the call runs: %v", p.Name(), err)
-			return false
-		}
-		if p.handler.Pre != nil {
-			o.fields = o.shown(vals, o.fields[:0])
-			hit.Probe, hit.Where, hit.Fields = p, cmp.Or(p.shownAt, s.where), o.fields
-			p.handler.Pre(hit)
-			hit.Fields = nil
-		}
-		return true
 	}
-	return false
+	return nil, nil
+}
+
+// tellOverride hands o: probe p's handler the call it made fail at hit
+// (vals: the fields it fetched), shown at where.
+func (t *Tracer) tellOverride(p *Probe, vals []Field, hit *Hit, where string) {
+	if p.handler.Pre == nil {
+		return
+	}
+	o := p.override
+	o.fields = o.shown(vals, o.fields[:0])
+	hit.Probe, hit.Where, hit.Fields = p, where, o.fields
+	p.handler.Pre(hit)
+	hit.Fields = nil
 }
 
 // shown is what an injected call's event shows: the parameters as
@@ -318,34 +336,20 @@ func syscallResult(o *Override) (uint64, error) {
 // enters (regs: its registers): the first that picks this call skips
 // it, and its result is set at the exit stop (settleSkipped).
 func (t *Tracer) overrideSyscall(tid int, regs *unix.PtraceRegs, probes []*Probe, hit *Hit) {
-	for _, p := range probes {
-		o := p.override
-		if o == nil || !p.enabled.Load() {
-			continue
-		}
-		p.hits.Add(1)
-		vals := p.args.Fetch(t.envFor(hit), t.fields[:0])
-		t.fields = vals
-		if !p.args.Keep(vals) || !o.fail() {
-			continue
-		}
-		nr := int(tracee.SyscallNr(regs))
-		if err := t.proc.SkipSyscall(tid, regs); err != nil {
-			t.note("%s: the system call runs: %v", p.Name(), err)
-			return
-		}
-		if t.skipped == nil {
-			t.skipped = map[int]skippedCall{}
-		}
-		t.skipped[tid] = skippedCall{nr: nr, result: o.raw}
-		if p.handler.Pre != nil {
-			o.fields = o.shown(vals, o.fields[:0])
-			hit.Probe, hit.Where, hit.Fields = p, p.Where, o.fields
-			p.handler.Pre(hit)
-			hit.Fields = nil
-		}
+	p, vals := t.pickOverride(probes, hit)
+	if p == nil {
 		return
 	}
+	nr := int(tracee.SyscallNr(regs))
+	if err := t.proc.SkipSyscall(tid, regs); err != nil {
+		t.note("%s: the system call runs: %v", p.Name(), err)
+		return
+	}
+	if t.skipped == nil {
+		t.skipped = map[int]skippedCall{}
+	}
+	t.skipped[tid] = skippedCall{nr: nr, result: p.override.raw}
+	t.tellOverride(p, vals, hit, p.Where)
 }
 
 // skippedCall is a system call an o: probe skipped: its number (the
