@@ -31,15 +31,15 @@ type funcArgs struct {
 	nullFails bool
 	// varFormat is the slot of a printf-like function's format (the
 	// table's "format"), whose "..." arguments are read at a stop
-	// (varargs.go), or -1; after the fixed parameters, the argument
-	// registers and stack words they took.
-	varFormat                int
-	varGPR, varFPR, varStack int
-	vars                     map[string]*symbols.Var // the DWARF parameters specs read, compiled
-	enum                     map[int64]string        // the result's names, if an enum
-	format                   string                  // the result's format, if a table type
-	vals                     []Field                 // scratch: params' values
-	fields                   []Field                 // scratch: what a handler gets, valid during it
+	// (varargs.go), or -1; they start after what the fixed parameters
+	// took.
+	varFormat int
+	fixed     argsTaken
+	vars      map[string]*symbols.Var // the DWARF parameters specs read, compiled
+	enum      map[int64]string        // the result's names, if an enum
+	format    string                  // the result's format, if a table type
+	vals      []Field                 // scratch: params' values
+	fields    []Field                 // scratch: what a handler gets, valid during it
 }
 
 // argSlot is one parameter: field i of params' values, or text when i < 0;
@@ -51,6 +51,10 @@ type argSlot struct {
 	enum   map[int64]string
 	format string // a prototype table's type: see decoders
 }
+
+// argsTaken is how many integer and vector argument registers and stack
+// words a call's parameters take.
+type argsTaken struct{ gpr, vec, stack int }
 
 // paramPlace is where a parameter is at the entry: a fetch-arg body with
 // its type ("$arg1:s32"), or, with dwarf, its DWARF location if that
@@ -89,7 +93,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}
 	fa := &funcArgs{vars: map[string]*symbols.Var{}, nullFails: table && failsWithNull(fn)}
 	vars := fa.vars
-	places := placeParams(sig.Params)
+	places, fixed := placeParams(sig.Params)
 	var specs, names []string
 	for i, p := range sig.Params {
 		name := sanitizeArgName(p.Name)
@@ -129,20 +133,9 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		return dwarfVar{v}, nil
 	}}
 	fa.specs = specs
-	fa.varFormat = -1
+	fa.varFormat, fa.fixed = -1, fixed
 	if sig.Variadic {
 		fa.varFormat = formatParam(fa)
-		for _, p := range sig.Params {
-			switch p.Class {
-			case symbols.ClassInt, symbols.ClassPointer:
-				fa.varGPR++
-			case symbols.ClassFloat:
-				fa.varFPR++
-			}
-		}
-		if over := fa.varGPR - len(intArgRegs); over > 0 {
-			fa.varGPR, fa.varStack = len(intArgRegs), over
-		}
 	}
 	if fa.params, err = CompileArgs(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones

@@ -1,15 +1,36 @@
 package probe
 
-import "github.com/probedbg/probe/symbols"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// The SysV x86-64 argument registers: integers in %rdi, %rsi, %rdx,
+// %rcx, %r8, %r9; floats in %xmm0-7 (FXSAVE's layout, which
+// PTRACE_GETFPREGS reads, puts xmm0 at 160); the rest on the stack from
+// the word above the return address.
+const (
+	intArgRegs   = 6
+	vecArgRegs   = 8
+	vecRegOffset = 160
+)
+
+func intArgReg(r *unix.PtraceRegs, i int) uint64 {
+	return [intArgRegs]uint64{r.Rdi, r.Rsi, r.Rdx, r.Rcx, r.R8, r.R9}[i]
+}
+
+func stackArgBase(r *unix.PtraceRegs) uint64 { return r.Rsp + 8 }
 
 // placeParams says where the SysV x86-64 calling convention (3.2.3) puts
 // each parameter at a function's entry: INTEGER values in %rdi, %rsi,
 // %rdx, %rcx, %r8, %r9, SSE ones in %xmm0-7, the rest on the stack from
 // [sp+8] on, in order; a struct of up to 16 bytes in registers if all its
 // words fit, else on the stack. After a parameter the rules here do not
-// cover (long double, __int128, _Complex) nothing more is placed.
-func placeParams(params []symbols.ABIValue) []paramPlace {
-	const gprs, sses = 6, 8
+// cover (long double, __int128, _Complex) nothing more is placed. taken
+// is what the parameters placed took, where a "..." goes on.
+func placeParams(params []symbols.ABIValue) ([]paramPlace, argsTaken) {
+	const gprs, sses = intArgRegs, vecArgRegs
 	gpr, sse, stack := 0, 0, 1 // stack: the word at sp; 0 is the return address
 	var out []paramPlace
 	for _, p := range params {
@@ -35,8 +56,8 @@ func placeParams(params []symbols.ABIValue) []paramPlace {
 			}
 			out = append(out, paramPlace{dwarf: true})
 		default:
-			return out
+			return out, argsTaken{gpr: gpr, vec: sse, stack: stack - 1}
 		}
 	}
-	return out
+	return out, argsTaken{gpr: gpr, vec: sse, stack: stack - 1}
 }

@@ -1,6 +1,23 @@
 package probe
 
-import "github.com/probedbg/probe/symbols"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/symbols"
+)
+
+// The AAPCS64 argument registers (Linux: variadic arguments as any
+// others): integers in x0-x7, floats in v0-v7 (user_fpsimd_state, which
+// NT_PRFPREG reads, has v0 first); the rest on the stack from sp.
+const (
+	intArgRegs   = 8
+	vecArgRegs   = 8
+	vecRegOffset = 0
+)
+
+func intArgReg(r *unix.PtraceRegs, i int) uint64 { return r.Regs[i] }
+
+func stackArgBase(r *unix.PtraceRegs) uint64 { return r.Sp }
 
 // placeParams says where the AAPCS64 puts each parameter at a function's
 // entry (Linux's rules: every stack slot 8 bytes or more): integers and
@@ -8,9 +25,10 @@ import "github.com/probedbg/probe/symbols"
 // other structs of up to 16 bytes in one or two of x0-x7, larger ones as
 // a pointer to a copy, the rest on the stack from [sp] on, in order.
 // After a parameter the rules here do not cover (long double, __int128,
-// _Complex) nothing more is placed.
-func placeParams(params []symbols.ABIValue) []paramPlace {
-	const gprs, simds = 8, 8
+// _Complex) nothing more is placed. taken is what the parameters placed
+// took, where a "..." goes on.
+func placeParams(params []symbols.ABIValue) ([]paramPlace, argsTaken) {
+	const gprs, simds = intArgRegs, vecArgRegs
 	gpr, simd, stack := 0, 0, 0
 	var out []paramPlace
 	for _, p := range params {
@@ -41,8 +59,8 @@ func placeParams(params []symbols.ABIValue) []paramPlace {
 			}
 			out = append(out, paramPlace{dwarf: true})
 		default:
-			return out
+			return out, argsTaken{gpr: gpr, vec: simd, stack: stack}
 		}
 	}
-	return out
+	return out, argsTaken{gpr: gpr, vec: simd, stack: stack}
 }

@@ -12,7 +12,7 @@ import (
 
 // The arguments a printf-like function takes after its format ("..."),
 // as ltrace shows them: the format string says what each is, and the
-// calling convention where (varArgs, varargs_*.go): integers and
+// calling convention where (varArgs, funcargs_*.go): integers and
 // pointers after the fixed parameters' registers, then on the stack;
 // doubles in the vector registers, then on the stack. They are read at a
 // stop only (the floating-point registers and the strings are not in a
@@ -22,14 +22,12 @@ import (
 const maxVarArgs = 16
 
 // varArgs reads, in order, what a variadic call passed after its fixed
-// parameters.
+// parameters: the registers and stack words taken so far.
 type varArgs struct {
-	regs  *unix.PtraceRegs
-	mem   Memory
-	fp    func() []byte
-	gpr   int // integer argument registers taken
-	fpr   int // vector argument registers taken
-	stack int // stack words taken
+	regs *unix.PtraceRegs
+	mem  Memory
+	fp   func() []byte
+	argsTaken
 }
 
 // conversion is one printf conversion: what it reads.
@@ -130,7 +128,7 @@ func (a *varArgs) stackWord() uint64 {
 }
 
 func (a *varArgs) nextInt() uint64 {
-	if a.gpr < len(intArgRegs) {
+	if a.gpr < intArgRegs {
 		a.gpr++
 		return intArgReg(a.regs, a.gpr-1)
 	}
@@ -138,10 +136,10 @@ func (a *varArgs) nextInt() uint64 {
 }
 
 func (a *varArgs) nextFloat() float64 {
-	if a.fpr < vecArgRegs {
-		a.fpr++
+	if a.vec < vecArgRegs {
+		a.vec++
 		if fp := a.fp(); fp != nil {
-			off := vecRegOffset + 16*(a.fpr-1)
+			off := vecRegOffset + 16*(a.vec-1)
 			return math.Float64frombits(binary.LittleEndian.Uint64(fp[off:]))
 		}
 		return math.NaN()
@@ -191,13 +189,12 @@ func (t *Tracer) variadicFields(fa *funcArgs, hit *Hit, fields []Field) []Field 
 	if format.Faulted() || format.Type() != TypeString {
 		return fields
 	}
-	fields = fields[:len(fa.slots)] // (what they were at the entry)
 	env := t.envFor(hit)
 	fp := env.FPRegs
 	if fp == nil {
 		fp = func() []byte { return nil }
 	}
-	a := &varArgs{regs: hit.Regs, mem: env.Mem, fp: fp, gpr: fa.varGPR, fpr: fa.varFPR, stack: fa.varStack}
+	a := &varArgs{regs: hit.Regs, mem: env.Mem, fp: fp, argsTaken: fa.fixed}
 	for i, v := range a.formatArgs(format.Str()) {
 		fields = append(fields, Field{Name: fmt.Sprintf("arg%d", len(fa.slots)+i+1), Value: v})
 	}
