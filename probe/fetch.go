@@ -1109,6 +1109,15 @@ func (sc *fetchScratch) readUint(addr uint64, size int) (uint64, bool) {
 	return valueLE(b), true
 }
 
+// readCString reads the NUL-terminated string at addr in mem as a string
+// fetch-arg does (readString).
+func readCString(mem Memory, addr uint64) (string, bool) {
+	sc := fetchScratchPool.Get().(*fetchScratch)
+	defer fetchScratchPool.Put(sc)
+	sc.h = &HitEnv{Mem: mem}
+	return sc.readString(addr)
+}
+
 // readString reads a NUL-terminated string at addr, at most
 // MaxStringSize-1 bytes, a page at a time (the first read is short, as
 // most strings are). Any fault before the NUL faults the whole string, as

@@ -103,19 +103,23 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 		}
 	}
 	err = t.do(func(anchor int) error {
-		var err error
-		if r, err = t.patchTarget(fn); err != nil {
+		marker, patches, err := readPatches(t.pid, t.proc)
+		if err != nil && !errors.Is(err, errNoMarker) {
+			return err
+		}
+		if r, err = t.patchTarget(fn, patches); err != nil {
 			return err
 		}
 		if newSym, err = checkReplacement(r, lib, newFn); err != nil {
 			return err
 		}
-		if _, _, err := readPatches(t.pid, t.proc); errors.Is(err, errNoMarker) {
-			if newMarker, _, err = t.patchMarker(anchor); err != nil {
+		if marker == 0 {
+			if marker, err = t.newPatchMarker(anchor); err != nil {
 				return err
 			}
+			newMarker = marker
 		}
-		if handle, err = t.loadLibrary(anchor, lib); err != nil {
+		if handle, err = t.loadLibrary(anchor, lib, marker); err != nil {
 			undo(anchor)
 		}
 		return err
@@ -143,46 +147,36 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 // may still be running its function.
 func (t *Tracer) Unpatch(fn string, wait time.Duration) (Patch, error) {
 	var p Patch
-	deadline := time.Now().Add(wait)
-	for {
-		err := t.do(func(anchor int) error {
-			marker, patches, err := readPatches(t.pid, t.proc)
-			if err != nil && !errors.Is(err, errNoMarker) {
-				return err
-			}
-			i := slices.IndexFunc(patches, func(q Patch) bool { return q.Func == fn || fmt.Sprintf("%#x", q.Addr) == fn })
-			if i < 0 {
-				return badInput(fmt.Errorf("%s: not patched in pid %d", fn, t.pid))
-			}
-			p = patches[i]
-			held, ok := t.stopOthers(anchor)
-			defer t.contAll(held)
-			if !ok {
-				return busy("could not stop every thread of pid %d", t.pid)
-			}
-			for _, tid := range append(held, anchor) {
-				var regs unix.PtraceRegs
-				if err := t.proc.GetRegs(tid, &regs); err != nil {
-					continue // gone
-				}
-				if pc := regs.PC(); pc > p.Addr && pc < p.Addr+uint64(len(p.Orig)) {
-					return busy("%s: thread %d is in the middle of the branch at %#x", p.Func, tid, p.Addr)
-				}
-			}
-			if _, err := t.proc.WriteAt(p.Orig, int64(p.Addr)); err != nil {
-				return fmt.Errorf("put back %s's bytes: %w", p.Func, err)
-			}
-			return writePatches(t.proc, marker, slices.Delete(patches, i, i+1))
-		})
-		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
-			return p, err
+	err := t.allStopped(wait, func(anchor int, tids []int) error {
+		marker, patches, err := readPatches(t.pid, t.proc)
+		if err != nil && !errors.Is(err, errNoMarker) {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		i := slices.IndexFunc(patches, func(q Patch) bool { return q.Func == fn || fmt.Sprintf("%#x", q.Addr) == fn })
+		if i < 0 {
+			return badInput(fmt.Errorf("%s: not patched in pid %d", fn, t.pid))
+		}
+		p = patches[i]
+		for _, tid := range tids {
+			var regs unix.PtraceRegs
+			if err := t.proc.GetRegs(tid, &regs); err != nil {
+				continue // gone
+			}
+			if pc := regs.PC(); pc > p.Addr && pc < p.Addr+uint64(len(p.Orig)) {
+				return busy("%s: thread %d is in the middle of the branch at %#x", p.Func, tid, p.Addr)
+			}
+		}
+		if _, err := t.proc.WriteAt(p.Orig, int64(p.Addr)); err != nil {
+			return fmt.Errorf("put back %s's bytes: %w", p.Func, err)
+		}
+		return writePatches(t.proc, marker, slices.Delete(patches, i, i+1))
+	})
+	return p, err
 }
 
-// patchTarget resolves fn, which must be a C function's entry.
-func (t *Tracer) patchTarget(fn string) (resolved, error) {
+// patchTarget resolves fn, which must be a C function's entry not among
+// patches, the process's.
+func (t *Tracer) patchTarget(fn string, patches []Patch) (resolved, error) {
 	loc, err := parseLocation(fn)
 	if err != nil || loc.Symbol == "" || loc.Offset != 0 || loc.HasLine {
 		return resolved{}, badInput(fmt.Errorf("%s: name a function (FUNC or MOD:FUNC)", fn))
@@ -196,11 +190,9 @@ func (t *Tracer) patchTarget(fn string) (resolved, error) {
 	case isGo(r.module):
 		return r, badInput(fmt.Errorf("%s: Go functions cannot be patched: their callers' ABI and the runtime's tables (stack maps, defers) are not checked", fn))
 	}
-	if _, patches, err := readPatches(t.pid, t.proc); err == nil {
-		for _, q := range patches {
-			if q.Addr == r.addr {
-				return r, badInput(fmt.Errorf("%s is already patched (%s): unpatch it first", fn, q.With))
-			}
+	for _, q := range patches {
+		if q.Addr == r.addr {
+			return r, badInput(fmt.Errorf("%s is already patched (%s): unpatch it first", fn, q.With))
 		}
 	}
 	return r, nil
@@ -285,15 +277,12 @@ func describeSignature(s symbols.Signature) string {
 }
 
 // loadLibrary has thread anchor call dlopen(lib, RTLD_NOW) unless lib is
-// mapped already, and reads the address space again; it returns the
-// handle dlopen gave, 0 when lib was there before.
-func (t *Tracer) loadLibrary(anchor int, lib string) (uint64, error) {
+// mapped already (its path written in the scratch of the marker at
+// marker), and reads the address space again; it returns the handle
+// dlopen gave, 0 when lib was there before.
+func (t *Tracer) loadLibrary(anchor int, lib string, marker uint64) (uint64, error) {
 	if _, err := t.space.FindModule(lib); err == nil {
 		return 0, nil
-	}
-	marker, _, err := t.patchMarker(anchor)
-	if err != nil {
-		return 0, err
 	}
 	path := marker + patchMarkerSize - patchScratch
 	if _, err := t.proc.WriteAt(append([]byte(lib), 0), int64(path)); err != nil {
@@ -306,7 +295,9 @@ func (t *Tracer) loadLibrary(anchor int, lib string) (uint64, error) {
 	if handle == 0 {
 		why := "dlopen returned NULL"
 		if msg, err := t.callLibc(anchor, "dlerror"); err == nil && msg != 0 {
-			why = t.readCString(msg, 512)
+			if text, ok := readCString(t.proc, msg); ok {
+				why = text
+			}
 		}
 		return 0, badInput(fmt.Errorf("load %s into pid %d: %s", lib, t.pid, why))
 	}
@@ -354,16 +345,6 @@ func (t *Tracer) callTrap(anchor int, near uint64) (uint64, error) {
 	return slot, nil
 }
 
-func (t *Tracer) readCString(addr uint64, max int) string {
-	b := make([]byte, max)
-	n, _ := t.proc.ReadAt(b, int64(addr))
-	b = b[:n]
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
-}
-
 // whenOutside runs write with every thread of the process stopped and
 // none inside r's function, trying again while one is, for wait.
 func (t *Tracer) whenOutside(r resolved, wait time.Duration, write func(anchor int) error) error {
@@ -375,6 +356,20 @@ func (t *Tracer) whenOutside(r resolved, wait time.Duration, write func(anchor i
 	inside := func(pc uint64) bool {
 		return slices.ContainsFunc(ranges, func(rg [2]uint64) bool { return pc >= rg[0] && pc < rg[1] })
 	}
+	return t.allStopped(wait, func(anchor int, tids []int) error {
+		for _, tid := range tids {
+			if why := t.threadInside(tid, inside); why != "" {
+				return busy("%s: thread %d %s", r.sym.Name, tid, why)
+			}
+		}
+		return write(anchor)
+	})
+}
+
+// allStopped runs fn with every thread of the process stopped (tids,
+// anchor among them), and again, the process let run a little between,
+// while fn says ErrBusy, for wait.
+func (t *Tracer) allStopped(wait time.Duration, fn func(anchor int, tids []int) error) error {
 	deadline := time.Now().Add(wait)
 	for {
 		err := t.do(func(anchor int) error {
@@ -383,12 +378,7 @@ func (t *Tracer) whenOutside(r resolved, wait time.Duration, write func(anchor i
 			if !ok {
 				return busy("could not stop every thread of pid %d", t.pid)
 			}
-			for _, tid := range append(held, anchor) {
-				if why := t.threadInside(tid, inside); why != "" {
-					return busy("%s: thread %d %s", r.sym.Name, tid, why)
-				}
-			}
-			return write(anchor)
+			return fn(anchor, append(held, anchor))
 		})
 		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
 			return err
@@ -438,9 +428,12 @@ func (t *Tracer) contAll(tids []int) {
 // writePatch writes p's trampoline and the branch to it at p.Addr, and
 // adds p to the marker.
 func (t *Tracer) writePatch(anchor int, p *Patch) error {
-	marker, patches, err := t.patchMarker(anchor)
+	marker, patches, err := readPatches(t.pid, t.proc)
 	if err != nil {
 		return err
+	}
+	if why := t.landsInPatch(p.Addr, patchBranchLen); why != "" {
+		return errors.New(why)
 	}
 	tramp := patchTrampoline(p.NewAddr)
 	p.Tramp, _, err = t.allocDetour(anchor, p.Addr, len(tramp))
@@ -450,9 +443,6 @@ func (t *Tracer) writePatch(anchor int, p *Patch) error {
 	branch, err := patchBranch(p.Addr, p.Tramp)
 	if err != nil {
 		return err
-	}
-	if why := t.landsInPatch(p.Addr, len(branch)); why != "" {
-		return errors.New(why)
 	}
 	p.Orig = make([]byte, len(branch))
 	if _, err := t.proc.ReadAt(p.Orig, int64(p.Addr)); err != nil {
@@ -496,20 +486,15 @@ func (t *Tracer) landsInPatch(addr uint64, n int) string {
 	return ""
 }
 
-// patchMarker finds the process's marker, or maps a new one through
-// anchor; it returns its address and the patches it lists.
-func (t *Tracer) patchMarker(anchor int) (uint64, []Patch, error) {
-	marker, patches, err := readPatches(t.pid, t.proc)
-	if err == nil || !errors.Is(err, errNoMarker) {
-		return marker, patches, err
-	}
+// newPatchMarker maps the process's marker, empty, through anchor.
+func (t *Tracer) newPatchMarker(anchor int) (uint64, error) {
 	addr, mem, err := t.proc.MapSharedNamed(anchor, PatchMarkerName, 0, patchMarkerSize)
 	if err != nil {
-		return 0, nil, fmt.Errorf("map the patch marker: %w", err)
+		return 0, fmt.Errorf("map the patch marker: %w", err)
 	}
 	copy(mem, patchMagic)
 	unix.Munmap(mem)
-	return addr, nil, nil
+	return addr, nil
 }
 
 var errNoMarker = errors.New("no patch marker")

@@ -7,6 +7,9 @@ import (
 
 // patchBranchIsOneInsn: the branch at a patched entry (jmp rel32) may
 // cover several of the function's instructions.
+// patchBranchLen is the length of patchBranch's branch.
+const patchBranchLen = 5
+
 const patchBranchIsOneInsn = false
 
 // patchTrampoline is `jmp *0(%rip)` and the address it reads: to to, from

@@ -7,6 +7,9 @@ import (
 
 // patchBranchIsOneInsn: the branch at a patched entry (b) is one
 // instruction, which nothing can land inside.
+// patchBranchLen is the length of patchBranch's branch.
+const patchBranchLen = 4
+
 const patchBranchIsOneInsn = true
 
 // patchTrampoline is `ldr x16, #8; br x16` and the address it loads: to

@@ -105,10 +105,7 @@ func (a *varArgs) str(addr uint64) Value {
 	if addr == 0 {
 		return DwarfValue("NULL")
 	}
-	sc := fetchScratchPool.Get().(*fetchScratch)
-	defer fetchScratchPool.Put(sc)
-	sc.h = &HitEnv{Mem: a.mem}
-	s, ok := sc.readString(addr)
+	s, ok := readCString(a.mem, addr)
 	if !ok {
 		return FaultValue(TypeString)
 	}
