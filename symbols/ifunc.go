@@ -29,13 +29,8 @@ func (m *Module) irelativeSlots() map[uint64]uint64 {
 	if m.elf == nil || m.elf.Class != elf.ELFCLASS64 {
 		return slots
 	}
-	var irelative uint32
-	switch m.elf.Machine {
-	case elf.EM_X86_64:
-		irelative = uint32(elf.R_X86_64_IRELATIVE)
-	case elf.EM_AARCH64:
-		irelative = uint32(elf.R_AARCH64_IRELATIVE)
-	default:
+	irelative, ok := m.relocType(uint32(elf.R_X86_64_IRELATIVE), uint32(elf.R_AARCH64_IRELATIVE))
+	if !ok {
 		return slots
 	}
 	bo := m.elf.ByteOrder
@@ -55,6 +50,18 @@ func (m *Module) irelativeSlots() map[uint64]uint64 {
 		}
 	}
 	return slots
+}
+
+// relocType is the module's relocation type of a kind: amd64's on
+// x86-64, arm64's on aarch64; false on another machine.
+func (m *Module) relocType(amd64, arm64 uint32) (uint32, bool) {
+	switch m.elf.Machine {
+	case elf.EM_X86_64:
+		return amd64, true
+	case elf.EM_AARCH64:
+		return arm64, true
+	}
+	return 0, false
 }
 
 // FunctionAt returns the function starting at link address link: its

@@ -17,13 +17,8 @@ func (m *Module) TLSSlot(name string) (uint64, bool) {
 	if m.elf == nil || m.elf.Class != elf.ELFCLASS64 {
 		return 0, false
 	}
-	var tpoff uint32
-	switch m.elf.Machine {
-	case elf.EM_X86_64:
-		tpoff = uint32(elf.R_X86_64_TPOFF64)
-	case elf.EM_AARCH64:
-		tpoff = uint32(elf.R_AARCH64_TLS_TPREL64)
-	default:
+	tpoff, ok := m.relocType(uint32(elf.R_X86_64_TPOFF64), uint32(elf.R_AARCH64_TLS_TPREL64))
+	if !ok {
 		return 0, false
 	}
 	dynsym, err := m.elf.DynamicSymbols()

@@ -265,13 +265,22 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.StringVar(&o.format, "format", "", "")
 	fs.IntVar(&o.buffer, "buffer-size", output.DefaultBuffer, "")
 	fs.BoolVar(&o.follow, "f", false, "")
+	if pos, err = parseInterleaved(fs, args); err != nil {
+		return o, nil, nil, flagError(err)
+	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, pos, cmd, nil
+}
+
+// parseInterleaved parses fs's flags anywhere among args and returns the
+// positional arguments, in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) (pos []string, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
-			return o, nil, nil, flagError(err)
+			return nil, err
 		}
-		fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 		if args = fs.Args(); len(args) == 0 {
-			return o, pos, cmd, nil
+			return pos, nil
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}

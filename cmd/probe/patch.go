@@ -26,15 +26,9 @@ func patchArgs(args []string, usage string, with *string) (pid int, fn string, w
 	if with != nil {
 		fs.StringVar(with, "with", "", "")
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return 0, "", 0, flagError(err)
-		}
-		if args = fs.Args(); len(args) == 0 {
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 0, "", 0, flagError(err)
 	}
 	if len(pos) != 2 || with != nil && *with == "" {
 		return 0, "", 0, fmt.Errorf("usage: %s", usage)

@@ -34,15 +34,9 @@ func cmdReport(args []string) (int, error) {
 	fs.BoolVar(&info, "info", false, "")
 	fs.BoolVar(&fullNames, "full-names", false, "")
 	fs.BoolVar(&o.summary, "c", false, "")
-	var files []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return bad("%v", err)
-		}
-		if args = fs.Args(); len(args) == 0 {
-			break
-		}
-		files, args = append(files, args[0]), args[1:]
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
+		return bad("%v", err)
 	}
 	if len(files) != 1 {
 		return bad("usage: probe report [--format F] [-o OUT] [--info] [--tid T,...] [--time-range FROM~TO] [--filter G] [--notrace G] [--graph-function G] [--depth N] [--full-names] FILE")
@@ -50,7 +44,6 @@ func cmdReport(args []string) (int, error) {
 	if sel.Depth < 0 {
 		return bad("--depth %d: want a positive depth", sel.Depth)
 	}
-	var err error
 	if sel.Tids, err = parseTids(tids); err != nil {
 		return bad("%v", err)
 	}
