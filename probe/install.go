@@ -338,7 +338,7 @@ func (t *Tracer) detachSites(p *Probe) error {
 		for _, q := range st.probes {
 			st.post = st.post || q.handler.Post != nil
 		}
-		if len(st.probes)+len(st.returns)+len(st.retInsns)+len(st.captures)+len(st.overrides) > 0 {
+		if st.hasProbes() {
 			t.keepRecording(st)
 		}
 	}

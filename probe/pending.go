@@ -267,7 +267,7 @@ func (t *Tracer) dropUnmapped(sites []*site, gone []*symbols.Mapped) {
 		if t.sites[st.addr] == st {
 			delete(t.sites, st.addr)
 		}
-		for _, ps := range [][]*Probe{st.probes, st.returns, st.retInsns, st.captures, st.overrides} {
+		for _, ps := range st.probeLists() {
 			for _, p := range ps {
 				if !slices.Contains(probes, p) {
 					probes = append(probes, p)

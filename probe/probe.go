@@ -184,8 +184,23 @@ const (
 
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {
-	return len(s.probes) == 0 && len(s.returns) == 0 && len(s.retInsns) == 0 && len(s.captures) == 0 && len(s.overrides) == 0 &&
-		s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
+	return !s.hasProbes() && s.fn == nil && s.fnRet == nil && s.unwind == 0 && !s.linker
+}
+
+// probeLists are the site's probes, a list of each kind: whatever goes
+// over every probe of a site goes over these.
+func (s *site) probeLists() [][]*Probe {
+	return [][]*Probe{s.probes, s.returns, s.retInsns, s.captures, s.overrides}
+}
+
+// hasProbes reports whether some probe is at the site.
+func (s *site) hasProbes() bool {
+	for _, ps := range s.probeLists() {
+		if len(ps) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resolved is a location turned into an address and what is known about it.
