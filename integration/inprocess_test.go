@@ -467,3 +467,65 @@ func TestInProcessVfork(t *testing.T) {
 		}
 	}
 }
+
+// TestInProcessTimeOrder: two threads take turns calling ping(i) and
+// pong(i) (pingpong.c); the trace has their events in that order, with
+// times that never go back: the threads' rings are merged by time stamp,
+// as the kernel merges its per-CPU buffers, and a stop's hit comes after
+// what any thread recorded before it. Each thread's ring alone in turn
+// (the order of the slots) would give one thread's events, then the
+// other's.
+func TestInProcessTimeOrder(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "pingpong", filepath.Join("testdata", "inprocess", "pingpong.c"), "-O2", "-g", "-Wall", "-pthread")
+	const n = 300
+	lineRE := regexp.MustCompile(`^\s*pingpong-(\d+)\s+\[\d{3}\]\s+(\d+\.\d{6}): p_(ping|pong)_0: \((?:ping|pong)\+0x0/0x[0-9a-f]+\) i=(\d+)$`)
+	for _, c := range []struct {
+		name  string
+		specs []string
+		paths string
+	}{
+		{"both in-process", []string{"p:ping i", "p:pong i"}, "probe: probe/p_ping_0: in-process\nprobe: probe/p_pong_0: in-process\n"},
+		{"pong stops", []string{"p:ping i", "p:pong i => stacktrace"}, "probe: probe/p_ping_0: in-process\nprobe: probe/p_pong_0: stops the thread (probe/p_pong_0: its actions need the thread stopped)\n"},
+	} {
+		args := append(append([]string{"run", "-v"}, c.specs...), "--", exe, strconv.Itoa(n))
+		r := probe(t, args...)
+		if r.code != 0 || !strings.Contains(r.stderr, c.paths) {
+			t.Fatalf("%s: want exit 0 and %q on stderr; got %v", c.name, c.paths, r)
+		}
+		var events []string
+		last := 0.0
+		tids := map[string]string{}
+		for line := range strings.SplitSeq(r.stdout, "\n") {
+			if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, " => ") || line == "sum=0" {
+				continue
+			}
+			m := lineRE.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("%s: not a ping or pong event: %q", c.name, line)
+			}
+			if tid, ok := tids[m[3]]; ok && tid != m[1] {
+				t.Fatalf("%s: %s from threads %s and %s", c.name, m[3], tid, m[1])
+			}
+			tids[m[3]] = m[1]
+			ts, _ := strconv.ParseFloat(m[2], 64)
+			if ts < last {
+				t.Fatalf("%s: time goes back at %q (after %.6f)", c.name, line, last)
+			}
+			last = ts
+			events = append(events, m[3]+" "+m[4])
+		}
+		var want []string
+		for i := range n {
+			want = append(want, fmt.Sprintf("ping %d", i), fmt.Sprintf("pong %d", i))
+		}
+		if !slices.Equal(events, want) {
+			for i := range min(len(events), len(want)) {
+				if events[i] != want[i] {
+					t.Fatalf("%s: %d events; the %dth is %q, want %q", c.name, len(events), i, events[i], want[i])
+				}
+			}
+			t.Fatalf("%s: %d events, want %d", c.name, len(events), len(want))
+		}
+	}
+}

@@ -59,7 +59,7 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 	if t.inproc != nil {
 		// The calls it recorded come first: the child's copy of its
 		// call stacks must have them.
-		t.drainThread(ev.Tid)
+		t.drainUntil(ev.Tid, t.inproc.clock.Stamp())
 	}
 	c := t.newFollowed(proc)
 	for addr, s := range t.sites {

@@ -52,6 +52,7 @@ type inproc struct {
 	nextID           uint32
 	freed            map[int]uint64 // records lost in rings given back, by thread
 	gone             map[int]bool   // threads gone whose rings are to be given back once drained
+	tids             []int          // drainUntil's, reused
 	vforked          map[int]int    // a vfork child sharing our memory -> the thread it stopped
 	quiet            map[int]bool   // threads whose records are a vfork child's, not shown
 	// The counters of tallying stubs (tally.go): how many words of each
@@ -743,6 +744,22 @@ func (t *Tracer) drainUpTo(limit int) int {
 		t.freeGone()
 	}
 	return n
+}
+
+// drainUntil runs the handlers of what the threads recorded before
+// stamp, in the order they recorded it, then of the rest of tid's
+// records: tid is stopped, or gone, at stamp, for a hit or an exit that
+// comes after them. It waits for the room.
+func (t *Tracer) drainUntil(tid int, stamp uint64) {
+	in := t.inproc
+	in.tids = t.proc.Tids(in.tids[:0])
+	if !slices.Contains(in.tids, tid) {
+		in.tids = append(in.tids, tid) // gone
+	}
+	t.untilDrained(func(limit int) bool {
+		return in.rings.DrainBefore(in.tids, stamp, limit, t.deliverRecord) == limit && limit != 0
+	})
+	t.drainThread(tid)
 }
 
 // drainThread runs the handlers of every record tid has committed: tid

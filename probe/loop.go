@@ -33,10 +33,13 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	switch ev.Kind {
 	case tracee.EventTrap:
 		t.stopTime, t.stopTid, t.stopCPU = t.now(), ev.Tid, t.mailboxCPU(ev.Tid)
+		if t.inproc != nil {
+			t.stopStamp = t.inproc.clock.Stamp()
+		}
 		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept, t.stopCPU)
 		t.onTrap(ev.Tid)
 		t.handled()
-		t.stopTime, t.stopTid = 0, 0
+		t.stopTime, t.stopTid, t.stopStamp = 0, 0, 0
 	case tracee.EventSignal:
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:
@@ -69,7 +72,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		if t.inproc != nil {
 			// Its returns recorded in the tracee come before its calls
 			// left open are found lost.
-			t.drainThread(ev.Tid)
+			t.drainUntil(ev.Tid, t.inproc.clock.Stamp())
 		}
 		t.threadGone(ev.Tid)
 		if !t.recordThreadGone(ev.Tid) {
@@ -256,9 +259,13 @@ func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit)
 // only during the handler): one per stop, not an allocation per stop.
 func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) *Hit {
 	if t.inproc != nil {
-		// What the thread recorded before this stop goes first: its
-		// events stay in the order it made them.
-		t.drainThread(tid)
+		// What the threads recorded before this stop goes first: events
+		// stay in the order they happened.
+		stamp := t.stopStamp
+		if stamp == 0 {
+			stamp = t.inproc.clock.Stamp()
+		}
+		t.drainUntil(tid, stamp)
 	}
 	comm := t.threadComm(tid)
 	now := t.stopTime

@@ -90,6 +90,9 @@ type Tracer struct {
 	stopTime int64    // when the SIGTRAP stop being handled was seen, or 0
 	stopTid  int      // the thread of that stop
 	stopCPU  int      // the CPU it said it stopped on (mailboxCPU), or -1
+	// stopStamp is the rings' clock at that stop: records stamped
+	// before it come before its hit.
+	stopStamp uint64
 
 	trampoline uint64              // where hijacked returns come back: its stub, with a mailbox
 	trampTrap  uint64              // the trampoline's int3 (without a mailbox, the trampoline)

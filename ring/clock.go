@@ -116,3 +116,6 @@ func (c *Clock) Time(tsc uint64) int64 {
 
 // Ticks is how many TSC ticks d takes.
 func (c *Clock) Ticks(d time.Duration) uint64 { return uint64(float64(d) / c.perTSC) }
+
+// Stamp is the counter now, as a record made now would be stamped.
+func (c *Clock) Stamp() uint64 { return rdtsc() }

@@ -23,6 +23,8 @@ type Rings struct {
 	// tallyUsed is how many counters of each ring Tallies has read.
 	tallyUsed int
 	slotOf    map[int]int // the ring a thread was last found in
+	cursors   []cursor    // merge's, reused
+	rec       Record      // the record handed on, reused
 }
 
 // New reads the rings laid out as l in mem, the tracer's mapping of them.
@@ -48,70 +50,66 @@ type Record struct {
 	Values []uint64
 }
 
-// Drain hands fn every committed record, ring by ring in order, at most
-// max in all (0: no bound), and frees their room. It returns how many it
-// handed. A ring stops at its first record not yet committed: its thread
-// is in the middle of it.
+// Drain hands fn every committed record, at most max in all (0: no
+// bound), and frees their room. It returns how many it handed. The
+// rings are merged by time stamp, as the kernel's trace iterator merges
+// its per-CPU buffers: the next record handed is the earliest of the
+// rings' next ones, so threads' events come in the order they happened
+// (a thread's own stay in the order it committed them). A ring stops at
+// its first record not yet committed: its thread is in the middle of it.
 func (r *Rings) Drain(max int, fn func(*Record)) int {
-	n := 0
+	r.cursors = r.cursors[:0]
 	for slot := range r.layout.Slots {
 		base := r.ring(slot)
-		owner := atomic.LoadUint64(r.word(base + singlestep.RingOwner))
-		if owner == 0 {
-			continue
-		}
-		left := 0 // no bound
-		if max != 0 {
-			left = max - n
-		}
-		n += r.drainRing(base, int(owner), left, fn)
-		if max != 0 && n >= max {
-			break
+		if owner := atomic.LoadUint64(r.word(base + singlestep.RingOwner)); owner != 0 {
+			r.openCursor(base, int(owner))
 		}
 	}
-	return n
+	return r.merge(0, max, fn)
 }
 
-// drainRing drains the ring at base, of thread tid: at most max records
-// (0: no bound).
-func (r *Rings) drainRing(base uint64, tid, max int, fn func(*Record)) int {
-	size := r.layout.RingSize
-	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
-	tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
-	data := base + singlestep.RingHeaderSize
-	n := 0
-	rec := Record{Tid: tid}
-	for tail < head && (max == 0 || n < max) {
-		off := tail & (size - 1)
-		if size-off < singlestep.PadHeader {
-			tail += size - off // too short for a header: the writer skipped it
-			continue
+// DrainBefore is Drain of the rings of threads tids, of their records
+// stamped before stamp: cheap enough for every stop, as a thread's ring
+// is found from its id (a look at every ring's owner touches a page
+// each).
+func (r *Rings) DrainBefore(tids []int, stamp uint64, max int, fn func(*Record)) int {
+	r.cursors = r.cursors[:0]
+	for _, tid := range tids {
+		if base, ok := r.knownRing(tid); ok {
+			r.openCursor(base, tid)
 		}
-		if atomic.LoadUint64(r.word(data+off)) != tail+1 {
-			break // reserved, not committed yet
-		}
-		w1 := *r.word(data + off + 8)
-		length := w1 & 0xffff
-		if length < singlestep.PadHeader || length > size-off {
-			break // cannot be: stop here rather than read past it
-		}
-		id := uint32(w1 >> 32)
-		if id != 0 {
-			if length < singlestep.RecordHeader {
-				break
-			}
-			nv := int(length-singlestep.RecordHeader) / 8
-			r.values = r.values[:0]
-			for i := range nv {
-				r.values = append(r.values, binary.LittleEndian.Uint64(r.mem[data+off+singlestep.RecordHeader+uint64(8*i):]))
-			}
-			rec.Site, rec.CPU, rec.TSC, rec.Values = id, int(w1>>16&0xfff), *r.word(data + off + 16), r.values
-			fn(&rec)
-			n++
-		}
-		tail += length
 	}
-	atomic.StoreUint64(r.word(base+singlestep.RingTail), tail)
+	return r.merge(stamp, max, fn)
+}
+
+// openCursor adds a cursor on the ring at base, of thread tid, to
+// r.cursors if it holds a committed record.
+func (r *Rings) openCursor(base uint64, tid int) {
+	if c := r.open(base, tid); c.ok {
+		r.cursors = append(r.cursors, c)
+	}
+}
+
+// merge hands on the records of r.cursors by time stamp, those before
+// stamp (0: all), at most max (0: no bound).
+func (r *Rings) merge(stamp uint64, max int, fn func(*Record)) int {
+	n := 0
+	for max == 0 || n < max {
+		first := -1
+		for i := range r.cursors {
+			if c := &r.cursors[i]; c.ok && (first < 0 || c.tsc < r.cursors[first].tsc) {
+				first = i
+			}
+		}
+		if first < 0 || stamp != 0 && r.cursors[first].tsc >= stamp {
+			break
+		}
+		r.hand(&r.cursors[first], fn)
+		n++
+	}
+	for i := range r.cursors {
+		r.close(&r.cursors[i])
+	}
 	return n
 }
 
@@ -122,23 +120,125 @@ func (r *Rings) DrainThread(tid, max int, fn func(*Record)) (n int, more bool) {
 	if !ok {
 		return 0, false
 	}
-	n = r.drainRing(base, tid, max, fn)
+	c := r.open(base, tid)
+	for c.ok && (max == 0 || n < max) {
+		r.hand(&c, fn)
+		n++
+	}
+	r.close(&c)
 	return n, !r.Drained(tid)
 }
 
-// ringOf finds tid's ring, from where it was last found if it is still
-// there.
+// cursor reads one ring: tail is the next byte to read, and when ok, the
+// record there is committed, stamped tsc and length bytes long.
+type cursor struct {
+	base, tail, head uint64
+	tid              int
+	ok               bool
+	tsc, length      uint64
+}
+
+// open starts reading the ring at base, of thread tid, at its first
+// committed record.
+func (r *Rings) open(base uint64, tid int) cursor {
+	c := cursor{
+		base: base,
+		tid:  tid,
+		head: atomic.LoadUint64(r.word(base + singlestep.RingHead)),
+		tail: atomic.LoadUint64(r.word(base + singlestep.RingTail)),
+	}
+	r.next(&c)
+	return c
+}
+
+// next moves c past padding to the next record and says whether it is
+// committed.
+func (r *Rings) next(c *cursor) {
+	size := r.layout.RingSize
+	data := c.base + singlestep.RingHeaderSize
+	c.ok = false
+	for c.tail < c.head {
+		off := c.tail & (size - 1)
+		if size-off < singlestep.PadHeader {
+			c.tail += size - off // too short for a header: the writer skipped it
+			continue
+		}
+		if atomic.LoadUint64(r.word(data+off)) != c.tail+1 {
+			return // reserved, not committed yet
+		}
+		w1 := *r.word(data + off + 8)
+		length := w1 & 0xffff
+		if length < singlestep.PadHeader || length > size-off {
+			return // cannot be: stop here rather than read past it
+		}
+		if w1>>32 == 0 { // padding to the ring's end
+			c.tail += length
+			continue
+		}
+		if length < singlestep.RecordHeader {
+			return
+		}
+		c.ok, c.length, c.tsc = true, length, *r.word(data + off + 16)
+		return
+	}
+}
+
+// hand gives fn the record at c and moves c on.
+func (r *Rings) hand(c *cursor, fn func(*Record)) {
+	at := c.base + singlestep.RingHeaderSize + c.tail&(r.layout.RingSize-1)
+	w1 := *r.word(at + 8)
+	r.values = r.values[:0]
+	for i := range int(c.length-singlestep.RecordHeader) / 8 {
+		r.values = append(r.values, binary.LittleEndian.Uint64(r.mem[at+singlestep.RecordHeader+uint64(8*i):]))
+	}
+	r.rec = Record{Tid: c.tid, Site: uint32(w1 >> 32), CPU: int(w1 >> 16 & 0xfff), TSC: c.tsc, Values: r.values}
+	fn(&r.rec)
+	c.tail += c.length
+	r.next(c)
+}
+
+// close frees the room of the records read through c.
+func (r *Rings) close(c *cursor) {
+	atomic.StoreUint64(r.word(c.base+singlestep.RingTail), c.tail)
+}
+
+// ringOf finds tid's ring: where the record routine looks first
+// (knownRing), else among all.
 func (r *Rings) ringOf(tid int) (base uint64, ok bool) {
-	if slot, ok := r.slotOf[tid]; ok && atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) == uint64(tid) {
-		return r.ring(slot), true
+	if base, ok := r.knownRing(tid); ok {
+		return base, true
 	}
 	for slot := range r.layout.Slots {
-		if atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) == uint64(tid) {
+		if r.owns(slot, tid) {
 			r.slotOf[tid] = slot
 			return r.ring(slot), true
 		}
 	}
 	return 0, false
+}
+
+// knownRing finds tid's ring where it was last found, or where the record
+// routine looks first: the ring the id picks, then the tid table's.
+// Only a thread between the claim of a ring elsewhere and its write of
+// the table, before its first record, is missed.
+func (r *Rings) knownRing(tid int) (base uint64, ok bool) {
+	if slot, ok := r.slotOf[tid]; ok && r.owns(slot, tid) {
+		return r.ring(slot), true
+	}
+	home := tid & (r.layout.Slots - 1)
+	table := int(*(*uint16)(unsafe.Pointer(&r.mem[singlestep.RingsTidTable+2*(tid&(singlestep.TidMax-1))]))) - 1
+	for _, slot := range []int{home, table} {
+		if slot >= 0 && slot < r.layout.Slots && r.owns(slot, tid) {
+			r.slotOf[tid] = slot
+			return r.ring(slot), true
+		}
+	}
+	return 0, false
+}
+
+// owns reports whether ring slot is tid's.
+func (r *Rings) owns(slot, tid int) bool {
+	return atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) == uint64(tid)
 }
 
 // Lost is what the rings could not record.

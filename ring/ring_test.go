@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/probedbg/probe/singlestep"
@@ -141,5 +142,48 @@ func TestDrainWaitsForCommit(t *testing.T) {
 	}
 	if lost, ok := r.Free(4242); !ok || lost != 3+1 { // and the uncommitted last: its thread is gone
 		t.Fatalf("Free: %d, %v", lost, ok)
+	}
+}
+
+// TestDrainMerges: two threads' rings are handed on in the order of their
+// records' stamps, as the kernel merges its per-CPU buffers; a thread's
+// record not committed holds back its later ones, not the other
+// thread's; DrainBefore stops at a stamp, with the threads' rings
+// found from their ids.
+func TestDrainMerges(t *testing.T) {
+	r, b := newRing(t, 4096)
+	a := &producer{mem: b.mem, l: b.l, base: singlestep.RingsHeader} // the first ring
+	a.put(a.base+singlestep.RingOwner, 7)
+	commit := func(p *producer, tsc uint64) (uint64, uint64) {
+		at, stamp, ok := p.record(1, 0, tsc, tsc)
+		if !ok {
+			t.Fatal("full")
+		}
+		return at, stamp
+	}
+	for _, tsc := range []uint64{10, 30, 31, 60} {
+		at, stamp := commit(a, tsc)
+		a.put(at, stamp)
+	}
+	heldAt, heldStamp := commit(b, 20) // reserved, committed later
+	for _, tsc := range []uint64{40, 50} {
+		at, stamp := commit(b, tsc)
+		b.put(at, stamp)
+	}
+	var seen []uint64
+	collect := func(rec *Record) { seen = append(seen, rec.TSC) }
+	r.setTidTable(7, 0) // as the record routine does when it claims a ring not its id's
+	r.setTidTable(4242, 1)
+	if n := r.DrainBefore([]int{7, 4242}, 31, 0, collect); n != 2 || !slices.Equal(seen, []uint64{10, 30}) {
+		t.Fatalf("before 31: %d records, %v", n, seen)
+	}
+	b.put(heldAt, heldStamp)
+	seen = nil
+	if n := r.Drain(3, collect); n != 3 || !slices.Equal(seen, []uint64{20, 31, 40}) {
+		t.Fatalf("3 of the rest: %d records, %v", n, seen)
+	}
+	seen = nil
+	if n := r.Drain(0, collect); n != 2 || !slices.Equal(seen, []uint64{50, 60}) || !r.Drained(7) || !r.Drained(4242) {
+		t.Fatalf("the rest: %d records, %v", n, seen)
 	}
 }

@@ -308,6 +308,14 @@ func (p *Process) AllGroupStopped() bool {
 	return len(p.threads) > 0
 }
 
+// Tids appends the ids of the threads to into.
+func (p *Process) Tids(into []int) []int {
+	for tid := range p.threads {
+		into = append(into, tid)
+	}
+	return into
+}
+
 // Alive reports whether any thread is still traced.
 func (p *Process) Alive() bool { return len(p.threads) > 0 }
 
