@@ -25,10 +25,11 @@ func patchBins(t *testing.T) patchFiles {
 	}
 }
 
-// startPatchServer starts patchsrv and waits for its first answer.
-func startPatchServer(t *testing.T) (patchFiles, *server, string) {
+// startPatchServer starts patchsrv with args and waits for its first
+// answer.
+func startPatchServer(t *testing.T, args ...string) (patchFiles, *server, string) {
 	f := patchBins(t)
-	s := &server{piped: startPiped(t, nil, f.srv)}
+	s := &server{piped: startPiped(t, nil, f.srv, args...)}
 	s.compute(t, 1)
 	return f, s, strconv.Itoa(s.pid())
 }
@@ -189,6 +190,46 @@ func TestPatchWaitsForThreads(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < time.Second {
 		t.Errorf("the patch went in after %v, while compute still slept", waited)
+	}
+	if a := s.compute(t, 4); a != "compute(4) = 12" {
+		t.Errorf("patched: %q", a)
+	}
+}
+
+// A thread stopped inside malloc cannot be made to call dlopen: with a
+// program's own allocator (patchsrv built with OWN_MALLOC), dlopen's
+// malloc would wait for ever on the lock the thread holds. probe waits
+// until it has left, or, past --wait, refuses, says why, and leaves
+// nothing behind.
+func TestPatchLoaderBusy(t *testing.T) {
+	t.Parallel()
+	f := patchBins(t)
+	srv := builtOnce(t, "patchsrv-mine", "testdata/patch/patchsrv.c", "-O2", "-g", "-pthread", "-Wall", "-DOWN_MALLOC")
+	s := &server{piped: startPiped(t, nil, srv, "alone")}
+	s.compute(t, 1)
+	pid := strconv.Itoa(s.pid())
+	fmt.Fprintf(s.in, "malloc 3000\n")
+	s.answers++
+	time.Sleep(200 * time.Millisecond)
+	r := probe(t, "patch", pid, "compute", "--wait", "500ms", "--with", f.lib+":compute_v2")
+	want := regexp.MustCompile(`^probe: thread ` + pid + ` is in malloc \(malloc\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv-mine\]\), where a call of dlopen is not safe: it cannot load libpatch\.so now; still so after 500ms \(--wait\)\n$`)
+	if r.code != 1 || !want.MatchString(r.stderr) {
+		t.Fatalf("a patch while the only thread sleeps in malloc: want exit status 1 and %s, got\n%v", want, r)
+	}
+	waitUntraced(t, s.pid(), 10*time.Second)
+	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
+		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
+	}
+	start := time.Now()
+	r = probe(t, "patch", pid, "compute", "--wait", "20s", "--with", f.lib+":compute_v2")
+	if r.code != 0 {
+		t.Fatalf("a patch that may wait: %v", r)
+	}
+	if a := s.answer(t); a != "malloc(16) = ok" {
+		t.Errorf("the malloc that was sleeping: %q, want malloc(16) = ok", a)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("the library was loaded after %v, while malloc slept with its lock", waited)
 	}
 	if a := s.compute(t, 4); a != "compute(4) = 12" {
 		t.Errorf("patched: %q", a)

@@ -102,27 +102,30 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 			t.proc.InjectSyscall(anchor, unix.SYS_MUNMAP, newMarker, patchMarkerSize)
 		}
 	}
-	err = t.do(func(anchor int) error {
-		marker, patches, err := readPatches(t.pid, t.proc)
-		if err != nil && !errors.Is(err, errNoMarker) {
-			return err
-		}
-		if r, err = t.patchTarget(fn, patches); err != nil {
-			return err
-		}
-		if newSym, err = checkReplacement(r, lib, newFn); err != nil {
-			return err
-		}
-		if marker == 0 {
-			if marker, err = t.newPatchMarker(anchor); err != nil {
+	err = untilNotBusy(wait, func() error {
+		return t.do(func(anchor int) error {
+			marker, patches, err := readPatches(t.pid, t.proc)
+			if err != nil && !errors.Is(err, errNoMarker) {
 				return err
 			}
-			newMarker = marker
-		}
-		if handle, err = t.loadLibrary(anchor, lib, marker); err != nil {
-			undo(anchor)
-		}
-		return err
+			if r, err = t.patchTarget(fn, patches); err != nil {
+				return err
+			}
+			if newSym, err = checkReplacement(r, lib, newFn); err != nil {
+				return err
+			}
+			if marker == 0 {
+				if marker, err = t.newPatchMarker(anchor); err != nil {
+					return err
+				}
+				newMarker = marker
+			}
+			if handle, err = t.loadLibrary(anchor, lib, marker); err != nil {
+				undo(anchor)
+				newMarker = 0
+			}
+			return err
+		})
 	})
 	if err != nil {
 		return p, err
@@ -284,6 +287,9 @@ func (t *Tracer) loadLibrary(anchor int, lib string, marker uint64) (uint64, err
 	if _, err := t.space.FindModule(lib); err == nil {
 		return 0, nil
 	}
+	if why := t.unsafeToCall(anchor); why != "" {
+		return 0, busy("thread %d %s, where a call of dlopen is not safe: it cannot load %s now", anchor, why, filepath.Base(lib))
+	}
 	path := marker + patchMarkerSize - patchScratch
 	if _, err := t.proc.WriteAt(append([]byte(lib), 0), int64(path)); err != nil {
 		return 0, err
@@ -308,6 +314,10 @@ func (t *Tracer) loadLibrary(anchor int, lib string, marker uint64) (uint64, err
 // unloadLibrary has thread anchor call dlclose(handle): a library this
 // session loaded for a patch that did not go in.
 func (t *Tracer) unloadLibrary(anchor int, handle uint64) {
+	if why := t.unsafeToCall(anchor); why != "" {
+		t.note("the library loaded for the patch stays: thread %d %s", anchor, why)
+		return
+	}
 	if _, err := t.callLibc(anchor, "dlclose", handle); err != nil {
 		t.note("the library loaded for the patch stays: %v", err)
 		return
@@ -370,9 +380,8 @@ func (t *Tracer) whenOutside(r resolved, wait time.Duration, write func(anchor i
 // anchor among them), and again, the process let run a little between,
 // while fn says ErrBusy, for wait.
 func (t *Tracer) allStopped(wait time.Duration, fn func(anchor int, tids []int) error) error {
-	deadline := time.Now().Add(wait)
-	for {
-		err := t.do(func(anchor int) error {
+	return untilNotBusy(wait, func() error {
+		return t.do(func(anchor int) error {
 			held, ok := t.stopOthers(anchor)
 			defer t.contAll(held)
 			if !ok {
@@ -380,6 +389,15 @@ func (t *Tracer) allStopped(wait time.Duration, fn func(anchor int, tids []int) 
 			}
 			return fn(anchor, append(held, anchor))
 		})
+	})
+}
+
+// untilNotBusy calls attempt, and again while it says ErrBusy, the
+// process let run a little between, for wait.
+func untilNotBusy(wait time.Duration, attempt func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := attempt()
 		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
 			return err
 		}
