@@ -236,6 +236,36 @@ func TestPatchLoaderBusy(t *testing.T) {
 	}
 }
 
+// A function inlined into a caller keeps its old code there: the patch
+// is refused, saying where, unless --inlined; then the calls of its own
+// copy (through a pointer) are the new function's, the inlined one's the
+// old code's.
+func TestPatchInlined(t *testing.T) {
+	t.Parallel()
+	f, s, pid := startPatchServer(t)
+	r := probe(t, "patch", pid, "scale", "--with", f.lib+":compute_v2")
+	want := regexp.MustCompile(`^probe: scale is also inlined at 1 place \(main\+0x[0-9a-f]+/0x[0-9a-f]+\): the callers there would keep the old code \(--inlined patches its entry all the same\)\n$`)
+	if r.code != 2 || r.stdout != "" || !want.MatchString(r.stderr) {
+		t.Fatalf("a patch of a function also inlined: want exit status 2 and %s, got\n%v", want, r)
+	}
+	waitUntraced(t, s.pid(), 10*time.Second)
+	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
+		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
+	}
+	r = probe(t, "patch", pid, "scale", "--inlined", "--with", f.lib+":compute_v2")
+	note := regexp.MustCompile(`^probe: scale is also inlined at main\+0x[0-9a-f]+/0x[0-9a-f]+: the callers there keep the old code\n$`)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "patched scale (") || !note.MatchString(r.stderr) {
+		t.Fatalf("--inlined: want exit status 0, patched, and %s, got\n%v", note, r)
+	}
+	for _, c := range [][2]string{{"scale 4", "scale(4) = 5"}, {"scalep 4", "scalep(4) = 12"}} {
+		fmt.Fprintf(s.in, "%s\n", c[0])
+		s.answers++
+		if a := s.answer(t); a != c[1] {
+			t.Errorf("%s: %q, want %q", c[0], a, c[1])
+		}
+	}
+}
+
 func TestPatchBadInput(t *testing.T) {
 	t.Parallel()
 	f, s, pid := startPatchServer(t)

@@ -59,6 +59,17 @@ type Patch struct {
 	NewAddr uint64 // NEWFUNC's entry
 	Tramp   uint64 // the trampoline the branch at Addr goes to
 	Orig    []byte // FUNC's bytes the branch replaced
+	// Inlined is where FUNC was also inlined into its callers: those
+	// copies keep the old code (Patch refuses them unless told).
+	Inlined []string
+}
+
+// PatchOptions are how Patch goes about it.
+type PatchOptions struct {
+	Wait time.Duration // how long to try while a thread is in the way
+	// Inlined: patch FUNC's entry even though copies of it inlined into
+	// its callers keep the old code.
+	Inlined bool
 }
 
 func (p Patch) String() string {
@@ -79,9 +90,11 @@ func busy(format string, a ...any) error { return &busyError{fmt.Sprintf(format,
 
 // Patch redirects function fn (FUNC or MOD:FUNC) to function newFn of
 // the shared library lib, loading it into the process if it is not
-// already, once no thread is inside fn; it tries for wait.
-func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error) {
+// already, once no thread is inside fn; it tries for opts.Wait.
+func (t *Tracer) Patch(fn, lib, newFn string, opts PatchOptions) (Patch, error) {
+	wait := opts.Wait
 	var p Patch
+	var inlined []string
 	var r resolved
 	var newSym symbols.Symbol
 	lib, err := filepath.Abs(lib)
@@ -114,6 +127,9 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 			if newSym, err = checkReplacement(r, lib, newFn); err != nil {
 				return err
 			}
+			if inlined, err = t.checkInlined(r, opts.Inlined); err != nil {
+				return err
+			}
 			if marker == 0 {
 				if marker, err = t.newPatchMarker(anchor); err != nil {
 					return err
@@ -130,7 +146,7 @@ func (t *Tracer) Patch(fn, lib, newFn string, wait time.Duration) (Patch, error)
 	if err != nil {
 		return p, err
 	}
-	p = Patch{Func: r.sym.Name, Addr: r.addr, With: lib + ":" + newFn}
+	p = Patch{Func: r.sym.Name, Addr: r.addr, With: lib + ":" + newFn, Inlined: inlined}
 	err = t.whenOutside(r, wait, func(anchor int) error {
 		m, err := t.space.FindModule(lib)
 		if err != nil {
@@ -240,6 +256,29 @@ func checkReplacement(r resolved, lib, newFn string) (symbols.Symbol, error) {
 		return sym, badInput(fmt.Errorf("%s%s and %s%s are called differently", r.sym.Name, describeSignature(old), newFn, describeSignature(repl)))
 	}
 	return sym, nil
+}
+
+// checkInlined says where the function at r was also inlined into its
+// callers (its DWARF's inlined copies), and refuses the patch if it was,
+// unless allowed: the branch at its entry does not reach those copies,
+// and its callers there would keep the old code.
+func (t *Tracer) checkInlined(r resolved, allowed bool) ([]string, error) {
+	d, err := r.module.Debug()
+	if err != nil {
+		return nil, nil // checkReplacement has refused a module without DWARF
+	}
+	var where []string
+	for _, at := range d.InlinedAt(r.sym.Name) {
+		where = append(where, t.space.Describe(at))
+	}
+	if len(where) == 0 || allowed {
+		return where, nil
+	}
+	places := "1 place"
+	if len(where) > 1 {
+		places = fmt.Sprintf("%d places", len(where))
+	}
+	return nil, badInput(fmt.Errorf("%s is also inlined at %s (%s): the callers there would keep the old code (--inlined patches its entry all the same)", r.sym.Name, places, strings.Join(where, ", ")))
 }
 
 // sameCall reports whether a call passes a's parameters and result

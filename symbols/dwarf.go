@@ -577,6 +577,21 @@ func (d *DebugInfo) inlineInstances(name string) []inlineInstance {
 	return d.inlines[name]
 }
 
+// InlinedAt returns where the function named name was inlined into its
+// callers: each copy's entry, at run time.
+func (d *DebugInfo) InlinedAt(name string) []uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.load(); err != nil {
+		return nil
+	}
+	var at []uint64
+	for _, in := range d.inlineInstances(name) {
+		at = append(at, in.entry)
+	}
+	return at
+}
+
 // declLine returns the file and DW_AT_decl_line of fn; delve only knows
 // the line of the entry address, which for gcc is the line of the "{".
 func (d *DebugInfo) declLine(fn *proc.Function) (string, int) {

@@ -42,7 +42,7 @@ const usage = `usage:
   probe record -o FILE [flags] [SPEC ...] -- CMD     record a trace of CMD to FILE
   probe record -o FILE [flags] PID [SPEC ...]        record a trace of a running process
   probe patch  PID FUNC --with LIB:NEWFUNC            replace FUNC by LIB's NEWFUNC, live,
-               [--wait D]                            once no thread is in FUNC (README,
+               [--wait D] [--inlined]                once no thread is in FUNC (README,
                                                      Live patching); it stays after
   probe unpatch PID FUNC [--wait D]                  put FUNC back
   probe list --patches PID                           what is patched in PID

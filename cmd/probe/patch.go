@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,14 +18,16 @@ import (
 
 const defaultPatchWait = 5 * time.Second
 
-// patchArgs parses PID FUNC and the flags of patch and unpatch.
-func patchArgs(args []string, usage string, with *string) (pid int, fn string, wait time.Duration, err error) {
+// patchArgs parses PID FUNC and the flags of patch and unpatch (with and
+// inlined: patch's own, nil for unpatch).
+func patchArgs(args []string, usage string, with *string, inlined *bool) (pid int, fn string, wait time.Duration, err error) {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	wait = defaultPatchWait
 	fs.Var((*durationFlag)(&wait), "wait", "")
 	if with != nil {
 		fs.StringVar(with, "with", "", "")
+		fs.BoolVar(inlined, "inlined", false, "")
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -41,7 +44,8 @@ func patchArgs(args []string, usage string, with *string) (pid int, fn string, w
 
 func cmdPatch(args []string) (int, error) {
 	var with string
-	pid, fn, wait, err := patchArgs(args, "probe patch PID FUNC --with LIB:NEWFUNC [--wait D]", &with)
+	var inlined bool
+	pid, fn, wait, err := patchArgs(args, "probe patch PID FUNC --with LIB:NEWFUNC [--wait D] [--inlined]", &with, &inlined)
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -52,17 +56,20 @@ func cmdPatch(args []string) (int, error) {
 	lib, newFn := with[:i], with[i+1:]
 	var p probe.Patch
 	code, err := withAttached(pid, func(t *probe.Tracer) (err error) {
-		p, err = t.Patch(fn, lib, newFn, wait)
+		p, err = t.Patch(fn, lib, newFn, probe.PatchOptions{Wait: wait, Inlined: inlined})
 		return err
 	}, wait)
 	if err == nil {
 		fmt.Printf("patched %s\n", p)
+		if len(p.Inlined) > 0 {
+			fmt.Fprintf(os.Stderr, "probe: %s is also inlined at %s: the callers there keep the old code\n", p.Func, strings.Join(p.Inlined, ", "))
+		}
 	}
 	return code, err
 }
 
 func cmdUnpatch(args []string) (int, error) {
-	pid, fn, wait, err := patchArgs(args, "probe unpatch PID FUNC [--wait D]", nil)
+	pid, fn, wait, err := patchArgs(args, "probe unpatch PID FUNC [--wait D]", nil, nil)
 	if err != nil {
 		return bad("%v", err)
 	}

@@ -1,6 +1,6 @@
 // A server whose compute() the live-patching tests replace while it runs:
-// one request a line on stdin ("compute N"), one answer a line on
-// stdout. compute(N) with N < 0 sleeps -N ms inside compute first, so
+// one request a line on stdin ("compute N", ...), one answer a line
+// on stdout. compute(N) with N < 0 sleeps -N ms inside compute first, so
 // that a test can hold a thread in it; a second thread idles, so that
 // every stack the patch checks is not only main's ("alone": none).
 //
@@ -23,6 +23,12 @@ __attribute__((noinline)) int compute(int x)
 	}
 	return x * 2;
 }
+
+// scale is small: gcc -O2 inlines it into main ("scale N"), and keeps
+// its own copy for other callers (it is not static), as the call through
+// a pointer ("scalep N").
+int scale(int x) { return x > 1000 ? x / 3 : x + 1; }
+int (*volatile scale_ptr)(int) = scale;
 
 #ifdef OWN_MALLOC
 static pthread_mutex_t heap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -88,6 +94,12 @@ int main(int argc, char **argv)
 		if (strncmp(line, "compute ", 8) == 0) {
 			int x = atoi(line + 8);
 			printf("compute(%d) = %d\n", x, compute(x));
+		} else if (strncmp(line, "scale ", 6) == 0) {
+			int x = atoi(line + 6);
+			printf("scale(%d) = %d\n", x, scale(x));
+		} else if (strncmp(line, "scalep ", 7) == 0) {
+			int x = atoi(line + 7);
+			printf("scalep(%d) = %d\n", x, scale_ptr(x));
 #ifdef OWN_MALLOC
 		} else if (strncmp(line, "malloc ", 7) == 0) {
 			sleep_in_malloc = atoi(line + 7);
