@@ -130,6 +130,13 @@ func (t *Tracer) Patch(fn, lib, newFn string, opts PatchOptions) (Patch, error) 
 			if inlined, err = t.checkInlined(r, opts.Inlined); err != nil {
 				return err
 			}
+			if _, err := t.space.FindModule(lib); err != nil {
+				// Before anything is injected: a thread that cannot
+				// call dlopen now is let run untouched until it can.
+				if why := t.unsafeToCall(anchor); why != "" {
+					return busy("thread %d %s, where a call of dlopen is not safe: it cannot load %s now", anchor, why, filepath.Base(lib))
+				}
+			}
 			if marker == 0 {
 				if marker, err = t.newPatchMarker(anchor); err != nil {
 					return err
@@ -325,9 +332,6 @@ func describeSignature(s symbols.Signature) string {
 func (t *Tracer) loadLibrary(anchor int, lib string, marker uint64) (uint64, error) {
 	if _, err := t.space.FindModule(lib); err == nil {
 		return 0, nil
-	}
-	if why := t.unsafeToCall(anchor); why != "" {
-		return 0, busy("thread %d %s, where a call of dlopen is not safe: it cannot load %s now", anchor, why, filepath.Base(lib))
 	}
 	path := marker + patchMarkerSize - patchScratch
 	if _, err := t.proc.WriteAt(append([]byte(lib), 0), int64(path)); err != nil {
