@@ -43,6 +43,9 @@ const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) |
 // ignores SIGTRAP, which that forced SIGTRAP would reset
 // (trapstate.go): then syscall stops too (injectSyscallNoStep).
 func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+	if err := p.settleRestart(tid); err != nil {
+		return 0, err
+	}
 	if t := p.threads[tid]; t != nil && t.stop == EventStop || TrapIgnored(p.Pid) {
 		if ret, err := p.injectSyscallNoStep(tid, nr, args...); err != errRestartPending {
 			return ret, err
