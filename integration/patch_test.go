@@ -170,29 +170,46 @@ func TestPatchWaitsForThreads(t *testing.T) {
 	f, s, pid := startPatchServer(t)
 	s.ask(t, -3000) // 3 s inside compute
 	time.Sleep(200 * time.Millisecond)
+	busy := regexp.MustCompile(`^probe: compute: thread ` + pid + ` has it on its stack \(compute\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv\]\); still so after 500ms \(--wait\)\n$`)
+	refusedThenWaits(t, f, s, busy, "compute(-3000) = 0")
+}
+
+// refusedThenWaits checks that a patch of compute, while the server is
+// busy with its last request, is refused after --wait 500ms with the
+// error busy and leaves nothing behind, and that one that may wait 20s
+// goes in once the request is answered (answer, the old code's, whole),
+// and changes compute.
+func refusedThenWaits(t *testing.T, f patchFiles, s *server, busy *regexp.Regexp, answer string) {
+	t.Helper()
+	pid := strconv.Itoa(s.pid())
 	r := probe(t, "patch", pid, "compute", "--wait", "500ms", "--with", f.lib+":compute_v2")
-	want := regexp.MustCompile(`^probe: compute: thread ` + pid + ` has it on its stack \(compute\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv\]\); still so after 500ms \(--wait\)\n$`)
-	if r.code != 1 || !want.MatchString(r.stderr) {
-		t.Fatalf("a patch while a thread sleeps in compute: want exit status 1 and %s, got\n%v", want, r)
+	if r.code != 1 || !busy.MatchString(r.stderr) {
+		t.Fatalf("a patch while the server is busy: want exit status 1 and %s, got\n%v", busy, r)
 	}
-	waitUntraced(t, s.pid(), 10*time.Second)
-	// Refused, it took out what it had put in: the library, the marker.
-	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
-		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
-	}
+	noPatchLeft(t, s)
 	start := time.Now()
 	r = probe(t, "patch", pid, "compute", "--wait", "20s", "--with", f.lib+":compute_v2")
 	if r.code != 0 {
 		t.Fatalf("a patch that may wait: %v", r)
 	}
-	if a := s.answer(t); a != "compute(-3000) = 0" {
-		t.Errorf("the call that was inside: %q, want compute(-3000) = 0 (the old code, whole)", a)
+	if a := s.answer(t); a != answer {
+		t.Errorf("the request it was busy with: %q, want %q (the old code, whole)", a, answer)
 	}
 	if waited := time.Since(start); waited < time.Second {
-		t.Errorf("the patch went in after %v, while compute still slept", waited)
+		t.Errorf("the patch went in after %v, while the server was still busy", waited)
 	}
 	if a := s.compute(t, 4); a != "compute(4) = 12" {
 		t.Errorf("patched: %q", a)
+	}
+}
+
+// noPatchLeft checks that a refused patch took out what it had put in:
+// no tracer, no library, no marker.
+func noPatchLeft(t *testing.T, s *server) {
+	t.Helper()
+	waitUntraced(t, s.pid(), 10*time.Second)
+	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
+		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
 	}
 }
 
@@ -211,29 +228,8 @@ func TestPatchLoaderBusy(t *testing.T) {
 	fmt.Fprintf(s.in, "malloc 3000\n")
 	s.answers++
 	time.Sleep(200 * time.Millisecond)
-	r := probe(t, "patch", pid, "compute", "--wait", "500ms", "--with", f.lib+":compute_v2")
-	want := regexp.MustCompile(`^probe: thread ` + pid + ` is in malloc \(malloc\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv-mine\]\), where a call of dlopen is not safe: it cannot load libpatch\.so now; still so after 500ms \(--wait\)\n$`)
-	if r.code != 1 || !want.MatchString(r.stderr) {
-		t.Fatalf("a patch while the only thread sleeps in malloc: want exit status 1 and %s, got\n%v", want, r)
-	}
-	waitUntraced(t, s.pid(), 10*time.Second)
-	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
-		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
-	}
-	start := time.Now()
-	r = probe(t, "patch", pid, "compute", "--wait", "20s", "--with", f.lib+":compute_v2")
-	if r.code != 0 {
-		t.Fatalf("a patch that may wait: %v", r)
-	}
-	if a := s.answer(t); a != "malloc(16) = ok" {
-		t.Errorf("the malloc that was sleeping: %q, want malloc(16) = ok", a)
-	}
-	if waited := time.Since(start); waited < time.Second {
-		t.Errorf("the library was loaded after %v, while malloc slept with its lock", waited)
-	}
-	if a := s.compute(t, 4); a != "compute(4) = 12" {
-		t.Errorf("patched: %q", a)
-	}
+	busy := regexp.MustCompile(`^probe: thread ` + pid + ` is in malloc \(malloc\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv-mine\]\), where a call of dlopen is not safe: it cannot load libpatch\.so now; still so after 500ms \(--wait\)\n$`)
+	refusedThenWaits(t, f, s, busy, "malloc(16) = ok")
 }
 
 // A function inlined into a caller keeps its old code there: the patch
@@ -248,10 +244,7 @@ func TestPatchInlined(t *testing.T) {
 	if r.code != 2 || r.stdout != "" || !want.MatchString(r.stderr) {
 		t.Fatalf("a patch of a function also inlined: want exit status 2 and %s, got\n%v", want, r)
 	}
-	waitUntraced(t, s.pid(), 10*time.Second)
-	if maps := readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())); strings.Contains(maps, "libpatch") || strings.Contains(maps, "probe-patches") {
-		t.Errorf("a refused patch left the library or its marker mapped:\n%s", maps)
-	}
+	noPatchLeft(t, s)
 	r = probe(t, "patch", pid, "scale", "--inlined", "--with", f.lib+":compute_v2")
 	note := regexp.MustCompile(`^probe: scale is also inlined at main\+0x[0-9a-f]+/0x[0-9a-f]+: the callers there keep the old code\n$`)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "patched scale (") || !note.MatchString(r.stderr) {
