@@ -428,6 +428,31 @@ func TestFaultExitWhileInProbe(t *testing.T) {
 	})
 }
 
+// TestAttachTraceeEndsAtOnce: a program that ends (exit_group) as soon
+// as it sees a tracer meets probe attach anywhere in its attaching and
+// installing; probe exits 0 and says nothing on stderr (the process
+// ended, as it would later), and every count asked for is printed, of
+// the probes that went in and, empty, of those that had not.
+func TestAttachTraceeEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "exitontrace", filepath.Join("testdata", "reliability", "exitontrace.c"), "-O2", "-g", "-pthread", "-Wall")
+	for i := range 6 {
+		p := startPiped(t, nil, exe)
+		p.waitStdout(t, "ready\n", 20*time.Second)
+		r := probe(t, "attach", strconv.Itoa(p.pid()), "p:work => count", "r:work => count", "p:probe/work_a work a=%di => count")
+		got := counts(r.stdout)
+		_, p0 := got["p_work_0"]
+		_, r0 := got["r_work_0"]
+		_, pa := got["work_a"]
+		if r.code != 0 || r.stderr != "" || len(got) != 3 || !p0 || !r0 || !pa {
+			t.Errorf("trial %d: %v\nwant exit 0, no stderr, the counts of p_work_0, r_work_0 and work_a", i, r)
+		}
+		if res := p.wait(t, 10*time.Second); res.code != 7 {
+			t.Errorf("trial %d: the program: %v, want exit status 7", i, res)
+		}
+	}
+}
+
 // signalTrials attaches probe (args) to a fresh stress process, n times,
 // and sends it SIGINT, SIGTERM or SIGHUP at a random moment within 80 ms
 // of its start or, in half the trials, of its attaching (now and then a

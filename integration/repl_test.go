@@ -101,9 +101,15 @@ func (r *replSession) send(t *testing.T, line string) {
 }
 
 // text is the output so far as a terminal would show it, every line
-// kept (none scrolls away), prompts taken out.
+// kept (none scrolls away), prompts taken out. Without a terminal, the
+// REPL moves no cursor: the output is the text (and may be hundreds of
+// megabytes, which the terminal's play would take minutes over).
 func (r *replSession) text() string {
-	return strings.ReplaceAll(terminalLines(r.out.String()), "probe> ", "")
+	out := r.out.String()
+	if r.tty {
+		out = terminalLines(out)
+	}
+	return strings.ReplaceAll(out, "probe> ", "")
 }
 
 // terminalLines plays out what readline writes to a terminal: it clears

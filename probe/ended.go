@@ -25,10 +25,8 @@ func (e *EndedError) Error() string {
 // endedWhileAttaching reaps a process whose every thread is dying, as its
 // tracer, and returns how it ended; ok is false if some thread lives on.
 func endedWhileAttaching(p *tracee.Process) (err *EndedError, ok bool) {
-	for _, th := range p.Threads() {
-		if !p.Dying(th.Tid) {
-			return nil, false
-		}
+	if !p.AllDying() {
+		return nil, false
 	}
 	e := &EndedError{Pid: p.Pid}
 	for p.Alive() {

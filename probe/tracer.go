@@ -173,6 +173,13 @@ type ExitStatus struct {
 func Attach(pid int) (*Tracer, error) {
 	return newTracer(func() (*tracee.Process, int, error) {
 		p, err := tracee.Attach(pid)
+		if errors.Is(err, tracee.ErrEnding) {
+			if ended, ok := endedWhileAttaching(p); ok {
+				return nil, 0, ended
+			}
+			p.Release()
+			return nil, 0, err
+		}
 		if err != nil {
 			if errors.Is(err, tracee.ErrNoProcess) || errors.Is(err, tracee.ErrAlreadyTraced) || errors.Is(err, tracee.ErrPermission) {
 				err = badInput(err)

@@ -12,14 +12,18 @@
 package tracee
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/probedbg/probe/singlestep"
@@ -33,6 +37,11 @@ var (
 	ErrAlreadyTraced = errors.New("process is already traced")
 	ErrPermission    = errors.New("not permitted to trace process")
 )
+
+// ErrEnding is Attach's error when the process ended while it was being
+// seized: the Process it returns with it is seized, for its end to be
+// waited for.
+var ErrEnding = errors.New("the process ended as it was attached")
 
 // Process is one traced thread group.
 type Process struct {
@@ -135,10 +144,23 @@ func Attach(pid int) (*Process, error) {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
 	if err := p.openMem(); err != nil {
+		if p.AllDying() {
+			return p, fmt.Errorf("pid %d: %w", pid, ErrEnding)
+		}
 		p.Release()
 		return nil, err
 	}
 	return p, nil
+}
+
+// AllDying reports whether every thread is on its way out.
+func (p *Process) AllDying() bool {
+	for tid := range p.threads {
+		if !p.Dying(tid) {
+			return false
+		}
+	}
+	return true
 }
 
 func seizeError(pid, tid int, err error) error {
@@ -467,15 +489,25 @@ func (p *Process) Release() {
 			ptraceInterrupt(tid)
 		}
 	}
-	for tid, t := range p.threads {
+	// The group leader last: a leader that has exited reports it only
+	// once the other threads are reaped.
+	tids := slices.Collect(maps.Keys(p.threads))
+	leaderLast := func(tid int) int {
+		if tid == p.Pid {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(tids, func(a, b int) int { return cmp.Compare(leaderLast(a), leaderLast(b)) })
+	for _, tid := range tids {
+		t := p.threads[tid]
 		sig := 0
 		if !t.Stopped || t.GroupStopped {
 			ws, ok := p.taken.take(tid)
-			var err error
 			if !ok {
-				_, err = waitRetrying(tid, &ws, unix.WALL|unix.WNOTHREAD)
+				ok = p.waitStoppedOrGone(tid, &ws)
 			}
-			if err != nil || ws.Exited() || ws.Signaled() {
+			if !ok || ws.Exited() || ws.Signaled() {
 				continue
 			}
 			if ws.Stopped() && ws>>16 == 0 && ws.StopSignal() != unix.SIGTRAP {
@@ -492,6 +524,28 @@ func (p *Process) Release() {
 	}
 	p.threads = map[int]*Thread{}
 	p.Close()
+}
+
+// waitStoppedOrGone waits for the stop of thread tid, interrupted, or
+// its end; false when it will report neither: it is gone, or a zombie
+// whose exit is held back (a group leader that ended before its other
+// threads), for which a blocking wait would never return.
+func (p *Process) waitStoppedOrGone(tid int, ws *unix.WaitStatus) bool {
+	for {
+		got, err := unix.Wait4(tid, ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return false
+		case got == tid:
+			return true
+		}
+		if state, _, ok := taskStat(p.Pid, tid); !ok || state == 'Z' || state == 'X' {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // Comm returns a thread's command name as the kernel keeps it, or "<...>"

@@ -183,6 +183,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	s.notePending(p)
 	s.added = append(s.added, p)
 	if pl := plan.Load(); pl != nil {
+		s.planned(d)
 		return p, pl, nil
 	}
 	pl, err := s.acts.Compile(d.target(p.FieldNames()), d.Actions)
@@ -191,7 +192,31 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		return nil, nil, err
 	}
 	plan.Store(pl)
+	s.planned(d)
 	return p, pl, nil
+}
+
+// planned notes that d's actions have their tables.
+func (s *sink) planned(d *probeDef) {
+	if s.withTables == nil {
+		s.withTables = map[*probeDef]bool{}
+	}
+	s.withTables[d] = true
+}
+
+// emptyTables gives the probes of defs that never went in (the process
+// ended first) the tables of their actions, with no hits, as for a
+// probe that never fired, where their fields are known before the
+// process is: a count the user asked for is printed, 0.
+func (s *sink) emptyTables(defs []*probeDef) {
+	for _, d := range defs {
+		if s.withTables[d] || d.fieldsOpen {
+			continue
+		}
+		if _, err := s.acts.Compile(d.target(d.fields), d.Actions); err == nil {
+			s.planned(d)
+		}
+	}
 }
 
 // printEvery prints every count, histogram and aggregate each interval

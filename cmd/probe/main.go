@@ -488,7 +488,12 @@ func cmdAttach(args []string, record bool) (int, error) {
 	t, sigs, stopSignals, err := attachCatching(pid)
 	var ended *probe.EndedError
 	if errors.As(err, &ended) {
-		// It ended as we attached: reported as when it ends later.
+		// It ended as we attached: reported as when it ends later,
+		// the probes' tables empty.
+		sink.emptyTables(parsed)
+		if err := sink.close(nil); err != nil && !errors.Is(err, unix.EPIPE) {
+			return 1, err
+		}
 		if ended.Status.Signaled {
 			fmt.Fprintf(os.Stderr, "probe: %v\n", ended)
 		}
@@ -508,7 +513,9 @@ func cmdAttach(args []string, record bool) (int, error) {
 			return failure(err)
 		}
 		// The process ended (was killed) while the probes went in:
-		// that, not the install, is what happened; reported below.
+		// that, not the install, is what happened; reported below,
+		// with the tables of the probes that had not gone in, empty.
+		sink.emptyTables(parsed)
 	}
 	sink.stream.Sync()
 	t.Start()
@@ -571,6 +578,8 @@ type sink struct {
 	text     bool           // the trace is ftrace's text: the stack report may follow it
 	json     bool           // the trace is JSON lines: the probes' paths end it
 	pending  []*probe.Probe // probes that waited for their library (pending.go)
+	// withTables are the probes whose actions have their tables.
+	withTables map[*probeDef]bool
 	// stopEvery ends the tables printed every --interval.
 	stopEvery func()
 }
@@ -587,6 +596,9 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}, nil
 }
 
+// close ends the trace: the stream, the tables, the notes of what was
+// lost. t is nil when there was never a tracer (the process ended as we
+// attached).
 func (s *sink) close(t *probe.Tracer) error {
 	if s.stopEvery != nil {
 		s.stopEvery()
@@ -595,7 +607,7 @@ func (s *sink) close(t *probe.Tracer) error {
 	if e := s.all.Finish(); err == nil {
 		err = e
 	}
-	if s.stack && s.text {
+	if s.stack && s.text && t != nil {
 		if e := output.WriteStack(s.file, stackReport(t.StackUsage())); err == nil {
 			err = e
 		}
@@ -603,6 +615,30 @@ func (s *sink) close(t *probe.Tracer) error {
 	if e := s.drawActions(); err == nil {
 		err = e
 	}
+	if t != nil {
+		s.tracerNotes(t)
+	}
+	if s.json {
+		// A program reading the trace learns how each probe was
+		// served, as -v says it on stderr.
+		for _, line := range pathLines(s.added) {
+			s.writer.Comment(line)
+		}
+	}
+	s.writer.Flush()
+	if s.file != os.Stdout {
+		if e := s.file.Close(); err == nil {
+			err = e
+		}
+	}
+	if t != nil {
+		debugCounts(t)
+	}
+	return err
+}
+
+// tracerNotes ends the trace with what the tracer skipped and lost.
+func (s *sink) tracerNotes(t *probe.Tracer) {
 	if s.traced != nil && len(s.traced.Skipped) > 0 {
 		s.writer.Comment(skippedNote(s.traced))
 	}
@@ -619,21 +655,6 @@ func (s *sink) close(t *probe.Tracer) error {
 	if lost := t.LostReturns(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
-	if s.json {
-		// A program reading the trace learns how each probe was
-		// served, as -v says it on stderr.
-		for _, line := range pathLines(s.added) {
-			s.writer.Comment(line)
-		}
-	}
-	s.writer.Flush()
-	if s.file != os.Stdout {
-		if e := s.file.Close(); err == nil {
-			err = e
-		}
-	}
-	debugCounts(t)
-	return err
 }
 
 // recordsLostNote says what the in-process probes' rings dropped, as
