@@ -144,7 +144,8 @@ func TestAttachAddressAndOffset(t *testing.T) {
 // TestAttachTraceeExits: the tracee exits while probe is attached: probe
 // exits 0 soon after.
 func TestAttachTraceeExits(t *testing.T) {
-	s := startSpin(t, o0pie, 2, 1500*time.Millisecond)
+	// Long enough for probe to attach first (TCG: a second or more).
+	s := startSpin(t, o0pie, 2, 1500*time.Millisecond*timeScale)
 	workers := s.workers(t)
 	ev := filepath.Join(t.TempDir(), "events")
 	w0 := monoMicros(t)

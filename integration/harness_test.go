@@ -31,7 +31,10 @@ import (
 
 // cmdTimeout bounds every command a test runs: a minute, times
 // PROBE_TIME_SCALE where everything is slower (an emulated guest).
-var cmdTimeout = 60 * time.Second * time.Duration(max(1, atoiOr(os.Getenv("PROBE_TIME_SCALE"), 1)))
+var cmdTimeout = 60 * time.Second * timeScale
+
+// timeScale is PROBE_TIME_SCALE, 1 by default.
+var timeScale = time.Duration(max(1, atoiOr(os.Getenv("PROBE_TIME_SCALE"), 1)))
 
 func atoiOr(s string, or int) int {
 	if n, err := strconv.Atoi(s); err == nil {

@@ -190,8 +190,9 @@ func TestInjectSyscallUnderSignals(t *testing.T) {
 // in a nanosleep of its own, with SIGTRAP blocked and ignored: no step is
 // taken (its forced SIGTRAP would reset SIG_IGN and unblock SIGTRAP), and
 // the thread's sleep is resumed as the kernel would, neither cut short
-// nor restarted from its start (the injections are 200-250 ms into the
-// 400 ms sleep: a restart from there would end past 600 ms).
+// nor restarted from its start (the injections are 200-300 ms into the
+// 1 s sleep: a restart from there would end past 1200 ms; TCG's
+// slowness adds ~70 ms to a right one).
 func TestInjectKeepsTrapState(t *testing.T) {
 	bin := testProgram(t, "trapkeep")
 	stdout, w, err := os.Pipe()
@@ -272,7 +273,7 @@ func TestInjectKeepsTrapState(t *testing.T) {
 	if ok {
 		ms, err = strconv.Atoi(rest)
 	}
-	if !ok || err != nil || ms < 400 || ms >= 560 {
-		t.Errorf("the tracee said %q, want a sleep of 400 ms (not 560 or more: restarted from its start) and SIGTRAP blocked and ignored", line)
+	if !ok || err != nil || ms < 1000 || ms >= 1150 {
+		t.Errorf("the tracee said %q, want a sleep of 1000 ms (not 1150 or more: restarted from its start) and SIGTRAP blocked and ignored", line)
 	}
 }

@@ -1,5 +1,5 @@
 /* The tracee of TestInjectKeepsTrapState: it ignores SIGTRAP and blocks
- * it, says "ready" and sleeps 400 ms in one nanosleep, during which
+ * it, says "ready" and sleeps 1 s in one nanosleep, during which
  * system calls are injected into it; then it prints how long it slept (a
  * call cut short, not restarted, is too short; one restarted from its
  * start, not resumed, too long) and its SIGTRAP state. */
@@ -9,7 +9,7 @@
 
 int main(void)
 {
-	struct timespec a, b, d = {0, 400000000};
+	struct timespec a, b, d = {1, 0};
 	sigset_t s;
 	struct sigaction act;
 	signal(SIGTRAP, SIG_IGN);
