@@ -464,6 +464,9 @@ func gapsNear(maps []mapping, near, size uint64) []uint64 {
 // held by one of them). A fault or the thread's end inside the function
 // is an error; its side effects stay.
 func (p *Process) InjectCall(tid int, fn, trap uint64, args ...uint64) (ret uint64, err error) {
+	if err := p.settleRestart(tid); err != nil {
+		return 0, err
+	}
 	t := p.threads[tid]
 	interrupted := t != nil && t.stop == EventStop
 	err = p.withRegs(tid, func(regs *unix.PtraceRegs) error {

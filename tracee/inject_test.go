@@ -194,35 +194,7 @@ func TestInjectSyscallUnderSignals(t *testing.T) {
 // 1 s sleep: a restart from there would end past 1200 ms; TCG's
 // slowness adds ~70 ms to a right one).
 func TestInjectKeepsTrapState(t *testing.T) {
-	bin := testProgram(t, "trapkeep")
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	runtime.LockOSThread()
-	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Kill(p.Pid, unix.SIGKILL)
-	lines := bufio.NewReader(stdout)
-	for sig := 0; sig != int(unix.SIGCONT); {
-		if err := p.Cont(p.Pid, 0); err != nil {
-			t.Fatal(err)
-		}
-		ev, err := p.WaitThread(p.Pid)
-		if err != nil || ev.Kind == EventExit {
-			t.Fatalf("starting: %+v, %v", ev, err)
-		}
-		if ev.Kind == EventSignal {
-			sig = ev.Sig
-		}
-	}
-	if err := p.Cont(p.Pid, int(unix.SIGCONT)); err != nil {
-		t.Fatal(err)
-	}
+	p, lines := launchRunning(t, "trapkeep")
 	if line, err := lines.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("tracee said %q, %v", line, err)
 	}
@@ -266,6 +238,7 @@ func TestInjectKeepsTrapState(t *testing.T) {
 	}
 	line, _ := lines.ReadString('\n')
 	var ms int
+	var err error
 	rest, ok := strings.CutPrefix(line, "nanosleep=0 ms=")
 	if ok {
 		rest, ok = strings.CutSuffix(rest, " blocked=1 ignored=1\n")
@@ -275,5 +248,92 @@ func TestInjectKeepsTrapState(t *testing.T) {
 	}
 	if !ok || err != nil || ms < 1000 || ms >= 1150 {
 		t.Errorf("the tracee said %q, want a sleep of 1000 ms (not 1150 or more: restarted from its start) and SIGTRAP blocked and ignored", line)
+	}
+}
+
+// launchRunning launches test program name, with this thread the tracer
+// for the test's life, lets it run past Launch's stops and returns it
+// and its standard output.
+func launchRunning(t *testing.T, name string) (*Process, *bufio.Reader) {
+	t.Helper()
+	bin := testProgram(t, name)
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdout.Close() })
+	runtime.LockOSThread()
+	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Kill(p.Pid, unix.SIGKILL) })
+	for sig := 0; sig != int(unix.SIGCONT); {
+		if err := p.Cont(p.Pid, 0); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := p.WaitThread(p.Pid)
+		if err != nil || ev.Kind == EventExit {
+			t.Fatalf("starting: %+v, %v", ev, err)
+		}
+		if ev.Kind == EventSignal {
+			sig = ev.Sig
+		}
+	}
+	if err := p.Cont(p.Pid, int(unix.SIGCONT)); err != nil {
+		t.Fatal(err)
+	}
+	return p, bufio.NewReader(stdout)
+}
+
+// TestInjectCallKeepsSleep calls a function of a thread interrupted in a
+// 1 s nanosleep of its own, first as the first thing injected, then
+// after an injected system call: each call returns its result, and the
+// sleep is resumed, neither cut short nor started again.
+func TestInjectCallKeepsSleep(t *testing.T) {
+	p, lines := launchRunning(t, "callsleep")
+	line, err := lines.ReadString('\n')
+	var add1, trap uint64
+	if n, _ := fmt.Sscanf(line, "ready %x %x\n", &add1, &trap); err != nil || n != 2 {
+		t.Fatalf("tracee said %q, %v", line, err)
+	}
+	time.Sleep(200 * time.Millisecond) // into its nanosleep
+	for i, syscallFirst := range []bool{false, true} {
+		tid, err := p.Hold()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscallFirst {
+			if got, err := p.InjectSyscall(tid, unix.SYS_GETPID); err != nil || got != uint64(p.Pid) {
+				t.Fatalf("getpid gave %d, %v", got, err)
+			}
+		}
+		if got, err := p.InjectCall(tid, add1, trap, uint64(40+i)); err != nil || got != uint64(41+i) {
+			t.Fatalf("call %d: add1(%d) gave %d, %v", i, 40+i, got, err)
+		}
+		if err := p.Cont(tid, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		ev, err := p.WaitThread(p.Pid)
+		if errors.Is(err, ErrNoProcess) || err == nil && ev.Kind == EventExit {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := 0
+		if ev.Kind == EventSignal {
+			sig = ev.Sig
+		}
+		p.Cont(ev.Tid, sig)
+	}
+	line, _ = lines.ReadString('\n')
+	var ret, ms int
+	if n, err := fmt.Sscanf(line, "nanosleep=%d ms=%d\n", &ret, &ms); err != nil || n != 2 || ret != 0 || ms < 1000 || ms >= 1150 {
+		t.Errorf("the tracee said %q, want its sleep of 1000 ms, whole (not 1150 or more: restarted from its start)", line)
 	}
 }
