@@ -222,20 +222,7 @@ func TestInjectKeepsTrapState(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for {
-		ev, err := p.WaitThread(p.Pid)
-		if errors.Is(err, ErrNoProcess) || err == nil && ev.Kind == EventExit {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		sig := 0
-		if ev.Kind == EventSignal {
-			sig = ev.Sig
-		}
-		p.Cont(ev.Tid, sig)
-	}
+	runToExit(t, p)
 	line, _ := lines.ReadString('\n')
 	var ms int
 	var err error
@@ -317,10 +304,21 @@ func TestInjectCallKeepsSleep(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	runToExit(t, p)
+	line, _ = lines.ReadString('\n')
+	var ret, ms int
+	if n, err := fmt.Sscanf(line, "nanosleep=%d ms=%d\n", &ret, &ms); err != nil || n != 2 || ret != 0 || ms < 1000 || ms >= 1150 {
+		t.Errorf("the tracee said %q, want its sleep of 1000 ms, whole (not 1150 or more: restarted from its start)", line)
+	}
+}
+
+// runToExit lets p run to its end, every signal delivered.
+func runToExit(t *testing.T, p *Process) {
+	t.Helper()
 	for {
 		ev, err := p.WaitThread(p.Pid)
 		if errors.Is(err, ErrNoProcess) || err == nil && ev.Kind == EventExit {
-			break
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -330,10 +328,5 @@ func TestInjectCallKeepsSleep(t *testing.T) {
 			sig = ev.Sig
 		}
 		p.Cont(ev.Tid, sig)
-	}
-	line, _ = lines.ReadString('\n')
-	var ret, ms int
-	if n, err := fmt.Sscanf(line, "nanosleep=%d ms=%d\n", &ret, &ms); err != nil || n != 2 || ret != 0 || ms < 1000 || ms >= 1150 {
-		t.Errorf("the tracee said %q, want its sleep of 1000 ms, whole (not 1150 or more: restarted from its start)", line)
 	}
 }
