@@ -202,9 +202,12 @@ func (r *Rings) close(c *cursor) {
 	atomic.StoreUint64(r.word(c.base+singlestep.RingTail), c.tail)
 }
 
-// ringOf finds tid's ring: where the record routine looks first
-// (knownRing), else among all.
+// ringOf finds tid's ring: where it was last found, where the record
+// routine looks first (knownRing), else among all.
 func (r *Rings) ringOf(tid int) (base uint64, ok bool) {
+	if slot, ok := r.slotOf[tid]; ok && r.owns(slot, tid) {
+		return r.ring(slot), true
+	}
 	if base, ok := r.knownRing(tid); ok {
 		return base, true
 	}
@@ -217,21 +220,16 @@ func (r *Rings) ringOf(tid int) (base uint64, ok bool) {
 	return 0, false
 }
 
-// knownRing finds tid's ring where it was last found, or where the record
-// routine looks first: the ring the id picks, then the tid table's.
-// Only a thread between the claim of a ring elsewhere and its write of
-// the table, before its first record, is missed.
+// knownRing finds tid's ring where the record routine looks first: the
+// tid table's entry, then the ring the id picks (no map: a stop looks up
+// every thread's). Only a thread between the claim of a ring elsewhere
+// and its write of the table, before its first record, is missed.
 func (r *Rings) knownRing(tid int) (base uint64, ok bool) {
-	if slot, ok := r.slotOf[tid]; ok && r.owns(slot, tid) {
+	if slot := int(*(*uint16)(unsafe.Pointer(&r.mem[singlestep.RingsTidTable+2*(tid&(singlestep.TidMax-1))]))) - 1; slot >= 0 && slot < r.layout.Slots && r.owns(slot, tid) {
 		return r.ring(slot), true
 	}
-	home := tid & (r.layout.Slots - 1)
-	table := int(*(*uint16)(unsafe.Pointer(&r.mem[singlestep.RingsTidTable+2*(tid&(singlestep.TidMax-1))]))) - 1
-	for _, slot := range []int{home, table} {
-		if slot >= 0 && slot < r.layout.Slots && r.owns(slot, tid) {
-			r.slotOf[tid] = slot
-			return r.ring(slot), true
-		}
+	if home := tid & (r.layout.Slots - 1); r.owns(home, tid) {
+		return r.ring(home), true
 	}
 	return 0, false
 }
