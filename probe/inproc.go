@@ -723,22 +723,28 @@ func (t *Tracer) room() int {
 }
 
 // drainRecords runs the handlers of the committed records, as many as
-// the handlers have room for; the caller holds hmu.
-func (t *Tracer) drainRecords() int {
+// the handlers have room for (all: whenever stamped, as drainUpTo); the
+// caller holds hmu.
+func (t *Tracer) drainRecords(all bool) int {
 	room := t.room()
 	if t.inproc == nil || room == 0 {
 		return 0
 	}
-	return t.drainUpTo(max(room, 0))
+	return t.drainUpTo(max(room, 0), all)
 }
 
 // drainUpTo runs the handlers of at most limit committed records (0: no
-// bound) and gives back the rings of gone threads it emptied.
-func (t *Tracer) drainUpTo(limit int) int {
+// bound), those stamped before the pass began unless all (ring.Drain,
+// DrainAll), and gives back the rings of gone threads it emptied.
+func (t *Tracer) drainUpTo(limit int, all bool) int {
 	in := t.inproc
 	in.clock.Refresh()
 	t.lookAtMemory(false)
-	n := in.rings.Drain(limit, t.deliverRecord)
+	drain := in.rings.Drain
+	if all {
+		drain = in.rings.DrainAll
+	}
+	n := drain(limit, t.deliverRecord)
 	t.collectTallies()
 	if len(in.gone) > 0 {
 		t.freeGone()
@@ -785,7 +791,7 @@ func (t *Tracer) DrainRecords() {
 func (t *Tracer) drainFamily() int {
 	n := 0
 	for _, tr := range t.family() {
-		n += tr.drainRecords()
+		n += tr.drainRecords(false)
 	}
 	return n
 }
@@ -799,7 +805,7 @@ func (t *Tracer) family() []*Tracer {
 // room. The caller holds hmu.
 func (t *Tracer) drainAll() {
 	if t.inproc != nil {
-		t.untilDrained(func(limit int) bool { return t.drainUpTo(limit) > 0 })
+		t.untilDrained(func(limit int) bool { return t.drainUpTo(limit, true) > 0 })
 	}
 }
 
@@ -1053,7 +1059,7 @@ func (t *Tracer) recordThreadGone(tid int) (later bool) {
 		return false
 	}
 	in.gone[tid] = true
-	t.drainRecords()
+	t.drainRecords(false)
 	t.freeGone()
 	return in.gone[tid]
 }

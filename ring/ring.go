@@ -58,7 +58,27 @@ type Record struct {
 // rings' next ones, so threads' events come in the order they happened
 // (a thread's own stay in the order it committed them). A ring stops at
 // its first record not yet committed: its thread is in the middle of it.
+//
+// Only records stamped before the pass began are handed on: the rings
+// are looked at one after another, and a record committed in one ring
+// after the look at it may come before a record another thread made
+// after that commit (a lock handed over), which the look at its ring,
+// later, would find. That one is stamped after the pass began, and waits
+// for the next.
 func (r *Rings) Drain(max int, fn func(*Record)) int {
+	return r.drain(rdtsc(), max, fn)
+}
+
+// DrainAll is Drain of every committed record, whenever stamped: the
+// last passes, once no thread records any more (a CPU whose counter runs
+// a little ahead of ours must not leave one behind).
+func (r *Rings) DrainAll(max int, fn func(*Record)) int {
+	return r.drain(0, max, fn)
+}
+
+// drain hands on the records of every ring stamped before stamp (0:
+// all).
+func (r *Rings) drain(stamp uint64, max int, fn func(*Record)) int {
 	r.cursors = r.cursors[:0]
 	for slot := range r.layout.Slots {
 		base := r.ring(slot)
@@ -66,13 +86,13 @@ func (r *Rings) Drain(max int, fn func(*Record)) int {
 			r.openCursor(base, int(owner))
 		}
 	}
-	return r.merge(0, max, fn)
+	return r.merge(stamp, max, fn)
 }
 
 // DrainBefore is Drain of the rings of threads tids, of their records
-// stamped before stamp: cheap enough for every stop, as a thread's ring
-// is found from its id (a look at every ring's owner touches a page
-// each).
+// stamped before stamp (taken before the pass began): cheap enough for
+// every stop, as a thread's ring is found from its id (a look at every
+// ring's owner touches a page each).
 func (r *Rings) DrainBefore(tids []int, stamp uint64, max int, fn func(*Record)) int {
 	r.cursors = r.cursors[:0]
 	for _, tid := range tids {

@@ -150,7 +150,7 @@ func TestDrainWaitsForCommit(t *testing.T) {
 // records' stamps, as the kernel merges its per-CPU buffers; a thread's
 // record not committed holds back its later ones, not the other
 // thread's; DrainBefore stops at a stamp, with the threads' rings
-// found from their ids.
+// found from their ids; Drain at the moment it began, DrainAll nowhere.
 func TestDrainMerges(t *testing.T) {
 	r, b := newRing(t, 4096)
 	a := &producer{mem: b.mem, l: b.l, base: singlestep.RingsHeader} // the first ring
@@ -183,9 +183,18 @@ func TestDrainMerges(t *testing.T) {
 	if n := r.Drain(3, collect); n != 3 || !slices.Equal(seen, []uint64{20, 31, 40}) {
 		t.Fatalf("3 of the rest: %d records, %v", n, seen)
 	}
+	// Stamped after the pass began (a record made while it looks at
+	// the rings): the next pass's, or DrainAll's.
+	future := rdtsc() + 1<<50
+	at, stamp := commit(a, future)
+	a.put(at, stamp)
 	seen = nil
-	if n := r.Drain(0, collect); n != 2 || !slices.Equal(seen, []uint64{50, 60}) || !r.Drained(7) || !r.Drained(4242) {
+	if n := r.Drain(0, collect); n != 2 || !slices.Equal(seen, []uint64{50, 60}) || r.Drained(7) || !r.Drained(4242) {
 		t.Fatalf("the rest: %d records, %v", n, seen)
+	}
+	seen = nil
+	if n := r.DrainAll(0, collect); n != 1 || !slices.Equal(seen, []uint64{future}) || !r.Drained(7) {
+		t.Fatalf("DrainAll: %d records, %v", n, seen)
 	}
 }
 
