@@ -251,18 +251,9 @@ func (p *Process) runToSyscallExit(tid int, insn uint64) (uint64, error) {
 	after := insn + uint64(len(syscallInsn))
 	entered := false
 	for {
-		if t := p.threads[tid]; t != nil {
-			t.Stopped = false
-		}
-		if err := ptrace(unix.PTRACE_SYSCALL, tid, 0, 0); err != nil {
-			return 0, fmt.Errorf("inject syscall: %w", err)
-		}
-		ev, err := p.WaitThread(tid)
+		ev, err := p.toSyscallStop(tid)
 		if err != nil {
-			return 0, err
-		}
-		if ev.Kind == EventExit {
-			return 0, fmt.Errorf("inject syscall: thread %d exited", tid)
+			return 0, fmt.Errorf("inject syscall: %w", err)
 		}
 		if err := p.GetRegs(tid, &regs); err != nil {
 			return 0, err
@@ -294,6 +285,23 @@ func (p *Process) runToSyscallExit(tid int, insn uint64) (uint64, error) {
 			p.deferStopSignal(tid)
 		}
 	}
+}
+
+// toSyscallStop resumes stopped thread tid, without a signal, to its
+// next stop, the syscall stops of PTRACE_SYSCALL among them, and returns
+// it; the thread's end is an error.
+func (p *Process) toSyscallStop(tid int) (Event, error) {
+	if t := p.threads[tid]; t != nil {
+		t.Stopped = false
+	}
+	if err := ptrace(unix.PTRACE_SYSCALL, tid, 0, 0); err != nil {
+		return Event{}, err
+	}
+	ev, err := p.WaitThread(tid)
+	if err == nil && ev.Kind == EventExit {
+		err = fmt.Errorf("thread %d exited", tid)
+	}
+	return ev, err
 }
 
 // deferStopSignal keeps the signal thread tid is stopped for, for its next

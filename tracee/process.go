@@ -12,7 +12,6 @@
 package tracee
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -491,14 +490,10 @@ func (p *Process) Release() {
 	}
 	// The group leader last: a leader that has exited reports it only
 	// once the other threads are reaped.
-	tids := slices.Collect(maps.Keys(p.threads))
-	leaderLast := func(tid int) int {
-		if tid == p.Pid {
-			return 1
-		}
-		return 0
+	tids := slices.DeleteFunc(slices.Collect(maps.Keys(p.threads)), func(tid int) bool { return tid == p.Pid })
+	if p.threads[p.Pid] != nil {
+		tids = append(tids, p.Pid)
 	}
-	slices.SortFunc(tids, func(a, b int) int { return cmp.Compare(leaderLast(a), leaderLast(b)) })
 	for _, tid := range tids {
 		t := p.threads[tid]
 		sig := 0

@@ -41,17 +41,11 @@ func (p *Process) settleRestart(tid int) error {
 		return nil
 	}
 	for {
-		t.Stopped = false
-		if err := ptrace(unix.PTRACE_SYSCALL, tid, 0, 0); err != nil {
+		ev, err := p.toSyscallStop(tid)
+		if err != nil {
 			return fmt.Errorf("settle a restart: %w", err)
 		}
-		ev, err := p.WaitThread(tid)
-		if err != nil {
-			return err
-		}
 		switch ev.Kind {
-		case EventExit:
-			return fmt.Errorf("settle a restart: thread %d exited", tid)
 		case EventSignal, EventTrap:
 			p.deferStopSignal(tid)
 			continue
@@ -69,11 +63,7 @@ func (p *Process) settleRestart(tid int) error {
 		if err := p.SkipSyscall(tid, &regs); err != nil {
 			return err
 		}
-		t.Stopped = false
-		if err := ptrace(unix.PTRACE_SYSCALL, tid, 0, 0); err != nil {
-			return fmt.Errorf("settle a restart: %w", err)
-		}
-		if ev, err := p.WaitThread(tid); err != nil || ev.Kind != EventSyscall {
+		if ev, err := p.toSyscallStop(tid); err != nil || ev.Kind != EventSyscall {
 			return fmt.Errorf("settle a restart: thread %d, skipping its call: %+v, %v", tid, ev, err)
 		}
 		entry.Pc = svc
