@@ -168,10 +168,14 @@ func fileCode(t *testing.T, exe, fn string, pid int, addr uint64, n int) []byte 
 func TestPatchWaitsForThreads(t *testing.T) {
 	t.Parallel()
 	f, s, pid := startPatchServer(t)
-	s.ask(t, -3000) // 3 s inside compute
+	// 3 s inside compute (PROBE_TIME_SCALE times more under TCG, where
+	// the refused patch alone takes seconds: the one that waits must
+	// still find the call under way).
+	busyMs := 3000 * int(timeScale)
+	s.ask(t, -busyMs)
 	time.Sleep(200 * time.Millisecond)
 	busy := regexp.MustCompile(`^probe: compute: thread ` + pid + ` has it on its stack \(compute\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv\]\); still so after 500ms \(--wait\)\n$`)
-	refusedThenWaits(t, f, s, busy, "compute(-3000) = 0")
+	refusedThenWaits(t, f, s, busy, fmt.Sprintf("compute(%d) = 0", -busyMs))
 }
 
 // refusedThenWaits checks that a patch of compute, while the server is
@@ -225,7 +229,7 @@ func TestPatchLoaderBusy(t *testing.T) {
 	s := &server{piped: startPiped(t, nil, srv, "alone")}
 	s.compute(t, 1)
 	pid := strconv.Itoa(s.pid())
-	fmt.Fprintf(s.in, "malloc 3000\n")
+	fmt.Fprintf(s.in, "malloc %d\n", 3000*int(timeScale)) // as TestPatchWaitsForThreads's sleep
 	s.answers++
 	time.Sleep(200 * time.Millisecond)
 	busy := regexp.MustCompile(`^probe: thread ` + pid + ` is in malloc \(malloc\+0x[0-9a-f]+/0x[0-9a-f]+ \[patchsrv-mine\]\), where a call of dlopen is not safe: it cannot load libpatch\.so now; still so after 500ms \(--wait\)\n$`)
