@@ -222,6 +222,39 @@ func TestInProcessRingFull(t *testing.T) {
 	}
 }
 
+// TestInProcessPrefault: a thread's first records write pages of its
+// ring never written before, and the first write of a page of shared
+// memory faults (~5 us); the drain has the pages ahead of each thread
+// mapped for it, and the rings' headers before any record, so that the
+// thread takes almost none of those faults. Untraced, seq takes none; a
+// traced run without the prefaulting took 2,469 for 200,000 records
+// (the pages they filled, and the 512 rings' headers the first record
+// looks at), one with it 4-40. The trace holds every call, in order.
+func TestInProcessPrefault(t *testing.T) {
+	t.Parallel()
+	exe := seqBin(t)
+	const n = 100000
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "p:work a=%di b=%si", "--", exe, "paced", fmt.Sprint(n))
+	m := regexp.MustCompile(`^calls=(\d+) faults=(\d+)\n$`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil || m[1] != fmt.Sprint(n) || !strings.Contains(r.stderr, "in-process") {
+		t.Fatalf("probe run: %v", r)
+	}
+	trace, _ := os.ReadFile(out)
+	calls, lost := seqTrace(t, string(trace))
+	checkOrder(t, calls, true)
+	if len(calls) != n || lost != 0 {
+		t.Fatalf("%d records and %d lost, want %d and none", len(calls), lost, n)
+	}
+	// A record is at least 40 bytes: its header and the two values.
+	pages := n * 40 / 4096
+	faults, _ := strconv.Atoi(m[2])
+	if faults > pages/4 {
+		t.Errorf("the thread took %d page faults recording %d calls (at least %d pages of ring): not mapped ahead of it", faults, n, pages)
+	}
+	t.Logf("%d page faults, %d pages of records at least", faults, pages)
+}
+
 // TestInProcessSignals: a signal handler that calls work() lands anywhere,
 // inside the record code too; its records and the interrupted thread's
 // are each whole and in order, and the records shown and those counted

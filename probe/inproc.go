@@ -501,6 +501,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	}
 	l.Base = addr
 	t.inproc = t.newInproc(ring.New(mem, l), clock)
+	t.proc.Prefault(t.inproc.rings.OwnerPages()) // only the first record's faults are at stake
 	if off, err := t.errnoOffset(); err == nil && int64(off) == int64(int32(off)) && off != 0 {
 		t.inproc.errnoOff = int32(off)
 	}
@@ -670,16 +671,39 @@ func (t *Tracer) startDrain() {
 				return
 			case <-time.After(wait):
 			}
-			n := 0
-			t.withHandlers(func() { n = t.drainFamily() })
+			n := t.drainPass()
 			// Busy rings are drained every millisecond; idle ones
 			// less often, up to every 20.
 			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
 			if n > 0 {
 				wait = time.Millisecond
 			}
+			if n >= drainPassMax {
+				wait = 0 // more waiting
+			}
 		}
 	}()
+}
+
+// drainPassMax bounds a pass of the draining goroutine: between two,
+// the pages the threads are about to write are mapped for them.
+const drainPassMax = 1 << 14
+
+// drainPass drains at most drainPassMax records of each process of the
+// family, then has the pages of their rings that their threads are about
+// to write for the first time mapped in the tracee (ring.Rings.Ahead):
+// outside the lock, as it takes ~1 ms a megabyte.
+func (t *Tracer) drainPass() int {
+	n := 0
+	var ahead []ringAhead
+	t.withHandlers(func() {
+		n = t.drainFamily(drainPassMax)
+		ahead = t.ringsAhead()
+	})
+	for _, a := range ahead {
+		a.proc.Prefault(a.pages) // only a first write's fault is at stake
+	}
+	return n
 }
 
 // stopDrain stops the draining goroutine, drains what is left and gives
@@ -723,12 +747,15 @@ func (t *Tracer) room() int {
 }
 
 // drainRecords runs the handlers of the committed records, as many as
-// the handlers have room for (all: whenever stamped, as drainUpTo); the
-// caller holds hmu.
-func (t *Tracer) drainRecords(all bool) int {
+// the handlers have room for and at most limit (0: no bound) (all:
+// whenever stamped, as drainUpTo); the caller holds hmu.
+func (t *Tracer) drainRecords(all bool, limit int) int {
 	room := t.room()
 	if t.inproc == nil || room == 0 {
 		return 0
+	}
+	if limit > 0 && (room < 0 || room > limit) {
+		room = limit
 	}
 	return t.drainUpTo(max(room, 0), all)
 }
@@ -783,17 +810,40 @@ func (t *Tracer) drainThread(tid int) {
 // probe must not keep the caller waiting): before a caller changes what
 // its handlers do with them, or reads what they counted.
 func (t *Tracer) DrainRecords() {
-	t.withHandlers(func() { t.drainFamily() })
+	t.withHandlers(func() { t.drainFamily(0) })
 }
 
-// drainFamily is drainRecords of t and of every process it follows; it
-// returns how many records it handed on. The caller holds hmu.
-func (t *Tracer) drainFamily() int {
+// drainFamily is drainRecords of t and of every process it follows, at
+// most limit records each (0: no bound); it returns how many records it
+// handed on. The caller holds hmu.
+func (t *Tracer) drainFamily(limit int) int {
 	n := 0
 	for _, tr := range t.family() {
-		n += tr.drainRecords(false)
+		n += tr.drainRecords(false, limit)
 	}
 	return n
+}
+
+// ringAhead is the pages of a process's rings its threads are about to
+// write for the first time (ring.Rings.Ahead).
+type ringAhead struct {
+	proc  *tracee.Process
+	pages []uint64
+}
+
+// ringsAhead is ring.Rings.Ahead of t and the processes it follows. The
+// caller holds hmu.
+func (t *Tracer) ringsAhead() []ringAhead {
+	var all []ringAhead
+	for _, tr := range t.family() {
+		if tr.inproc == nil {
+			continue
+		}
+		if pages := tr.inproc.rings.Ahead(); len(pages) > 0 {
+			all = append(all, ringAhead{tr.proc, pages})
+		}
+	}
+	return all
 }
 
 // family is t, the root, and the processes it follows.
@@ -1059,7 +1109,7 @@ func (t *Tracer) recordThreadGone(tid int) (later bool) {
 		return false
 	}
 	in.gone[tid] = true
-	t.drainRecords(false)
+	t.drainRecords(false, 0)
 	t.freeGone()
 	return in.gone[tid]
 }

@@ -33,6 +33,7 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 		return
 	}
 	rings := ring.New(mem, l)
+	c.proc.Prefault(rings.OwnerPages()) // only the first record's faults are at stake
 	in := c.newInproc(rings, pin.clock)
 	in.routines, in.trampoline, in.trap, in.size = slices.Clone(pin.routines), pin.trampoline, pin.trap, pin.size
 	in.nextID, in.tallyWords = pin.nextID, pin.tallyWords

@@ -508,7 +508,7 @@ func (t *Tracer) Remove(p *Probe) error {
 		// (one pass, as much as the output takes: a hot probe must not
 		// keep the command waiting): its records find no probe once it
 		// is gone.
-		t.drainRecords(true)
+		t.drainRecords(true, 0)
 		return t.uninstall(p)
 	})
 }

@@ -26,7 +26,20 @@ type Rings struct {
 	slotOf    map[int]int // the ring a thread was last found in
 	cursors   []cursor    // merge's, reused
 	rec       Record      // the record handed on, reused
+	// mapped is, by ring, how many bytes of its data from the start the
+	// tracee has been given mapped (Ahead), and lastHead its head when
+	// the drain last looked; ahead, the pages noted since Ahead was
+	// last called.
+	mapped, lastHead []uint64
+	ahead            []uint64
 }
+
+const pageSize = 4096
+
+// FaultWindow is how far past a ring's head its pages are had mapped in
+// the tracee ahead of its thread (Ahead), at the least: a thread that
+// records faster gets twice what it wrote since the drain last looked.
+const FaultWindow = 256 << 10
 
 // New reads the rings laid out as l in mem, the tracer's mapping of them.
 func New(mem []byte, l singlestep.RecordLayout) *Rings {
@@ -84,9 +97,57 @@ func (r *Rings) drain(stamp uint64, max int, fn func(*Record)) int {
 		base := r.ring(slot)
 		if owner := atomic.LoadUint64(r.word(base + singlestep.RingOwner)); owner != 0 {
 			r.openCursor(base, int(owner))
+			r.noteAhead(slot, base)
 		}
 	}
 	return r.merge(stamp, max, fn)
+}
+
+// noteAhead notes the pages of ring slot, at base, that its thread will
+// write next and the tracee has not been given mapped: up to FaultWindow
+// past its head, or twice what it wrote since the last look if more.
+func (r *Rings) noteAhead(slot int, base uint64) {
+	size := r.layout.RingSize
+	if r.mapped == nil {
+		r.mapped = make([]uint64, r.layout.Slots)
+		r.lastHead = make([]uint64, r.layout.Slots)
+	}
+	if r.mapped[slot] >= size {
+		return
+	}
+	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
+	wrote := head - min(head, r.lastHead[slot]) // a ring given to a new thread starts again
+	r.lastHead[slot] = head
+	want := min(size, (head+max(FaultWindow, 4*wrote)+pageSize-1)&^(pageSize-1))
+	data := r.layout.Base + base + singlestep.RingHeaderSize
+	for ; r.mapped[slot] < want; r.mapped[slot] += pageSize {
+		r.ahead = append(r.ahead, data+r.mapped[slot])
+	}
+}
+
+// Ahead returns, and forgets, the pages of the rings that the drain
+// found their threads about to write and never written. The first write
+// of a page of shared memory faults (~5 µs here: ~50 ns on each record
+// of a ring's first pass, ~90 records a page); the tracer, given them to
+// map first (tracee.Process.Prefault), takes that off the threads. Each
+// page is given once: a ring's pages stay mapped for the next thread to
+// own it.
+func (r *Rings) Ahead() []uint64 {
+	a := r.ahead
+	r.ahead = nil
+	return a
+}
+
+// OwnerPages is the page of each ring's owner, which a thread's first
+// record looks at in every ring to find its own or claim one: to be
+// mapped in the tracee before that (~2.5 ms of faults for 512 rings
+// here).
+func (r *Rings) OwnerPages() []uint64 {
+	pages := make([]uint64, r.layout.Slots)
+	for slot := range pages {
+		pages[slot] = r.layout.Base + r.ring(slot) + singlestep.RingOwner&^(pageSize-1)
+	}
+	return pages
 }
 
 // DrainBefore is Drain of the rings of threads tids, of their records

@@ -233,3 +233,46 @@ func TestDrainMergesMany(t *testing.T) {
 		}
 	}
 }
+
+// TestAhead: the pages a ring's thread is about to write are given once
+// each, from the ring's start, FaultWindow past its head or four times
+// what it wrote since the last look, never past the ring's end; a ring
+// nobody owns gets none. OwnerPages is each ring's first page.
+func TestAhead(t *testing.T) {
+	l := singlestep.RecordLayout{Base: 0x10000000, Slots: 2, RingSize: 1 << 20, TidOff: 0x2d0}
+	mem := make([]byte, l.Size())
+	r := New(mem, l)
+	p := &producer{mem: mem, l: l, base: singlestep.RingsHeader + l.Stride()}
+	p.put(p.base+singlestep.RingOwner, 4242)
+	data := l.Base + p.base + singlestep.RingHeaderSize
+	pages := func(from, to uint64) []uint64 {
+		var want []uint64
+		for a := from; a < to; a += 4096 {
+			want = append(want, data+a)
+		}
+		return want
+	}
+	look := func(head uint64, want []uint64) {
+		t.Helper()
+		p.put(p.base+singlestep.RingHead, head) // reserved, never committed: nothing to hand on
+		if n := r.Drain(0, func(*Record) {}); n != 0 {
+			t.Fatalf("head %d: %d records handed on", head, n)
+		}
+		if got := r.Ahead(); !slices.Equal(got, want) {
+			t.Fatalf("head %d: pages %#x, want %#x", head, got, want)
+		}
+		if got := r.Ahead(); got != nil {
+			t.Fatalf("head %d: pages given twice: %#x", head, got)
+		}
+	}
+	look(0, pages(0, FaultWindow))
+	look(100, pages(FaultWindow, FaultWindow+4096))
+	look(200, nil)
+	// 100 KiB written since: four times that ahead, rounded up to a page.
+	look(100<<10, pages(FaultWindow+4096, (100<<10+4*(100<<10-200)+4095)&^4095))
+	look(900<<10, pages((100<<10+4*(100<<10-200)+4095)&^4095, 1<<20))
+	look(5<<20, nil) // the ring's pages are all mapped: a wrapped ring faults no more
+	if got, want := r.OwnerPages(), []uint64{l.Base + singlestep.RingsHeader, l.Base + singlestep.RingsHeader + l.Stride()}; !slices.Equal(got, want) {
+		t.Errorf("owner pages %#x, want %#x", got, want)
+	}
+}

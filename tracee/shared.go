@@ -139,3 +139,29 @@ func (p *Process) Seccomp() bool {
 	}
 	return false
 }
+
+// Prefault has the tracee's pages at the addresses given mapped, as its
+// own first touch of each would, so that its threads' first writes there
+// do not fault: process_vm_readv reads a byte of each, and the kernel
+// faults the page in for the tracee to read it (a page of shared memory
+// the tracee may write is mapped writable). It needs no stop and may run
+// on any thread of ours, at any time; the bytes are only read. What it
+// cannot read is left as it was.
+func (p *Process) Prefault(pages []uint64) error {
+	var (
+		buf    [1024]byte
+		remote [len(buf)]unix.RemoteIovec
+	)
+	for len(pages) > 0 {
+		k := min(len(pages), len(remote))
+		for i, addr := range pages[:k] {
+			remote[i] = unix.RemoteIovec{Base: uintptr(addr), Len: 1}
+		}
+		// (A read stops at the first page it cannot read.)
+		if _, err := unix.ProcessVMReadv(p.Pid, []unix.Iovec{{Base: &buf[0], Len: uint64(k)}}, remote[:k], 0); err != nil {
+			return fmt.Errorf("prefault %#x in pid %d: %w", pages[0], p.Pid, err)
+		}
+		pages = pages[k:]
+	}
+	return nil
+}

@@ -14,6 +14,10 @@
  *                     peek(&cell, 0), cell 2 in the child, 0 in the parent
  *   seq loop T        T threads call work(thread, i) until stdin closes,
  *                     pausing 1 ms every 64 calls
+ *   seq paced N       the main thread calls work(0, i) N times, each
+ *                     after 2 us of its own work, and says how many page
+ *                     faults it took meanwhile (its first writes of
+ *                     pages of memory: of a ring, when traced)
  *
  * It prints what it did, the same traced and untraced.
  */
@@ -23,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile long sink;
@@ -142,6 +148,27 @@ static void forked(long count)
 	printf("parent=%ld child=%ld status=%d\n", count, count, WEXITSTATUS(st));
 }
 
+static long now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void paced(long n)
+{
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	for (long i = 0; i < n; i++) {
+		long until = now_ns() + 2000;
+		while (now_ns() < until)
+			;
+		work(0, i);
+	}
+	getrusage(RUSAGE_THREAD, &r1);
+	printf("calls=%ld faults=%ld\n", n, r1.ru_minflt - r0.ru_minflt + r1.ru_majflt - r0.ru_majflt);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 4 && strcmp(argv[1], "threads") == 0) {
@@ -153,8 +180,10 @@ int main(int argc, char **argv)
 		forked(atol(argv[2]));
 	} else if (argc >= 3 && strcmp(argv[1], "loop") == 0) {
 		threads(atoi(argv[2]), 1);
+	} else if (argc >= 3 && strcmp(argv[1], "paced") == 0) {
+		paced(atol(argv[2]));
 	} else {
-		fprintf(stderr, "usage: seq threads T N | signals N | fork N | loop T\n");
+		fprintf(stderr, "usage: seq threads T N | signals N | fork N | loop T | paced N\n");
 		return 2;
 	}
 	return 0;
