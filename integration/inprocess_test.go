@@ -230,8 +230,9 @@ func TestInProcessRingFull(t *testing.T) {
 // traced run without the prefaulting took 2,469 for 200,000 records
 // (the pages they filled, and the 512 rings' headers the first record
 // looks at), one with it 4-40. The trace holds every call, in order.
+// Not in parallel with the other tests: a drain starved of CPU for tens
+// of milliseconds maps the pages late.
 func TestInProcessPrefault(t *testing.T) {
-	t.Parallel()
 	exe := seqBin(t)
 	const n = 100000
 	out := filepath.Join(t.TempDir(), "trace")
@@ -253,6 +254,50 @@ func TestInProcessPrefault(t *testing.T) {
 		t.Errorf("the thread took %d page faults recording %d calls (at least %d pages of ring): not mapped ahead of it", faults, n, pages)
 	}
 	t.Logf("%d page faults, %d pages of records at least", faults, pages)
+}
+
+// TestInProcessCloneNoTLS: a thread made by clone without TLS of its own
+// reads its parent's thread id where the stubs look for its own: it
+// would write its parent's ring, and push its hooked returns on its
+// parent's shadow stack, at the same time as the parent. Before, `probe`
+// hung at the thread's exit on a record the two had garbled, or the
+// program's returns went to the other thread's callers ("returned
+// through the in-process trampoline with no frame"). At the clone,
+// every probe goes back to stopping the thread, with a note: every call
+// of both threads is recorded, as its own thread's, and the program's
+// results are right.
+func TestInProcessCloneNoTLS(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "notls", filepath.Join("testdata", "inprocess", "notls.c"), "-O2", "-g", "-Wall")
+	const n = 20000
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-o", out, "r:outer $retval", "p:work a=%di b=%si", "--", exe, fmt.Sprint(n))
+	if r.code != 0 || r.stdout != "bad=0,0\n" || !strings.Contains(r.stderr, "has no TLS of its own (clone without CLONE_SETTLS): from now on every probe stops the thread") {
+		t.Fatalf("probe run: %v", r)
+	}
+	trace, _ := os.ReadFile(out)
+	work := regexp.MustCompile(`(?m)^ *notls-(\d+) .* p_work_0: \(work\+0x0/0x[0-9a-f]+\) a=0x([01]) b=0x([0-9a-f]+)$`).FindAllStringSubmatch(string(trace), -1)
+	returns := regexp.MustCompile(`(?m) r_outer_0: \(\w+\+0x[0-9a-f]+/0x[0-9a-f]+ <- outer\) arg1=0x([0-9a-f]+)$`).FindAllStringSubmatch(string(trace), -1)
+	if len(work) != 2*n || len(returns) != 2*n {
+		t.Fatalf("%d work() entries and %d outer() returns, want %d each:\n%s", len(work), len(returns), 2*n, limit(string(trace)))
+	}
+	// Each thread's calls in order, under its own thread id.
+	next := map[string]int64{}
+	tidOf := map[string]string{}
+	for _, m := range work {
+		tid, who := m[1], m[2]
+		i, _ := strconv.ParseInt(m[3], 16, 64)
+		if tidOf[who] == "" {
+			tidOf[who] = tid
+		}
+		if tidOf[who] != tid || i != next[who] {
+			t.Fatalf("work(%s, %d) by thread %s, want work(%s, %d) by %s", who, i, tid, who, next[who], tidOf[who])
+		}
+		next[who]++
+	}
+	if tidOf["0"] == tidOf["1"] {
+		t.Errorf("both threads' calls shown as thread %s's", tidOf["0"])
+	}
 }
 
 // TestInProcessSignals: a signal handler that calls work() lands anywhere,

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"runtime"
 	"slices"
@@ -344,6 +345,8 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, "no in-process code on " + runtime.GOARCH + " yet"
 	case t.tuning.NoInProcess:
 		return need, "--no-inprocess"
+	case t.noRecordWhy != "":
+		return need, t.noRecordWhy
 	case st.module == nil || isGo(st.module):
 		return need, "Go code"
 	case st.addr != st.sym.Addr+st.module.Bias:
@@ -1129,6 +1132,45 @@ func (t *Tracer) freeGone() {
 			in.freed[tid] += lost
 		}
 	}
+}
+
+// onClone stops in-process recording in the process if the new thread
+// tid that thread parent made (stopped at its clone event) has no TLS of
+// its own (clone without CLONE_SETTLS): it reads its parent's thread id
+// where the stubs look for its own, and would write its parent's ring,
+// and push its hooked returns on its parent's shadow stack, at the same
+// time as the parent (a program's returns sent to another thread's
+// callers).
+func (t *Tracer) onClone(parent, tid int) {
+	if t.inproc == nil || t.noRecordWhy != "" || t.proc.GetRegs(parent, &t.regs) != nil {
+		return
+	}
+	if cloneSetsTLS(&t.regs, t.readWord) {
+		return
+	}
+	why := fmt.Sprintf("thread %d has no TLS of its own (clone without CLONE_SETTLS)", tid)
+	fmt.Fprintf(os.Stderr, "probe: %s: from now on every probe stops the thread\n", why)
+	t.stopRecording(why)
+}
+
+// stopRecording turns every site that records in the tracee back into a
+// stop, while threads run: the jmps become int3s (unoptimize); a thread
+// inside a stub or detour goes on through it (the detours stay), and
+// returns hooked in the tracee come back through its trampoline, each
+// thread's from its own ring. No site records in the tracee after.
+func (t *Tracer) stopRecording(why string) {
+	t.noRecordWhy = why
+	var sts []*site
+	for _, st := range t.sites {
+		if st.opt != nil && st.opt.record != nil {
+			sts = append(sts, st)
+		}
+	}
+	t.unoptimize(sts)
+	for _, st := range sts {
+		st.opt, st.trapWhy = nil, why
+	}
+	notePaths(sts...)
 }
 
 // recordVfork notes that thread parent is stopped until its vfork child

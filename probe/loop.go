@@ -85,6 +85,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		if ev.Kind == tracee.EventClone && t.inproc != nil {
 			// Its hits reach us after it may be gone: its name now.
 			t.threadComm(ev.NewTid)
+			t.onClone(ev.Tid, ev.NewTid)
 		}
 		t.resume(ev.Tid)
 	}

@@ -17,6 +17,21 @@ const nativeCode = true
 // goRegister holds a Go thread's current g (ABIInternal: r14).
 func goRegister(r *unix.PtraceRegs) uint64 { return r.R14 }
 
+// cloneSetsTLS reports whether the clone or clone3 system call that a
+// thread with registers r is stopped in (at its clone event) gives the
+// new thread TLS of its own (CLONE_SETTLS); read reads a word of memory
+// (clone3's flags). Another call, or flags it cannot read: true.
+func cloneSetsTLS(r *unix.PtraceRegs, read func(addr uint64) (uint64, bool)) bool {
+	switch r.Orig_rax {
+	case unix.SYS_CLONE:
+		return r.Rdi&unix.CLONE_SETTLS != 0
+	case unix.SYS_CLONE3:
+		flags, ok := read(r.Rdi) // struct clone_args starts with its flags
+		return !ok || flags&unix.CLONE_SETTLS != 0
+	}
+	return true
+}
+
 // threadPointer is the thread's TLS base (%fs).
 func threadPointer(r *unix.PtraceRegs) uint64 { return r.Fs_base }
 

@@ -105,6 +105,9 @@ type Tracer struct {
 
 	inproc    *inproc // the rings of in-process probes (inproc.go), or nil
 	inprocWhy string  // why there are none, once ensureRings found a reason
+	// noRecordWhy is why no site records in the tracee any more, once a
+	// thread came that would share a ring (stopRecording).
+	noRecordWhy string
 	// switcher: whether program m calls swapcontext (switchesStacks).
 	switcher struct {
 		m   *symbols.Module

@@ -215,7 +215,10 @@ func (h *cursorHeap) Pop() any {
 }
 
 // DrainThread is Drain of tid's ring alone (max 0: no bound); more
-// reports whether committed records are left in it.
+// reports whether records it can hand on are left in it: not at a
+// record never committed, nor at one it cannot read (a length that cannot
+// be: two threads that wrote one ring at once), which would stop every
+// pass there for ever.
 func (r *Rings) DrainThread(tid, max int, fn func(*Record)) (n int, more bool) {
 	base, ok := r.ringOf(tid)
 	if !ok {
@@ -227,7 +230,7 @@ func (r *Rings) DrainThread(tid, max int, fn func(*Record)) (n int, more bool) {
 		n++
 	}
 	r.close(&c)
-	return n, !r.Drained(tid)
+	return n, c.ok
 }
 
 // cursor reads one ring: tail is the next byte to read, and when ok, the
@@ -378,23 +381,15 @@ func (r *Rings) Lost(freed map[int]uint64) Lost {
 	return l
 }
 
-// Drained reports whether tid's ring has no committed record left (or
-// tid has no ring).
+// Drained reports whether tid's ring has no record left that a drain
+// can hand on (or tid has no ring): one not committed, or one it cannot
+// read, is not waited for.
 func (r *Rings) Drained(tid int) bool {
 	base, ok := r.ringOf(tid)
 	if !ok {
 		return true
 	}
-	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
-	tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
-	if tail == head {
-		return true
-	}
-	off := tail & (r.layout.RingSize - 1)
-	if r.layout.RingSize-off < singlestep.PadHeader {
-		return false // a skip: Drain moves past it
-	}
-	return atomic.LoadUint64(r.word(base+singlestep.RingHeaderSize+off)) != tail+1
+	return !r.open(base, tid).ok
 }
 
 // Free gives tid's ring back for another thread, once tid is gone and its
