@@ -15,7 +15,8 @@ import (
 // (/etc/ltrace.conf). One a line: RESULT NAME(TYPE PARAM, ...), the
 // parameters named as the manual pages name them (a filter of an o:
 // probe picks calls by them); "..." ends a variadic list, whose extra
-// arguments are not shown. Types: the C
+// arguments are not shown (fcntl's and ioctl's third, which the command
+// decides; sscanf's pointers). Types: the C
 // integer types by name, char (a character), bool, string (a char *
 // shown as its text), ptr (any other pointer), oflags (open's flags,
 // shown as O_... names), fd, pid, size, ssize, off, mode (octal), void,
@@ -130,6 +131,48 @@ int rand()
 void srand(uint seed)
 int system(string command)
 int isatty(fd fd)
+int fcntl(fd fd, int cmd, ...)
+int ioctl(fd fd, ulong request, ...)
+int stat(string pathname, ptr statbuf)
+int lstat(string pathname, ptr statbuf)
+int fstat(fd fd, ptr statbuf)
+int fstatat(fd dirfd, string pathname, ptr statbuf, int flags)
+int pipe2(ptr pipefd, oflags flags)
+ssize readv(fd fd, ptr iov, int iovcnt)
+ssize writev(fd fd, ptr iov, int iovcnt)
+int ftruncate(fd fd, off length)
+int fsync(fd fd)
+int chmod(string pathname, mode mode)
+int fchmod(fd fd, mode mode)
+ptr! opendir(string name)
+ptr readdir(ptr dirp)
+int closedir(ptr dirp)
+ptr dlopen(string filename, int flags)
+ptr dlsym(ptr handle, string symbol)
+int dlclose(ptr handle)
+ssize sendto(fd sockfd, ptr buf, size len, int flags, ptr dest_addr, uint addrlen)
+ssize recvfrom(fd sockfd, ptr buf, size len, int flags, ptr src_addr, ptr addrlen)
+ssize sendmsg(fd sockfd, ptr msg, int flags)
+ssize recvmsg(fd sockfd, ptr msg, int flags)
+int shutdown(fd sockfd, int how)
+int setsockopt(fd sockfd, int level, int optname, ptr optval, uint optlen)
+int getsockopt(fd sockfd, int level, int optname, ptr optval, ptr optlen)
+int select(int nfds, ptr readfds, ptr writefds, ptr exceptfds, ptr timeout)
+fd epoll_create1(int flags)
+int epoll_ctl(fd epfd, int op, fd fd, ptr event)
+int epoll_wait(fd epfd, ptr events, int maxevents, int timeout)
+int pthread_mutex_trylock(ptr mutex)
+int pthread_cond_wait(ptr cond, ptr mutex)
+int pthread_cond_signal(ptr cond)
+int pthread_cond_broadcast(ptr cond)
+int sigaction(int signum, ptr act, ptr oldact)
+ptr signal(int signum, ptr handler)
+string strerror(int errnum)
+int fputc(int c, ptr stream)
+int fgetc(ptr stream)
+int getchar()
+int sscanf(string str, string format, ...)
+int abs(int j)
 `
 
 // nullFailures are the functions of the table whose NULL result is a

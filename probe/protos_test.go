@@ -12,8 +12,14 @@ import (
 // ltrace's say.
 func TestPrototypeTable(t *testing.T) {
 	table := prototypes()
-	if len(table) < 100 {
-		t.Fatalf("%d prototypes, want the table's ~110", len(table))
+	if len(table) < 145 {
+		t.Fatalf("%d prototypes, want the table's ~150", len(table))
+	}
+	if f := table["fcntl"]; !f.Variadic || len(f.Params) != 2 || f.Params[1].Name != "cmd" {
+		t.Errorf("fcntl: %+v", f)
+	}
+	if p := table["pipe2"]; len(p.Params) != 2 || p.Params[1].Format != "oflags" {
+		t.Errorf("pipe2: %+v", p)
 	}
 	open := table["open"]
 	if len(open.Params) != 3 || !open.Params[0].String || open.Params[1].Format != "oflags" || open.Params[2].Format != "mode" ||
