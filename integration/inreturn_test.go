@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -141,6 +142,95 @@ func TestInProcessReturnsLongjmp(t *testing.T) {
 // TestInProcessReturnsFork: fork() three calls deep in hooked spawn():
 // the child's copy of the stack holds the parent's hooked returns, which
 // go back before it runs; it returns through them untraced (10, as it
+
+// TestInProcessReturnsTailTrap: a call hooked in the tracee (mid) tail-
+// calls a function that stops the thread (spin: its loop back into its
+// first bytes takes no jmp), whose return the tracer hooks over the
+// tracee's trampoline; then outer, hooked in the tracee too, tail-calls
+// last. Before, the tracer sent spin's return straight home, past the
+// tracee's trampoline, which kept mid's frame: outer's tail call found it
+// on top and was not hooked, and every last() was reported lost (as in
+// Debian's sqlite3 and openssl). Now every call returns, and the
+// function_graph trace is the one a stop at every call gives.
+func TestInProcessReturnsTailTrap(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "tailtrap", filepath.Join("testdata", "inprocess", "tailtrap.c"), "-O2", "-g", "-Wall")
+	const n = 100
+	base := runCmd(t, nil, exe, fmt.Sprint(n))
+	var traces []string
+	for _, flag := range []string{"-v", "--no-inprocess"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, "run", "-v", flag, "-o", out, "--tracer", "function_graph", "--filter", "outer,mid,spin,last", "--", exe, fmt.Sprint(n))
+		paths := "function tracer: 3 functions in-process, 1 stop the thread (not jump-optimised: 1)"
+		if flag == "--no-inprocess" {
+			paths = "function tracer: 0 functions in-process, 4 stop the thread (--no-inprocess: 3, not jump-optimised: 1)"
+		}
+		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, paths) {
+			t.Fatalf("probe run %s: want exit 0, %q, %q; got %v", flag, base.stdout, paths, r)
+		}
+		trace, _ := os.ReadFile(out)
+		if strings.Contains(string(trace), "lost") {
+			t.Fatalf("%s: calls lost:\n%s", flag, limit(string(trace)))
+		}
+		traces = append(traces, graphShape(string(trace)))
+	}
+	if traces[0] != traces[1] || strings.Count(traces[0], "outer() {") != n || strings.Count(traces[0], "last();") != n {
+		t.Errorf("in-process:\n%s\nstopping:\n%s", limit(traces[0]), limit(traces[1]))
+	}
+}
+
+// graphShape is the call column of a function_graph trace: each call's
+// line, indented by depth, without times, CPUs and threads.
+func graphShape(trace string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(trace, "\n") {
+		if m := graphCallLine.FindStringSubmatch(line); m != nil {
+			b.WriteString(m[2] + m[3] + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestInProcessVforkReturns: Debian's make runs each recipe with
+// posix_spawn, whose child shares the parent's memory and thread control
+// block until its execve: its records in the parent's ring are not
+// shown. The kernel lets the parent run again as soon as the child
+// execs, before the tracer has seen the exec; the end of the vfork is
+// now taken at the parent's own stop for it (PTRACE_EVENT_VFORK_DONE),
+// before it runs. Before, the parent's records in between were taken for
+// the child's and dropped: 87-188 of 203 returns of child_execute_job
+// reported lost, under function_graph. Every call of make's returns
+// (but main's and die's, which exit), and make does what it does
+// untraced.
+func TestInProcessVforkReturns(t *testing.T) {
+	t.Parallel()
+	make, err := exec.LookPath("make")
+	if err != nil {
+		t.Fatalf("make: %v", err) // CI builds with it
+	}
+	dir := t.TempDir()
+	const n = 60
+	mk := "N := $(shell seq 1 " + fmt.Sprint(n) + ")\nall: $(addprefix out/,$(N))\n\t@cat out/* | md5sum\nout/%: | out\n\t@echo \"item $*\" > $@\nout:\n\t@mkdir -p out\n"
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(mk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := runCmd(t, nil, make, "-s", "-B", "-C", dir)
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "--tracer", "function_graph", "--", make, "-s", "-B", "-C", dir)
+	if base.code != 0 || r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, " functions in-process") {
+		t.Fatalf("make: %v\nprobe run: %v", base, r)
+	}
+	trace, _ := os.ReadFile(out)
+	if calls := strings.Count(string(trace), "child_execute_job() {"); calls < n {
+		t.Fatalf("%d calls of child_execute_job, want at least %d:\n%s", calls, n, limit(string(trace)))
+	}
+	for _, m := range regexp.MustCompile(`/\* (\w+): return lost \*/`).FindAllStringSubmatch(string(trace), -1) {
+		if m[1] != "main" && m[1] != "die" {
+			t.Fatalf("%s's return lost:\n%s", m[1], limit(string(trace)))
+		}
+	}
+}
+
 // exits), and the parent's four returns are reported.
 func TestInProcessReturnsFork(t *testing.T) {
 	t.Parallel()

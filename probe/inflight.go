@@ -40,10 +40,25 @@ func (t *Tracer) rewindInFlight() {
 
 // returnTarget is where a thread on the trampoline with its return slot at
 // slot goes back to: the original return address of the oldest frame
-// hijacked at that slot. ok is false if no frame returns there.
+// that returns there (returning). ok is false if no frame returns there.
 func (cs *callStack) returnTarget(slot uint64) (ret uint64, ok bool) {
-	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot; i-- {
-		ret, ok = cs.frames[i].ret, true
+	if n := cs.returning(slot); n > 0 {
+		return cs.frames[len(cs.frames)-n].ret, true
 	}
-	return ret, ok
+	return 0, false
+}
+
+// returning is how many frames, from the top, return when a thread comes
+// to the tracer's trampoline from slot: those at the slot (tail calls
+// share it), but not one under a frame the tracer hijacked that returns
+// through the in-process trampoline (not hijacked: a call the tracee
+// hooked, then tail-called into a function that stops): the hijacked
+// frame's return address is that trampoline, which the thread goes on
+// to, and which reports the rest.
+func (cs *callStack) returning(slot uint64) int {
+	n, hijacked := 0, false
+	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot && !(hijacked && !cs.frames[i].hijacked); i-- {
+		n, hijacked = n+1, hijacked || cs.frames[i].hijacked
+	}
+	return n
 }

@@ -1184,8 +1184,20 @@ func (t *Tracer) recordVfork(parent, child int) {
 	}
 }
 
+// recordVforkParentDone is recordVforkDone of the vfork child of thread
+// parent, which is stopped at the end of its vfork.
+func (t *Tracer) recordVforkParentDone(parent int) {
+	if in := t.inproc; in != nil {
+		for child, p := range in.vforked {
+			if p == parent {
+				t.recordVforkDone(child)
+			}
+		}
+	}
+}
+
 // recordVforkDone ends what recordVfork began, at the child's exec or
-// exit.
+// exit, or at the end of the parent's vfork, whichever comes first.
 func (t *Tracer) recordVforkDone(child int) {
 	in := t.inproc
 	if in == nil {

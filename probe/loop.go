@@ -81,6 +81,12 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		if ev.Tid == t.pid || !t.proc.Alive() {
 			t.exit = exitStatus(ev.Status)
 		}
+	case tracee.EventVforkDone:
+		// The parent has not run since its vfork: what its ring got
+		// until now was the child's, what comes next is its own (at
+		// the child's exec the parent may be running already).
+		t.recordVforkParentDone(ev.Tid)
+		t.resume(ev.Tid)
 	default: // EventStop, EventClone, EventOther
 		if ev.Kind == tracee.EventClone && t.inproc != nil {
 			// Its hits reach us after it may be gone: its name now.

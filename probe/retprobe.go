@@ -109,7 +109,7 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 	if ret, ok := cs.returnTarget(slot); ok {
 		t.handling(tid, regs, ret)
 	}
-	for f := cs.top(); f != nil && f.sp == slot; f = cs.top() {
+	for range cs.returning(slot) {
 		fr := cs.pop()
 		ret = fr.ret
 		t.returned(cs, &fr, hit)

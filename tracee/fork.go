@@ -13,13 +13,15 @@ import (
 // even when children are not followed: a child of a probed process starts
 // with our breakpoints in its copy of the text, and must be cleaned before
 // it runs an instruction. Exec is traced: the address space our probes
-// were in is gone then. Syscall stops are marked (TRACESYSGOOD) so that
-// they are not confused with a SIGTRAP.
-const traceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
+// were in is gone then. So is the end of a vfork, in the parent, before
+// it runs again (what its thread control block got meanwhile was the
+// child's). Syscall stops are marked (TRACESYSGOOD) so that they are not
+// confused with a SIGTRAP.
+const traceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEVFORKDONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
 
 // forkedOptions are set on a child that shares our memory (vfork): its own
 // children need cleaning too, and its exec is where it leaves our memory.
-const forkedOptions = unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
+const forkedOptions = unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEVFORKDONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
 
 // Child is a process forked by a traced thread with its own copy of our
 // memory, held at its first stop until Release.

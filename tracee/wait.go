@@ -40,6 +40,10 @@ const (
 	EventExec
 	// EventSyscall: a syscall-enter or syscall-exit stop (PTRACE_SYSCALL).
 	EventSyscall
+	// EventVforkDone: the thread's vfork child has exec'd or exited: the
+	// thread is about to return from vfork, and has not run since it
+	// called it.
+	EventVforkDone
 	// EventOther: a ptrace event this package does not classify yet.
 	EventOther
 )
@@ -207,6 +211,8 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 		}
 		ev.Kind = EventFork
 		ev.SharedMemory = sameMemory(tid, ev.NewTid, int(ws>>16)&0xff == unix.PTRACE_EVENT_VFORK)
+	case unix.PTRACE_EVENT_VFORK_DONE:
+		ev.Kind = EventVforkDone
 	case unix.PTRACE_EVENT_EXEC:
 		ev.Kind = EventExec
 		if !t.Forked {

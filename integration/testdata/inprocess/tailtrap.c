@@ -1,0 +1,46 @@
+/*
+ * tailtrap: calls hooked in the tracee whose tail calls land in a
+ * function that stops the thread (spin: a loop back into its first five
+ * bytes, which no jmp can cover), then another tail call. outer(i) calls
+ * mid(i), which tail-calls spin(i + 1); outer then tail-calls last(r).
+ * It prints the sum of outer(i) for i < N, the same traced and untraced.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+long spin(long n);
+__asm__(".globl spin\n"
+	".type spin, @function\n"
+	"spin:\n"
+	"	mov %rdi, %rax\n"
+	"1:	sub $1, %rax\n"
+	"	jg 1b\n"
+	"	lea 3(%rdi), %rax\n"
+	"	ret\n"
+	".size spin, .-spin\n");
+
+static volatile long sink;
+
+__attribute__((noinline)) long mid(long n) { return spin(n + 1); }
+
+__attribute__((noinline)) long last(long n)
+{
+	sink += n;
+	return n * 2;
+}
+
+__attribute__((noinline)) long outer(long n)
+{
+	long r = mid(n);
+	sink += r;
+	return last(r);
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 100, s = 0;
+	for (long i = 0; i < n; i++)
+		s += outer(i);
+	printf("s=%ld\n", s);
+	return 0;
+}
