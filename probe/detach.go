@@ -2,11 +2,28 @@ package probe
 
 import (
 	"bytes"
+	"sync/atomic"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
+
+// countInProgress adds the calls of live threads whose returns have not
+// come to the root's CallsInProgress.
+func (t *Tracer) countInProgress() {
+	n := 0
+	for tid := range t.shadow {
+		if t.proc.Thread(tid) == nil {
+			continue
+		}
+		for _, cs := range t.threadStacks(tid) {
+			n += len(cs.frames)
+		}
+	}
+	atomic.AddUint64(&t.top().inProgress, uint64(n))
+}
 
 // detachAll stops every thread, finishes or rewinds what each was doing
 // with our probes, puts back every original byte and lets every thread go
@@ -44,6 +61,7 @@ func (t *Tracer) detachAll(anchor int) {
 	// Every record a thread has committed is handed on before probe
 	// lets go (the caller holds hmu).
 	t.drainAll()
+	t.countInProgress()
 	t.restoreInprocReturns()
 	t.restoreReturns()
 	t.disarmExecEntry()

@@ -135,6 +135,9 @@ type Tracer struct {
 	pastStacks    []StackUsage // the stack tracer's, from function tracers stopped
 	wheres        map[whereKey]string
 	lostReturns   uint64
+	// inProgress counts the calls entered and not returned when the
+	// tracer let the threads go (detachAll): their returns come after.
+	inProgress uint64
 
 	forkedReturns map[int][]forkedReturn // per adopted vfork child
 	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
@@ -583,6 +586,11 @@ func (t *Tracer) LostHits() uint64 { return atomic.LoadUint64(&t.lostHits) }
 // LostReturns counts return-probe frames abandoned by longjmp or an
 // exception, whose return was never seen. Read it after Wait or Detach.
 func (t *Tracer) LostReturns() uint64 { return atomic.LoadUint64(&t.lostReturns) }
+
+// CallsInProgress is how many calls whose return was awaited (return
+// probes, the function tracers) were still in progress at the detach, in
+// this process and those it followed: their returns are not in the trace.
+func (t *Tracer) CallsInProgress() uint64 { return atomic.LoadUint64(&t.inProgress) }
 
 func monotonicNow() int64 {
 	var ts unix.Timespec

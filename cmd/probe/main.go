@@ -655,6 +655,9 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 	if lost := t.LostReturns(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
+	if n := t.CallsInProgress(); n > 0 {
+		s.writer.Comment(fmt.Sprintf("%d calls in progress at the detach (their returns come after it: not in the trace)", n))
+	}
 }
 
 // recordsLostNote says what the in-process probes' rings dropped, as
