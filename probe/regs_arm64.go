@@ -18,7 +18,7 @@ func goRegister(r *unix.PtraceRegs) uint64 { return r.Regs[28] }
 
 const nativeCode = false
 
-// cloneSetsTLS: no in-process recording on arm64, whose question it is.
+// cloneSetsTLS: only in-process recording asks, and arm64 has none yet.
 func cloneSetsTLS(r *unix.PtraceRegs, read func(addr uint64) (uint64, bool)) bool { return true }
 
 // threadPointer is 0: tpidr_el0 is not among the general registers.
