@@ -1,5 +1,7 @@
 package probe
 
+import "sync/atomic"
+
 // callStack is one thread's stack of calls whose returns we wait for (or,
 // in a Go program, one goroutine's): the shadow stack of return probes and
 // of the function tracer.
@@ -126,8 +128,13 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 	f := cs.pop()
 	if f.mode != 0 || f.site == nil || len(f.site.returns) > 0 {
 		// (The tracee hooks every call it records; a frame nobody
-		// reports is not a return lost.)
-		t.lostReturns++
+		// reports is not a return lost.) Counted in the root, for
+		// every process it follows.
+		if hit != nil && t.ringDropped(hit.Tid, &f) {
+			atomic.AddUint64(&t.top().unrecordedReturns, 1)
+		} else {
+			atomic.AddUint64(&t.top().lostReturns, 1)
+		}
 	}
 	if restore && f.hijacked && !f.unhooked {
 		tid := 0
@@ -139,6 +146,16 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 	if f.mode&frameRecorded != 0 {
 		t.ft.emit(FuncLost, &f, hit, cs, nil)
 	}
+}
+
+// ringDropped reports whether frame f of thread tid was hooked in the
+// tracee and its ring has dropped records, full: its return record most
+// likely was one of them. (Which records were dropped is not known, only
+// how many: the entry's stamp is the tracee's, the count is read when the
+// drain comes to it, later. A call a longjmp skipped in such a thread is
+// taken for one too.)
+func (t *Tracer) ringDropped(tid int, f *shadowFrame) bool {
+	return !f.hijacked && t.inproc != nil && t.inproc.rings.LostOf(tid) > 0
 }
 
 // stripPAC is a return address read from memory (or x30) as a pc: without

@@ -135,6 +135,9 @@ type Tracer struct {
 	pastStacks    []StackUsage // the stack tracer's, from function tracers stopped
 	wheres        map[whereKey]string
 	lostReturns   uint64
+	// unrecordedReturns counts calls hooked in the tracee lost in a
+	// thread whose ring dropped records (their returns most likely were).
+	unrecordedReturns uint64
 	// inProgress counts the calls entered and not returned when the
 	// tracer let the threads go (detachAll): their returns come after.
 	inProgress uint64
@@ -586,6 +589,11 @@ func (t *Tracer) LostHits() uint64 { return atomic.LoadUint64(&t.lostHits) }
 // LostReturns counts return-probe frames abandoned by longjmp or an
 // exception, whose return was never seen. Read it after Wait or Detach.
 func (t *Tracer) LostReturns() uint64 { return atomic.LoadUint64(&t.lostReturns) }
+
+// UnrecordedReturns is how many calls hooked in the tracee were lost in
+// a thread whose ring had dropped records (full): their returns most
+// likely came, unrecorded. Not in LostReturns.
+func (t *Tracer) UnrecordedReturns() uint64 { return atomic.LoadUint64(&t.unrecordedReturns) }
 
 // CallsInProgress is how many calls whose return was awaited (return
 // probes, the function tracers) were still in progress at the detach, in

@@ -381,6 +381,16 @@ func (r *Rings) Lost(freed map[int]uint64) Lost {
 	return l
 }
 
+// LostOf is how many records tid's ring has dropped, full, since it was
+// given to tid (0 if tid has none).
+func (r *Rings) LostOf(tid int) uint64 {
+	base, ok := r.ringOf(tid)
+	if !ok {
+		return 0
+	}
+	return atomic.LoadUint64(r.word(base + singlestep.RingLost))
+}
+
 // Drained reports whether tid's ring has no record left that a drain
 // can hand on (or tid has no ring): one not committed, or one it cannot
 // read, is not waited for.

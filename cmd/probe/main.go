@@ -655,6 +655,9 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 	if lost := t.LostReturns(); lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
+	if n := t.UnrecordedReturns(); n > 0 {
+		s.writer.Comment(fmt.Sprintf("%d returns not recorded (calls in threads whose ring was full at times: their returns were most likely among the events lost; --ring-size)", n))
+	}
 	if n := t.CallsInProgress(); n > 0 {
 		s.writer.Comment(fmt.Sprintf("%d calls in progress at the detach (their returns come after it: not in the trace)", n))
 	}
