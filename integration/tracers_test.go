@@ -1359,3 +1359,40 @@ func TestTracerBadInput(t *testing.T) {
 		finishIdle(t, p)
 	})
 }
+
+// TestCxxNames: C++ functions are probed by the names the function
+// tracers show (demangled, without parameters), free or qualified, with
+// or without a module; an overloaded name, which is two functions, is
+// refused with their mangled names offered.
+func TestCxxNames(t *testing.T) {
+	t.Parallel()
+	src, _ := filepath.Abs(filepath.Join("testdata", "tracers", "cxxnames.cpp"))
+	exe := builtOnceBy(t, "cxxnames", func(exe string) error {
+		return build(binDir, "g++", "-O2", "-g", "-Wall", "-o", exe, src)
+	})
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-o", out, "p:twice x=%di", "r:geo::Rect::area $retval", "r:cxxnames:geo::scale $retval", "--", exe, "3")
+	if r.code != 0 || r.stdout != "s=34\n" {
+		t.Fatalf("probe run: %v", r)
+	}
+	var got []string
+	for _, l := range strings.Split(readFile(t, out), "\n") {
+		if i := strings.Index(l, ": "); i >= 0 && !strings.HasPrefix(l, "#") {
+			got = append(got, regexp.MustCompile(`\+0x[0-9a-f]+/0x[0-9a-f]+`).ReplaceAllString(l[i+2:], ""))
+		}
+	}
+	want := []string{}
+	for i := range 3 {
+		want = append(want,
+			fmt.Sprintf("p_twice_0: (_Z5twicel) x=0x%x", i),
+			fmt.Sprintf("r_geo__Rect__area_0: (main <- _ZNK3geo4Rect4areaEv) arg1=0x%x", 2*i),
+			fmt.Sprintf("r_geo__scale_0: (main <- _ZN3geo5scaleEl) arg1=0x%x", 3*i))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	bad := probe(t, "run", "-o", out, "p:over", "--", exe, "3")
+	if bad.code != 2 || !strings.Contains(bad.stderr, `unknown symbol "over"`) || !strings.Contains(bad.stderr, "_Z4overl") || !strings.Contains(bad.stderr, "_Z4overd") {
+		t.Errorf("p:over (overloaded): want exit 2 naming both mangled names, got %v", bad)
+	}
+}

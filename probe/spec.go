@@ -217,6 +217,25 @@ func isIdent(s string) bool {
 	return true
 }
 
+// moduleColon is where MOD: ends in a location, or -1: the last colon
+// that is not half of a C++ "::" (Rect::area, prog:ns::f).
+func moduleColon(tok string) int {
+	for i := len(tok) - 1; i >= 0; i-- {
+		if tok[i] != ':' {
+			continue
+		}
+		if i > 0 && tok[i-1] == ':' {
+			i-- // a "::": skip both
+			continue
+		}
+		if i+1 < len(tok) && tok[i+1] == ':' {
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
 func parseLocation(tok string) (Location, error) {
 	var loc Location
 	if tok == "" {
@@ -230,7 +249,7 @@ func parseLocation(tok string) (Location, error) {
 		loc.Addr = addr
 		return loc, nil
 	}
-	if i := strings.LastIndexByte(tok, ':'); i >= 0 {
+	if i := moduleColon(tok); i >= 0 {
 		mod, what := tok[:i], tok[i+1:]
 		if mod == "" || what == "" {
 			return loc, fmt.Errorf("want MOD:SYM[+OFFS] or PATH:0xOFFSET")

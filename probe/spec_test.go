@@ -91,3 +91,16 @@ func TestParseSpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleColon: a location's MOD: is its last colon that is not half
+// of a C++ "::".
+func TestModuleColon(t *testing.T) {
+	for tok, want := range map[string]int{
+		"malloc": -1, "libc:malloc": 4, "Rect::area": -1, "geo::Rect::area": -1,
+		"prog:geo::Rect::area": 4, "prog:f": 4, "a::b:c": 4, "::f": -1, "x:": 1,
+	} {
+		if got := moduleColon(tok); got != want {
+			t.Errorf("moduleColon(%q) = %d, want %d", tok, got, want)
+		}
+	}
+}

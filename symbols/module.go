@@ -63,6 +63,10 @@ type Module struct {
 	objects    []Symbol // data objects with a size, sorted by Addr
 	namesOnce  sync.Once
 	funcNames  []string // distinct function names, for Suggest
+	// byDisplay: C++ functions by their demangled name without
+	// parameters (DisplayName), for Lookup of a name as users write it.
+	displayOnce sync.Once
+	byDisplay   map[string][]int32
 
 	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
 	code  codeCache  // the file's bytes read by ReadCode
@@ -157,9 +161,30 @@ func (m *Module) Lookup(name string) (Symbol, bool) {
 	m.LoadSymbols()
 	i, ok := m.byName[name]
 	if !ok {
-		return Symbol{}, false
+		return m.lookupDisplay(name)
 	}
 	return m.entries[i].Symbol, true
+}
+
+// lookupDisplay finds a C++ function by its demangled name without its
+// parameters (mid3 for _Z4mid3i, Rect::area for _ZNK4Rect4areaEv), as
+// the function tracers show it: only where one function has that name
+// (overloads are told apart by their mangled names).
+func (m *Module) lookupDisplay(name string) (Symbol, bool) {
+	m.displayOnce.Do(func() {
+		m.byDisplay = map[string][]int32{}
+		for n, i := range m.byName {
+			if e := &m.entries[i]; e.Func && strings.HasPrefix(n, "_Z") {
+				if d := DisplayName(n); d != n {
+					m.byDisplay[d] = append(m.byDisplay[d], i)
+				}
+			}
+		}
+	})
+	if ids := m.byDisplay[name]; len(ids) == 1 {
+		return m.entries[ids[0]].Symbol, true
+	}
+	return Symbol{}, false
 }
 
 // Functions returns all function symbols with a size, sorted by address,
