@@ -50,6 +50,16 @@ func TestGapsNear(t *testing.T) {
 	}
 }
 
+// timeScale is PROBE_TIME_SCALE, 1 by default: how much slower than a
+// machine's own cores the tests' tracees run (guest/arm64/test's TCG
+// guest sets it), for the limits that tell a stuck test from a slow one.
+var timeScale = func() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("PROBE_TIME_SCALE")); err == nil && n > 1 {
+		return time.Duration(n)
+	}
+	return 1
+}()
+
 // testProgram builds testdata/NAME.c with gcc, or, where there is no
 // compiler (guest/arm64/test's guest), takes $TRACEE_TESTDATA/NAME, built
 // for it.
@@ -128,7 +138,7 @@ func TestInjectSyscallUnderSignals(t *testing.T) {
 	}()
 	// A call that never returns (the thread stopped for signal after
 	// signal, never running the instruction) fails the test, not the run.
-	stuck := time.AfterFunc(60*time.Second, func() { unix.Kill(p.Pid, unix.SIGKILL) })
+	stuck := time.AfterFunc(60*time.Second*timeScale, func() { unix.Kill(p.Pid, unix.SIGKILL) })
 	defer stuck.Stop()
 	const calls = 400
 	for i := 0; i < calls; i++ {

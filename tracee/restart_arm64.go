@@ -21,6 +21,10 @@ import (
 // kernel would have. Only at an interrupt, or at the stop for a SIGSTOP
 // of ours, which its resume takes anyway: another signal's stop is left
 // as it is, for the resume that delivers it.
+// settleStops bounds the stops settleRestart takes on the way to the
+// call.
+const settleStops = 8
+
 func (p *Process) settleRestart(tid int) error {
 	t := p.threads[tid]
 	if t == nil || t.GroupStopped || t.stop != EventSignal && t.stop != EventStop {
@@ -40,18 +44,26 @@ func (p *Process) settleRestart(tid int) error {
 	if _, err := p.ReadAt(insn[:], int64(svc)); err != nil || !bytes.Equal(insn[:], syscallInsn) {
 		return nil
 	}
-	for {
+	for stops := 0; ; {
 		ev, err := p.toSyscallStop(tid)
 		if err != nil {
 			return fmt.Errorf("settle a restart: %w", err)
 		}
 		switch ev.Kind {
+		case EventSyscall:
 		case EventSignal, EventTrap:
 			p.deferStopSignal(tid)
+			fallthrough
+		default: // a group-stop or an interrupt, before the call
+			// Real-time signals queue: a thread sent them faster than
+			// it stops for each (TCG) may never reach its call. After
+			// a few stops it is left at this one, and the restart to
+			// the kernel, as without settling (a sleep may then
+			// restart whole).
+			if stops++; stops == settleStops {
+				return nil
+			}
 			continue
-		case EventSyscall:
-		default:
-			continue // a group-stop or an interrupt, before the call
 		}
 		if err := p.GetRegs(tid, &regs); err != nil {
 			return err

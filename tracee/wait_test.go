@@ -20,7 +20,7 @@ func TestWaitServesEveryThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Kill(p.Pid, unix.SIGKILL)
-	stuck := time.AfterFunc(60*time.Second, func() { unix.Kill(p.Pid, unix.SIGKILL) })
+	stuck := time.AfterFunc(60*time.Second*timeScale, func() { unix.Kill(p.Pid, unix.SIGKILL) })
 	defer stuck.Stop()
 	if err := p.Cont(p.Pid, 0); err != nil {
 		t.Fatal(err)
