@@ -38,7 +38,8 @@ const pageSize = 4096
 
 // FaultWindow is how far past a ring's head its pages are had mapped in
 // the tracee ahead of its thread (Ahead), at the least: a thread that
-// records faster gets twice what it wrote since the drain last looked.
+// records faster gets four times what it wrote since the drain last
+// looked.
 const FaultWindow = 256 << 10
 
 // New reads the rings laid out as l in mem, the tracer's mapping of them.
@@ -105,7 +106,8 @@ func (r *Rings) drain(stamp uint64, max int, fn func(*Record)) int {
 
 // noteAhead notes the pages of ring slot, at base, that its thread will
 // write next and the tracee has not been given mapped: up to FaultWindow
-// past its head, or twice what it wrote since the last look if more.
+// past its head, or four times what it wrote since the last look if
+// more.
 func (r *Rings) noteAhead(slot int, base uint64) {
 	size := r.layout.RingSize
 	if r.mapped == nil {
@@ -145,7 +147,7 @@ func (r *Rings) Ahead() []uint64 {
 func (r *Rings) OwnerPages() []uint64 {
 	pages := make([]uint64, r.layout.Slots)
 	for slot := range pages {
-		pages[slot] = r.layout.Base + r.ring(slot) + singlestep.RingOwner&^(pageSize-1)
+		pages[slot] = (r.layout.Base + r.ring(slot) + singlestep.RingOwner) &^ (pageSize - 1)
 	}
 	return pages
 }

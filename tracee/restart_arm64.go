@@ -7,6 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// settleStops bounds the stops settleRestart takes on the way to the
+// call.
+const settleStops = 8
+
 // settleRestart lets the kernel finish restarting the system call that
 // stopped thread tid was interrupted in, before we put registers of ours
 // in it. arm64's do_signal rewinds the call (pc back at the svc, x0 its
@@ -21,10 +25,6 @@ import (
 // kernel would have. Only at an interrupt, or at the stop for a SIGSTOP
 // of ours, which its resume takes anyway: another signal's stop is left
 // as it is, for the resume that delivers it.
-// settleStops bounds the stops settleRestart takes on the way to the
-// call.
-const settleStops = 8
-
 func (p *Process) settleRestart(tid int) error {
 	t := p.threads[tid]
 	if t == nil || t.GroupStopped || t.stop != EventSignal && t.stop != EventStop {
