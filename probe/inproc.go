@@ -1160,17 +1160,23 @@ func (t *Tracer) onClone(parent, tid int) {
 // thread's from its own ring. No site records in the tracee after.
 func (t *Tracer) stopRecording(why string) {
 	t.noRecordWhy = why
+	sts := t.recordSites()
+	t.unoptimize(sts)
+	for _, st := range sts {
+		st.opt, st.trapWhy = nil, why
+	}
+	notePaths(sts...)
+}
+
+// recordSites are the sites whose jmp leads to a record stub.
+func (t *Tracer) recordSites() []*site {
 	var sts []*site
 	for _, st := range t.sites {
 		if st.opt != nil && st.opt.record != nil {
 			sts = append(sts, st)
 		}
 	}
-	t.unoptimize(sts)
-	for _, st := range sts {
-		st.opt, st.trapWhy = nil, why
-	}
-	notePaths(sts...)
+	return sts
 }
 
 // recordVfork notes that thread parent is stopped until its vfork child

@@ -61,12 +61,11 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 // the child the return addresses its stack has hooked (frames, the
 // forking thread's): no stub of it writes into its parent's rings.
 func (c *Tracer) forgetRecordSites(frames []ring.ShadowFrame, trampoline uint64) {
-	for _, st := range c.sites {
-		if o := st.opt; o != nil && o.record != nil {
-			c.unoptimize([]*site{st})
-			delete(c.detours, o.at)
-			st.opt, st.trapWhy = nil, c.inprocWhy
-		}
+	sts := c.recordSites()
+	c.unoptimize(sts)
+	for _, st := range sts {
+		delete(c.detours, st.opt.at)
+		st.opt, st.trapWhy = nil, c.inprocWhy
 	}
 	unhookFrames(c.proc, frames, trampoline)
 }
