@@ -172,7 +172,7 @@ func TestInProcessReturnsTailTrap(t *testing.T) {
 		if strings.Contains(string(trace), "lost") {
 			t.Fatalf("%s: calls lost:\n%s", flag, limit(string(trace)))
 		}
-		traces = append(traces, graphShape(string(trace)))
+		traces = append(traces, graphShape(t, readTrace(t, out)))
 	}
 	if traces[0] != traces[1] || strings.Count(traces[0], "outer() {") != n || strings.Count(traces[0], "last();") != n {
 		t.Errorf("in-process:\n%s\nstopping:\n%s", limit(traces[0]), limit(traces[1]))
@@ -181,12 +181,10 @@ func TestInProcessReturnsTailTrap(t *testing.T) {
 
 // graphShape is the call column of a function_graph trace: each call's
 // line, indented by depth, without times, CPUs and threads.
-func graphShape(trace string) string {
+func graphShape(t *testing.T, tf traceFile) string {
 	var b strings.Builder
-	for _, line := range strings.Split(trace, "\n") {
-		if m := graphCallLine.FindStringSubmatch(line); m != nil {
-			b.WriteString(m[2] + m[3] + "\n")
-		}
+	for _, g := range parseGraph(t, tf.section(t, "function_graph")) {
+		b.WriteString(strings.Repeat("  ", g.depth) + g.text + "\n")
 	}
 	return b.String()
 }

@@ -20,13 +20,7 @@ func TestLostReturnsFollowed(t *testing.T) {
 	for _, extra := range [][]string{nil, {"--no-inprocess"}} {
 		flags := append([]string{"-f", "--tracer", "function_graph", "--filter", "main,spawn,work"}, extra...)
 		tf, _ := runTraced(t, flags, exe, fmt.Sprint(n))
-		closed := 0
-		for _, l := range tf.sections["function_graph"] {
-			if strings.Contains(l, ": return lost */") {
-				closed++
-			}
-		}
-		if closed != 2*n {
+		if closed := closedLost(t, tf); closed != 2*n {
 			t.Errorf("%q: %d calls closed as lost, want %d (spawn and main in each child)", extra, closed, 2*n)
 		}
 		tf.wantNotes(t, 2*n, false)
@@ -49,12 +43,7 @@ func TestReturnsNotRecorded(t *testing.T) {
 		t.Fatalf("probe run: want exit 0, %q, in-process; got %v", base.stdout, r)
 	}
 	tf := readTrace(t, out)
-	closed := 0
-	for _, l := range tf.sections["function_graph"] {
-		if strings.Contains(l, ": return lost */") {
-			closed++
-		}
-	}
+	closed := closedLost(t, tf)
 	var dropped, unrecorded bool
 	for _, n := range tf.notes {
 		switch {
@@ -70,4 +59,15 @@ func TestReturnsNotRecorded(t *testing.T) {
 		t.Errorf("%d calls closed as lost; notes %q: want the events the ring dropped and, for those calls, returns not recorded", closed, tf.notes)
 	}
 	t.Logf("%d calls closed as lost; notes %q", closed, tf.notes)
+}
+
+// closedLost counts the calls a function_graph trace closes as lost.
+func closedLost(t *testing.T, tf traceFile) int {
+	n := 0
+	for _, g := range parseGraph(t, tf.section(t, "function_graph")) {
+		if g.kind == gLost {
+			n++
+		}
+	}
+	return n
 }
