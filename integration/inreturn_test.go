@@ -150,8 +150,13 @@ func TestInProcessReturnsLongjmp(t *testing.T) {
 // last. Before, the tracer sent spin's return straight home, past the
 // tracee's trampoline, which kept mid's frame: outer's tail call found it
 // on top and was not hooked, and every last() was reported lost (as in
-// Debian's sqlite3 and openssl). Now every call returns, and the
-// function_graph trace is the one a stop at every call gives.
+// Debian's sqlite3 and openssl). And a chain through one slot: first,
+// hooked in the tracee, tail-calls spin_on, which stops and tail-calls
+// then, hooked in the tracee: its hook finds the tracer's trampoline in
+// the slot and drops first's frame, so that return goes straight home
+// (sent to the tracee's trampoline, the program found no frame there and
+// stopped: sqlite3 with a table made no output). Now every call returns,
+// and the function_graph trace is the one a stop at every call gives.
 func TestInProcessReturnsTailTrap(t *testing.T) {
 	t.Parallel()
 	exe := builtOnce(t, "tailtrap", filepath.Join("testdata", "inprocess", "tailtrap.c"), "-O2", "-g", "-Wall")
@@ -160,10 +165,10 @@ func TestInProcessReturnsTailTrap(t *testing.T) {
 	var traces []string
 	for _, flag := range []string{"-v", "--no-inprocess"} {
 		out := filepath.Join(t.TempDir(), "trace")
-		r := probe(t, "run", "-v", flag, "-o", out, "--tracer", "function_graph", "--filter", "outer,mid,spin,last", "--", exe, fmt.Sprint(n))
-		paths := "function tracer: 3 functions in-process, 1 stop the thread (not jump-optimised: 1)"
+		r := probe(t, "run", "-v", flag, "-o", out, "--tracer", "function_graph", "--filter", "outer,mid,spin,last,first,spin_on,then", "--", exe, fmt.Sprint(n))
+		paths := "function tracer: 5 functions in-process, 2 stop the thread (not jump-optimised: 2)"
 		if flag == "--no-inprocess" {
-			paths = "function tracer: 0 functions in-process, 4 stop the thread (--no-inprocess: 3, not jump-optimised: 1)"
+			paths = "function tracer: 0 functions in-process, 7 stop the thread (--no-inprocess: 5, not jump-optimised: 2)"
 		}
 		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, paths) {
 			t.Fatalf("probe run %s: want exit 0, %q, %q; got %v", flag, base.stdout, paths, r)
@@ -174,7 +179,7 @@ func TestInProcessReturnsTailTrap(t *testing.T) {
 		}
 		traces = append(traces, graphShape(t, readTrace(t, out)))
 	}
-	if traces[0] != traces[1] || strings.Count(traces[0], "outer() {") != n || strings.Count(traces[0], "last();") != n {
+	if traces[0] != traces[1] || strings.Count(traces[0], "outer() {") != n || strings.Count(traces[0], "last();") != n || strings.Count(traces[0], "then();") != n {
 		t.Errorf("in-process:\n%s\nstopping:\n%s", limit(traces[0]), limit(traces[1]))
 	}
 }

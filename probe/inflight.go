@@ -40,9 +40,10 @@ func (t *Tracer) rewindInFlight() {
 
 // returnTarget is where a thread on the trampoline with its return slot at
 // slot goes back to: the original return address of the oldest frame
-// that returns there (returning). ok is false if no frame returns there.
-func (cs *callStack) returnTarget(slot uint64) (ret uint64, ok bool) {
-	if n := cs.returning(slot); n > 0 {
+// that returns there (returning, with throughTracee). ok is false if no
+// frame returns there.
+func (cs *callStack) returnTarget(slot uint64, throughTracee bool) (ret uint64, ok bool) {
+	if n := cs.returning(slot, throughTracee); n > 0 {
 		return cs.frames[len(cs.frames)-n].ret, true
 	}
 	return 0, false
@@ -50,14 +51,17 @@ func (cs *callStack) returnTarget(slot uint64) (ret uint64, ok bool) {
 
 // returning is how many frames, from the top, return when a thread comes
 // to the tracer's trampoline from slot: those at the slot (tail calls
-// share it), but not one under a frame the tracer hijacked that returns
-// through the in-process trampoline (not hijacked: a call the tracee
-// hooked, then tail-called into a function that stops): the hijacked
-// frame's return address is that trampoline, which the thread goes on
-// to, and which reports the rest.
-func (cs *callStack) returning(slot uint64) int {
+// share it). With throughTracee (the tracee's shadow stack has a frame at
+// the slot: a call it hooked, then tail-called into a function that
+// stops), not one under a frame the tracer hijacked that the tracee
+// hooked (not hijacked): the hijacked frame's return address is the
+// in-process trampoline, which the thread goes on to, and which reports
+// the rest. Without, every one: the tracee dropped its frame (a later
+// tail call's hook found the tracer's trampoline in the slot), and the
+// thread goes straight home.
+func (cs *callStack) returning(slot uint64, throughTracee bool) int {
 	n, hijacked := 0, false
-	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot && !(hijacked && !cs.frames[i].hijacked); i-- {
+	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot && !(throughTracee && hijacked && !cs.frames[i].hijacked); i-- {
 		n, hijacked = n+1, hijacked || cs.frames[i].hijacked
 	}
 	return n

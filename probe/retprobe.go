@@ -106,10 +106,11 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, tracee.SP(regs))
 		return 0, false
 	}
-	if ret, ok := cs.returnTarget(slot); ok {
+	through := t.inproc != nil && t.inproc.rings.ShadowReturns(tid, slot)
+	if ret, ok := cs.returnTarget(slot, through); ok {
 		t.handling(tid, regs, ret)
 	}
-	for range cs.returning(slot) {
+	for range cs.returning(slot, through) {
 		fr := cs.pop()
 		ret = fr.ret
 		t.returned(cs, &fr, hit)

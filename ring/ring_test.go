@@ -276,3 +276,24 @@ func TestAhead(t *testing.T) {
 		t.Errorf("owner pages %#x, want %#x", got, want)
 	}
 }
+
+// TestShadowReturns: the in-process trampoline, come from a slot, finds a
+// frame there under the frames below it (which it drops), and none where
+// the next frame is above the slot or there is none.
+func TestShadowReturns(t *testing.T) {
+	r, _ := newRing(t, 4096)
+	if r.ShadowReturns(4242, 0x1000) {
+		t.Fatal("a frame found on an empty stack")
+	}
+	if !r.SetShadow(4242, []ShadowFrame{{Slot: 0x3000, Ret: 1}, {Slot: 0x2000, Ret: 2}, {Slot: 0x1800, Ret: 3}}) {
+		t.Fatal("SetShadow")
+	}
+	for slot, want := range map[uint64]bool{0x2000: true, 0x3000: true, 0x1800: true, 0x2800: false, 0x1000: false, 0x4000: false} {
+		if got := r.ShadowReturns(4242, slot); got != want {
+			t.Errorf("ShadowReturns(%#x) = %v, want %v", slot, got, want)
+		}
+	}
+	if r.ShadowReturns(7, 0x2000) {
+		t.Error("a frame found for a thread without a ring")
+	}
+}

@@ -29,6 +29,24 @@ func (r *Rings) Shadow(tid int) []ShadowFrame {
 	return frames
 }
 
+// ShadowReturns reports whether the in-process trampoline, come to from
+// slot, finds a frame of tid's there: under the frames below the slot,
+// which it drops, the next one is at the slot. Read it only while the
+// thread is stopped outside the record code.
+func (r *Rings) ShadowReturns(tid int, slot uint64) bool {
+	base, ok := r.ringOf(tid)
+	if !ok {
+		return false
+	}
+	for i := min(uint32(atomic.LoadUint64(r.word(base+singlestep.RingShadowTop))), singlestep.ShadowFrames); i > 0; i-- {
+		at := atomic.LoadUint64(r.word(base + singlestep.RingShadow + uint64(i-1)*singlestep.ShadowFrameSize))
+		if at >= slot {
+			return at == slot
+		}
+	}
+	return false
+}
+
 // SetShadow makes frames tid's shadow stack, with a new generation: for a
 // thread stopped outside the record code. False if tid has no ring.
 func (r *Rings) SetShadow(tid int, frames []ShadowFrame) bool {

@@ -3,7 +3,10 @@
  * function that stops the thread (spin: a loop back into its first five
  * bytes, which no jmp can cover), then another tail call. outer(i) calls
  * mid(i), which tail-calls spin(i + 1); outer then tail-calls last(r).
- * It prints the sum of outer(i) for i < N, the same traced and untraced.
+ * And a chain of tail calls through one slot: first(i) tail-calls
+ * spin_on(i + 1), which stops too and tail-calls then(n).
+ * It prints the sum of outer(i) and first(i) for i < N, the same traced
+ * and untraced.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +22,25 @@ __asm__(".globl spin\n"
 	"	ret\n"
 	".size spin, .-spin\n");
 
+long spin_on(long n);
+__asm__(".globl spin_on\n"
+	".type spin_on, @function\n"
+	"spin_on:\n"
+	"	mov %rdi, %rax\n"
+	"1:	sub $1, %rax\n"
+	"	jg 1b\n"
+	"	jmp then\n"
+	".size spin_on, .-spin_on\n");
+
 static volatile long sink;
+
+__attribute__((noinline)) long then(long n)
+{
+	sink += n;
+	return n + 5;
+}
+
+__attribute__((noinline)) long first(long n) { return spin_on(n + 1); }
 
 __attribute__((noinline)) long mid(long n) { return spin(n + 1); }
 
@@ -40,7 +61,7 @@ int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 100, s = 0;
 	for (long i = 0; i < n; i++)
-		s += outer(i);
+		s += outer(i) + first(i);
 	printf("s=%ld\n", s);
 	return 0;
 }
