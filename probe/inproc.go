@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"reflect"
-	"runtime"
 	"slices"
 	"time"
 	"unsafe"
@@ -208,6 +207,8 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 			}
 			need.add(generalRegs, singlestep.RecordStackMax)
 			continue
+		case len(f.derefs) > 0 && !fullRecords:
+			return need, fmt.Sprintf("%s reads memory (in the tracee on x86-64 only)", f.name)
 		case len(f.derefs) > 0:
 			chain, why := f.memReads()
 			if why != "" {
@@ -341,8 +342,6 @@ func (n *recordNeeds) addChain(chain []singlestep.MemRead) {
 func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	traced, returns := t.cFunc(st)
 	switch {
-	case !nativeCode:
-		return need, "no in-process code on " + runtime.GOARCH + " yet"
 	case t.tuning.NoInProcess:
 		return need, "--no-inprocess"
 	case t.noRecordWhy != "":
@@ -358,7 +357,12 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	case len(st.probes) == 0 && len(st.returns) == 0 && !traced:
 		return need, "no probe"
 	}
-	if plan := t.tallyPlan(st, traced || returns); plan != nil {
+	if returns || len(st.returns) > 0 {
+		if !fullRecords {
+			return need, "returns are hooked in the tracee on x86-64 only"
+		}
+	}
+	if plan := t.tallyPlan(st, traced || returns); fullRecords && plan != nil {
 		need.tallies = plan
 		return need, ""
 	}
@@ -387,13 +391,13 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		}
 		need.merge(in)
 	}
-	if !traced && !returns && len(st.returns) == 0 {
+	if !traced && !returns && len(st.returns) == 0 && fullRecords {
 		need.filter = siteFilter(st)
 	}
 	// The return address, for the caller's name or the return hook.
 	rsp := int(regSP) * 8
 	if traced {
-		need.add([]int{rsp}, 1)
+		need.add(callerInputs())
 	}
 	if returns || len(st.returns) > 0 {
 		if why := t.switchesStacks(); why != "" {
@@ -462,7 +466,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	}
 	why := func() string {
 		switch {
-		case !hasFSGSBase():
+		case readsFSBase && !hasFSGSBase():
 			return "the kernel does not let a thread read its %fs base (FSGSBASE)"
 		case !t.proc.SamePidNamespace():
 			return "the process is in another pid namespace"
@@ -489,7 +493,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		t.inprocWhy = err.Error()
 		return nil
 	}
-	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
+	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff, CPUOff: t.rseqCPUOffset()}
 	if err := l.Check(); err != nil {
 		t.inprocWhy = err.Error()
 		return nil
@@ -518,6 +522,31 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	return t.inproc
 }
 
+// rseqCPUOffset is where each thread's CPU number is, from its thread
+// pointer: the cpu_id (at 4) of the struct rseq the C library registered
+// for it, which the kernel keeps up to date. glibc 2.35 and later export
+// its offset as __rseq_offset, and __rseq_size, 0 where it registered
+// none. 0: not known (only arm64's records need it).
+func (t *Tracer) rseqCPUOffset() int32 {
+	for _, m := range t.space.Mapped {
+		off, ok := m.Lookup("__rseq_offset")
+		size, ok2 := m.Lookup("__rseq_size")
+		if !ok || !ok2 || off.Addr == 0 || size.Addr == 0 {
+			continue
+		}
+		o, ok := t.readWord(off.Addr + m.Bias)
+		n, ok2 := t.readWord(size.Addr + m.Bias)
+		if !ok || !ok2 || uint32(n) == 0 {
+			return 0
+		}
+		if cpu := int64(o) + 4; cpu == int64(int32(cpu)) && cpu != 0 {
+			return int32(cpu)
+		}
+		return 0
+	}
+	return 0
+}
+
 // ringSize is each thread's ring in bytes: Tuning.RingSize, or the default.
 func (t *Tracer) ringSize() int {
 	if t.tuning.RingSize > 0 {
@@ -527,34 +556,38 @@ func (t *Tracer) ringSize() int {
 }
 
 // findTidOffset finds where the thread control block at each thread's
-// %fs base holds its thread id: glibc's struct pthread keeps it at 0x2d0
-// on x86-64; elsewhere the one offset where every thread's id is.
+// thread pointer holds its thread id: glibc's struct pthread keeps it at
+// 0x2d0 from the %fs base on x86-64, 0x670 below tpidr_el0 on arm64
+// (glibc 2.36-2.41); elsewhere the one offset, among tidSearch's, where
+// every thread's id is.
 func (t *Tracer) findTidOffset(tids []int) (int32, string) {
-	const glibc, span = 0x2d0, 0x800
+	const span = tidSearchEnd - tidSearch
 	var common []int32
 	for i, tid := range tids {
 		var regs unix.PtraceRegs
 		if err := t.proc.GetRegs(tid, &regs); err != nil {
 			return 0, fmt.Sprintf("read thread %d's registers: %v", tid, err)
 		}
-		if threadPointer(&regs) == 0 {
-			return 0, fmt.Sprintf("thread %d has no thread control block (%%fs base 0)", tid)
+		tp, err := t.proc.ThreadPointer(tid, &regs)
+		if err != nil || tp == 0 {
+			return 0, fmt.Sprintf("thread %d has no thread control block (thread pointer 0)", tid)
 		}
 		buf := make([]byte, span)
-		if n, _ := t.proc.ReadAt(buf, int64(threadPointer(&regs))); n < span {
+		if n, _ := t.proc.ReadAt(buf, int64(tp)+tidSearch); n < span {
 			return 0, fmt.Sprintf("cannot read thread %d's control block", tid)
 		}
 		var here []int32
-		for off := 0; off+4 <= span; off += 4 {
-			if *(*uint32)(unsafe.Pointer(&buf[off])) == uint32(tid) && (i == 0 || slices.Contains(common, int32(off))) {
-				here = append(here, int32(off))
+		for at := 0; at+4 <= span; at += 4 {
+			off := int32(at + tidSearch)
+			if *(*uint32)(unsafe.Pointer(&buf[at])) == uint32(tid) && (i == 0 || slices.Contains(common, off)) {
+				here = append(here, off)
 			}
 		}
 		common = here
 	}
 	switch {
-	case slices.Contains(common, glibc):
-		return glibc, ""
+	case slices.Contains(common, glibcTidOff):
+		return glibcTidOff, ""
 	case len(common) == 1:
 		return common[0], ""
 	}
@@ -632,7 +665,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 		return 0, fmt.Errorf("place the record routine near %#x: %v", at, err)
 	}
 	in.routines = append(in.routines, base)
-	if in.trampoline == 0 {
+	if in.trampoline == 0 { // (none on arm64)
 		in.trampoline, in.trap = singlestep.Trampoline(base), singlestep.TrampolineTrap(base)
 	}
 	return base, nil
@@ -936,9 +969,11 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	hit.Fields = nil
 	s := rs.site
 	switch traced, returns := t.cFunc(s); {
-	case len(in.stack.words) == 0:
 	case traced && !returns:
-		t.traceEntryOnly(&in.regs, s, hit, in.stack.words[0])
+		if caller, ok := recordedCaller(&in.regs, in.stack.words); ok {
+			t.traceEntryOnly(&in.regs, s, hit, caller)
+		}
+	case len(in.stack.words) == 0:
 	case rs.code.Hook:
 		t.replayEnter(s, hit, in.stack.words[0], hooked)
 	}
@@ -986,6 +1021,9 @@ func (s *stackWords) load(vals []uint64, c *singlestep.RecordStub) (hooked, ok b
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
 	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
+	if rec.CPU == singlestep.UnknownCPU {
+		in.hit.CPU = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
+	}
 	return &in.hit
 }
 
@@ -1014,13 +1052,13 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		return 0
 	}
 	if r, ok := in.routineAt(rip); ok {
-		ret, ok := t.readWord(tracee.SP(&t.regs))
+		ret, ok := t.routineReturn(&t.regs)
 		switch {
-		case rip >= singlestep.Trampoline(r):
+		case singlestep.Trampoline(r) != 0 && rip >= singlestep.Trampoline(r):
 			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), false)
 		case !ok:
 			return
-		case ret >= singlestep.Trampoline(r) && ret < singlestep.TrampolineTrap(r):
+		case singlestep.Trampoline(r) != 0 && ret >= singlestep.Trampoline(r) && ret < singlestep.TrampolineTrap(r):
 			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), true)
 		default:
 			rw, to = singlestep.RoutineRewind(tracee.SP(&t.regs)), stubAt(ret)

@@ -136,7 +136,7 @@ func (t *Tracer) ensureMailbox(anchor int, near uint64) *mailbox {
 		return t.mbox
 	}
 	t.mboxTried = true
-	if !nativeCode || t.tuning.NoBoost || t.tuning.NoOptimize || t.tuning.NoMailbox || anchor == 0 ||
+	if !mailboxCode || t.tuning.NoBoost || t.tuning.NoOptimize || t.tuning.NoMailbox || anchor == 0 ||
 		isGo(t.space.Main()) || !hasFSGSBase() || !t.proc.SamePidNamespace() || t.proc.Seccomp() {
 		return nil
 	}

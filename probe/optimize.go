@@ -2,10 +2,10 @@ package probe
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
-	"runtime"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -265,8 +265,6 @@ func (t *Tracer) optimizeLate(anchor int) {
 // noJumps says why no site gets a jmp, or "".
 func (t *Tracer) noJumps() string {
 	switch {
-	case !nativeCode:
-		return "no jump optimisation on " + runtime.GOARCH + " yet"
 	case t.tuning.NoBoost:
 		return "--no-boost"
 	case t.tuning.NoOptimize:
@@ -310,7 +308,7 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 			return nil // another site's int3 or jmp would take the branch's original bytes out of line
 		}
 	}
-	if why := t.landsInside(st, d); why != "" {
+	if why := cmp.Or(t.guardedPad(st, d), t.landsInside(st, d)); why != "" {
 		t.mu.Lock()
 		t.jumpsRefused = append(t.jumpsRefused, why)
 		t.mu.Unlock()
@@ -326,6 +324,9 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 // land in the middle of the jmp (glibc's __mempcpy_* jumps to +3 of
 // __memcpy_*). A module whose code cannot be swept may jump anywhere.
 func (t *Tracer) landsInside(st *site, d *singlestep.Detour) string {
+	if d.Covered == len(singlestep.BreakpointInsn) {
+		return "" // arm64: one word, and nothing lands inside a word
+	}
 	m := st.module
 	bt, err := m.BranchTargets()
 	if err != nil {
@@ -461,12 +462,16 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	// Memory must hold the int3 and then the file's bytes: nobody else
 	// patched the range.
-	want := append(singlestep.BreakpointInsn[:1:1], coveredBytes(d)[1:]...)
+	brk := len(singlestep.BreakpointInsn)
+	want := append(slices.Clone(singlestep.BreakpointInsn), coveredBytes(d)[brk:]...)
 	have := make([]byte, d.Covered)
 	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
 		return
 	}
 	rec, rs := t.recordStub(st)
+	if rec == nil && !trapDetours {
+		return // the site's trapWhy says why it does not record
+	}
 	var stub *singlestep.MailboxStub
 	if rec != nil {
 		// The stub hooks the return, or records the return address,
@@ -814,8 +819,9 @@ func (t *Tracer) unoptimize(sites []*site) {
 		if st.opt == nil {
 			continue
 		}
+		brk := len(singlestep.BreakpointInsn)
 		t.proc.WriteAt(singlestep.BreakpointInsn, int64(st.addr))
-		t.proc.WriteAt(st.origBytes()[1:], int64(st.addr+1))
+		t.proc.WriteAt(st.origBytes()[brk:], int64(st.addr)+int64(brk))
 		// Branches re-aimed into the detour stay so (putBackRedirects).
 	}
 }

@@ -11,8 +11,17 @@ import (
 // The x86-64 registers of the mechanisms only amd64 has: the mailbox, jump
 // optimisation and in-process recording, whose generated code is x86.
 
-// nativeCode: the generated-code mechanisms exist here.
-const nativeCode = true
+// The generated-code mechanisms x86-64 has: all of them.
+const (
+	mailboxCode = true // the mailbox (mailbox.go)
+	trapDetours = true // detours that trap, with rip past the int3 (optimize.go)
+	// fullRecords: stubs that hook returns, tally, filter and read
+	// memory, besides recording registers and stack words.
+	fullRecords = true
+	// readsFSBase: the code reads the thread pointer with rdfsbase,
+	// which the kernel must allow.
+	readsFSBase = true
+)
 
 // goRegister holds a Go thread's current g (ABIInternal: r14).
 func goRegister(r *unix.PtraceRegs) uint64 { return r.R14 }
@@ -32,8 +41,9 @@ func cloneSetsTLS(r *unix.PtraceRegs, read func(addr uint64) (uint64, bool)) boo
 	return true
 }
 
-// threadPointer is the thread's TLS base (%fs).
-func threadPointer(r *unix.PtraceRegs) uint64 { return r.Fs_base }
+// tidSearch is where findTidOffset looks for the thread id, from the
+// thread pointer (%fs base): glibc's struct pthread starts there.
+const tidSearch, tidSearchEnd, glibcTidOff = 0, 0x800, 0x2d0
 
 // scratch is the register the detours and stubs use for themselves (r11,
 // which the SysV ABI has callers give up at every call).

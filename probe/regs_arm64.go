@@ -11,18 +11,38 @@ import (
 // goRegister holds a Go thread's current g (ABIInternal: x28).
 func goRegister(r *unix.PtraceRegs) uint64 { return r.Regs[28] }
 
-// On arm64 the mailbox, jump optimisation and in-process recording do not
-// exist yet (their generated code is x86-64's): every probe is a brk.
-// The stand-ins below keep the code that serves them compiling; none is
-// reached.
+// The generated-code mechanisms arm64 has: record stubs, each behind a
+// `b` (singlestep/record_arm64.go). No mailbox (its stand-ins below keep
+// the code that serves it compiling; none is reached), no detour that
+// traps (a brk leaves pc at itself: the tracer would write pc anyway, as
+// for a plain brk), no return hooks, tallies, filters or memory reads
+// in the tracee: those probes trap.
+const (
+	mailboxCode = false
+	trapDetours = false
+	fullRecords = false
+	readsFSBase = false // tpidr_el0 is always readable at EL0
+)
 
-const nativeCode = false
+// cloneSetsTLS reports whether the clone or clone3 system call that a
+// thread with registers r is stopped in (at its clone event) gives the
+// new thread TLS of its own (CLONE_SETTLS); read reads a word of memory
+// (clone3's flags). Another call, or flags it cannot read: true.
+func cloneSetsTLS(r *unix.PtraceRegs, read func(addr uint64) (uint64, bool)) bool {
+	switch r.Regs[8] {
+	case unix.SYS_CLONE:
+		return r.Regs[0]&unix.CLONE_SETTLS != 0
+	case unix.SYS_CLONE3:
+		flags, ok := read(r.Regs[0]) // struct clone_args starts with its flags
+		return !ok || flags&unix.CLONE_SETTLS != 0
+	}
+	return true
+}
 
-// cloneSetsTLS: only in-process recording asks, and arm64 has none yet.
-func cloneSetsTLS(r *unix.PtraceRegs, read func(addr uint64) (uint64, bool)) bool { return true }
-
-// threadPointer is 0: tpidr_el0 is not among the general registers.
-func threadPointer(r *unix.PtraceRegs) uint64 { return 0 }
+// tidSearch is where findTidOffset looks for the thread id, from the
+// thread pointer: glibc's struct pthread lies just below tpidr_el0 on
+// arm64 (TLS variant I: the thread pointer is the TCB's, after it).
+const tidSearch, tidSearchEnd, glibcTidOff = -0x1000, 0, glibcTidOffArm64
 
 func scratch(r *unix.PtraceRegs) uint64       { return r.Regs[16] }
 func setScratch(r *unix.PtraceRegs, v uint64) { r.Regs[16] = v }
@@ -65,3 +85,8 @@ func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
 	r.Pstate &^= btype
 	return nil
 }
+
+// glibcTidOffArm64 is struct pthread's tid (at 0xd0) from tpidr_el0, the
+// struct 0x740 bytes below it in Debian's glibc (pthread_self: mrs x0,
+// tpidr_el0; sub x0, x0, #0x740).
+const glibcTidOffArm64 = 0xd0 - 0x740

@@ -44,3 +44,22 @@ func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool
 
 // linkRegister is 0: x86-64 has none.
 func linkRegister(r *unix.PtraceRegs) uint64 { return 0 }
+
+// callerInputs is what a record stub records to name a function's
+// caller: the word at sp, the return address.
+func callerInputs() (regs []int, words int) { return []int{int(regSP) * 8}, 1 }
+
+// recordedCaller is the return address in a record made with
+// callerInputs.
+func recordedCaller(regs *unix.PtraceRegs, words []uint64) (uint64, bool) {
+	if len(words) == 0 {
+		return 0, false
+	}
+	return words[0], true
+}
+
+// routineReturn is where a thread inside the record routine returns to
+// in its stub: the call pushed it.
+func (t *Tracer) routineReturn(regs *unix.PtraceRegs) (uint64, bool) {
+	return t.readWord(tracee.SP(regs))
+}

@@ -152,3 +152,20 @@ func (t *Tracer) signerReady(tid int) bool {
 
 // linkRegister is x30.
 func linkRegister(r *unix.PtraceRegs) uint64 { return r.Regs[30] }
+
+// callerInputs is what a record stub records to name a function's
+// caller: x30, the return address, not yet signed by the prologue's
+// paciasp when the stub runs.
+func callerInputs() (regs []int, words int) { return []int{30 * 8}, 0 }
+
+// recordedCaller is the return address in a record made with
+// callerInputs.
+func recordedCaller(regs *unix.PtraceRegs, words []uint64) (uint64, bool) {
+	return linkRegister(regs), true
+}
+
+// routineReturn is where a thread inside the record routine returns to
+// in its stub: bl left it in x30.
+func (t *Tracer) routineReturn(regs *unix.PtraceRegs) (uint64, bool) {
+	return linkRegister(regs), true
+}

@@ -3,8 +3,8 @@ package singlestep
 // The data of the mechanisms whose code the tracer generates into the
 // tracee (mailbox, jump-optimised detours, in-process records, tallies,
 // filters): what the tracer and the generated code share. The code
-// generators are per architecture; only x86-64 has them so far
-// (*_amd64.go), and on arm64 they refuse (codegen_arm64.go).
+// generators are per architecture: x86-64 has them all (*_amd64.go),
+// arm64 the record stubs and their detours (codegen_arm64.go).
 
 // A mailbox is a page shared by the tracer and the tracee, where a thread
 // leaves its registers before it traps, so the tracer reads them from its
@@ -96,10 +96,6 @@ type RoutineLayout struct {
 	// runs with it unblocked, its int3 in between.
 	Unblocked, Reblocked uint64
 }
-
-// JumpSize is the length of the jmp rel32 a jump-optimised probe writes
-// at its address, in place of the int3.
-const JumpSize = 5
 
 // Detour is the out-of-line code of a jump-optimised probe, as the
 // kernel's optprobes build it (arch/x86/kernel/kprobes/opt.c): the probe

@@ -6,6 +6,10 @@ import (
 	"slices"
 )
 
+// JumpSize is the length of the jmp rel32 a jump-optimised probe writes
+// at its address, in place of the int3.
+const JumpSize = 5
+
 // SavesR11 reports whether the detour keeps %r11 at -8(%rsp) between its
 // first instruction and Skip.
 func (d *Detour) SavesR11() bool { return d.ReturnHook != 0 || d.LoadReturn }

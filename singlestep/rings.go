@@ -96,8 +96,16 @@ type RecordLayout struct {
 	Base     uint64 // the rings' memory in the tracee
 	Slots    int    // rings, a power of two
 	RingSize uint64 // data bytes of each ring, a power of two
-	TidOff   int32  // where the thread id is, from the %fs base
+	TidOff   int32  // where the thread id is, from the %fs base (arm64: tpidr_el0)
+	// CPUOff (arm64) is where the CPU number the kernel keeps for
+	// restartable sequences is, from tpidr_el0 (glibc's __rseq_offset
+	// + 4: struct rseq's cpu_id); 0: not known, and the records say
+	// CPU UnknownCPU. On x86-64 rdtscp reads the CPU.
+	CPUOff int32
 }
+
+// UnknownCPU is a record's CPU when the code could not read it.
+const UnknownCPU = 0xfff
 
 // Stride is the distance between two rings.
 func (l RecordLayout) Stride() uint64 { return RingHeaderSize + l.RingSize }

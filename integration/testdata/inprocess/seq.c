@@ -4,8 +4,8 @@
  * trace shows by itself whether a record is missing, doubled or garbled.
  *
  *   seq threads T N   T threads call work(thread, i) N times each
- *   seq signals N     the main thread calls work(0, i) N times, and on
- *                     until 1,000 signals are handled, while a second
+ *   seq signals N [H] the main thread calls work(0, i) N times, and on
+ *                     until H (1,000) signals are handled, while a second
  *                     thread sends it SIGUSR1 as fast as it can; the
  *                     handler calls work(1, k), k counting handled
  *                     signals: records made inside records
@@ -104,7 +104,7 @@ static void *sender(void *arg)
 	return NULL;
 }
 
-static void signals(long count)
+static void signals(long count, long want)
 {
 	pthread_t self = pthread_self(), th;
 	signal(SIGUSR1, on_usr1);
@@ -112,7 +112,7 @@ static void signals(long count)
 	while (!handled) /* the signals have begun */
 		;
 	long i;
-	for (i = 0; i < count || handled < 1000; i++)
+	for (i = 0; i < count || handled < want; i++)
 		work(0, i);
 	done = 1;
 	pthread_join(th, NULL);
@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 		n = atol(argv[3]);
 		threads(atoi(argv[2]), 0);
 	} else if (argc >= 3 && strcmp(argv[1], "signals") == 0) {
-		signals(atol(argv[2]));
+		signals(atol(argv[2]), argc >= 4 ? atol(argv[3]) : 1000);
 	} else if (argc >= 3 && strcmp(argv[1], "fork") == 0) {
 		forked(atol(argv[2]));
 	} else if (argc >= 3 && strcmp(argv[1], "loop") == 0) {

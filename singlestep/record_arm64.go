@@ -1,0 +1,359 @@
+package singlestep
+
+import "fmt"
+
+// In-process recording on arm64: the x86-64 design (record_amd64.go)
+// in arm64 code. A probe at a jump-optimised C entry, whose handler
+// needs only registers and the words at sp, is a `b` to its stub, which
+// saves what the routine uses, calls it (bl), copies the values into the
+// record and commits it with a store-release, so the tracer, reading
+// from its own mapping on another CPU, sees the values before the
+// stamp. The routine finds the thread's ring by the thread id in its
+// control block (tpidr_el0 + TidOff), reserves room with a
+// load-exclusive/store-exclusive pair (a signal handler of the thread
+// that runs in between makes the store fail, and the reservation is
+// made again), and stamps the record with the generic timer's virtual
+// count (cntvct_el0, readable at EL0 on Linux; an isb first, so that
+// the read is not taken ahead of the reservation) and the CPU from the
+// thread's rseq area, where the C library registered one.
+//
+// Neither routine nor stub changes NZCV: every test is a cbz, cbnz or
+// tbnz, so the flags need no saving. No return hooks, tallies, filters
+// or memory reads yet: those probes trap.
+
+// The routine takes x9 = site id << 32 | record length and returns in
+// x10 the record's address (0: not recorded, and counted), in x11 its
+// commit stamp, with the header's words 1 and 2 written, and in x12 the
+// thread's ring (0: none). It uses x13-x17 and x30 too; the stub saves
+// x9-x17 and x30, from its sp up, in that order.
+var rsSaved = []uint32{x9, x10, x11, x12, x13, x14, x15, x16, x17, xLR}
+
+const rsArea = 80 // the save area: 10 registers, sp kept 16-byte aligned
+
+// Size is the length of the routine's code: its constants are the
+// layout's, so it is the same wherever a copy goes.
+func (r *RecordRoutine) Size() int {
+	a := &a64{}
+	r.gen(a)
+	return 4 * len(a.w)
+}
+
+// Code returns the routine's bytes for placement at at.
+func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
+	if err := r.Layout.Check(); err != nil {
+		return nil, err
+	}
+	a := &a64{at: at}
+	r.gen(a)
+	return a.bytes(), a.err
+}
+
+// No return trampoline, hook or tally routine on arm64 yet.
+func HookRoutine(at uint64) uint64    { return 0 }
+func Trampoline(at uint64) uint64     { return 0 }
+func TrampolineTrap(at uint64) uint64 { return 0 }
+func TallyRoutine(at uint64) uint64   { return 0 }
+func TrampolineRewind(at, rip, rsp uint64, called bool) (StubRewind, bool) {
+	return StubRewind{}, false
+}
+
+// atomicInc appends the increment of the word at x13, whole against
+// other threads and the thread's own signal handlers. It uses x14, x16.
+func (a *a64) atomicInc() {
+	again := len(a.w)
+	a.ldxr(x14, x13)
+	a.addImm(x14, x14, 1)
+	a.stxr(x16, x14, x13)
+	a.branch(brCBNZW, x16, 0, again)
+}
+
+// gen appends the routine.
+func (r *RecordRoutine) gen(a *a64) {
+	l := r.Layout
+	slotBits := log2(uint64(l.Slots))
+	ringAt := func(idx, to uint32) { // x[to]: ring w[idx] modulo Slots; x15 the first ring, x16 the stride
+		a.andLow(x13, idx, slotBits)
+		a.madd(to, x13, x16, x15)
+	}
+	tableEntry := func(idx uint32) { // x14: the tid table, x[idx]: the thread's entry's index
+		a.andLow(idx, x11, log2(TidMax))
+		a.mov(x14, l.Base+RingsTidTable)
+	}
+	miss := func(counter uint64) { // counts a hit without a ring; x10 and x12 0
+		a.mov(x13, l.Base+counter)
+		a.atomicInc()
+		a.movReg(x10, xZR)
+		a.movReg(x12, xZR)
+		a.emit(a64Ret)
+	}
+
+	// The thread id, from the control block.
+	a.emit(a64MrsTP | x13)
+	noTP := a.branch(brCBZ, x13, 0, -1)
+	a.mov(x14, uint64(int64(l.TidOff)))
+	a.ldrW32Reg(x11, x13, x14)
+	noTid := a.branch(brCBZW, x11, 0, -1)
+	negTid := a.branch(brTBNZ, x11, 31, -1)
+	a.mov(x15, l.Base+RingsHeader)
+	a.mov(x16, l.Stride())
+	isOwn := func() int { // branch to be landed if ring x10 is the thread's
+		a.ldr(x13, x10, RingOwner)
+		a.eor(x13, x13, x11)
+		return a.branch(brCBZ, x13, 0, -1)
+	}
+	// The ring the id picks, then the table's.
+	a.movReg(x12, x11)
+	ringAt(x12, x10)
+	home := isOwn()
+	tableEntry(x13)
+	a.ldrhScaled(x12, x14, x13)
+	search := a.branch(brCBZW, x12, 0, -1)
+	a.emit(0x51000400 | x12<<5 | x12) // sub w12, w12, #1
+	ringAt(x12, x10)
+	found := isOwn()
+	// The thread's own, anywhere.
+	a.land(search)
+	a.movReg(x12, xZR)
+	a.mov(x17, uint64(l.Slots))
+	look := len(a.w)
+	ringAt(x12, x10)
+	own := isOwn()
+	a.addImm(x12, x12, 1)
+	a.subImm(x17, x17, 1)
+	a.branch(brCBNZ, x17, 0, look)
+	// None: the first free one from the one the id picks.
+	a.movReg(x12, x11)
+	a.mov(x17, uint64(l.Slots))
+	try := len(a.w)
+	ringAt(x12, x10)
+	a.ldaxr(x13, x10)
+	taken := a.branch(brCBNZ, x13, 0, -1)
+	a.stlxr(x13, x11, x10)
+	a.branch(brCBNZW, x13, 0, try) // the reservation lost: again
+	claimed := a.branch(brB, 0, 0, -1)
+	a.land(taken)
+	a.emit(a64Clrex)
+	a.eor(x13, x13, x11)
+	mine := a.branch(brCBZ, x13, 0, -1) // a signal handler of the thread's claimed it meanwhile
+	a.addImm(x12, x12, 1)
+	a.subImm(x17, x17, 1)
+	a.branch(brCBNZ, x17, 0, try)
+	miss(RingsNoSlot)
+	a.land(noTP)
+	a.land(noTid)
+	a.land(negTid)
+	miss(RingsNoTid)
+	// claimed: a signal handler that ran since the search may have
+	// claimed another ring for the thread and put it in the table; then
+	// that one is the thread's, and this one goes back.
+	a.land(claimed)
+	tableEntry(x13)
+	a.ldrhScaled(x17, x14, x13)
+	keep := a.branch(brCBZW, x17, 0, -1)
+	a.emit(0x51000400 | x17<<5 | x17) // sub w17, w17, #1
+	ringAt(x17, x17)
+	a.eor(x13, x17, x10)
+	keep2 := a.branch(brCBZ, x13, 0, -1) // this one
+	a.ldr(x13, x17, RingOwner)
+	a.eor(x13, x13, x11)
+	keep3 := a.branch(brCBNZ, x13, 0, -1) // not the thread's
+	a.str(xZR, x10, RingOwner)            // given back
+	a.movReg(x10, x17)
+	handler := a.branch(brB, 0, 0, -1)
+	// store: the table gives the thread ring w12 from now on.
+	for _, i := range []int{own, mine, keep, keep2, keep3} {
+		a.land(i)
+	}
+	a.andLow(x17, x12, slotBits)
+	a.addImm(x17, x17, 1)
+	tableEntry(x13)
+	a.strhScaled(x17, x14, x13)
+	for _, i := range []int{home, found, handler} {
+		a.land(i)
+	}
+	r.reserve(a)
+}
+
+// reserve appends the reservation of room in ring x10 and the header.
+func (r *RecordRoutine) reserve(a *a64) {
+	l := r.Layout
+	sizeBits := uint32(log2(l.RingSize))
+	a.movReg(x12, x10)
+	retry := len(a.w)
+	a.ldr(x14, x12, RingTail) // before the exclusive load: no other access between it and its store
+	a.addImm(x17, x12, RingHead)
+	a.ldxr(x13, x17)      // h
+	a.andLow(x15, x9, 16) // the length
+	a.andLow(x16, x13, int(sizeBits))
+	a.add(x10, x16, x15)
+	a.subImm(x10, x10, 1)
+	a.lsr(x10, x10, sizeBits)
+	fits := a.branch(brCBZ, x10, 0, -1) // off + len <= RingSize
+	a.mov(x10, l.RingSize)              // else the padding to the end too
+	a.sub(x10, x10, x16)
+	a.add(x15, x15, x10)
+	a.land(fits)
+	a.add(x16, x13, x15) // the new head
+	a.sub(x10, x16, x14)
+	a.subImm(x10, x10, 1)
+	a.lsr(x10, x10, sizeBits)
+	full := a.branch(brCBNZ, x10, 0, -1) // new head - tail > RingSize
+	a.stxr(x10, x16, x17)
+	a.branch(brCBNZW, x10, 0, retry)
+	// Reserved [h, new head): the record ends there.
+	a.andLow(x15, x9, 16)
+	a.sub(x14, x16, x15) // the record's position
+	a.sub(x15, x14, x13) // the padding
+	a.subImm(x10, x15, PadHeader)
+	noPad := a.branch(brTBNZ, x10, 63, -1) // none, or too short for a header (the tracer skips it)
+	a.andLow(x10, x13, int(sizeBits))
+	a.add(x10, x12, x10)
+	a.addImm(x10, x10, RingHeaderSize)
+	a.str(x15, x10, 8) // id 0, the padding's length
+	a.addImm(x13, x13, 1)
+	a.stlr(x13, x10) // committed
+	a.land(noPad)
+	a.addImm(x11, x14, 1) // the record's stamp
+	a.andLow(x14, x14, int(sizeBits))
+	a.add(x10, x12, x14)
+	a.addImm(x10, x10, RingHeaderSize) // the record
+	a.emit(a64Isb, a64MrsCntv|x13)
+	a.str(x13, x10, 16)
+	if l.CPUOff != 0 {
+		a.emit(a64MrsTP | x13)
+		a.mov(x14, uint64(int64(l.CPUOff)))
+		a.ldrW32Reg(x13, x13, x14)
+		a.andLow(x13, x13, 12)
+	} else {
+		a.mov(x13, UnknownCPU)
+	}
+	a.orrShifted(x13, x9, x13, 16)
+	a.str(x13, x10, 8)
+	a.emit(a64Ret)
+	a.land(full)
+	a.emit(a64Clrex)
+	a.addImm(x13, x12, RingLost)
+	a.atomicInc()
+	a.movReg(x10, xZR)
+	a.emit(a64Ret)
+}
+
+// Len is the length of the site's records.
+func (s *RecordStub) Len() int { return RecordHeader + 8*s.values() }
+
+// values is how many words the registers and stack words take.
+func (s *RecordStub) values() int { return len(s.Regs) + s.StackWords }
+
+// Size is the length of the stub's code (its addresses do not change
+// it).
+func (s *RecordStub) Size() int {
+	c := *s
+	c.Routine, c.Next = 0, 0
+	b, _ := c.Code(0)
+	return len(b)
+}
+
+// The stub's instructions before its first copy into the record: the
+// sp lowered, then the five pairs saved.
+var stubSaves = 1 + len(rsSaved)/2
+
+// Code returns the stub's bytes for placement at at.
+func (s *RecordStub) Code(at uint64) ([]byte, error) {
+	switch {
+	case s.Hook || len(s.Reads) > 0 || len(s.Tallies) > 0 || s.Filter != nil:
+		return nil, errNoCodegen
+	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax:
+		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
+	}
+	a := &a64{at: at}
+	a.subImm(xSP, xSP, rsArea)
+	for i := 0; i < len(rsSaved); i += 2 {
+		a.stp(rsSaved[i], rsSaved[i+1], xSP, uint64(8*i))
+	}
+	a.mov(x9, uint64(s.Site)<<32|uint64(s.Len()))
+	a.call(s.Routine)
+	skip := a.branch(brCBZ, x10, 0, -1)
+	for i, off := range s.Regs {
+		at := uint64(RecordHeader + 8*i)
+		switch n := uint32(off / 8); {
+		case off%8 != 0 || n > 31:
+			return nil, fmt.Errorf("register at %d of the registers' struct: not recordable", off)
+		case n == 31: // sp, as the thread had it
+			a.addImm(x13, xSP, rsArea)
+			a.str(x13, x10, at)
+		case indexOf(rsSaved, n) >= 0:
+			a.ldr(x13, xSP, uint64(8*indexOf(rsSaved, n)))
+			a.str(x13, x10, at)
+		default:
+			a.str(n, x10, at)
+		}
+	}
+	for w := range s.StackWords {
+		a.ldr(x13, xSP, uint64(rsArea+8*w))
+		a.str(x13, x10, uint64(RecordHeader+8*(len(s.Regs)+w)))
+	}
+	a.stlr(x11, x10) // committed, after the values
+	a.land(skip)
+	s.pops = len(a.w)
+	for i := 0; i < len(rsSaved); i += 2 {
+		a.ldp(rsSaved[i], rsSaved[i+1], xSP, uint64(8*i))
+	}
+	a.addImm(xSP, xSP, rsArea)
+	a.jump(s.Next)
+	return a.bytes(), a.err
+}
+
+func indexOf(regs []uint32, n uint32) int {
+	for i, r := range regs {
+		if r == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// Fixup: no stub of arm64 makes a system call (no memory reads).
+func (s *RecordStub) Fixup(at, rip uint64) (uint64, bool) { return 0, false }
+
+// SavedRegs are the registers of a stub's save area, in order from its
+// lowest word: their byte offsets in unix.PtraceRegs (x0-x30, sp, pc,
+// pstate).
+func SavedRegs() []int {
+	offs := make([]int, len(rsSaved))
+	for i, r := range rsSaved {
+		offs[i] = 8 * int(r)
+	}
+	return offs
+}
+
+// RoutineRewind is StubRewind for a thread inside the routine at sp rsp:
+// the routine leaves sp where the stub put it, the save area.
+func RoutineRewind(rsp uint64) StubRewind {
+	return StubRewind{Saved: true, Area: rsp, SP: rsp + rsArea}
+}
+
+// Rewind is StubRewind for a thread at pc rip, sp rsp, in this stub
+// placed at at; false if rip is not in it.
+func (s *RecordStub) Rewind(at, rip, rsp uint64) (StubRewind, bool) {
+	code, err := s.Code(at)
+	if err != nil || rip < at || rip >= at+uint64(len(code)) || rip%4 != 0 {
+		return StubRewind{}, false
+	}
+	k := int(rip-at) / 4
+	last := len(code)/4 - 1 // the b back: all as it was
+	switch {
+	case k == 0 || k == last:
+		return StubRewind{SP: rsp}, true
+	case k < stubSaves:
+		// Saving: no register but sp has changed yet.
+		return StubRewind{SP: rsp + rsArea}, true
+	}
+	// From the last save to the sp put back (the restores leave the
+	// words where they were), the thread's registers are in the area.
+	return StubRewind{Saved: true, Area: rsp, SP: rsp + rsArea}, true
+}
+
+// RecordableReg reports whether a stub can record the register at byte
+// offset off in unix.PtraceRegs: x0-x30 and sp (not pc, recorded as the
+// site's address, nor pstate).
+func RecordableReg(off int) bool { return off >= 0 && off%8 == 0 && off/8 <= 31 }

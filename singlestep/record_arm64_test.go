@@ -1,0 +1,212 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+
+	"golang.org/x/arch/arm64/arm64asm"
+)
+
+// TestA64Encodings: each instruction the generated code uses is the
+// word aarch64-linux-gnu-as makes of it (objdump's text beside).
+func TestA64Encodings(t *testing.T) {
+	tests := []struct {
+		gen  func(a *a64)
+		want []uint32
+		text string
+	}{
+		{func(a *a64) { a.mov(x9, 0) }, []uint32{0xd2800009}, "mov x9, #0x0"},
+		{func(a *a64) { a.mov(x9, 0x7_00000018) }, []uint32{0xd2800309, 0xf2c000e9}, "mov x9, #0x18; movk x9, #0x7, lsl #32"},
+		{func(a *a64) { a.mov(x14, 0xffffffff_fffff9e0) }, []uint32{0x9280c3ee}, "mov x14, #0xfffffffffffff9e0"},
+		{func(a *a64) { a.mov(x15, 0x0000ffff_12340000) }, []uint32{0xd2a2468f, 0xf2dfffef}, "mov x15, #0x12340000; movk x15, #0xffff, lsl #32"},
+		{func(a *a64) { a.movReg(x12, x11) }, []uint32{0xaa0b03ec}, "mov x12, x11"},
+		{func(a *a64) { a.addImm(x10, x10, 0x91000) }, []uint32{0x9142454a}, "add x10, x10, #0x91, lsl #12"},
+		{func(a *a64) { a.addImm(x13, xSP, 80) }, []uint32{0x910143ed}, "add x13, sp, #0x50"},
+		{func(a *a64) { a.subImm(xSP, xSP, 80) }, []uint32{0xd10143ff}, "sub sp, sp, #0x50"},
+		{func(a *a64) { a.add(x10, x16, x15) }, []uint32{0x8b0f020a}, "add x10, x16, x15"},
+		{func(a *a64) { a.sub(x14, x16, x15) }, []uint32{0xcb0f020e}, "sub x14, x16, x15"},
+		{func(a *a64) { a.eor(x13, x13, x11) }, []uint32{0xca0b01ad}, "eor x13, x13, x11"},
+		{func(a *a64) { a.orrShifted(x13, x9, x13, 16) }, []uint32{0xaa0d412d}, "orr x13, x9, x13, lsl #16"},
+		{func(a *a64) { a.madd(x10, x13, x16, x15) }, []uint32{0x9b103daa}, "madd x10, x13, x16, x15"},
+		{func(a *a64) { a.andLow(x15, x9, 16) }, []uint32{0x92403d2f}, "and x15, x9, #0xffff"},
+		{func(a *a64) { a.lsr(x10, x10, 22) }, []uint32{0xd356fd4a}, "lsr x10, x10, #22"},
+		{func(a *a64) { a.ldr(x14, x12, 128) }, []uint32{0xf940418e}, "ldr x14, [x12, #128]"},
+		{func(a *a64) { a.str(x13, x10, 16) }, []uint32{0xf900094d}, "str x13, [x10, #16]"},
+		{func(a *a64) { a.ldrW32Reg(x11, x13, x14) }, []uint32{0xb86e69ab}, "ldr w11, [x13, x14]"},
+		{func(a *a64) { a.ldrhScaled(x12, x14, x13) }, []uint32{0x786d79cc}, "ldrh w12, [x14, x13, lsl #1]"},
+		{func(a *a64) { a.strhScaled(x17, x14, x13) }, []uint32{0x782d79d1}, "strh w17, [x14, x13, lsl #1]"},
+		{func(a *a64) { a.stp(x17, xLR, xSP, 64) }, []uint32{0xa9047bf1}, "stp x17, x30, [sp, #64]"},
+		{func(a *a64) { a.ldp(x9, x10, xSP, 0) }, []uint32{0xa9402be9}, "ldp x9, x10, [sp]"},
+		{func(a *a64) { a.ldxr(x13, x17) }, []uint32{0xc85f7e2d}, "ldxr x13, [x17]"},
+		{func(a *a64) { a.ldaxr(x13, x10) }, []uint32{0xc85ffd4d}, "ldaxr x13, [x10]"},
+		{func(a *a64) { a.stxr(x10, x16, x17) }, []uint32{0xc80a7e30}, "stxr w10, x16, [x17]"},
+		{func(a *a64) { a.stlxr(x13, x11, x10) }, []uint32{0xc80dfd4b}, "stlxr w13, x11, [x10]"},
+		{func(a *a64) { a.stlr(x11, x10) }, []uint32{0xc89ffd4b}, "stlr x11, [x10]"},
+	}
+	for _, tc := range tests {
+		a := &a64{}
+		tc.gen(a)
+		if a.err != nil || !equalWords(a.w, tc.want) {
+			t.Errorf("%s: %08x (%v), want %08x", tc.text, a.w, a.err, tc.want)
+		}
+	}
+}
+
+func equalWords(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRecordCodeArm64: the routine and a stub are whole arm64 code,
+// every branch lands on one of their instructions, neither writes NZCV,
+// and Rewind knows every instruction of the stub.
+func TestRecordCodeArm64(t *testing.T) {
+	for _, l := range []RecordLayout{
+		{Base: 0xffff80000000, Slots: 512, RingSize: 4 << 20, TidOff: -0x620, CPUOff: -0x5e0},
+		{Base: 0x7f0000000000, Slots: 1, RingSize: 4096, TidOff: 0xd0},
+	} {
+		const routine = 0x10000
+		r := &RecordRoutine{Layout: l}
+		code, err := r.Code(routine)
+		if err != nil || len(code) != r.Size() {
+			t.Fatalf("%v: %d bytes, Size %d", err, len(code), r.Size())
+		}
+		checkA64(t, "routine", code, routine)
+		s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: []int{0, 8, 9 * 8, 30 * 8, 31 * 8, 19 * 8}, StackWords: 2}
+		at := uint64(0x18000)
+		stub, err := s.Code(at)
+		if err != nil || len(stub) != s.Size() {
+			t.Fatalf("stub: %v: %d bytes, Size %d", err, len(stub), s.Size())
+		}
+		checkA64(t, "stub", stub, at)
+		for pc := at; pc < at+uint64(len(stub)); pc += 4 {
+			if _, ok := s.Rewind(at, pc, 0x7000); !ok {
+				t.Errorf("stub %#x: no rewind", pc)
+			}
+		}
+		if last, _ := s.Rewind(at, at+uint64(len(stub))-4, 0x7000); last.Saved || last.SP != 0x7000 {
+			t.Errorf("at the b back: %+v", last)
+		}
+		if mid, _ := s.Rewind(at, at+4*uint64(stubSaves), 0x7000-rsArea); !mid.Saved || mid.SP != 0x7000 || mid.Area != 0x7000-rsArea {
+			t.Errorf("after the saves: %+v", mid)
+		}
+		if t.Failed() {
+			t.Logf("routine: %s\nstub: %s", hex.EncodeToString(code), hex.EncodeToString(stub))
+		}
+	}
+}
+
+// checkA64 decodes code placed at at: every word an instruction, every
+// branch inside the code (but bl and the last b, to the routine and
+// back), no flag-setting instruction.
+func checkA64(t *testing.T, what string, code []byte, at uint64) {
+	t.Helper()
+	end := at + uint64(len(code))
+	for off := 0; off < len(code); off += 4 {
+		pc := at + uint64(off)
+		inst, err := arm64asm.Decode(code[off:])
+		if err != nil {
+			t.Errorf("%s %#x: %08x: %v", what, pc, binary.LittleEndian.Uint32(code[off:]), err)
+			continue
+		}
+		text := arm64asm.GNUSyntax(inst)
+		switch op := strings.Fields(text)[0]; op {
+		case "adds", "subs", "ands", "bics", "adcs", "sbcs", "negs", "ngcs", "cmp", "cmn", "tst", "ccmp", "ccmn", "msr":
+			t.Errorf("%s %#x: %s writes the flags", what, pc, text)
+		}
+		for _, arg := range inst.Args {
+			if rel, ok := arg.(arm64asm.PCRel); ok && inst.Op != arm64asm.BL && off != len(code)-4 {
+				if to := pc + uint64(int64(rel)); to < at || to >= end {
+					t.Errorf("%s %#x: %s lands outside, at %#x", what, pc, text, to)
+				}
+			}
+		}
+	}
+}
+
+// TestDetourRelocates: a pc-relative instruction at a probe runs from
+// the detour with the original's effect, and a thread at each of its
+// words goes on where it would in the original code. (The words: see
+// TestArm64Emulate.)
+func TestDetourRelocates(t *testing.T) {
+	const detour = 0x2000000
+	tests := []struct {
+		name string
+		w    uint32
+		addr uint64
+		text []string // the code after the brk, as GNU syntax
+		orig []uint64 // where a thread at each word goes
+	}{
+		{"adrp x8", 0xb0091a28, 0x400048, []string{"mov x8, #0x5000", "movk x8, #0x1274, lsl #16", "b 0x40004c"}, []uint64{0x400048, 0x400048, 0x40004c}},
+		{"ldr x9, literal", 0x58003da9, 0x40004c, []string{"mov x9, #0x800", "movk x9, #0x40, lsl #16", "ldr x9, [x9]", "b 0x400050"}, []uint64{0x40004c, 0x40004c, 0x40004c, 0x400050}},
+		{"ldrsw x11, literal", 0x98003d6b, 0x400054, []string{"mov x11, #0x800", "movk x11, #0x40, lsl #16", "ldrsw x11, [x11]", "b 0x400058"}, []uint64{0x400054, 0x400054, 0x400054, 0x400058}},
+		{"bl", 0x97ffffb8, 0x400020, []string{"mov x30, #0x24", "movk x30, #0x40, lsl #16", "b 0x3fff00"}, []uint64{0x400020, 0x400020, 0x400020}},
+		{"b", 0x14000039, 0x40001c, []string{"b 0x400100"}, []uint64{0x40001c}},
+		{"cbz w3", 0x34ffff63, 0x400034, []string{"cbz w3, 0x200000c", "b 0x400038", "b 0x400020"}, []uint64{0x400034, 0x400038, 0x400020}},
+		{"tbz x5, #33", 0xb60fff25, 0x40003c, []string{"tbz x5, #33, 0x200000c", "b 0x400040", "b 0x400020"}, []uint64{0x40003c, 0x400040, 0x400020}},
+		{"b.eq", 0x540000e0, 0x400024, []string{"b.eq 0x200000c", "b 0x400028", "b 0x400040"}, []uint64{0x400024, 0x400028, 0x400040}},
+		{"stp x29, x30, [sp, #-48]!", 0xa9bd7bfd, 0x400000, []string{"stp x29, x30, [sp,#-48]!", "b 0x400004"}, []uint64{0x400000, 0x400004}},
+		{"paciasp", 0xd503233f, 0x400000, []string{"hint #0x19", "b 0x400004"}, []uint64{0x400000, 0x400004}},
+	}
+	for _, tc := range tests {
+		fn := make([]byte, 0x100)
+		binary.LittleEndian.PutUint32(fn[tc.addr&0xff:], tc.w)
+		d, err := PlanDetour(fn, tc.addr&^0xff, tc.addr, nil)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		code, err := d.Code(detour)
+		if err != nil || len(code) != d.Size() {
+			t.Errorf("%s: %v, %d bytes, Size %d", tc.name, err, len(code), d.Size())
+			continue
+		}
+		var text []string
+		for off := 4; off < len(code); off += 4 {
+			inst, err := arm64asm.Decode(code[off:])
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			text = append(text, gnu(inst, detour+uint64(off)))
+		}
+		if strings.Join(text, "; ") != strings.Join(tc.text, "; ") {
+			t.Errorf("%s: %q, want %q", tc.name, text, tc.text)
+		}
+		if o, _, ok := d.Original(detour, detour); !ok || o != tc.addr {
+			t.Errorf("%s: at the brk, goes to %#x %v", tc.name, o, ok)
+		}
+		for k, want := range tc.orig {
+			if o, _, ok := d.Original(detour+4+uint64(4*k), detour); !ok || o != want {
+				t.Errorf("%s: word %d goes to %#x %v, want %#x", tc.name, k, o, ok, want)
+			}
+		}
+	}
+	for _, w := range []uint32{0xd61f0180, 0xd63f01a0, 0xd65f03c0} { // br, blr, ret
+		fn := binary.LittleEndian.AppendUint32(nil, w)
+		if _, err := PlanDetour(fn, 0x400000, 0x400000, nil); err == nil {
+			t.Errorf("%08x: a register branch covered", w)
+		}
+	}
+}
+
+// gnu is GNU syntax with branch targets as absolute addresses.
+func gnu(inst arm64asm.Inst, pc uint64) string {
+	text := arm64asm.GNUSyntax(inst)
+	for _, arg := range inst.Args {
+		if rel, ok := arg.(arm64asm.PCRel); ok {
+			i := strings.LastIndex(text, " ")
+			text = text[:i+1] + fmt.Sprintf("%#x", pc+uint64(int64(rel)))
+		}
+	}
+	return text
+}
