@@ -198,8 +198,12 @@ func setup(dir string) error {
 	if crossFixtures != "" || runtime.GOARCH == "arm64" {
 		// pac_arm64_test.go's tracee, built here: the host's run of the
 		// tests that builds the guest's tracees has no arm64 tests.
-		src := filepath.Join(src, "tracers", "coro.c")
-		if err := build(dir, "gcc", append(slices.Clone(pacFlags), "-o", filepath.Join(dir, "coro_pac"), src)...); err != nil {
+		coro := filepath.Join(src, "tracers", "coro.c")
+		if err := build(dir, "gcc", append(slices.Clone(pacFlags), "-o", filepath.Join(dir, "coro_pac"), coro)...); err != nil {
+			return err
+		}
+		// reloc_arm64_test.go's.
+		if err := build(dir, "gcc", "-O2", filepath.Join(src, "inprocess", "reloc_arm64.S"), "-o", filepath.Join(dir, "reloc"), filepath.Join(src, "inprocess", "reloc.c")); err != nil {
 			return err
 		}
 	}
