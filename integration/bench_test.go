@@ -156,6 +156,13 @@ func BenchmarkEntryProbe(b *testing.B) {
 	benchProbe(b, 1, "p:leaf a=%di b=%si")
 }
 
+// BenchmarkEntryProbeStopping is the same probe stopping the thread at
+// each hit (--no-inprocess), where BenchmarkEntryProbe records in the
+// tracee.
+func BenchmarkEntryProbeStopping(b *testing.B) {
+	benchProbe(b, 1, "--no-inprocess", "p:leaf a=%di b=%si")
+}
+
 // BenchmarkReturnProbe is a return probe: an entry hit and a trampoline
 // hit per call.
 func BenchmarkReturnProbe(b *testing.B) {

@@ -108,7 +108,7 @@ func checkOrder(t *testing.T, calls []seqCall, gaps bool) map[int64]int64 {
 	return per
 }
 
-// TestInProcessThreads: 8 threads x 100,000 hits (20,000 under arm64's
+// TestInProcessThreads: 8 threads x 100,000 hits (10,000 under arm64's
 // emulation), each recorded in the tracee and printed once, in order,
 // nothing lost at the default ring size; the program prints what it
 // prints untraced. The same probe with --no-inprocess prints the same
@@ -117,7 +117,7 @@ func TestInProcessThreads(t *testing.T) {
 	t.Parallel()
 	exe := seqBin(t)
 	const threads = 8
-	n := map[string]int{"amd64": 100000, "arm64": 20000}[runtime.GOARCH]
+	n := map[string]int{"amd64": 100000, "arm64": 10000}[runtime.GOARCH]
 	base := runCmd(t, nil, exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
 	out := filepath.Join(t.TempDir(), "trace")
 	r := probe(t, "run", "-v", "-o", out, "p:work a=%di b=%si", "--", exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
@@ -272,7 +272,7 @@ func TestInProcessPrefault(t *testing.T) {
 func TestInProcessCloneNoTLS(t *testing.T) {
 	t.Parallel()
 	exe := builtOnce(t, "notls", filepath.Join("testdata", "inprocess", "notls.c"), "-O2", "-g", "-Wall")
-	n := map[string]int{"amd64": 20000, "arm64": 2000}[runtime.GOARCH] // every probe stops after the clone
+	n := map[string]int{"amd64": 20000, "arm64": 300}[runtime.GOARCH] // every probe stops after the clone
 	out := filepath.Join(t.TempDir(), "trace")
 	r := probe(t, "run", "-o", out, "r:outer $retval", "p:work a=%di b=%si", "--", exe, fmt.Sprint(n))
 	if r.code != 0 || r.stdout != "bad=0,0\n" || !strings.Contains(r.stderr, "has no TLS of its own (clone without CLONE_SETTLS): from now on every probe stops the thread") {
@@ -316,7 +316,7 @@ func TestInProcessSignals(t *testing.T) {
 	// emulation a signal takes long to come: fewer.)
 	calls, signals := int64(200000), int64(1000)
 	if runtime.GOARCH == "arm64" {
-		calls, signals = 20000, 200
+		calls, signals = 5000, 50
 	}
 	r := probe(t, "run", "-v", "--ring-size", "1024", "-o", out, "p:work a=%di b=%si", "--", exe, "signals", fmt.Sprint(calls), fmt.Sprint(signals))
 	m := regexp.MustCompile(`^main=(\d+) handled=(\d+)\n$`).FindStringSubmatch(r.stdout)
