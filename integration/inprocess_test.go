@@ -253,7 +253,10 @@ func TestInProcessPrefault(t *testing.T) {
 	// A record is at least 40 bytes: its header and the two values.
 	pages := n * 40 / 4096
 	faults, _ := strconv.Atoi(m[2])
-	if faults > pages/4 {
+	// Without the mapping ahead: every page (1,492 in a run). With it,
+	// 13-101 alone; 263 once while go test ran other packages' tests on
+	// both CPUs: half the pages tells the two apart with room.
+	if faults > pages/2 {
 		t.Errorf("the thread took %d page faults recording %d calls (at least %d pages of ring): not mapped ahead of it", faults, n, pages)
 	}
 	t.Logf("%d page faults, %d pages of records at least", faults, pages)
