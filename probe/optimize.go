@@ -188,6 +188,11 @@ func (t *Tracer) optimizeSites(anchor int) {
 	var cands []*site
 	for _, st := range t.sites {
 		want := len(st.probes) > 0 && st.plainEntry() || t.trampoline != 0 && t.returnHookEntry(st) || t.callerEntry(st)
+		if want && !trapDetours {
+			// (arm64) A detour only for a stub that records.
+			_, why := t.recordPlan(st)
+			want, st.trapWhy = why == "", why
+		}
 		if st.opt == nil && want && st.module != nil && st.sym.Size > 0 && !isGo(st.module) {
 			cands = append(cands, st)
 		}

@@ -1,16 +1,31 @@
 package probe
 
-import "github.com/probedbg/probe/singlestep"
+import (
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
+)
 
 // guardedPad says why d's `b` may not go over its instruction: a landing
 // pad (bti c, paciasp...) in a BTI-guarded page, where an indirect call
-// landing on the `b` would fault. "" if it may. (Debian's start files
-// carry no BTI note, so no test program's text is guarded.)
+// landing on the `b` would fault. "" if it may. A module's code is
+// guarded whole or not at all (the loader maps it with PROT_BTI from its
+// ELF note): smaps is read once per module. (Debian's start files carry
+// no BTI note, so no test program's text is guarded.)
 func (t *Tracer) guardedPad(st *site, d *singlestep.Detour) string {
 	if !d.LandingPad() {
 		return ""
 	}
-	if guarded, err := t.proc.BTIGuarded(st.addr); err != nil || guarded {
+	guarded, ok := t.btiText[st.module]
+	if !ok {
+		var err error
+		guarded, err = t.proc.BTIGuarded(st.addr)
+		guarded = guarded || err != nil
+		if t.btiText == nil {
+			t.btiText = map[*symbols.Mapped]bool{}
+		}
+		t.btiText[st.module] = guarded
+	}
+	if guarded {
 		return t.space.Describe(st.addr) + ": a landing pad in a BTI-guarded page"
 	}
 	return ""

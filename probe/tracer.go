@@ -53,6 +53,9 @@ type Tracer struct {
 	// Owned by the ptrace thread.
 	proc  *tracee.Process
 	space *symbols.Space
+	// btiText: whether a module's code is BTI-guarded (arm64), by the
+	// module, read from smaps once (optimize_arm64.go).
+	btiText map[*symbols.Mapped]bool
 	// shownSpace is space for other goroutines (Symbols): the ptrace
 	// thread replaces space when libraries come and go.
 	shownSpace atomic.Pointer[symbols.Space]

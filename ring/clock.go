@@ -13,6 +13,10 @@ import (
 // generic timer, tsc_arm64.s).
 func rdtsc() uint64
 
+// tscHz is the counter's frequency where the CPU says it (arm64's
+// CNTFRQ_EL0), else 0.
+func tscHz() uint64
+
 // Clock turns the TSC values of records into the tracer's clock (now).
 // It is a line from an anchor (a TSC value and its time), whose slope is
 // calibrated over a few milliseconds at first, then at each Refresh (at
@@ -78,17 +82,24 @@ func (c *Clock) sample() (tsc, ns uint64) {
 	return tsc, ns
 }
 
-// NewClock calibrates the TSC against now over a few milliseconds.
+// NewClock calibrates the TSC against now over a few milliseconds; a
+// counter whose frequency the CPU says (arm64) needs no calibration:
+// the threads are held meanwhile, and under arm64's emulation the sleep
+// took 120-230 ms.
 func NewClock(now func() int64) (*Clock, error) {
 	c := &Clock{now: now}
 	tsc0, ns0 := c.sample()
-	time.Sleep(5 * time.Millisecond)
-	t1, n1 := c.sample()
-	if t1 <= tsc0 || n1 <= ns0 {
-		return nil, errors.New("the TSC does not advance with the clock")
+	if hz := tscHz(); hz != 0 {
+		c.perTSC = 1e9 / float64(hz)
+	} else {
+		time.Sleep(5 * time.Millisecond)
+		t1, n1 := c.sample()
+		if t1 <= tsc0 || n1 <= ns0 {
+			return nil, errors.New("the TSC does not advance with the clock")
+		}
+		c.perTSC = float64(n1-ns0) / float64(t1-tsc0)
 	}
 	c.first, c.anchor = [2]uint64{tsc0, ns0}, [2]uint64{tsc0, ns0}
-	c.perTSC = float64(n1-ns0) / float64(t1-tsc0)
 	c.lastRefresh = time.Now()
 	return c, nil
 }

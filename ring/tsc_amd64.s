@@ -7,3 +7,8 @@ TEXT ·rdtsc(SB),NOSPLIT,$0-8
 	ORQ	DX, AX
 	MOVQ	AX, ret+0(FP)
 	RET
+
+// func tscHz() uint64: not known on x86-64 (the clock calibrates).
+TEXT ·tscHz(SB),NOSPLIT,$0-8
+	MOVQ	$0, ret+0(FP)
+	RET

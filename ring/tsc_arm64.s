@@ -7,3 +7,10 @@ TEXT ·rdtsc(SB),NOSPLIT,$0-8
 	MRS	CNTVCT_EL0, R0
 	MOVD	R0, ret+0(FP)
 	RET
+
+// func tscHz() uint64: the generic timer's frequency (CNTFRQ_EL0), which
+// the firmware sets and user space may read.
+TEXT ·tscHz(SB),NOSPLIT,$0-8
+	MRS	CNTFRQ_EL0, R0
+	MOVD	R0, ret+0(FP)
+	RET
