@@ -522,6 +522,26 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	return t.inproc
 }
 
+// readControlBlock reads buf from start, and returns where in it what
+// it read begins, -1 if nothing could be. Below the thread pointer
+// (arm64), the search's start may lie before the mapping that holds the
+// control block (the main thread's sits near the start of the dynamic
+// linker's: Lua's did): then the pages from there up to tp are read.
+func (t *Tracer) readControlBlock(buf []byte, start, tp int64) int {
+	if n, _ := t.proc.ReadAt(buf, start); n == len(buf) {
+		return 0
+	}
+	if start >= tp {
+		return -1
+	}
+	for cut := start&^0xfff + 0x1000; cut < tp; cut += 0x1000 {
+		if n, _ := t.proc.ReadAt(buf[cut-start:], cut); n == len(buf[cut-start:]) {
+			return int(cut - start)
+		}
+	}
+	return -1
+}
+
 // rseqCPUOffset is where each thread's CPU number is, from its thread
 // pointer: the cpu_id (at 4) of the struct rseq the C library registered
 // for it, which the kernel keeps up to date. glibc 2.35 and later export
@@ -573,11 +593,12 @@ func (t *Tracer) findTidOffset(tids []int) (int32, string) {
 			return 0, fmt.Sprintf("thread %d has no thread control block (thread pointer 0)", tid)
 		}
 		buf := make([]byte, span)
-		if n, _ := t.proc.ReadAt(buf, int64(tp)+tidSearch); n < span {
+		from := t.readControlBlock(buf, int64(tp)+tidSearch, int64(tp))
+		if from < 0 {
 			return 0, fmt.Sprintf("cannot read thread %d's control block", tid)
 		}
 		var here []int32
-		for at := 0; at+4 <= span; at += 4 {
+		for at := from; at+4 <= span; at += 4 {
 			off := int32(at + tidSearch)
 			if *(*uint32)(unsafe.Pointer(&buf[at])) == uint32(tid) && (i == 0 || slices.Contains(common, off)) {
 				here = append(here, off)
