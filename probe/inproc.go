@@ -357,12 +357,10 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	case len(st.probes) == 0 && len(st.returns) == 0 && !traced:
 		return need, "no probe"
 	}
-	if returns || len(st.returns) > 0 {
-		if !fullRecords {
-			return need, "returns are hooked in the tracee on x86-64 only"
-		}
+	if !fullRecords && (returns || len(st.returns) > 0) {
+		return need, "returns are hooked in the tracee on x86-64 only"
 	}
-	if plan := t.tallyPlan(st, traced || returns); fullRecords && plan != nil {
+	if plan := t.tallyPlan(st, traced || returns); plan != nil {
 		need.tallies = plan
 		return need, ""
 	}
@@ -391,7 +389,7 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		}
 		need.merge(in)
 	}
-	if !traced && !returns && len(st.returns) == 0 && fullRecords {
+	if !traced && !returns && len(st.returns) == 0 {
 		need.filter = siteFilter(st)
 	}
 	// The return address, for the caller's name or the return hook.
@@ -493,7 +491,10 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		t.inprocWhy = err.Error()
 		return nil
 	}
-	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff, CPUOff: t.rseqCPUOffset()}
+	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
+	if cpuFromRseq {
+		l.CPUOff = t.rseqCPUOffset()
+	}
 	if err := l.Check(); err != nil {
 		t.inprocWhy = err.Error()
 		return nil
@@ -546,7 +547,7 @@ func (t *Tracer) readControlBlock(buf []byte, start, tp int64) int {
 // pointer: the cpu_id (at 4) of the struct rseq the C library registered
 // for it, which the kernel keeps up to date. glibc 2.35 and later export
 // its offset as __rseq_offset, and __rseq_size, 0 where it registered
-// none. 0: not known (only arm64's records need it).
+// none. 0: not known.
 func (t *Tracer) rseqCPUOffset() int32 {
 	for _, m := range t.space.Mapped {
 		off, ok := m.Lookup("__rseq_offset")

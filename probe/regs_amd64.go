@@ -21,6 +21,9 @@ const (
 	// readsFSBase: the code reads the thread pointer with rdfsbase,
 	// which the kernel must allow.
 	readsFSBase = true
+	// cpuFromRseq: the records' CPU is read from the rseq area (rdtscp
+	// gives it here).
+	cpuFromRseq = false
 )
 
 // goRegister holds a Go thread's current g (ABIInternal: r14).

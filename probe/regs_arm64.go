@@ -22,6 +22,7 @@ const (
 	trapDetours = false
 	fullRecords = false
 	readsFSBase = false // tpidr_el0 is always readable at EL0
+	cpuFromRseq = true
 )
 
 // cloneSetsTLS reports whether the clone or clone3 system call that a
@@ -42,7 +43,10 @@ func cloneSetsTLS(r *unix.PtraceRegs, read func(addr uint64) (uint64, bool)) boo
 // tidSearch is where findTidOffset looks for the thread id, from the
 // thread pointer: glibc's struct pthread lies just below tpidr_el0 on
 // arm64 (TLS variant I: the thread pointer is the TCB's, after it).
-const tidSearch, tidSearchEnd, glibcTidOff = -0x1000, 0, glibcTidOffArm64
+// glibcTidOff is its tid (at 0xd0) from tpidr_el0, the struct 0x740
+// bytes below it in Debian's glibc (pthread_self: mrs x0, tpidr_el0;
+// sub x0, x0, #0x740).
+const tidSearch, tidSearchEnd, glibcTidOff = -0x1000, 0, 0xd0 - 0x740
 
 func scratch(r *unix.PtraceRegs) uint64       { return r.Regs[16] }
 func setScratch(r *unix.PtraceRegs, v uint64) { r.Regs[16] = v }
@@ -85,8 +89,3 @@ func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
 	r.Pstate &^= btype
 	return nil
 }
-
-// glibcTidOffArm64 is struct pthread's tid (at 0xd0) from tpidr_el0, the
-// struct 0x740 bytes below it in Debian's glibc (pthread_self: mrs x0,
-// tpidr_el0; sub x0, x0, #0x740).
-const glibcTidOffArm64 = 0xd0 - 0x740

@@ -1,6 +1,9 @@
 package singlestep
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // In-process recording on arm64: the x86-64 design (record_amd64.go)
 // in arm64 code. A probe at a jump-optimised C entry, whose handler
@@ -281,8 +284,8 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		case n == 31: // sp, as the thread had it
 			a.addImm(x13, xSP, rsArea)
 			a.str(x13, x10, at)
-		case indexOf(rsSaved, n) >= 0:
-			a.ldr(x13, xSP, uint64(8*indexOf(rsSaved, n)))
+		case slices.Index(rsSaved, n) >= 0:
+			a.ldr(x13, xSP, uint64(8*slices.Index(rsSaved, n)))
 			a.str(x13, x10, at)
 		default:
 			a.str(n, x10, at)
@@ -301,15 +304,6 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	a.addImm(xSP, xSP, rsArea)
 	a.jump(s.Next)
 	return a.bytes(), a.err
-}
-
-func indexOf(regs []uint32, n uint32) int {
-	for i, r := range regs {
-		if r == n {
-			return i
-		}
-	}
-	return -1
 }
 
 // Fixup: no stub of arm64 makes a system call (no memory reads).

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,22 +50,10 @@ func TestA64Encodings(t *testing.T) {
 	for _, tc := range tests {
 		a := &a64{}
 		tc.gen(a)
-		if a.err != nil || !equalWords(a.w, tc.want) {
+		if a.err != nil || !slices.Equal(a.w, tc.want) {
 			t.Errorf("%s: %08x (%v), want %08x", tc.text, a.w, a.err, tc.want)
 		}
 	}
-}
-
-func equalWords(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestRecordCodeArm64: the routine and a stub are whole arm64 code,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 )
 
@@ -29,14 +28,10 @@ func btiGuarded(r io.Reader, addr uint64) (bool, error) {
 	in := false
 	for sc.Scan() {
 		line := sc.Text()
-		if rng, _, ok := strings.Cut(line, " "); ok && strings.Contains(rng, "-") && !strings.HasSuffix(rng, ":") {
-			lo, hi, _ := strings.Cut(rng, "-")
-			start, err1 := strconv.ParseUint(lo, 16, 64)
-			end, err2 := strconv.ParseUint(hi, 16, 64)
-			if err1 == nil && err2 == nil {
-				in = start <= addr && addr < end
-				continue
-			}
+		rng, _, _ := strings.Cut(line, " ")
+		if start, end, ok := parseRange(rng); ok { // a mapping's first line
+			in = start <= addr && addr < end
+			continue
 		}
 		if flags, ok := strings.CutPrefix(line, "VmFlags:"); ok && in {
 			for _, fl := range strings.Fields(flags) {

@@ -409,10 +409,8 @@ func readMaps(pid int) ([]mapping, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		lo, hi, _ := strings.Cut(fields[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil {
+		start, end, ok := parseRange(fields[0])
+		if !ok {
 			continue
 		}
 		m := mapping{start: start, end: end, exec: strings.Contains(fields[1], "x")}
@@ -422,6 +420,14 @@ func readMaps(pid int) ([]mapping, error) {
 		maps = append(maps, m)
 	}
 	return maps, sc.Err()
+}
+
+// parseRange reads a maps line's first field, START-END in hex.
+func parseRange(field string) (start, end uint64, ok bool) {
+	lo, hi, found := strings.Cut(field, "-")
+	start, err1 := strconv.ParseUint(lo, 16, 64)
+	end, err2 := strconv.ParseUint(hi, 16, 64)
+	return start, end, found && err1 == nil && err2 == nil
 }
 
 // gapsNear returns candidate addresses for a size-byte mapping in the free
