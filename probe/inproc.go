@@ -357,9 +357,6 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	case len(st.probes) == 0 && len(st.returns) == 0 && !traced:
 		return need, "no probe"
 	}
-	if !fullRecords && (returns || len(st.returns) > 0) {
-		return need, "returns are hooked in the tracee on x86-64 only"
-	}
 	if plan := t.tallyPlan(st, traced || returns); plan != nil {
 		need.tallies = plan
 		return need, ""
@@ -393,7 +390,6 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		need.filter = siteFilter(st)
 	}
 	// The return address, for the caller's name or the return hook.
-	rsp := int(regSP) * 8
 	if traced {
 		need.add(callerInputs())
 	}
@@ -401,7 +397,7 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		if why := t.switchesStacks(); why != "" {
 			return need, why
 		}
-		need.add([]int{rsp}, 1)
+		need.add(hookInputs())
 		need.hook = true
 	}
 	return need, ""
@@ -687,7 +683,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 		return 0, fmt.Errorf("place the record routine near %#x: %v", at, err)
 	}
 	in.routines = append(in.routines, base)
-	if in.trampoline == 0 { // (none on arm64)
+	if in.trampoline == 0 {
 		in.trampoline, in.trap = singlestep.Trampoline(base), singlestep.TrampolineTrap(base)
 	}
 	return base, nil
@@ -995,9 +991,10 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 		if caller, ok := recordedCaller(&in.regs, in.stack.words); ok {
 			t.traceEntryOnly(&in.regs, s, hit, caller)
 		}
-	case len(in.stack.words) == 0:
 	case rs.code.Hook:
-		t.replayEnter(s, hit, in.stack.words[0], hooked)
+		if ret, ok := recordedCaller(&in.regs, in.stack.words); ok {
+			t.replayEnter(s, hit, ret, hooked)
+		}
 	}
 }
 
@@ -1076,7 +1073,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	if r, ok := in.routineAt(rip); ok {
 		ret, ok := t.routineReturn(&t.regs)
 		switch {
-		case singlestep.Trampoline(r) != 0 && rip >= singlestep.Trampoline(r):
+		case singlestep.Trampoline(r) != 0 && rip >= singlestep.Trampoline(r) && rip <= singlestep.TrampolineTrap(r):
 			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), false)
 		case !ok:
 			return
@@ -1094,12 +1091,6 @@ func (t *Tracer) leaveRecordCode(tid int) {
 			}
 		}
 	}
-	if back {
-		to = t.returnTo(tid, rw.SP-8)
-	}
-	if to == 0 {
-		return
-	}
 	if rw.Saved {
 		words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&t.regs))
 		for i, off := range singlestep.SavedRegs() {
@@ -1109,6 +1100,19 @@ func (t *Tracer) leaveRecordCode(tid int) {
 			}
 			words[off/8] = v
 		}
+	}
+	if back {
+		// (arm64: x30 is the return address once the trampoline has
+		// popped the frame, and as a ret leaves it.)
+		if lr := linkRegister(&t.regs); !returnInSlot && lr != in.trampoline {
+			to = lr
+		} else {
+			to = t.returnTo(tid, rw.SP-returnPops)
+		}
+		setLinkRegister(&t.regs, to)
+	}
+	if to == 0 {
+		return
 	}
 	tracee.SetSP(&t.regs, rw.SP)
 	t.regs.SetPC(to)
@@ -1148,10 +1152,10 @@ func (in *inproc) routineAt(rip uint64) (uint64, bool) {
 }
 
 // returnTo is where a thread in the in-process trampoline returns, from
-// the call whose return address was at slot: the slot has it back, or
-// the thread's newest frame there does.
+// the call whose frame's key is slot: the slot has the return address
+// back (x86-64), or the thread's newest frame there has it.
 func (t *Tracer) returnTo(tid int, slot uint64) uint64 {
-	if w, ok := t.readWord(slot); ok && w != t.inproc.trampoline {
+	if w, ok := t.readWord(slot); ok && w != t.inproc.trampoline && returnInSlot {
 		return w
 	}
 	frames := t.shadowOf(tid)

@@ -29,7 +29,7 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe: pid %d: its probes stop it: rings of its own: %v\n", c.pid, err)
 		c.inprocWhy = fmt.Sprintf("rings of its own: %v", err)
-		c.forgetRecordSites(pin.rings.Shadow(tid), pin.trampoline)
+		c.forgetRecordSites(parent, tid)
 		return
 	}
 	rings := ring.New(mem, l)
@@ -52,20 +52,21 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 	c.inproc = in
 	c.lookAtMemory(true)
 	if frames := pin.rings.Shadow(tid); !rings.Adopt(c.pid, frames) {
-		unhookFrames(c.proc, frames, pin.trampoline) // (cannot be: the rings are new)
+		parent.unhookFrames(c.proc, tid, frames) // (cannot be: the rings are new)
 	}
 	c.threadComm(c.pid)
 }
 
 // forgetRecordSites turns c's record sites back into int3s, and gives
-// the child the return addresses its stack has hooked (frames, the
-// forking thread's): no stub of it writes into its parent's rings.
-func (c *Tracer) forgetRecordSites(frames []ring.ShadowFrame, trampoline uint64) {
+// the child the return addresses its stack has hooked (those of
+// parent's thread tid, which forked): no stub of it writes into its
+// parent's rings.
+func (c *Tracer) forgetRecordSites(parent *Tracer, tid int) {
 	sts := c.recordSites()
 	c.unoptimize(sts)
 	for _, st := range sts {
 		delete(c.detours, st.opt.at)
 		st.opt, st.trapWhy = nil, c.inprocWhy
 	}
-	unhookFrames(c.proc, frames, trampoline)
+	parent.unhookFrames(c.proc, tid, parent.inprocFrames(tid))
 }

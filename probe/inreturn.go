@@ -100,7 +100,7 @@ func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
 	}
 	tracee.SetResults(hit.Regs, rec.Values[1], rec.Values[2])
 	t.inproc.errno = int32(rec.Values[3])
-	tracee.SetSP(hit.Regs, slot+8)
+	tracee.SetSP(hit.Regs, slot+returnPops)
 	hit.Regs.SetPC(top.ret)
 	// (A frame the tracer hooked at the slot returns at its own
 	// trampoline, next.)
@@ -118,16 +118,9 @@ func (t *Tracer) shadowOf(tid int) []ring.ShadowFrame {
 	return t.inproc.rings.Shadow(tid)
 }
 
-// hookedSlot reports whether the word at slot holds the in-process
-// trampoline.
-func (t *Tracer) hookedSlot(slot uint64) bool {
-	w, ok := t.readWord(slot)
-	return ok && w == t.inproc.trampoline
-}
-
 // restoreInprocReturns puts back every return address the tracee's
-// shadow stacks hold in a slot that still has the trampoline, for
-// detach: every thread is held, none in the record code.
+// shadow stacks hold where it still is the trampoline, for detach: every
+// thread is held, none in the record code, every record drained.
 func (t *Tracer) restoreInprocReturns() {
 	in := t.inproc
 	if in == nil || in.trampoline == 0 {
@@ -135,9 +128,10 @@ func (t *Tracer) restoreInprocReturns() {
 	}
 	for _, tid := range in.rings.Owners() {
 		frames := in.rings.Shadow(tid)
+		t.unhookInprocLR(tid, frames)
 		for _, f := range frames {
-			if f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) {
-				t.writeWord(f.Slot, f.Ret)
+			if f.Ret&singlestep.UnhookedBit == 0 {
+				t.swapInproc(t.proc, tid, f, in.trampoline, f.Ret)
 			}
 		}
 		in.rings.SetShadow(tid, nil)
@@ -148,18 +142,30 @@ func (t *Tracer) restoreInprocReturns() {
 // thread tid's stack has hooked in the tracee.
 func (t *Tracer) unhijackInprocIn(child *tracee.Child, tid int) {
 	if t.inproc != nil {
-		unhookFrames(child, t.shadowOf(tid), t.inproc.trampoline)
+		t.unhookFrames(child, tid, t.inprocFrames(tid))
 	}
 }
 
-// unhookFrames puts back in a fork child's memory the return addresses
-// of frames, hooked in the tracee, that its copy of the stack has.
-func unhookFrames(child memory, frames []ring.ShadowFrame, trampoline uint64) {
+// unhookFrames puts back in mem, a fork child's, the return addresses of
+// frames that thread tid hooked in the tracee.
+func (t *Tracer) unhookFrames(mem memory, tid int, frames []ring.ShadowFrame) {
 	for _, f := range frames {
 		if f.Ret&singlestep.UnhookedBit == 0 {
-			unhijackIn(child, f.Slot, f.Ret, trampoline)
+			t.swapInproc(mem, tid, f, t.inproc.trampoline, f.Ret)
 		}
 	}
+}
+
+// inprocFrames is tid's in-process shadow stack, every record drained
+// first: on arm64 the tracer's frames tell where each function saved its
+// return address.
+func (t *Tracer) inprocFrames(tid int) []ring.ShadowFrame {
+	frames := t.shadowOf(tid)
+	if len(frames) > 0 && !returnInSlot {
+		t.drainAll()
+		frames = t.shadowOf(tid)
+	}
+	return frames
 }
 
 // onInprocUnwinder does for the tracee's shadow stack of a thread held at
@@ -167,15 +173,16 @@ func unhookFrames(child memory, frames []ring.ShadowFrame, trampoline uint64) {
 // addresses back before an unwind reads them, and hook the live ones
 // again once a catch has landed, dropping the calls it unwound.
 func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindAction, hit *Hit) {
-	frames := t.shadowOf(tid)
+	frames := t.inprocFrames(tid)
 	if len(frames) == 0 {
 		return
 	}
+	tramp := t.inproc.trampoline
 	switch action {
 	case unwindRestore:
 		for i := range frames {
 			f := &frames[i]
-			if f.Slot > tracee.SP(regs) && f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) && t.writeWord(f.Slot, f.Ret) {
+			if f.Slot > tracee.SP(regs) && f.Ret&singlestep.UnhookedBit == 0 && t.swapInproc(t.proc, tid, *f, tramp, f.Ret) {
 				f.Ret |= singlestep.UnhookedBit
 			}
 		}
@@ -185,13 +192,13 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 		live := frames[:0]
 		for _, f := range frames {
 			if f.Slot <= tracee.SP(regs) {
-				if f.Ret&singlestep.UnhookedBit == 0 && t.hookedSlot(f.Slot) {
-					t.writeWord(f.Slot, f.Ret)
+				if f.Ret&singlestep.UnhookedBit == 0 {
+					t.swapInproc(t.proc, tid, f, tramp, f.Ret)
 				}
 				continue
 			}
-			if f.Ret&singlestep.UnhookedBit != 0 && t.writeWord(f.Slot, t.inproc.trampoline) {
-				f.Ret &^= singlestep.UnhookedBit
+			if ret := f.Ret &^ singlestep.UnhookedBit; f.Ret != ret && t.swapInproc(t.proc, tid, f, ret, tramp) {
+				f.Ret = ret
 			}
 			live = append(live, f)
 		}

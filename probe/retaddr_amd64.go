@@ -3,6 +3,7 @@ package probe
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -10,6 +11,9 @@ import (
 // that slot, and a return pops it (sp = slot + 8 at the trampoline).
 
 const returnPops = 8
+
+// returnInSlot: a frame's key is where its return address lives.
+const returnInSlot = true
 
 // entryReturn reads the return address at a function's entry.
 func (t *Tracer) entryReturn(regs *unix.PtraceRegs) (uint64, bool) {
@@ -63,3 +67,19 @@ func recordedCaller(regs *unix.PtraceRegs, words []uint64) (uint64, bool) {
 func (t *Tracer) routineReturn(regs *unix.PtraceRegs) (uint64, bool) {
 	return t.readWord(tracee.SP(regs))
 }
+
+// hookInputs is what a record stub records for its return hook: sp and
+// the word there, the return address (recordedCaller).
+func hookInputs() (regs []int, words int) { return callerInputs() }
+
+// swapInproc replaces from by to in the slot of frame f, hooked in the
+// tracee by thread tid, in mem.
+func (t *Tracer) swapInproc(mem memory, tid int, f ring.ShadowFrame, from, to uint64) bool {
+	return unhijackIn(mem, f.Slot, to, from)
+}
+
+// setLinkRegister: no link register.
+func setLinkRegister(r *unix.PtraceRegs, v uint64) {}
+
+// unhookInprocLR: no link register.
+func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {}

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 )
 
@@ -15,6 +16,10 @@ import (
 // signs the trampoline (with sp, the frame), which its autiasp accepts.
 
 const returnPops = 0
+
+// returnInSlot: a frame's key is its sp, not where its return address
+// lives (which the function's CFI tells).
+const returnInSlot = false
 
 func (t *Tracer) entryReturn(regs *unix.PtraceRegs) (uint64, bool) {
 	return regs.Regs[30], true
@@ -93,16 +98,59 @@ func (t *Tracer) savedReturn(mem memory, f *shadowFrame) (slot, w uint64, ok boo
 // hooked frame of a thread stopped with x30 still the trampoline (in
 // the function's prologue or epilogue, or a leaf's body).
 func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool {
-	if t.stripPAC(regs.Regs[30]) != t.trampoline {
+	return t.swapLR(tid, regs, f.sp, t.trampoline, f.ret)
+}
+
+// swapLR puts to, signed as from was, in the x30 of thread tid if it
+// holds from, for the frame entered at sp.
+func (t *Tracer) swapLR(tid int, regs *unix.PtraceRegs, sp, from, to uint64) bool {
+	if t.stripPAC(regs.Regs[30]) != from {
 		return false
 	}
-	ret, ok := t.signedLike(tid, regs.Regs[30], t.trampoline, f.ret, f.sp)
+	ret, ok := t.signedLike(tid, regs.Regs[30], from, to, sp)
 	if !ok {
 		return false
 	}
 	regs.Regs[30] = ret
 	return t.proc.SetRegs(tid, regs) == nil
 }
+
+// unhookInprocLR gives thread tid, held, its return address back if its
+// x30 is the in-process trampoline: it is in its innermost hooked call,
+// the last of frames, before the function saved x30 or after it took it
+// back (or in a leaf, which never does), or a stub had hooked the call
+// when the thread was taken back to the probe.
+func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {
+	if len(frames) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
+		return
+	}
+	f := frames[len(frames)-1]
+	t.swapLR(tid, &t.regs, f.Slot, t.inproc.trampoline, f.Ret&^singlestep.UnhookedBit)
+}
+
+// hookInputs is what a record stub records for its return hook: sp, the
+// frame's key, and x30, the return address (recordedCaller).
+func hookInputs() (regs []int, words int) { return []int{int(regSP) * 8, 30 * 8}, 0 }
+
+// swapInproc replaces from by to where the function of frame f, hooked
+// in the tracee by thread tid, saved its x30, in mem (signed as from
+// was). The function is the one the tracer's newest frame at f's key
+// entered: the caller has drained the thread's records.
+func (t *Tracer) swapInproc(mem memory, tid int, f ring.ShadowFrame, from, to uint64) bool {
+	cs := t.shadow[tid]
+	if cs == nil {
+		return false
+	}
+	for i := len(cs.frames) - 1; i >= 0; i-- {
+		if fr := &cs.frames[i]; fr.sp == f.Slot && !fr.hijacked {
+			return t.swapSaved(mem, tid, &shadowFrame{sp: f.Slot, site: fr.site}, from, to)
+		}
+	}
+	return false
+}
+
+// setLinkRegister sets x30.
+func setLinkRegister(r *unix.PtraceRegs, v uint64) { r.Regs[30] = v }
 
 // signedLike is to as from became w: to itself if w is from unsigned,
 // else to signed with the key that signed from (A or B: paciasp or

@@ -63,6 +63,23 @@ func (a *a64) mov(rd uint32, v uint64) {
 	}
 }
 
+// mov64 appends a movz and three movk that put v in x rd, the same
+// length whatever v: for an address known only once the code after it
+// is made (setMov64). It returns its index.
+func (a *a64) mov64(rd uint32, v uint64) int {
+	i := len(a.w)
+	a.emit(0xd2800000|rd, 0xf2800000|1<<21|rd, 0xf2800000|2<<21|rd, 0xf2800000|3<<21|rd)
+	a.setMov64(i, v)
+	return i
+}
+
+// setMov64 sets the value of the mov64 at index i.
+func (a *a64) setMov64(i int, v uint64) {
+	for hw := range 4 {
+		a.w[i+hw] = a.w[i+hw]&^(0xffff<<5) | uint32(v>>(16*hw)&0xffff)<<5
+	}
+}
+
 // movReg is mov xd, xm (orr xd, xzr, xm); not for sp.
 func (a *a64) movReg(rd, rm uint32) { a.emit(0xaa0003e0 | rm<<16 | rd) }
 
@@ -93,6 +110,9 @@ func (a *a64) subImm(rd, rn uint32, v uint64) {
 func (a *a64) add(rd, rn, rm uint32) { a.emit(0x8b000000 | rm<<16 | rn<<5 | rd) }
 func (a *a64) sub(rd, rn, rm uint32) { a.emit(0xcb000000 | rm<<16 | rn<<5 | rd) }
 func (a *a64) eor(rd, rn, rm uint32) { a.emit(0xca000000 | rm<<16 | rn<<5 | rd) }
+
+// addShifted is add xd, xn, xm, lsl #sh.
+func (a *a64) addShifted(rd, rn, rm, sh uint32) { a.emit(0x8b000000 | rm<<16 | sh<<10 | rn<<5 | rd) }
 
 // orrShifted is orr xd, xn, xm, lsl #sh.
 func (a *a64) orrShifted(rd, rn, rm, sh uint32) { a.emit(0xaa000000 | rm<<16 | sh<<10 | rn<<5 | rd) }
@@ -133,6 +153,9 @@ func (a *a64) scaled(off, size uint64) uint32 {
 func (a *a64) ldrW32Reg(rt, rn, rm uint32) { a.emit(0xb8606800 | rm<<16 | rn<<5 | rt) }
 
 // ldrhScaled and strhScaled load and store the 16 bits at xn + xm*2.
+// ldrswReg is ldrsw xt, [xn, xm]: the 32-bit word there, sign-extended.
+func (a *a64) ldrswReg(rt, rn, rm uint32) { a.emit(0xb8a06800 | rm<<16 | rn<<5 | rt) }
+
 func (a *a64) ldrhScaled(rt, rn, rm uint32) { a.emit(0x78607800 | rm<<16 | rn<<5 | rt) }
 func (a *a64) strhScaled(rt, rn, rm uint32) { a.emit(0x78207800 | rm<<16 | rn<<5 | rt) }
 
@@ -164,6 +187,7 @@ const (
 	a64Ret     = 0xd65f03c0
 	a64MrsTP   = 0xd53bd040 // mrs x0, tpidr_el0
 	a64MrsCntv = 0xd53be040 // mrs x0, cntvct_el0
+	a64Brk     = 0xd4200000 // brk #0, as BreakpointInsn
 )
 
 // Branches. The forward ones return their index, for land; the backward

@@ -21,8 +21,9 @@ import (
 // thread's rseq area, where the C library registered one.
 //
 // Neither routine nor stub changes NZCV: every test is a cbz, cbnz or
-// tbnz, so the flags need no saving. No return hooks, tallies, filters
-// or memory reads yet: those probes trap.
+// tbnz, so the flags need no saving. Returns are hooked as on x86-64
+// (inreturn_arm64.go); no tallies, filters or memory reads yet: those
+// probes trap.
 
 // The routine takes x9 = site id << 32 | record length and returns in
 // x10 the record's address (0: not recorded, and counted), in x11 its
@@ -33,11 +34,23 @@ var rsSaved = []uint32{x9, x10, x11, x12, x13, x14, x15, x16, x17, xLR}
 
 const rsArea = 80 // the save area: 10 registers, sp kept 16-byte aligned
 
+// The code of a RecordRoutine, from its start: the hook routine, the
+// return trampoline, its brk (the way out when no frame of its thread's
+// returns), then the record routine. The first three are the same length
+// whatever the layout, so they are at the same offsets in every copy.
+type routineOffsets struct{ trampoline, trampRet, trap, record int }
+
+var routineAt = func() routineOffsets {
+	var o routineOffsets
+	(&RecordRoutine{Layout: RecordLayout{Slots: 1, RingSize: 4096}}).gen(&a64{}, &o)
+	return o
+}()
+
 // Size is the length of the routine's code: its constants are the
 // layout's, so it is the same wherever a copy goes.
 func (r *RecordRoutine) Size() int {
 	a := &a64{}
-	r.gen(a)
+	r.gen(a, nil)
 	return 4 * len(a.w)
 }
 
@@ -47,17 +60,48 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 		return nil, err
 	}
 	a := &a64{at: at}
-	r.gen(a)
+	r.gen(a, nil)
 	return a.bytes(), a.err
 }
 
-// No return trampoline, hook or tally routine on arm64 yet.
-func HookRoutine(at uint64) uint64    { return 0 }
-func Trampoline(at uint64) uint64     { return 0 }
-func TrampolineTrap(at uint64) uint64 { return 0 }
-func TallyRoutine(at uint64) uint64   { return 0 }
-func TrampolineRewind(at, rip, rsp uint64, called bool) (StubRewind, bool) {
-	return StubRewind{}, false
+// HookRoutine is where the hook routine of a copy placed at at starts.
+func HookRoutine(at uint64) uint64 { return at }
+
+// Trampoline is where the return trampoline of a copy placed at at
+// starts.
+func Trampoline(at uint64) uint64 { return at + 4*uint64(routineAt.trampoline) }
+
+// TrampolineTrap is the brk of a copy placed at at.
+func TrampolineTrap(at uint64) uint64 { return at + 4*uint64(routineAt.trap) }
+
+// recordEntry is where the record routine of a copy placed at at starts.
+func recordEntry(at uint64) uint64 { return at + 4*uint64(routineAt.record) }
+
+// No tally routine on arm64 yet.
+func TallyRoutine(at uint64) uint64 { return 0 }
+
+// gen appends the routine's code, noting where its parts start in o if
+// not nil.
+func (r *RecordRoutine) gen(a *a64, o *routineOffsets) {
+	var konsts []int // the movs of the trampoline's address
+	konsts = append(konsts, r.hook(a))
+	var offs routineOffsets
+	offs.trampoline = len(a.w)
+	call, ks := r.trampoline(a, &offs)
+	konsts = append(konsts, ks...)
+	offs.record = len(a.w)
+	a.land(call)
+	r.record(a)
+	tramp := r.Trampoline
+	if tramp == 0 {
+		tramp = a.at + 4*uint64(offs.trampoline)
+	}
+	for _, i := range konsts {
+		a.setMov64(i, tramp)
+	}
+	if o != nil {
+		*o = offs
+	}
 }
 
 // atomicInc appends the increment of the word at x13, whole against
@@ -70,8 +114,8 @@ func (a *a64) atomicInc() {
 	a.branch(brCBNZW, x16, 0, again)
 }
 
-// gen appends the routine.
-func (r *RecordRoutine) gen(a *a64) {
+// record appends the record routine.
+func (r *RecordRoutine) record(a *a64) {
 	l := r.Layout
 	slotBits := log2(uint64(l.Slots))
 	ringAt := func(idx, to uint32) { // x[to]: ring w[idx] modulo Slots; x15 the first ring, x16 the stride
@@ -244,8 +288,15 @@ func (r *RecordRoutine) reserve(a *a64) {
 // Len is the length of the site's records.
 func (s *RecordStub) Len() int { return RecordHeader + 8*s.values() }
 
-// values is how many words the registers and stack words take.
-func (s *RecordStub) values() int { return len(s.Regs) + s.StackWords }
+// values is how many words the registers, stack words and hook flag
+// take.
+func (s *RecordStub) values() int {
+	n := len(s.Regs) + s.StackWords
+	if s.Hook {
+		n++
+	}
+	return n
+}
 
 // Size is the length of the stub's code (its addresses do not change
 // it).
@@ -263,18 +314,15 @@ var stubSaves = 1 + len(rsSaved)/2
 // Code returns the stub's bytes for placement at at.
 func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
-	case s.Hook || len(s.Reads) > 0 || len(s.Tallies) > 0 || s.Filter != nil:
+	case len(s.Reads) > 0 || len(s.Tallies) > 0 || s.Filter != nil:
 		return nil, errNoCodegen
 	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
 	}
 	a := &a64{at: at}
-	a.subImm(xSP, xSP, rsArea)
-	for i := 0; i < len(rsSaved); i += 2 {
-		a.stp(rsSaved[i], rsSaved[i+1], xSP, uint64(8*i))
-	}
+	saves(a)
 	a.mov(x9, uint64(s.Site)<<32|uint64(s.Len()))
-	a.call(s.Routine)
+	a.call(recordEntry(s.Routine))
 	skip := a.branch(brCBZ, x10, 0, -1)
 	for i, off := range s.Regs {
 		at := uint64(RecordHeader + 8*i)
@@ -295,15 +343,34 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.ldr(x13, xSP, uint64(rsArea+8*w))
 		a.str(x13, x10, uint64(RecordHeader+8*(len(s.Regs)+w)))
 	}
+	if s.Hook {
+		// After the values: the hook writes x30. No record, no hook
+		// (the ring is full): the return would not be recorded either.
+		a.call(HookRoutine(s.Routine))
+		a.str(x9, x10, uint64(RecordHeader+8*s.values()-8))
+	}
 	a.stlr(x11, x10) // committed, after the values
 	a.land(skip)
 	s.pops = len(a.w)
+	restores(a)
+	a.jump(s.Next)
+	return a.bytes(), a.err
+}
+
+// saves appends the lowering of sp below the save area and the saves.
+func saves(a *a64) {
+	a.subImm(xSP, xSP, rsArea)
+	for i := 0; i < len(rsSaved); i += 2 {
+		a.stp(rsSaved[i], rsSaved[i+1], xSP, uint64(8*i))
+	}
+}
+
+// restores appends the restores and sp put back.
+func restores(a *a64) {
 	for i := 0; i < len(rsSaved); i += 2 {
 		a.ldp(rsSaved[i], rsSaved[i+1], xSP, uint64(8*i))
 	}
 	a.addImm(xSP, xSP, rsArea)
-	a.jump(s.Next)
-	return a.bytes(), a.err
 }
 
 // Fixup: no stub of arm64 makes a system call (no memory reads).

@@ -1,6 +1,7 @@
 package singlestep
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -46,6 +47,10 @@ func TestA64Encodings(t *testing.T) {
 		{func(a *a64) { a.stxr(x10, x16, x17) }, []uint32{0xc80a7e30}, "stxr w10, x16, [x17]"},
 		{func(a *a64) { a.stlxr(x13, x11, x10) }, []uint32{0xc80dfd4b}, "stlxr w13, x11, [x10]"},
 		{func(a *a64) { a.stlr(x11, x10) }, []uint32{0xc89ffd4b}, "stlr x11, [x10]"},
+		{func(a *a64) { a.addShifted(x14, x12, x14, 4) }, []uint32{0x8b0e118e}, "add x14, x12, x14, lsl #4"},
+		{func(a *a64) { a.ldrswReg(x13, x13, x14) }, []uint32{0xb8ae69ad}, "ldrsw x13, [x13, x14]"},
+		{func(a *a64) { a.mov64(x16, 0xffff_12345678) }, []uint32{0xd28acf10, 0xf2a24690, 0xf2dffff0, 0xf2e00010}, "mov x16, #0x5678; movk x16, #0x1234, lsl #16; movk x16, #0xffff, lsl #32; movk x16, #0x0, lsl #48"},
+		{func(a *a64) { a.emit(a64Brk) }, []uint32{0xd4200000}, "brk #0x0"},
 	}
 	for _, tc := range tests {
 		a := &a64{}
@@ -89,10 +94,50 @@ func TestRecordCodeArm64(t *testing.T) {
 		if mid, _ := s.Rewind(at, at+4*uint64(stubSaves), 0x7000-rsArea); !mid.Saved || mid.SP != 0x7000 || mid.Area != 0x7000-rsArea {
 			t.Errorf("after the saves: %+v", mid)
 		}
+		hooked := &RecordStub{Routine: routine, Next: 0x20000, Site: 8, Regs: []int{31 * 8, 30 * 8}, Hook: true}
+		hstub, err := hooked.Code(at)
+		if err != nil || len(hstub) != hooked.Size() || hooked.Len() != RecordHeader+24 {
+			t.Fatalf("hooking stub: %v: %d bytes, Size %d, Len %d", err, len(hstub), hooked.Size(), hooked.Len())
+		}
+		checkA64(t, "hooking stub", hstub, at)
+		// The hook and the trampoline write the trampoline's address:
+		// this copy's, or the process's one.
+		for _, tramp := range []uint64{0, 0x7f00_1234_5678} {
+			r.Trampoline = tramp
+			code, _ := r.Code(routine)
+			want := cmp.Or(tramp, Trampoline(routine))
+			if got := mov64Value(code[4:]); got != want {
+				t.Errorf("the hook's trampoline: %#x, want %#x", got, want)
+			}
+		}
+		if TrampolineTrap(routine) <= Trampoline(routine) || binary.LittleEndian.Uint32(code[TrampolineTrap(routine)-routine:]) != a64Brk {
+			t.Errorf("the trampoline's brk is not at %#x", TrampolineTrap(routine))
+		}
+		for pc := Trampoline(routine); pc <= TrampolineTrap(routine); pc += 4 {
+			rw, ok := TrampolineRewind(routine, pc, 0x7000, false)
+			if !ok || rw.Saved && (rw.Area != 0x7000 || rw.SP != 0x7000+rsArea) {
+				t.Errorf("trampoline %#x: %+v %v", pc, rw, ok)
+			}
+		}
+		if rw, _ := TrampolineRewind(routine, Trampoline(routine), 0x7000, false); rw != (StubRewind{SP: 0x7000}) {
+			t.Errorf("at the trampoline's start: %+v", rw)
+		}
+		if _, ok := TrampolineRewind(routine, TrampolineTrap(routine)+4, 0x7000, false); ok {
+			t.Error("the record routine taken for the trampoline")
+		}
 		if t.Failed() {
 			t.Logf("routine: %s\nstub: %s", hex.EncodeToString(code), hex.EncodeToString(stub))
 		}
 	}
+}
+
+// mov64Value is the value a mov64's four words put in their register.
+func mov64Value(code []byte) uint64 {
+	var v uint64
+	for hw := range 4 {
+		v |= uint64(binary.LittleEndian.Uint32(code[4*hw:])>>5&0xffff) << (16 * hw)
+	}
+	return v
 }
 
 // checkA64 decodes code placed at at: every word an instruction, every

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifdef __x86_64__
 long spin(long n);
 __asm__(".globl spin\n"
 	".type spin, @function\n"
@@ -31,6 +32,40 @@ __asm__(".globl spin_on\n"
 	"	jg 1b\n"
 	"	jmp then\n"
 	".size spin_on, .-spin_on\n");
+#define SPIN(n) spin(n)
+#define SPIN_ON(n) spin_on(n)
+#else
+/*
+ * arm64's b covers any one word: spin and spin_on start with a register
+ * branch instead (br x1, to their bodies), which no b can cover. x30 is
+ * left alone: the bodies return, or tail-call then, as spin does.
+ */
+long spin(long n, void *body);
+long spin_on(long n, void *body);
+void spin_body(void), spin_on_body(void);
+__asm__(".globl spin, spin_on, spin_body, spin_on_body\n"
+	".type spin, %function\n"
+	"spin:\n"
+	"	br x1\n"
+	".size spin, .-spin\n"
+	".type spin_on, %function\n"
+	"spin_on:\n"
+	"	br x1\n"
+	".size spin_on, .-spin_on\n"
+	"spin_body:\n"
+	"	mov x2, x0\n"
+	"1:	subs x2, x2, #1\n"
+	"	b.gt 1b\n"
+	"	add x0, x0, #3\n"
+	"	ret\n"
+	"spin_on_body:\n"
+	"	mov x2, x0\n"
+	"1:	subs x2, x2, #1\n"
+	"	b.gt 1b\n"
+	"	b then\n");
+#define SPIN(n) spin(n, spin_body)
+#define SPIN_ON(n) spin_on(n, spin_on_body)
+#endif
 
 static volatile long sink;
 
@@ -40,9 +75,9 @@ __attribute__((noinline)) long then(long n)
 	return n + 5;
 }
 
-__attribute__((noinline)) long first(long n) { return spin_on(n + 1); }
+__attribute__((noinline)) long first(long n) { return SPIN_ON(n + 1); }
 
-__attribute__((noinline)) long mid(long n) { return spin(n + 1); }
+__attribute__((noinline)) long mid(long n) { return SPIN(n + 1); }
 
 __attribute__((noinline)) long last(long n)
 {
