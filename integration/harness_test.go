@@ -202,6 +202,12 @@ func setup(dir string) error {
 		if err := build(dir, "gcc", append(slices.Clone(pacFlags), "-o", filepath.Join(dir, "coro_pac"), coro)...); err != nil {
 			return err
 		}
+		for name, file := range map[string]string{"ret_pac": "ret.c", "pacret": "pacret.c"} {
+			args := append(slices.Clone(pacRetFlags), "-o", filepath.Join(dir, name), filepath.Join(src, "inprocess", file))
+			if err := build(dir, "gcc", args...); err != nil {
+				return err
+			}
+		}
 		// reloc_arm64_test.go's.
 		if err := build(dir, "gcc", "-O2", filepath.Join(src, "inprocess", "reloc_arm64.S"), "-o", filepath.Join(dir, "reloc"), filepath.Join(src, "inprocess", "reloc.c")); err != nil {
 			return err
@@ -498,6 +504,11 @@ var entryReturnFetch = map[string]string{"amd64": "$stack0", "arm64": "%lr"}[run
 // pacFlags build arm64 code with pointer authentication (paciasp and
 // autiasp around each non-leaf function) and BTI (pac_arm64_test.go).
 var pacFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard", "-fno-pie", "-no-pie"}
+
+// pacRetFlags build with pointer authentication but no BTI: in a
+// BTI-guarded page a landing pad (paciasp is one) takes no b, and every
+// entry would stop the thread.
+var pacRetFlags = []string{"-O2", "-g", "-Wall", "-pthread", "-mbranch-protection=pac-ret"}
 
 // patched reports whether code starts with a probe's breakpoint: an int3,
 // or the jmp that replaces it (a window between the two may be too short

@@ -4,8 +4,13 @@ package integration
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Pointer authentication (arm64): code built with
@@ -41,4 +46,63 @@ func signsReturn(t *testing.T, path, fn string) bool {
 	code := fileBytes(t, path, funcSym(t, path, fn).Value, 8)
 	const paciasp = 0xd503233f
 	return binary.LittleEndian.Uint32(code) == paciasp || binary.LittleEndian.Uint32(code[4:]) == paciasp
+}
+
+// TestPointerAuthInProcessReturns: returns hooked in the tracee, in code
+// that signs its return addresses. ret's threads compute what they do
+// untraced, every call and return recorded; its longjmps' function_graph
+// trace is the one a stop at every call gives; and pacret's three calls,
+// parked inside with the trampoline saved signed in their frames, return
+// home after a detach (the originals put back signed as it was).
+func TestPointerAuthInProcessReturns(t *testing.T) {
+	t.Parallel()
+	ret := builtOnce(t, "ret_pac", filepath.Join("testdata", "inprocess", "ret.c"), pacRetFlags...)
+	if !signsReturn(t, ret, "outer") || !signsReturn(t, ret, "dive") {
+		t.Fatalf("%s: outer or dive does not start with paciasp: the test proves nothing", ret)
+	}
+	const threads, calls = 4, 500
+	want := runCmd(t, nil, ret, "threads", fmt.Sprint(threads), fmt.Sprint(calls))
+	out := filepath.Join(t.TempDir(), "trace")
+	r := probe(t, "run", "-v", "-o", out, "--tracer", "function_graph", "--filter", "outer,inner", "--", ret, "threads", fmt.Sprint(threads), fmt.Sprint(calls))
+	if r.code != 0 || r.stdout != want.stdout || !strings.Contains(r.stderr, "function tracer: 2 functions in-process\n") {
+		t.Fatalf("threads: want exit 0, %q, both functions in-process; got %v", want.stdout, r)
+	}
+	graph := readFile(t, out)
+	if o, i := strings.Count(graph, "outer() {"), strings.Count(graph, "inner()"); strings.Contains(graph, "lost") || o != threads*calls || i != 2*threads*calls {
+		t.Fatalf("threads: %d outer() {, %d inner(), want %d and %d, none lost:\n%s", o, i, threads*calls, 2*threads*calls, limit(graph))
+	}
+
+	want = runCmd(t, nil, ret, "longjmp", "20")
+	var shapes []string
+	for _, flag := range []string{"-v", "--no-inprocess"} {
+		r := probe(t, "run", flag, "-o", out, "--tracer", "function_graph", "--filter", "dive,outer,inner", "--", ret, "longjmp", "20")
+		if r.code != 0 || r.stdout != want.stdout {
+			t.Fatalf("longjmp %s: want exit 0, %q; got %v", flag, want.stdout, r)
+		}
+		shapes = append(shapes, graphShape(t, readTrace(t, out)))
+	}
+	// (At -O2 gcc makes dive's recursion a loop: one call a dive.)
+	if d := strings.Count(shapes[0], "dive() {"); shapes[0] != shapes[1] || d < 20 || strings.Count(shapes[0], "dive: return lost") != d || strings.Count(shapes[0], "outer() {") != 20 {
+		t.Fatalf("longjmp in-process:\n%s\nstopping:\n%s", limit(shapes[0]), limit(shapes[1]))
+	}
+
+	pac := builtOnce(t, "pacret", filepath.Join("testdata", "inprocess", "pacret.c"), pacRetFlags...)
+	p := startPiped(t, nil, pac, "1000")
+	p.waitStdout(t, "ready\n", 10*time.Second)
+	pr := startProbe(t, "attach", "-v", "-o", out, "--tracer", "function_graph", "--filter", "level1,level2,level3", strconv.Itoa(p.pid()))
+	waitStderr(t, pr, "function tracer: 3 functions in-process", 60*time.Second)
+	p.in.Write([]byte("go\n"))
+	p.waitStdout(t, "parked\n", 60*time.Second)
+	pr.signal(t, os.Interrupt)
+	if r := pr.wait(t, cmdTimeout); r.code != 0 {
+		t.Fatalf("probe attach: %v", r)
+	}
+	if trace := readFile(t, out); !strings.Contains(trace, "# 3 calls in progress at the detach") {
+		t.Fatalf("want the three parked calls in progress at the detach:\n%s", limit(trace))
+	}
+	p.in.Write([]byte("x\n"))
+	// level1(i) is 6i + 10: 1000 calls and level1(5).
+	if r := p.wait(t, cmdTimeout); r.code != 0 || r.stdout != "ready\nparked\nsum 3007040\n" {
+		t.Fatalf("pacret after the detach: want exit 0 and its untraced output; got %v", r)
+	}
 }
