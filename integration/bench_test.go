@@ -175,6 +175,12 @@ func BenchmarkFunctionGraph(b *testing.B) {
 	benchProbe(b, 1, "--tracer", "function_graph", "--filter", "leaf")
 }
 
+// BenchmarkFunctionGraphStopping is the same, stopping the thread at
+// each entry and return (--no-inprocess).
+func BenchmarkFunctionGraphStopping(b *testing.B) {
+	benchProbe(b, 1, "--no-inprocess", "--tracer", "function_graph", "--filter", "leaf")
+}
+
 // BenchmarkEntryProbe4Threads is the entry probe hit by four threads at
 // once, per hit (target: <= 1.5x what one thread costs per hit).
 func BenchmarkEntryProbe4Threads(b *testing.B) {

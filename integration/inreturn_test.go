@@ -273,6 +273,20 @@ func TestInProcessReturnsFork(t *testing.T) {
 	}
 }
 
+// TestInProcessReturnsLeafFork: a leaf whose return is hooked in the
+// tracee forks by a system call of its own. On arm64 its return address
+// is still in x30 then, the trampoline in the child's copy too, and the
+// child (not followed) would return into it: it gets the original back
+// before it runs, and exits 3 as untraced. The parent's return is
+// reported.
+func TestInProcessReturnsLeafFork(t *testing.T) {
+	t.Parallel()
+	trace := runRet(t, []string{"r:leaf_fork $retval"}, []string{"r_leaf_fork_0"}, "leaffork")
+	if evs := traceEvents(trace); len(evs) != 1 || evs[0].name != "r_leaf_fork_0" {
+		t.Fatalf("want the parent's return of leaf_fork alone:\n%s", trace)
+	}
+}
+
 // grepLines is the lines of s that contain sub.
 func grepLines(s, sub string) string {
 	var out []string

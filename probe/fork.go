@@ -63,8 +63,10 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 	}
 	t.restoreSitesIn(child, sites)
 	t.putBackRedirects(child)
-	// Its stack is a copy of the forking thread's, hijacked returns and all.
+	// Its stack is a copy of the forking thread's, hijacked returns and
+	// all (and on arm64 its x30, where a hooked leaf forked).
 	t.unhijackInprocIn(child, ev.Tid)
+	t.unhookChildLR(ev.NewTid, ev.Tid)
 	for _, cs := range t.threadStacks(ev.Tid) {
 		for _, f := range cs.frames {
 			if f.hijacked && !f.unhooked {

@@ -83,3 +83,6 @@ func setLinkRegister(r *unix.PtraceRegs, v uint64) {}
 
 // unhookInprocLR: no link register.
 func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {}
+
+// unhookChildLR: no link register.
+func (t *Tracer) unhookChildLR(child, tid int) {}

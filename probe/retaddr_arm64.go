@@ -217,3 +217,40 @@ func recordedCaller(regs *unix.PtraceRegs, words []uint64) (uint64, bool) {
 func (t *Tracer) routineReturn(regs *unix.PtraceRegs) (uint64, bool) {
 	return linkRegister(regs), true
 }
+
+// unhookChildLR gives fork child child of thread tid, held at its first
+// stop, its return address back if its x30 is a trampoline: a hooked
+// leaf forked, keeping it there. The innermost hooked frame's it is.
+func (t *Tracer) unhookChildLR(child, tid int) {
+	var regs unix.PtraceRegs
+	if t.proc.GetRegs(child, &regs) != nil {
+		return
+	}
+	var sp, ret uint64
+	switch lr := t.stripPAC(regs.Regs[30]); {
+	case lr == 0:
+		return
+	case lr == t.trampoline:
+		cs := t.shadow[tid]
+		if cs == nil {
+			return
+		}
+		for i := len(cs.frames) - 1; i >= 0 && ret == 0; i-- {
+			if f := cs.frames[i]; f.hijacked {
+				sp, ret = f.sp, f.ret
+			}
+		}
+	case t.inproc != nil && lr == t.inproc.trampoline:
+		if frames := t.shadowOf(tid); len(frames) > 0 {
+			f := frames[len(frames)-1]
+			sp, ret = f.Slot, f.Ret&^singlestep.UnhookedBit
+		}
+	}
+	if ret == 0 {
+		return
+	}
+	if v, ok := t.signedLike(tid, regs.Regs[30], t.stripPAC(regs.Regs[30]), ret, sp); ok {
+		regs.Regs[30] = v
+		t.proc.SetRegs(child, &regs)
+	}
+}

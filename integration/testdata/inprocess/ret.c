@@ -6,6 +6,8 @@
  *                     which longjmps back to main; then a plain call.
  *   ret fork          fork() inside spawn(3), three calls deep: the child
  *                     returns through those calls as the parent does.
+ *   ret leaffork      a fork by a leaf's own system call: on arm64 its
+ *                     return address is still in x30 in the child.
  *
  * Each mode prints what it computed; a return sent to the wrong place
  * crashes it or changes the numbers. */
@@ -53,6 +55,21 @@ __attribute__((noinline)) int spawn(int depth)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+__attribute__((noinline)) long leaf_fork(void)
+{
+#if defined(__aarch64__)
+	register long x8 __asm__("x8") = 220; /* clone(SIGCHLD, 0, 0, 0, 0) */
+	register long x0 __asm__("x0") = 17;
+	register long x1 __asm__("x1") = 0, x2 __asm__("x2") = 0, x3 __asm__("x3") = 0, x4 __asm__("x4") = 0;
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
+	return x0;
+#else
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(57L) : "rcx", "r11", "memory"); /* fork */
+	return r;
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "threads") == 0) {
@@ -88,6 +105,16 @@ int main(int argc, char **argv)
 		printf("%s r=%d\n", r >= 100 ? "child" : "parent", r);
 		return r >= 100 ? r - 100 + 7 : 0; /* the child exits 10 */
 	}
-	fprintf(stderr, "usage: ret threads T N | longjmp N | fork\n");
+	if (argc == 2 && strcmp(argv[1], "leaffork") == 0) {
+		fflush(stdout);
+		long pid = leaf_fork();
+		if (pid == 0)
+			_exit(3);
+		int status;
+		waitpid(pid, &status, 0);
+		printf("child exited %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		return 0;
+	}
+	fprintf(stderr, "usage: ret threads T N | longjmp N | fork | leaffork\n");
 	return 2;
 }
