@@ -61,7 +61,7 @@ func runRet(t *testing.T, args []string, inProcess []string, retArgs ...string) 
 func TestInProcessReturnsExact(t *testing.T) {
 	t.Parallel()
 	const threads = 8
-	iters := map[string]int{"amd64": 33334, "arm64": 2000}[runtime.GOARCH] // (TCG)
+	iters := map[string]int{"amd64": 33334, "arm64": 1000}[runtime.GOARCH] // (TCG)
 	n := fmt.Sprint(iters)
 	trace := runRet(t, []string{"p:outer a=%di", "r:outer $retval", "r:inner $retval"},
 		[]string{"p_outer_0", "r_outer_0", "r_inner_0"}, "threads", "8", n)

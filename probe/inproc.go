@@ -207,8 +207,6 @@ func (a *Args) recordInputs() (need recordNeeds, why string) {
 			}
 			need.add(generalRegs, singlestep.RecordStackMax)
 			continue
-		case len(f.derefs) > 0 && !fullRecords:
-			return need, fmt.Sprintf("%s reads memory (in the tracee on x86-64 only)", f.name)
 		case len(f.derefs) > 0:
 			chain, why := f.memReads()
 			if why != "" {

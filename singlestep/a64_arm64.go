@@ -153,6 +153,10 @@ func (a *a64) scaled(off, size uint64) uint32 {
 func (a *a64) ldrW32Reg(rt, rn, rm uint32) { a.emit(0xb8606800 | rm<<16 | rn<<5 | rt) }
 
 // ldrhScaled and strhScaled load and store the 16 bits at xn + xm*2.
+// ldrW is ldr wt, [xn, #off]: 32 bits at xn plus an unsigned multiple
+// of 4 below 16 KiB.
+func (a *a64) ldrW(rt, rn uint32, off uint64) { a.emit(0xb9400000 | a.scaled(off, 4)<<10 | rn<<5 | rt) }
+
 // ldrswReg is ldrsw xt, [xn, xm]: the 32-bit word there, sign-extended.
 func (a *a64) ldrswReg(rt, rn, rm uint32) { a.emit(0xb8a06800 | rm<<16 | rn<<5 | rt) }
 

@@ -19,9 +19,6 @@ package singlestep
 //
 // Neither writes NZCV: every test is a cbz, cbnz or tbnz.
 
-// The stub's save area (rsSaved): x30 is its last word.
-const rsLR = 8 * 9
-
 // topFrame appends, for the stack top word in x15 and the ring in x12:
 // in x14 the frame past the top (the top frame at x14 + RingShadow - 16).
 func (a *a64) topFrame() {

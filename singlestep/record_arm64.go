@@ -22,17 +22,21 @@ import (
 //
 // Neither routine nor stub changes NZCV: every test is a cbz, cbnz or
 // tbnz, so the flags need no saving. Returns are hooked as on x86-64
-// (inreturn_arm64.go); no tallies, filters or memory reads yet: those
-// probes trap.
+// (inreturn_arm64.go), memory read by system call (memread_arm64.go);
+// no tallies or filters yet: the tracer counts and filters the records.
 
 // The routine takes x9 = site id << 32 | record length and returns in
 // x10 the record's address (0: not recorded, and counted), in x11 its
 // commit stamp, with the header's words 1 and 2 written, and in x12 the
 // thread's ring (0: none). It uses x13-x17 and x30 too; the stub saves
-// x9-x17 and x30, from its sp up, in that order.
-var rsSaved = []uint32{x9, x10, x11, x12, x13, x14, x15, x16, x17, xLR}
+// x0-x18 (its reads' system calls take x0-x5 and x8) and x30, from its
+// sp up, in that order.
+var rsSaved = []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, x9, x10, x11, x12, x13, x14, x15, x16, x17, 18, xLR}
 
-const rsArea = 80 // the save area: 10 registers, sp kept 16-byte aligned
+const rsArea = 160 // the save area: 20 registers, sp kept 16-byte aligned
+
+// rsLR is x30's place in the save area.
+var rsLR = uint64(8 * slices.Index(rsSaved, xLR))
 
 // The code of a RecordRoutine, from its start: the hook routine, the
 // return trampoline, its brk (the way out when no frame of its thread's
@@ -286,7 +290,16 @@ func (r *RecordRoutine) reserve(a *a64) {
 }
 
 // Len is the length of the site's records.
-func (s *RecordStub) Len() int { return RecordHeader + 8*s.values() }
+func (s *RecordStub) Len() int {
+	n := s.values()
+	for _, r := range s.Reads {
+		n += r.Words()
+	}
+	if len(s.Reads) > 0 {
+		n += iovWords
+	}
+	return RecordHeader + 8*n
+}
 
 // values is how many words the registers, stack words and hook flag
 // take.
@@ -314,7 +327,7 @@ var stubSaves = 1 + len(rsSaved)/2
 // Code returns the stub's bytes for placement at at.
 func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
-	case len(s.Reads) > 0 || len(s.Tallies) > 0 || s.Filter != nil:
+	case len(s.Tallies) > 0 || s.Filter != nil:
 		return nil, errNoCodegen
 	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
@@ -325,23 +338,18 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	a.call(recordEntry(s.Routine))
 	skip := a.branch(brCBZ, x10, 0, -1)
 	for i, off := range s.Regs {
-		at := uint64(RecordHeader + 8*i)
-		switch n := uint32(off / 8); {
-		case off%8 != 0 || n > 31:
+		if !RecordableReg(off) {
 			return nil, fmt.Errorf("register at %d of the registers' struct: not recordable", off)
-		case n == 31: // sp, as the thread had it
-			a.addImm(x13, xSP, rsArea)
-			a.str(x13, x10, at)
-		case slices.Index(rsSaved, n) >= 0:
-			a.ldr(x13, xSP, uint64(8*slices.Index(rsSaved, n)))
-			a.str(x13, x10, at)
-		default:
-			a.str(n, x10, at)
 		}
+		loadThreadReg(a, x13, off)
+		a.str(x13, x10, uint64(RecordHeader+8*i))
 	}
 	for w := range s.StackWords {
 		a.ldr(x13, xSP, uint64(rsArea+8*w))
 		a.str(x13, x10, uint64(RecordHeader+8*(len(s.Regs)+w)))
+	}
+	if err := s.copyReads(a); err != nil {
+		return nil, err
 	}
 	if s.Hook {
 		// After the values: the hook writes x30. No record, no hook
@@ -373,7 +381,8 @@ func restores(a *a64) {
 	a.addImm(xSP, xSP, rsArea)
 }
 
-// Fixup: no stub of arm64 makes a system call (no memory reads).
+// Fixup: arm64's stubs read memory by system call alone, which faults
+// nothing.
 func (s *RecordStub) Fixup(at, rip uint64) (uint64, bool) { return 0, false }
 
 // SavedRegs are the registers of a stub's save area, in order from its

@@ -51,6 +51,9 @@ func TestA64Encodings(t *testing.T) {
 		{func(a *a64) { a.ldrswReg(x13, x13, x14) }, []uint32{0xb8ae69ad}, "ldrsw x13, [x13, x14]"},
 		{func(a *a64) { a.mov64(x16, 0xffff_12345678) }, []uint32{0xd28acf10, 0xf2a24690, 0xf2dffff0, 0xf2e00010}, "mov x16, #0x5678; movk x16, #0x1234, lsl #16; movk x16, #0xffff, lsl #32; movk x16, #0x0, lsl #48"},
 		{func(a *a64) { a.emit(a64Brk) }, []uint32{0xd4200000}, "brk #0x0"},
+		{func(a *a64) { a.ldrW(0, x14, 16) }, []uint32{0xb94011c0}, "ldr w0, [x14, #16]"},
+		{func(a *a64) { a.emit(a64Svc) }, []uint32{0xd4000001}, "svc #0x0"},
+		{func(a *a64) { a.stp(18, xLR, xSP, 144) }, []uint32{0xa9097bf2}, "stp x18, x30, [sp, #144]"},
 	}
 	for _, tc := range tests {
 		a := &a64{}
@@ -93,6 +96,22 @@ func TestRecordCodeArm64(t *testing.T) {
 		}
 		if mid, _ := s.Rewind(at, at+4*uint64(stubSaves), 0x7000-rsArea); !mid.Saved || mid.SP != 0x7000 || mid.Area != 0x7000-rsArea {
 			t.Errorf("after the saves: %+v", mid)
+		}
+		reads := &RecordStub{Routine: routine, Next: 0x20000, Site: 9, Regs: []int{0, 8}, Rings: l.Base, Hook: true, Reads: []MemRead{
+			{Reg: 0, Off: -8, Len: 16}, {Via: 1, Off: 8, Len: MemReadMax}, {Abs: true, Addr: 0x601040, Len: 4}, {Reg: 31 * 8, Len: 8},
+		}}
+		rstub, err := reads.Code(at)
+		if err != nil || len(rstub) != reads.Size() {
+			t.Fatalf("reading stub: %v: %d bytes, Size %d", err, len(rstub), reads.Size())
+		}
+		checkA64(t, "reading stub", rstub, at)
+		if want := RecordHeader + 8*(2+1+(2+2)+(2+32)+(2+1)+(2+1)+iovWords); reads.Len() != want {
+			t.Errorf("reading stub: Len %d, want %d", reads.Len(), want)
+		}
+		for pc := at; pc < at+uint64(len(rstub)); pc += 4 {
+			if rw, ok := reads.Rewind(at, pc, 0x7000); !ok || pc > at+4*uint64(stubSaves) && pc < at+uint64(len(rstub))-8 && !rw.Saved {
+				t.Errorf("reading stub %#x: %+v %v", pc, rw, ok)
+			}
 		}
 		hooked := &RecordStub{Routine: routine, Next: 0x20000, Site: 8, Regs: []int{31 * 8, 30 * 8}, Hook: true}
 		hstub, err := hooked.Code(at)
