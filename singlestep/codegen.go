@@ -203,6 +203,32 @@ type RecordStub struct {
 	fixups []fixup // its copies of memory, once made
 }
 
+// Len is the length of the site's records.
+func (s *RecordStub) Len() int {
+	n := s.values()
+	for _, r := range s.Reads {
+		n += r.Words()
+	}
+	if len(s.Reads) > 0 {
+		n += iovWords
+	}
+	return RecordHeader + 8*n
+}
+
+// values is how many words the registers, stack words and hook flag
+// take.
+func (s *RecordStub) values() int {
+	n := len(s.Regs) + s.StackWords
+	if s.Hook {
+		n++
+	}
+	return n
+}
+
+// iovWords are the record's scratch words for process_vm_readv's two
+// iovecs, after the reads.
+const iovWords = 4
+
 // RecordStackMax bounds StackWords: at a function's entry the words just
 // above sp are the caller's frame, always mapped.
 const RecordStackMax = 8

@@ -35,10 +35,6 @@ func (s *RecordStub) Fixup(at, rip uint64) (uint64, bool) {
 	return 0, false
 }
 
-// iovWords are the record's scratch words for process_vm_readv's two
-// iovecs, after the reads.
-const iovWords = 4
-
 // sysProcessVMReadv is process_vm_readv's number on x86-64.
 const sysProcessVMReadv = 310
 

@@ -14,10 +14,6 @@ import (
 // call takes x0-x5 and x8, which the stub saves with the rest (rsSaved),
 // and keeps x10-x12, the record, its stamp and the ring.
 
-// iovWords are the record's scratch words for process_vm_readv's two
-// iovecs, after the reads.
-const iovWords = 4
-
 // sysProcessVMReadv is process_vm_readv's number on arm64.
 const sysProcessVMReadv = 270
 

@@ -321,27 +321,6 @@ func (a *asm) restoreAll() {
 	a.raw(0x5f, 0x5e, 0x5a, 0x59, 0x58, 0x9d)             // pop %rdi,%rsi,%rdx,%rcx,%rax; popfq
 }
 
-// Len is the length of the site's records.
-func (s *RecordStub) Len() int {
-	n := s.values()
-	for _, r := range s.Reads {
-		n += r.Words()
-	}
-	if len(s.Reads) > 0 {
-		n += iovWords
-	}
-	return RecordHeader + 8*n
-}
-
-// values is how many words the registers, stack words and hook flag take.
-func (s *RecordStub) values() int {
-	n := len(s.Regs) + s.StackWords
-	if s.Hook {
-		n++
-	}
-	return n
-}
-
 // Size is the length of the stub's code (its addresses do not change
 // it).
 func (s *RecordStub) Size() int {

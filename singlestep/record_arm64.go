@@ -289,28 +289,6 @@ func (r *RecordRoutine) reserve(a *a64) {
 	a.emit(a64Ret)
 }
 
-// Len is the length of the site's records.
-func (s *RecordStub) Len() int {
-	n := s.values()
-	for _, r := range s.Reads {
-		n += r.Words()
-	}
-	if len(s.Reads) > 0 {
-		n += iovWords
-	}
-	return RecordHeader + 8*n
-}
-
-// values is how many words the registers, stack words and hook flag
-// take.
-func (s *RecordStub) values() int {
-	n := len(s.Regs) + s.StackWords
-	if s.Hook {
-		n++
-	}
-	return n
-}
-
 // Size is the length of the stub's code (its addresses do not change
 // it).
 func (s *RecordStub) Size() int {
