@@ -359,11 +359,7 @@ func TestInProcessFork(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "trace")
 		args := append(append([]string{"run", "-v", "-o", out}, c.flags...), "p:work a=%di b=%si", "p:peek v=+0(%di):s64", "--", exe, "fork", "1000")
 		r := probe(t, args...)
-		peekPath := c.path
-		if runtime.GOARCH == "arm64" && c.path == "in-process" {
-			peekPath = "stops the thread (probe/p_peek_0: v reads memory (in the tracee on x86-64 only))"
-		}
-		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "probe/p_work_0: "+c.path+"\n") || !strings.Contains(r.stderr, "probe/p_peek_0: "+peekPath+"\n") {
+		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "probe/p_work_0: "+c.path+"\n") || !strings.Contains(r.stderr, "probe/p_peek_0: "+c.path+"\n") {
 			t.Fatalf("probe %v: want exit 0, %q and %q; got %v", args, base.stdout, c.path, r)
 		}
 		trace, _ := os.ReadFile(out)

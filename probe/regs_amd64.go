@@ -15,9 +15,6 @@ import (
 const (
 	mailboxCode = true // the mailbox (mailbox.go)
 	trapDetours = true // detours that trap, with rip past the int3 (optimize.go)
-	// fullRecords: stubs that tally and filter, besides recording
-	// registers, stack words and memory and hooking returns.
-	fullRecords = true
 	// readsFSBase: the code reads the thread pointer with rdfsbase,
 	// which the kernel must allow.
 	readsFSBase = true

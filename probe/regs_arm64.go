@@ -12,16 +12,14 @@ import (
 func goRegister(r *unix.PtraceRegs) uint64 { return r.Regs[28] }
 
 // The generated-code mechanisms arm64 has: record stubs, each behind a
-// `b` (singlestep/record_arm64.go), which hook returns and read memory.
-// No mailbox (its stand-ins below keep the code that serves it
-// compiling; none is reached), no detour that traps (a brk leaves pc at
-// itself: the tracer would write pc anyway, as for a plain brk), no
-// tallies or filters in the stub: the tracer counts and filters the
-// records.
+// `b` (singlestep/record_arm64.go), which hook returns, read memory,
+// count and filter. No mailbox (its stand-ins below keep the code that
+// serves it compiling; none is reached), no detour that traps (a brk
+// leaves pc at itself: the tracer would write pc anyway, as for a plain
+// brk).
 const (
 	mailboxCode = false
 	trapDetours = false
-	fullRecords = false
 	readsFSBase = false // tpidr_el0 is always readable at EL0
 	cpuFromRseq = true
 )

@@ -69,9 +69,9 @@ func (pt *siteTally) histAt(j int) int { return pt.passedAt() + 1 + j*singlestep
 // counters' places, or nil if st cannot be counted there: a probe of it
 // prints, or filters other than on numbers the stub reads, or a return
 // (returns: its function is traced with returns hooked) or the function
-// tracer needs records; nil too where stubs do not count (arm64).
+// tracer needs records.
 func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
-	if !fullRecords || len(st.probes) == 0 || len(st.returns) > 0 || traced {
+	if len(st.probes) == 0 || len(st.returns) > 0 || traced {
 		return nil
 	}
 	plan := make([]siteTally, 0, len(st.probes))
@@ -243,12 +243,8 @@ func (t *Tracer) handRejected(rs *recordSite, words, last []uint64) {
 
 // siteFilter is what st's stub tests before it records: a hit none of
 // its probes' filters lets through needs no record. nil where a probe
-// has no filter, or one a stub cannot test, and where stubs test none
-// (arm64).
+// has no filter, or one a stub cannot test.
 func siteFilter(st *site) *singlestep.Filter {
-	if !fullRecords {
-		return nil
-	}
 	var f *singlestep.Filter
 	for _, p := range st.probes {
 		if p.args == nil || p.args.filter == nil {

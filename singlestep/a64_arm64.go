@@ -111,6 +111,18 @@ func (a *a64) add(rd, rn, rm uint32) { a.emit(0x8b000000 | rm<<16 | rn<<5 | rd) 
 func (a *a64) sub(rd, rn, rm uint32) { a.emit(0xcb000000 | rm<<16 | rn<<5 | rd) }
 func (a *a64) eor(rd, rn, rm uint32) { a.emit(0xca000000 | rm<<16 | rn<<5 | rd) }
 
+// andReg, bic and eon are xn & xm, xn &^ xm and xn ^ ^xm.
+func (a *a64) andReg(rd, rn, rm uint32) { a.emit(0x8a000000 | rm<<16 | rn<<5 | rd) }
+func (a *a64) bic(rd, rn, rm uint32)    { a.emit(0x8a200000 | rm<<16 | rn<<5 | rd) }
+func (a *a64) eon(rd, rn, rm uint32)    { a.emit(0xca200000 | rm<<16 | rn<<5 | rd) }
+
+// lslImm is lsl xd, xn, #sh (ubfm xd, xn, #(64-sh)%64, #63-sh); asrImm
+// is asr xd, xn, #sh (sbfm xd, xn, #sh, #63).
+func (a *a64) lslImm(rd, rn, sh uint32) {
+	a.emit(0xd3400000 | (64-sh)%64<<16 | (63-sh)<<10 | rn<<5 | rd)
+}
+func (a *a64) asrImm(rd, rn, sh uint32) { a.emit(0x9340fc00 | sh<<16 | rn<<5 | rd) }
+
 // addShifted is add xd, xn, xm, lsl #sh.
 func (a *a64) addShifted(rd, rn, rm, sh uint32) { a.emit(0x8b000000 | rm<<16 | sh<<10 | rn<<5 | rd) }
 
@@ -192,6 +204,7 @@ const (
 	a64MrsTP   = 0xd53bd040 // mrs x0, tpidr_el0
 	a64MrsCntv = 0xd53be040 // mrs x0, cntvct_el0
 	a64Brk     = 0xd4200000 // brk #0, as BreakpointInsn
+	a64Clz     = 0xdac01000 // clz x0, x0
 )
 
 // Branches. The forward ones return their index, for land; the backward
@@ -207,6 +220,7 @@ const (
 	brCBZW
 	brCBNZW
 	brTBNZ
+	brTBZ
 )
 
 // branch appends a branch of kind k on register rt (bit: tbnz's bit) to
@@ -235,7 +249,11 @@ func a64Branch(k branchKind, rt, bit uint32) uint32 {
 	case brCBNZW:
 		return 0x35000000 | rt
 	}
-	return 0x36000000 | 1<<24 | bit>>5<<31 | (bit&31)<<19 | rt // tbnz
+	tb := uint32(0x36000000 | bit>>5<<31 | (bit&31)<<19 | rt) // tbz
+	if k == brTBNZ {
+		tb |= 1 << 24
+	}
+	return tb
 }
 
 // land aims the branch at index i at the next instruction.

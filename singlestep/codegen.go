@@ -1,10 +1,13 @@
 package singlestep
 
+import "fmt"
+
 // The data of the mechanisms whose code the tracer generates into the
 // tracee (mailbox, jump-optimised detours, in-process records, tallies,
 // filters): what the tracer and the generated code share. The code
 // generators are per architecture: x86-64 has them all (*_amd64.go),
-// arm64 the record stubs and their detours (codegen_arm64.go).
+// arm64 the record stubs (hooks, reads, tallies and filters included)
+// and their detours (*_arm64.go).
 
 // A mailbox is a page shared by the tracer and the tracee, where a thread
 // leaves its registers before it traps, so the tracer reads them from its
@@ -358,3 +361,58 @@ type TallyValue struct {
 
 // fixup is a copy's place in a stub's code, and its read's system call.
 type fixup struct{ copy, slow int }
+
+// checkTallies reports whether s's tallies fit the rings' counters.
+func (s *RecordStub) checkTallies() error {
+	for _, t := range s.Tallies {
+		if t.At < 0 || t.At+t.Words() > TallyWords {
+			return fmt.Errorf("tally at word %d: past the ring's %d counters", t.At, TallyWords)
+		}
+		if t.Value != nil {
+			if err := t.Value.check(); err != nil {
+				return err
+			}
+		}
+		if t.Filter != nil {
+			if err := t.Filter.check(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// check reports whether f can be coded.
+func (f *Filter) check() error {
+	if f == nil {
+		return fmt.Errorf("an empty filter")
+	}
+	switch f.Kind {
+	case FilterAnd, FilterOr:
+		if err := f.L.check(); err != nil {
+			return err
+		}
+		return f.R.check()
+	case FilterNot:
+		return f.L.check()
+	case FilterCmp:
+		if f.Op > OpBand {
+			return fmt.Errorf("filter operator %d", f.Op)
+		}
+		return f.Value.check()
+	}
+	return fmt.Errorf("filter node of kind %d", f.Kind)
+}
+
+// check reports whether v can be coded.
+func (v TallyValue) check() error {
+	switch {
+	case v.Word < 0 && !RecordableReg(v.Reg):
+		return fmt.Errorf("register at %d of the registers' struct: not recordable", v.Reg)
+	case v.Word >= RecordStackMax:
+		return fmt.Errorf("stack word %d: past the %d a stub reads", v.Word, RecordStackMax)
+	case v.Size == 0 || v.Size > 8 || v.Bits == 0 || v.Bits > 64:
+		return fmt.Errorf("a value of %d bytes, %d bits: not an integer", v.Size, v.Bits)
+	}
+	return nil
+}

@@ -1,9 +1,6 @@
 package singlestep
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "encoding/binary"
 
 // Filters in the tracee: a probe's `if` of numbers it reads from
 // registers or the stack is tested by its stub, so that a hit it
@@ -15,28 +12,6 @@ import (
 // `cmp %rcx,%rax` (or `test %rcx,%rax` for OpBand): signed and unsigned.
 var failSigned = [...]byte{OpEQ: 0x85, OpNE: 0x84, OpLT: 0x8d, OpLE: 0x8f, OpGT: 0x8e, OpGE: 0x8c, OpBand: 0x84}
 var failUnsigned = [...]byte{OpEQ: 0x85, OpNE: 0x84, OpLT: 0x83, OpLE: 0x87, OpGT: 0x86, OpGE: 0x82, OpBand: 0x84}
-
-// check reports whether f can be coded.
-func (f *Filter) check() error {
-	if f == nil {
-		return fmt.Errorf("an empty filter")
-	}
-	switch f.Kind {
-	case FilterAnd, FilterOr:
-		if err := f.L.check(); err != nil {
-			return err
-		}
-		return f.R.check()
-	case FilterNot:
-		return f.L.check()
-	case FilterCmp:
-		if int(f.Op) >= len(failSigned) {
-			return fmt.Errorf("filter operator %d", f.Op)
-		}
-		return f.Value.check()
-	}
-	return fmt.Errorf("filter node of kind %d", f.Kind)
-}
 
 // filter appends the test of f, between a stub's saves and restores: it
 // falls through where f holds, and jumps where it does not, from the
@@ -75,17 +50,4 @@ func (s *RecordStub) filter(a *asm, f *Filter, byOff map[int]int) (fails []int) 
 		cc = failSigned[f.Op]
 	}
 	return []int{a.jcc(cc)}
-}
-
-// check reports whether v can be coded.
-func (v TallyValue) check() error {
-	switch {
-	case v.Word < 0 && !RecordableReg(v.Reg):
-		return fmt.Errorf("register at %d of the registers' struct: not recordable", v.Reg)
-	case v.Word >= RecordStackMax:
-		return fmt.Errorf("stack word %d: past the %d a stub reads", v.Word, RecordStackMax)
-	case v.Size == 0 || v.Size > 8 || v.Bits == 0 || v.Bits > 64:
-		return fmt.Errorf("a value of %d bytes, %d bits: not an integer", v.Size, v.Bits)
-	}
-	return nil
 }

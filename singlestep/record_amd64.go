@@ -347,7 +347,8 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 			return nil, err
 		}
 		s.tallyBody(a, byOff)
-		return s.leave(a), a.err
+		code := s.leave(a) // (before a.err is read: the order within a return is not the spec's)
+		return code, a.err
 	}
 	var rejects []int
 	if s.Filter != nil {
@@ -418,7 +419,8 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.land(none)
 		a.land(out)
 	}
-	return s.leave(a), a.err
+	code := s.leave(a)
+	return code, a.err
 }
 
 // leave appends the stub's way out: the restores, the step back over

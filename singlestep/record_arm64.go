@@ -22,8 +22,8 @@ import (
 //
 // Neither routine nor stub changes NZCV: every test is a cbz, cbnz or
 // tbnz, so the flags need no saving. Returns are hooked as on x86-64
-// (inreturn_arm64.go), memory read by system call (memread_arm64.go);
-// no tallies or filters yet: the tracer counts and filters the records.
+// (inreturn_arm64.go), memory read by system call (memread_arm64.go),
+// hits counted and filtered (tally_arm64.go, filter_arm64.go).
 
 // The routine takes x9 = site id << 32 | record length and returns in
 // x10 the record's address (0: not recorded, and counted), in x11 its
@@ -40,9 +40,10 @@ var rsLR = uint64(8 * slices.Index(rsSaved, xLR))
 
 // The code of a RecordRoutine, from its start: the hook routine, the
 // return trampoline, its brk (the way out when no frame of its thread's
-// returns), then the record routine. The first three are the same length
-// whatever the layout, so they are at the same offsets in every copy.
-type routineOffsets struct{ trampoline, trampRet, trap, record int }
+// returns), the tally routine's one word, then the record routine. All
+// but the last are the same length whatever the layout, so they are at
+// the same offsets in every copy.
+type routineOffsets struct{ trampoline, trampRet, trap, tally, record int }
 
 var routineAt = func() routineOffsets {
 	var o routineOffsets
@@ -81,9 +82,6 @@ func TrampolineTrap(at uint64) uint64 { return at + 4*uint64(routineAt.trap) }
 // recordEntry is where the record routine of a copy placed at at starts.
 func recordEntry(at uint64) uint64 { return at + 4*uint64(routineAt.record) }
 
-// No tally routine on arm64 yet.
-func TallyRoutine(at uint64) uint64 { return 0 }
-
 // gen appends the routine's code, noting where its parts start in o if
 // not nil.
 func (r *RecordRoutine) gen(a *a64, o *routineOffsets) {
@@ -93,6 +91,8 @@ func (r *RecordRoutine) gen(a *a64, o *routineOffsets) {
 	offs.trampoline = len(a.w)
 	call, ks := r.trampoline(a, &offs)
 	konsts = append(konsts, ks...)
+	offs.tally = len(a.w)
+	a.mov(x9, 0) // no record: the search alone
 	offs.record = len(a.w)
 	a.land(call)
 	r.record(a)
@@ -222,6 +222,10 @@ func (r *RecordRoutine) record(a *a64) {
 	for _, i := range []int{home, found, handler} {
 		a.land(i)
 	}
+	record := a.branch(brCBNZ, x9, 0, -1)
+	a.movReg(x12, x10) // the tally routine's answer
+	a.emit(a64Ret)
+	a.land(record)
 	r.reserve(a)
 }
 
@@ -305,13 +309,29 @@ var stubSaves = 1 + len(rsSaved)/2
 // Code returns the stub's bytes for placement at at.
 func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
-	case len(s.Tallies) > 0 || s.Filter != nil:
-		return nil, errNoCodegen
 	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
 	}
 	a := &a64{at: at}
 	saves(a)
+	if len(s.Tallies) > 0 {
+		if err := s.checkTallies(); err != nil {
+			return nil, err
+		}
+		s.tallyBody(a)
+		code := s.leave(a)
+		return code, a.err
+	}
+	var rejects []int
+	if s.Filter != nil {
+		if err := s.Filter.check(); err != nil {
+			return nil, err
+		}
+		if s.Hook || s.Rejected < 0 || s.Rejected >= TallyWords {
+			return nil, fmt.Errorf("a filter with a return hook, or its count at word %d", s.Rejected)
+		}
+		rejects = s.filter(a, s.Filter)
+	}
 	a.mov(x9, uint64(s.Site)<<32|uint64(s.Len()))
 	a.call(recordEntry(s.Routine))
 	skip := a.branch(brCBZ, x10, 0, -1)
@@ -337,10 +357,28 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	}
 	a.stlr(x11, x10) // committed, after the values
 	a.land(skip)
+	if rejects != nil {
+		out := a.branch(brB, 0, 0, -1)
+		for _, i := range rejects {
+			a.land(i)
+		}
+		a.call(TallyRoutine(s.Routine)) // the ring, to count the hit rejected
+		none := a.branch(brCBZ, x12, 0, -1)
+		a.addImm(x13, x12, uint64(RingTally+8*s.Rejected))
+		a.atomicInc()
+		a.land(none)
+		a.land(out)
+	}
+	code := s.leave(a)
+	return code, a.err
+}
+
+// leave appends the stub's way out: the restores and the b to Next.
+func (s *RecordStub) leave(a *a64) []byte {
 	s.pops = len(a.w)
 	restores(a)
 	a.jump(s.Next)
-	return a.bytes(), a.err
+	return a.bytes()
 }
 
 // saves appends the lowering of sp below the save area and the saves.

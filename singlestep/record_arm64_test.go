@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -53,6 +54,14 @@ func TestA64Encodings(t *testing.T) {
 		{func(a *a64) { a.emit(a64Brk) }, []uint32{0xd4200000}, "brk #0x0"},
 		{func(a *a64) { a.ldrW(0, x14, 16) }, []uint32{0xb94011c0}, "ldr w0, [x14, #16]"},
 		{func(a *a64) { a.emit(a64Svc) }, []uint32{0xd4000001}, "svc #0x0"},
+		{func(a *a64) { a.andReg(x16, x15, x14) }, []uint32{0x8a0e01f0}, "and x16, x15, x14"},
+		{func(a *a64) { a.bic(x16, x14, x15) }, []uint32{0x8a2f01d0}, "bic x16, x14, x15"},
+		{func(a *a64) { a.eon(x17, x15, x14) }, []uint32{0xca2e01f1}, "eon x17, x15, x14"},
+		{func(a *a64) { a.lslImm(x15, x15, 48) }, []uint32{0xd3503def}, "lsl x15, x15, #48"},
+		{func(a *a64) { a.lslImm(x15, x15, 1) }, []uint32{0xd37ff9ef}, "lsl x15, x15, #1"},
+		{func(a *a64) { a.asrImm(x15, x15, 48) }, []uint32{0x9370fdef}, "asr x15, x15, #48"},
+		{func(a *a64) { a.emit(a64Clz | x15<<5 | x17) }, []uint32{0xdac011f1}, "clz x17, x15"},
+		{func(a *a64) { a.branch(brTBZ, x16, 63, 0) }, []uint32{0xb6f80010}, "tbz x16, #63, ."},
 		{func(a *a64) { a.stp(18, xLR, xSP, 144) }, []uint32{0xa9097bf2}, "stp x18, x30, [sp, #144]"},
 	}
 	for _, tc := range tests {
@@ -111,6 +120,24 @@ func TestRecordCodeArm64(t *testing.T) {
 		for pc := at; pc < at+uint64(len(rstub)); pc += 4 {
 			if rw, ok := reads.Rewind(at, pc, 0x7000); !ok || pc > at+4*uint64(stubSaves) && pc < at+uint64(len(rstub))-8 && !rw.Saved {
 				t.Errorf("reading stub %#x: %+v %v", pc, rw, ok)
+			}
+		}
+		val := &TallyValue{Reg: 2 * 8, Word: -1, Size: 4, Bits: 32, Signed: true}
+		cond := &Filter{Kind: FilterOr, L: &Filter{Kind: FilterCmp, Op: OpGT, Const: 100, Value: *val},
+			R: &Filter{Kind: FilterNot, L: &Filter{Kind: FilterCmp, Op: OpBand, Const: 1, Value: TallyValue{Word: 1, Size: 8, Bits: 64}}}}
+		for _, st := range []*RecordStub{
+			{Routine: routine, Next: 0x20000, Site: 10, Tallies: []Tally{{At: 0}, {At: 1, Value: val}, {At: 1 + TallyHistWords, Filter: cond}}},
+			{Routine: routine, Next: 0x20000, Site: 11, Regs: []int{0}, Filter: cond, Rejected: 5},
+		} {
+			code, err := st.Code(at)
+			if err != nil || len(code) != st.Size() {
+				t.Fatalf("stub %d: %v: %d bytes, Size %d", st.Site, err, len(code), st.Size())
+			}
+			checkA64(t, fmt.Sprint("stub ", st.Site), code, at)
+			for pc := at; pc < at+uint64(len(code)); pc += 4 {
+				if _, ok := st.Rewind(at, pc, 0x7000); !ok {
+					t.Errorf("stub %d %#x: no rewind", st.Site, pc)
+				}
 			}
 		}
 		hooked := &RecordStub{Routine: routine, Next: 0x20000, Site: 8, Regs: []int{31 * 8, 30 * 8}, Hook: true}
@@ -262,4 +289,119 @@ func gnu(inst arm64asm.Inst, pc uint64) string {
 		}
 	}
 	return text
+}
+
+// TestFilterArm64: the filter code, run by a small interpreter of the
+// words it is made of, holds where Go's comparison does, for every
+// operator, signed and unsigned, at the edges (0, ±1, the extremes) and
+// for random values; and touches no flag (checkA64).
+func TestFilterArm64(t *testing.T) {
+	edges := []uint64{0, 1, 2, 1<<63 - 1, 1 << 63, ^uint64(0), ^uint64(1), 0x8000_0000, 0x7fff_ffff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 40 {
+		edges = append(edges, rng.Uint64())
+	}
+	ops := []FilterOp{OpEQ, OpNE, OpLT, OpLE, OpGT, OpGE, OpBand}
+	for _, signed := range []bool{false, true} {
+		for _, op := range ops {
+			for _, c := range edges {
+				f := &Filter{Kind: FilterCmp, Op: op, Const: c, Value: TallyValue{Reg: 19 * 8, Word: -1, Size: 8, Bits: 64, Signed: signed}}
+				s := &RecordStub{}
+				a := &a64{}
+				fails := s.filter(a, f)
+				a.mov(x9, 1)
+				end := a.branch(brB, 0, 0, -1)
+				for _, i := range fails {
+					a.land(i)
+				}
+				a.mov(x9, 0)
+				a.land(end)
+				checkA64(t, "filter", a.bytes(), 0)
+				for _, v := range edges {
+					var regs [32]uint64
+					regs[19] = v
+					if err := interpret(a.w, &regs); err != nil {
+						t.Fatalf("%v", err)
+					}
+					if got, want := regs[9] == 1, holds(op, signed, v, c); got != want {
+						t.Fatalf("signed %v: %#x op %d %#x: the code says %v, Go %v", signed, v, op, c, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func holds(op FilterOp, signed bool, v, c uint64) bool {
+	lt := v < c
+	if signed {
+		lt = int64(v) < int64(c)
+	}
+	switch op {
+	case OpEQ:
+		return v == c
+	case OpNE:
+		return v != c
+	case OpLT:
+		return lt
+	case OpGE:
+		return !lt
+	case OpGT:
+		return !lt && v != c
+	case OpLE:
+		return lt || v == c
+	}
+	return v&c != 0
+}
+
+// interpret runs the words the filter code is made of on regs (x31 reads
+// as zero) until it leaves them.
+func interpret(code []uint32, regs *[32]uint64) error {
+	r := func(n uint32) uint64 {
+		if n == 31 {
+			return 0
+		}
+		return regs[n]
+	}
+	for pc := 0; pc >= 0 && pc < len(code); {
+		w := code[pc]
+		rd, rn, rm := w&31, w>>5&31, w>>16&31
+		next := pc + 1
+		switch {
+		case w&0xffe0fc00 == 0xaa000000:
+			regs[rd] = r(rn) | r(rm)
+		case w&0xffe0fc00 == 0xca000000:
+			regs[rd] = r(rn) ^ r(rm)
+		case w&0xffe0fc00 == 0xca200000:
+			regs[rd] = r(rn) ^ ^r(rm)
+		case w&0xffe0fc00 == 0x8a000000:
+			regs[rd] = r(rn) & r(rm)
+		case w&0xffe0fc00 == 0x8a200000:
+			regs[rd] = r(rn) &^ r(rm)
+		case w&0xffe0fc00 == 0xcb000000:
+			regs[rd] = r(rn) - r(rm)
+		case w&0xff800000 == 0xd2800000: // movz
+			regs[rd] = uint64(w>>5&0xffff) << (16 * (w >> 21 & 3))
+		case w&0xff800000 == 0xf2800000: // movk
+			sh := 16 * (w >> 21 & 3)
+			regs[rd] = regs[rd]&^(0xffff<<sh) | uint64(w>>5&0xffff)<<sh
+		case w&0xff800000 == 0x92800000: // movn
+			regs[rd] = ^(uint64(w>>5&0xffff) << (16 * (w >> 21 & 3)))
+		case w&0xfc000000 == 0x14000000:
+			next = pc + int(int32(w<<6)>>6)
+		case w&0xfe000000 == 0xb4000000: // cbz, cbnz
+			if (r(rd) == 0) == (w&1<<24 == 0) {
+				next = pc + int(int32(w<<8)>>13)
+			}
+		case w&0x7e000000 == 0x36000000: // tbz, tbnz
+			bit := w>>31<<5 | w>>19&31
+			if (r(rd)>>bit&1 == 1) == (w&1<<24 != 0) {
+				next = pc + int(int32(w<<13)>>18)
+			}
+		default:
+			return fmt.Errorf("word %d: %08x: not interpreted", pc, w)
+		}
+		pc = next
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package singlestep
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
 )
 
@@ -30,26 +29,6 @@ func (r *RecordRoutine) tally(a *asm) {
 	}
 	a.raw(0x49, 0x89, 0xf2) // mov %rsi,%r10: the ring
 	a.raw(0xc3)             // ret
-}
-
-// checkTallies reports whether s's tallies fit the rings' counters.
-func (s *RecordStub) checkTallies() error {
-	for _, t := range s.Tallies {
-		if t.At < 0 || t.At+t.Words() > TallyWords {
-			return fmt.Errorf("tally at word %d: past the ring's %d counters", t.At, TallyWords)
-		}
-		if t.Value != nil {
-			if err := t.Value.check(); err != nil {
-				return err
-			}
-		}
-		if t.Filter != nil {
-			if err := t.Filter.check(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // tallyBody appends what a tallying stub does between its saves and
