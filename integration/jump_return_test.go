@@ -243,7 +243,7 @@ func returnDetachUnderLoad(t *testing.T, inProcess bool) {
 	rng := rand.New(rand.NewSource(logSeed(t)))
 	trials := 30
 	if runtime.GOARCH == "arm64" {
-		trials = 3 // an attach takes seconds under TCG
+		trials = 2 // an attach takes seconds under TCG
 	}
 	s := startStress(t, stressO0, "spin", "4")
 	pid := strconv.Itoa(s.pid())

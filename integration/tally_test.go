@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,12 +32,16 @@ var tallyProbes = []string{
 	"p:t/s f s=%edi:s32 => hist:s count:comm",
 	"p:t/c f c=%di:s8 u=%di:u8 => hist:c hist:u count",
 	"p:t/b f b=%di:b5@3/64 => hist:b",
-	"p:t/h f h=%dh a=$arg2:s16 => hist:h hist:a",
+	"p:t/h f h=" + dxHigh + " a=$arg2:s16 => hist:h hist:a",
 	"p:t/neg f c=%di:s8 if c < 0 => count hist:c",
 	"p:t/and f v=%di u=%di:u8 if u >= 100 && u <= 200 || v & 0x10 => hist:u count",
 	"p:t/not f s=%edi:s32 if !(s > -5000) => count",
-	"p:t/x f h=%dh if h == 7 => count:comm",
+	"p:t/x f h=" + dxHigh + " if h == 7 => count:comm",
 }
+
+// dxHigh is the second byte of the third argument's register: arm64 has
+// no name for it, but a bitfield.
+var dxHigh = map[string]string{"amd64": "%dh", "arm64": "%x2:b8@8/64"}[runtime.GOARCH]
 
 // TestTallyMatchesStops: the tables counted in the tracee are those a
 // stop at every hit draws, to the sums; -v says each probe is counted in

@@ -316,6 +316,7 @@ func TestFilterArm64(t *testing.T) {
 				}
 				a.mov(x9, 0)
 				a.land(end)
+				a.movReg(x10, x10) // where both go on
 				checkA64(t, "filter", a.bytes(), 0)
 				for _, v := range edges {
 					var regs [32]uint64
@@ -390,12 +391,12 @@ func interpret(code []uint32, regs *[32]uint64) error {
 		case w&0xfc000000 == 0x14000000:
 			next = pc + int(int32(w<<6)>>6)
 		case w&0xfe000000 == 0xb4000000: // cbz, cbnz
-			if (r(rd) == 0) == (w&1<<24 == 0) {
+			if (r(rd) == 0) == (w&(1<<24) == 0) {
 				next = pc + int(int32(w<<8)>>13)
 			}
 		case w&0x7e000000 == 0x36000000: // tbz, tbnz
 			bit := w>>31<<5 | w>>19&31
-			if (r(rd)>>bit&1 == 1) == (w&1<<24 != 0) {
+			if (r(rd)>>bit&1 == 1) == (w&(1<<24) != 0) {
 				next = pc + int(int32(w<<13)>>18)
 			}
 		default:
