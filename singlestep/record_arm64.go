@@ -303,7 +303,7 @@ func (s *RecordStub) Size() int {
 }
 
 // The stub's instructions before its first copy into the record: the
-// sp lowered, then the five pairs saved.
+// sp lowered, then the pairs saved.
 var stubSaves = 1 + len(rsSaved)/2
 
 // Code returns the stub's bytes for placement at at.
