@@ -362,6 +362,19 @@ type TallyValue struct {
 // fixup is a copy's place in a stub's code, and its read's system call.
 type fixup struct{ copy, slow int }
 
+// checkFilter reports whether s's filter can be coded: not with a
+// return hook (the return is hooked whatever the entry's filter says),
+// its rejections counted in a word of RingTally.
+func (s *RecordStub) checkFilter() error {
+	if err := s.Filter.check(); err != nil {
+		return err
+	}
+	if s.Hook || s.Rejected < 0 || s.Rejected >= TallyWords {
+		return fmt.Errorf("a filter with a return hook, or its count at word %d", s.Rejected)
+	}
+	return nil
+}
+
 // checkTallies reports whether s's tallies fit the rings' counters.
 func (s *RecordStub) checkTallies() error {
 	for _, t := range s.Tallies {

@@ -352,11 +352,8 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	}
 	var rejects []int
 	if s.Filter != nil {
-		if err := s.Filter.check(); err != nil {
+		if err := s.checkFilter(); err != nil {
 			return nil, err
-		}
-		if s.Hook || s.Rejected < 0 || s.Rejected >= TallyWords {
-			return nil, fmt.Errorf("a filter with a return hook, or its count at word %d", s.Rejected)
 		}
 		rejects = s.filter(a, s.Filter, byOff)
 	}
