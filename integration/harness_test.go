@@ -208,6 +208,10 @@ func setup(dir string) error {
 				return err
 			}
 		}
+		sw := filepath.Join(src, "tracers", "shrinkwrap.cpp")
+		if err := build(dir, "g++", append(slices.Clone(shrinkWrapFlags), "-o", filepath.Join(dir, "shrinkwrap"), sw)...); err != nil {
+			return err
+		}
 		// reloc_arm64_test.go's.
 		if err := build(dir, "gcc", "-O2", filepath.Join(src, "inprocess", "reloc_arm64.S"), "-o", filepath.Join(dir, "reloc"), filepath.Join(src, "inprocess", "reloc.c")); err != nil {
 			return err
@@ -509,6 +513,10 @@ var pacFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard", "-
 // BTI-guarded page a landing pad (paciasp is one) takes no b, and every
 // entry would stop the thread.
 var pacRetFlags = []string{"-O2", "-g", "-Wall", "-pthread", "-mbranch-protection=pac-ret"}
+
+// shrinkWrapFlags build shrinkwrap.cpp as Debian's arm64 gcc builds
+// with -mbranch-protection=standard (pac_arm64_test.go).
+var shrinkWrapFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard"}
 
 // patched reports whether code starts with a probe's breakpoint: an int3,
 // or the jmp that replaces it (a window between the two may be too short

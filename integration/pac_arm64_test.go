@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,5 +105,50 @@ func TestPointerAuthInProcessReturns(t *testing.T) {
 	// level1(i) is 6i + 10: 1000 calls and level1(5).
 	if r := p.wait(t, cmdTimeout); r.code != 0 || r.stdout != "ready\nparked\nsum 3007040\n" {
 		t.Fatalf("pacret after the detach: want exit 0 and its untraced output; got %v", r)
+	}
+}
+
+// shrinkWrapBin is TestPointerAuthShrinkWrapped's C++ tracee.
+func shrinkWrapBin(t *testing.T) string {
+	t.Helper()
+	abs, _ := filepath.Abs(filepath.Join("testdata", "tracers", "shrinkwrap.cpp"))
+	return builtOnceBy(t, "shrinkwrap", func(exe string) error {
+		return build(binDir, "g++", append(slices.Clone(shrinkWrapFlags), "-o", exe, abs)...)
+	})
+}
+
+// TestPointerAuthShrinkWrapped: deep, built with pointer authentication
+// and BTI, saves x30 only on its throwing path, 56 bytes in (gcc
+// shrink-wraps it). A hooked return's original must be back where the
+// CFI says before the C++ unwinder reads it; the search for that place
+// stopped at 64 bytes, short of it, and every throw through a hooked
+// deep ended in std::terminate, stopping or in-process (found by a
+// sweep of programs built with -mbranch-protection=standard). Now the
+// program prints what it does untraced, both ways.
+func TestPointerAuthShrinkWrapped(t *testing.T) {
+	t.Parallel()
+	exe := shrinkWrapBin(t)
+	sym := funcSym(t, exe, "_Z4deepil")
+	code := fileBytes(t, exe, sym.Value, int(sym.Size))
+	at := -1
+	for off := 0; off+4 <= len(code); off += 4 {
+		if binary.LittleEndian.Uint32(code[off:]) == 0xd503233f { // paciasp
+			at = off
+			break
+		}
+	}
+	if at < 56 {
+		t.Fatalf("%s: deep's paciasp at %d, want 56 bytes in or more: the test proves nothing", exe, at)
+	}
+	want := runCmd(t, nil, exe)
+	for _, flag := range []string{"-v", "--no-inprocess"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, "run", flag, "-o", out, "--tracer", "function_graph", "--filter", "deep,main", "--", exe)
+		if r.code != want.code || r.stdout != want.stdout {
+			t.Fatalf("probe run %s: want exit %d and %q; got %v", flag, want.code, want.stdout, r)
+		}
+		if n := strings.Count(readFile(t, out), "deep()"); n != 3 {
+			t.Errorf("%s: %d calls of deep, want 3", flag, n)
+		}
 	}
 }

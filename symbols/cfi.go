@@ -36,6 +36,12 @@ type cfiCache struct {
 	fdes  frame.FrameDescriptionEntries
 	mu    sync.Mutex
 	rules map[uint64]cfiRule
+	saved map[uint64]savedReturn // ReturnSaved's answers, by entry
+}
+
+type savedReturn struct {
+	off int64
+	ok  bool
 }
 
 type cfiRule struct {
@@ -212,29 +218,53 @@ func ruleAt(fdes frame.FrameDescriptionEntries, pc uint64) (r cfiRule) {
 }
 
 // ReturnSaved returns where the function entered at runtime address
-// entry (of size bytes, 0 if not known) keeps its return address once its
-// prologue has saved it, from the CFI: at CFA+off, the CFA being sp at
-// the entry on arm64. false if the function never saves it (a leaf) or
-// has no rule.
+// entry (of size bytes, 0 if not known) keeps its return address once it
+// has saved it, from the CFI: at CFA+off, the CFA being sp at the entry
+// on arm64. false if the function never saves it (a leaf) or has no
+// rule. The whole function is searched, not its first instructions: gcc
+// shrink-wraps, saving x30 only on the paths that call (a throw's, past
+// the fast path's ret), and an unwinder then reads it there.
 func (m *Mapped) ReturnSaved(entry, size uint64) (off int64, ok bool) {
-	if size == 0 || size > maxPrologue {
-		size = maxPrologue
-	}
-	for pc := entry; pc < entry+size; pc += 4 {
-		r, found := m.CallerRule(pc)
-		switch {
-		case !found || r.Outermost || r.CFAFromFP:
-			return 0, false
-		case !r.RetInLR:
-			return r.RetOffset, true
-		}
-	}
-	return 0, false
+	return m.Module.returnSaved(entry-m.Bias, size)
 }
 
-// maxPrologue bounds how far into a function ReturnSaved looks for the
-// saving of the return address.
-const maxPrologue = 64
+func (m *Module) returnSaved(link, size uint64) (int64, bool) {
+	c := &m.cfi
+	c.mu.Lock()
+	r, known := c.saved[link]
+	c.mu.Unlock()
+	if known {
+		return r.off, r.ok
+	}
+	if size == 0 {
+		size = maxPrologue
+	}
+	for pc := link; pc < link+min(size, maxFunction); pc += 4 {
+		rule, found := m.callerRule(pc)
+		if !found || rule.Outermost || rule.CFAFromFP {
+			break
+		}
+		if !rule.RetInLR {
+			r = savedReturn{rule.RetOffset, true}
+			break
+		}
+	}
+	c.mu.Lock()
+	if c.saved == nil {
+		c.saved = make(map[uint64]savedReturn)
+	}
+	c.saved[link] = r
+	c.mu.Unlock()
+	return r.off, r.ok
+}
+
+// maxPrologue bounds how far into a function of unknown size
+// ReturnSaved looks for the saving of the return address; maxFunction
+// how far into any.
+const (
+	maxPrologue = 64
+	maxFunction = 64 << 10
+)
 
 // CallEntry reports whether the function sym of this module is entered by
 // a call, so that on its first instruction its return address is where a
