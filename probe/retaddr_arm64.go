@@ -227,7 +227,8 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 		return
 	}
 	var sp, ret uint64
-	switch lr := t.stripPAC(regs.Regs[30]); {
+	lr := t.stripPAC(regs.Regs[30])
+	switch {
 	case lr == 0:
 		return
 	case lr == t.trampoline:
@@ -249,7 +250,7 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 	if ret == 0 {
 		return
 	}
-	if v, ok := t.signedLike(tid, regs.Regs[30], t.stripPAC(regs.Regs[30]), ret, sp); ok {
+	if v, ok := t.signedLike(tid, regs.Regs[30], lr, ret, sp); ok {
 		regs.Regs[30] = v
 		t.proc.SetRegs(child, &regs)
 	}

@@ -375,6 +375,20 @@ func (s *RecordStub) checkFilter() error {
 	return nil
 }
 
+// checkRead reports whether s's read i can be coded; regOK says whether
+// the register it is based on, if any, is one the stub can read.
+func (s *RecordStub) checkRead(i int, regOK bool) error {
+	switch r := s.Reads[i]; {
+	case r.Len <= 0 || r.Len > MemReadMax:
+		return fmt.Errorf("read of %d bytes: not recordable", r.Len)
+	case r.Via > i || r.Via > 0 && s.Reads[r.Via-1].Len < 8:
+		return fmt.Errorf("read %d: based on read %d, not an earlier pointer", i, r.Via-1)
+	case r.Via == 0 && !r.Abs && !regOK:
+		return fmt.Errorf("read of %d bytes at register %d: not recordable", r.Len, r.Reg)
+	}
+	return nil
+}
+
 // checkTallies reports whether s's tallies fit the rings' counters.
 func (s *RecordStub) checkTallies() error {
 	for _, t := range s.Tallies {

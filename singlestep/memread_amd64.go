@@ -1,9 +1,6 @@
 package singlestep
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "encoding/binary"
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
 // +OFF(%REG):string. Where the address lies in memory the tracer saw
@@ -54,13 +51,8 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 	for i, r := range s.Reads {
 		starts[i] = at
 		reg, ok := byOff[r.Reg]
-		switch {
-		case r.Len <= 0 || r.Len > MemReadMax:
-			return fmt.Errorf("read of %d bytes: not recordable", r.Len)
-		case r.Via > i || r.Via > 0 && s.Reads[r.Via-1].Len < 8:
-			return fmt.Errorf("read %d: based on read %d, not an earlier pointer", i, r.Via-1)
-		case r.Via == 0 && !r.Abs && (!ok || reg > regR15):
-			return fmt.Errorf("read of %d bytes at register %d: not recordable", r.Len, r.Reg)
+		if err := s.checkRead(i, ok && reg <= regR15); err != nil {
+			return err
 		}
 		addr, res, data := int32(RecordHeader+8*at), int32(RecordHeader+8*at+8), int32(RecordHeader+8*at+16)
 		var skip int

@@ -1,9 +1,6 @@
 package singlestep
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
 // +OFF(%REG):string, on arm64: each read is process_vm_readv on the
@@ -32,13 +29,8 @@ func (s *RecordStub) copyReads(a *a64) error {
 	starts := make([]int, len(s.Reads)) // each read's first word
 	for i, r := range s.Reads {
 		starts[i] = at
-		switch {
-		case r.Len <= 0 || r.Len > MemReadMax:
-			return fmt.Errorf("read of %d bytes: not recordable", r.Len)
-		case r.Via > i || r.Via > 0 && s.Reads[r.Via-1].Len < 8:
-			return fmt.Errorf("read %d: based on read %d, not an earlier pointer", i, r.Via-1)
-		case r.Via == 0 && !r.Abs && !RecordableReg(r.Reg):
-			return fmt.Errorf("read of %d bytes at register %d: not recordable", r.Len, r.Reg)
+		if err := s.checkRead(i, RecordableReg(r.Reg)); err != nil {
+			return err
 		}
 		addr, res, data := uint64(RecordHeader+8*at), uint64(RecordHeader+8*at+8), uint64(RecordHeader+8*at+16)
 		skip := -1
