@@ -21,8 +21,8 @@ import (
 // A call that another starts inside of (a callback) is cut, as ltrace
 // cuts it: "func(args <unfinished ...>", then "<... func resumed> = r".
 // With Summary, only ltrace -c's table at the end: per function its
-// share of the time, calls, time per call and errors (results that say
-// the call failed: -1, or NULL where the prototype says so).
+// share of the time, calls, time per call and errors (the calls whose
+// result the prototype table says is a failure: those with an errno).
 type Calls struct {
 	w       *bufio.Writer
 	summary bool
@@ -79,9 +79,6 @@ func (c *Calls) Write(r *Record) error {
 		if len(r.Fields) > 0 {
 			v := r.Fields[0].Value
 			result = v.String()
-			if v.Type().Signed() && v.Int() == -1 && len(r.Fields) == 1 {
-				st.errors++ // (a failure whose errno was not read)
-			}
 		}
 		if len(r.Fields) > 1 && r.Fields[1].Name == "errno" {
 			st.errors++

@@ -27,8 +27,9 @@ type funcArgs struct {
 	slots  []argSlot // every parameter, in order
 	result *Args     // the result, or nil (void, a float, a struct)
 	specs  []string  // params' fetch-args ("name=$arg1:s32")
-	// nullFails: a NULL result is a failure (the table's "!")
-	nullFails bool
+	// failsWithErrno: the table says the function's failure result
+	// sets errno (its "!")
+	failsWithErrno bool
 	// varFormat is the slot of a printf-like function's format (the
 	// table's "format"), whose "..." arguments are read at a stop
 	// (varargs.go), or -1; they start after what the fixed parameters
@@ -91,7 +92,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if err != nil {
 		return nil
 	}
-	fa := &funcArgs{vars: map[string]*symbols.Var{}, nullFails: table && failsWithNull(fn)}
+	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && setsErrno(fn)}
 	vars := fa.vars
 	places, fixed := placeParams(sig.Params)
 	var specs, names []string
@@ -173,11 +174,11 @@ func prototypeKey(name string) string {
 	return name
 }
 
-// failsWithNull reports whether the table says a NULL result of name is
-// a failure that set errno.
-func failsWithNull(name string) bool {
+// setsErrno reports whether the table says name's failure result sets
+// errno.
+func setsErrno(name string) bool {
 	key := prototypeKey(name) // (after the table is read)
-	return nullFailures[key]
+	return errnoFailures[key]
 }
 
 // varAtEntry is parameter name compiled at the entry if its DWARF
@@ -290,24 +291,26 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 		fa.fields[i].Value = shown(fa.fields[i].Value, fa.enum, fa.format)
 	}
 	if failed && t.ft.opts.Errno {
+		errno := DwarfValue("?") // (a C library whose errno we cannot find)
 		if e, ok := t.hitErrno(hit); ok {
-			fa.fields = append(fa.fields, Field{Name: "errno", Value: DwarfValue(errnoName(e))})
+			errno = DwarfValue(errnoName(e))
 		}
+		fa.fields = append(fa.fields, Field{Name: "errno", Value: errno})
 	}
 	return fa.fields
 }
 
-// failed reports whether result v says the call failed, setting errno:
-// -1, a pointer of all ones (mmap's MAP_FAILED), or a NULL where the
-// table says so (malloc).
+// failed reports whether result v says the call failed, setting errno,
+// where the table says the function does (its "!"): -1, or a pointer
+// NULL or of all ones (mmap's MAP_FAILED).
 func (fa *funcArgs) failed(v Value) bool {
 	switch {
-	case v.Faulted():
+	case !fa.failsWithErrno || v.Faulted():
 		return false
 	case v.Type().Signed():
 		return v.Int() == -1
 	}
-	return v.Uint() == ^uint64(0) || fa.nullFails && v.Uint() == 0
+	return v.Uint() == ^uint64(0) || v.Uint() == 0
 }
 
 // shown is v as --args shows it: an enum's value by its name, a table
