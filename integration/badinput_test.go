@@ -84,7 +84,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown script key", []string{"--script", unknownKey, "{pid}"}, q("probe: " + unknownKey + `:3:5: probes[0]: unknown key "filter" (want "at", "return", "spec", "event", "args", "if", "actions")`), nil},
 		// Flags.
 		{"unknown tracer", []string{"--tracer", "bogus", "{pid}"}, q(`probe: --tracer: unknown tracer "bogus" (want nop, function, function_graph, profile or stack)`), nil},
-		{"bad format", []string{"--format", "xml", "{pid}", "p:work"}, q(`probe: --format: unknown format "xml" (want text, json, chrome, perfetto, pprof, folded, graph or otlp)`), nil},
+		{"bad format", []string{"--format", "xml", "{pid}", "p:work"}, q(`probe: --format: unknown format "xml" (want text, json, chrome, perfetto, pprof, folded, graph, profile or otlp)`), nil},
 		{"unknown flag", []string{"--bogus", "{pid}", "p:work"}, q(`probe: flag provided but not defined: -bogus`), nil},
 		{"bad flag value", []string{"--max-depth", "deep", "{pid}"}, q(`probe: --max-depth "deep": parse error`), nil},
 		{"bad duration", []string{"--duration", "forever", "{pid}", "p:work"}, q(`probe: --duration "forever": not a duration (e.g. 5s, 1m30s, 100ms)`), nil},

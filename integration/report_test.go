@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +111,26 @@ TIME :    (1) recurse
 		t.Errorf("shape under --format graph: %v\n%s", live, liveGraph)
 	}
 
+	// uftrace's report: the profile tracer's table of the recording,
+	// whole and selected; the self times add up to main's, the whole.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "leaf 12, main 1, mid 6, recurse 4, top 2"},
+		{[]string{"--filter", "mid"}, "mid 6"},
+		{[]string{"--graph-function", "recurse"}, "recurse 4"},
+	} {
+		table := mustProbe(t, append(append([]string{"report", "--format", "profile"}, c.args...), rec)...).stdout
+		hits, total, self := profileRows(t, table)
+		if got := strings.Join(hits, ", "); got != c.want {
+			t.Errorf("report --format profile %q: hits %s, want %s\n%s", c.args, got, c.want, table)
+		}
+		if c.args == nil && (self < total["main"]-3 || self > total["main"]+3) {
+			t.Errorf("report --format profile: the self times add up to %d ns, main took %d ns\n%s", self, total["main"], table)
+		}
+	}
+
 	info := mustProbe(t, "report", "--info", rec).stdout
 	for _, want := range []string{
 		"# command:       " + exe + " 2 3 0\n",
@@ -197,10 +218,35 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"--depth", "-1", rec}, "-1"},
 		{[]string{"--info", "--format", "json", rec}, "--info"},
 		{[]string{"--format", "graph", fn}, "--format graph"},
+		{[]string{"--format", "profile", fn}, "--format profile"},
 	} {
 		r := probe(t, append([]string{"report"}, c.args...)...)
 		if r.code != 2 || !strings.Contains(oneLine(t, r), c.want) || r.stdout != "" {
 			t.Errorf("report %q: want exit 2 and one line naming %s, got\n%v", c.args, c.want, r)
 		}
 	}
+}
+
+// profileRows reads the profile tracer's table: "FUNC HITS" for each
+// function, sorted; each one's time, ns; the self times added up.
+func profileRows(t *testing.T, table string) (hits []string, total map[string]int64, self int64) {
+	t.Helper()
+	ns := func(us string) int64 {
+		whole, frac, _ := strings.Cut(us, ".")
+		w, _ := strconv.ParseInt(whole, 10, 64)
+		f, _ := strconv.ParseInt((frac + "000")[:3], 10, 64)
+		return w*1000 + f
+	}
+	total = map[string]int64{}
+	row := regexp.MustCompile(`(?m)^  (\S+) +(\d+)    ([0-9.]+) us +[0-9.]+ us +[0-9.]+ us +([0-9.]+) us *$`)
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		hits = append(hits, m[1]+" "+m[2])
+		total[m[1]] = ns(m[3])
+		self += ns(m[4])
+	}
+	if !strings.HasPrefix(table, "# tracer: profile\n") {
+		t.Errorf("not a profile table:\n%s", table)
+	}
+	slices.Sort(hits)
+	return hits, total, self
 }

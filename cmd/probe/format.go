@@ -47,12 +47,12 @@ func checkFormat(o *options, ts tracers) error {
 		if ts.function || ts.stack && !ts.graph && !ts.profile {
 			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns), not %s", o.format, o.tracers)
 		}
-	case "graph":
-		if !ts.graph {
-			return fmt.Errorf("--format graph: needs --tracer function_graph (calls and their returns)")
+	case "graph", "profile":
+		if !ts.graph && !ts.profile {
+			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns)", o.format)
 		}
 	default:
-		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, perfetto, pprof, folded, graph or otlp)", o.format)
+		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, perfetto, pprof, folded, graph, profile or otlp)", o.format)
 	}
 	if o.format != "" && o.format != "text" && ts.stack && !ts.graph && !ts.profile {
 		return fmt.Errorf("--format %s: the stack tracer's report is text only", o.format)
@@ -113,6 +113,10 @@ func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Write
 		return output.NewFolded(f)
 	case "graph":
 		return output.NewCallGraph(f, programName(o))
+	case "profile":
+		// uftrace's report: the profile tracer's table, of any
+		// recording of calls and returns.
+		return output.NewProfile(f)
 	case "otlp":
 		wall := o.wallOffset
 		if wall == 0 {

@@ -71,7 +71,9 @@ flags:
                             line), chrome (Perfetto, chrome://tracing),
                             perfetto (Perfetto's protobuf trace), pprof
                             or folded (flame graphs; both function_graph), graph
-                            (uftrace's call graph; function_graph), otlp
+                            (uftrace's call graph; function_graph), profile
+                            (uftrace's report: per function calls and
+                            times; function_graph), otlp
                             (spans to an OpenTelemetry collector: -o
                             otlp://HOST:PORT[/PATH], OTLP/HTTP)
   --duration D              detach after D (attach), e.g. 5s
