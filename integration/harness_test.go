@@ -212,6 +212,10 @@ func setup(dir string) error {
 		if err := build(dir, "g++", append(slices.Clone(shrinkWrapFlags), "-o", filepath.Join(dir, "shrinkwrap"), sw)...); err != nil {
 			return err
 		}
+		// bti_arm64_test.go's.
+		if err := build(dir, "gcc", append(slices.Clone(btiFlags), "-o", filepath.Join(dir, "bti"), filepath.Join(src, "inprocess", "bti.c"))...); err != nil {
+			return err
+		}
 		// reloc_arm64_test.go's.
 		if err := build(dir, "gcc", "-O2", filepath.Join(src, "inprocess", "reloc_arm64.S"), "-o", filepath.Join(dir, "reloc"), filepath.Join(src, "inprocess", "reloc.c")); err != nil {
 			return err
@@ -513,6 +517,10 @@ var pacFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard", "-
 // BTI-guarded page a landing pad (paciasp is one) takes no b, and every
 // entry would stop the thread.
 var pacRetFlags = []string{"-O2", "-g", "-Wall", "-pthread", "-mbranch-protection=pac-ret"}
+
+// btiFlags build bti.c: freestanding and static, every object with the
+// BTI note, so the kernel guards its text (bti_arm64_test.go).
+var btiFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard", "-ffreestanding", "-fno-stack-protector", "-nostdlib", "-static"}
 
 // shrinkWrapFlags build shrinkwrap.cpp as Debian's arm64 gcc builds
 // with -mbranch-protection=standard (pac_arm64_test.go).

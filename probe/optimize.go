@@ -314,6 +314,7 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 		}
 	}
 	if why := cmp.Or(t.guardedPad(st, d), t.landsInside(st, d)); why != "" {
+		st.trapWhy = why // (-v says it)
 		t.mu.Lock()
 		t.jumpsRefused = append(t.jumpsRefused, why)
 		t.mu.Unlock()

@@ -9,8 +9,9 @@ import (
 // pad (bti c, paciasp...) in a BTI-guarded page, where an indirect call
 // landing on the `b` would fault. "" if it may. A module's code is
 // guarded whole or not at all (the loader maps it with PROT_BTI from its
-// ELF note): smaps is read once per module. (Debian's start files carry
-// no BTI note, so no test program's text is guarded.)
+// ELF note): smaps is read once per module. A brk there takes the call
+// (its exception comes before the branch target check):
+// TestBTIGuardedEntries.
 func (t *Tracer) guardedPad(st *site, d *singlestep.Detour) string {
 	if !d.LandingPad() {
 		return ""
