@@ -145,3 +145,49 @@ func TestCallsVarargs(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsNames: a call is named as the program made it, by the import
+// its PLT entry (or, built with -fno-plt, its GOT slot) is for, as ltrace
+// names it: not by the name the C library's symbol table prefers for the
+// address (index for strchr, bcmp for memcmp, getc for fgetc), nor by the
+// function whose implementation an IFUNC picked (memmove's for memcpy on
+// x86-64); and each name selects its function.
+func TestCallsNames(t *testing.T) {
+	t.Parallel()
+	want := []string{
+		"[pid N] memcpy(0xADDR, 0xADDR, 9) = 0xADDR",
+		"[pid N] memmove(0xADDR, 0xADDR, 8) = 0xADDR",
+		"[pid N] memcmp(0xADDR, 0xADDR, 9) = 1",
+		`[pid N] strchr("abcdefgh", 'd') = 0xADDR`,
+		`[pid N] strrchr("abcdefgh", 'e') = 0xADDR`,
+		"[pid N] fgetc(0xADDR) = 120",
+	}
+	named := "libc:memcpy,libc:memmove,libc:memcmp,libc:strchr,libc:strrchr,libc:fgetc"
+	for _, flags := range [][]string{{"-O0"}, {"-O0", "-fno-plt"}} {
+		exe := builtOnce(t, "aliases"+strings.Join(flags, ""), filepath.Join("testdata", "tracers", "aliases.c"), flags...)
+		for _, run := range [][]string{{"--calls", named}, {"--no-inprocess", "--calls", named}, {"--calls", "libc:*"}} {
+			if run[1] == "libc:*" && runtime.GOARCH == "arm64" {
+				continue // (all of libc under TCG: see TestCalls)
+			}
+			r := runCmdStdin(t, nil, []byte("x\n"), probeBin, append(append([]string{"run"}, run...), "--", exe)...)
+			if r.code != 0 || !strings.HasPrefix(r.stdout, "aabcdefgh 1 3 4 x\n") && !strings.Contains(r.stdout, "\naabcdefgh 1 3 4 x\n") {
+				t.Fatalf("%v %v: want exit 0 and the program's output; got %v", flags, run, r)
+			}
+			var got []string
+			for _, l := range callLines(r.stdout) {
+				if !strings.Contains(l, "printf(") {
+					got = append(got, l)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("%v %v: calls\n%s\nwant\n%s", flags, run, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}
+		r := runCmdStdin(t, nil, []byte("x\n"), probeBin, "run", "-c", "--calls", named, "--", exe)
+		for _, fn := range []string{"memcpy", "memmove", "memcmp", "strchr", "strrchr", "fgetc"} {
+			if !regexp.MustCompile(`(?m) 1 +0 ` + fn + `$`).MatchString(r.stdout) {
+				t.Errorf("%v -c: no row of 1 call of %s:\n%s", flags, fn, r.stdout)
+			}
+		}
+	}
+}

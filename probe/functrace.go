@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -103,6 +104,11 @@ type traceFunc struct {
 	notrace bool // hooked only to hide the calls below it
 	graph   bool // a --graph-function
 	args    *funcArgs
+	// For FromMain: where it is, and the same function under the other
+	// names the program calls it by (calledAs).
+	module *symbols.Mapped
+	entry  uint64
+	as     map[string]*traceFunc
 }
 
 // funcTracer is a Tracer's function tracer.
@@ -175,7 +181,11 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	}
 	if info.Functions == 0 {
 		undo()
-		return info, badInput(errors.New("no function selected could be probed"))
+		why := "no function selected could be probed"
+		if len(info.Skipped) > 0 {
+			why += fmt.Sprintf(" (%s: %s)", info.Skipped[0].Func, info.Skipped[0].Reason)
+		}
+		return info, badInput(errors.New(why))
 	}
 	if err := t.writeSites(&batch); err != nil {
 		undo()
@@ -298,6 +308,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		// (By the name shown first: an IFUNC's, for --calls.)
 		c.fn.args = compileFuncArgs(m, cmp.Or(prototypeName(c.fn.name), sym.Name), sym.Addr+m.Bias, m != t.space.Main())
 	}
+	c.fn.module, c.fn.entry = m, sym.Addr+m.Bias
 	st.fn = c.fn
 	t.keepRecording(st)
 	sites = append(sites, st)
@@ -463,13 +474,14 @@ func (t *Tracer) noMatch(g *funcGlob) error {
 	return badInput(fmt.Errorf("%s %q matches no function in %s", g.flag, g.text, where))
 }
 
-func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string) bool {
+func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string, aliases []string) bool {
 	hit := false
 	for _, g := range gs {
 		if !g.covers(m) {
 			continue
 		}
-		if !globMatch(g.pattern, name) && !globMatch(g.pattern, display) {
+		if !globMatch(g.pattern, name) && !globMatch(g.pattern, display) &&
+			!slices.ContainsFunc(aliases, func(a string) bool { return globMatch(g.pattern, a) }) {
 			continue
 		}
 		g.matched, hit = true, true
@@ -519,17 +531,18 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 				continue
 			}
 			display := displayName(sym.Name)
+			aliases := m.Aliases(sym.Addr) // (glibc's strchr is index)
 			var selected bool
 			if len(filter) == 0 {
 				selected = m == t.space.Main() && (goMod && strings.HasPrefix(sym.Name, "main.") || !goMod && !crtGlue[sym.Name])
 			} else {
 				// The toolchain's glue only by its own name, not a
 				// wildcard's (*e* is not a request for frame_dummy).
-				selected = matchAny(filter, m, sym.Name, display) &&
+				selected = matchAny(filter, m, sym.Name, display, aliases) &&
 					(goMod || !crtGlue[sym.Name] || namedExactly(filter, sym.Name))
 			}
-			inGraph := matchAny(graph, m, sym.Name, display)
-			noTrace := matchAny(notrace, m, sym.Name, display)
+			inGraph := matchAny(graph, m, sym.Name, display, aliases)
+			noTrace := matchAny(notrace, m, sym.Name, display, aliases)
 			if !selected && !inGraph && !(noTrace && opts.Returns) {
 				continue
 			}
@@ -627,6 +640,8 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		// Not from the program: from a library, or a library's tail
 		// call (it took its caller's slot, and its return address).
 		return
+	case o.FromMain:
+		fn = t.calledAs(fn, f.ret)
 	}
 	f.fn, f.mode, f.depth = fn, frameRecorded, cs.depth
 	if fn.graph {
@@ -638,6 +653,31 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 	} else {
 		t.ft.emit(FuncEntry, f, hit, cs, fields)
 	}
+}
+
+// calledAs is fn as the program called it from the call that returns to
+// ret: named as the import that call went through, where that is
+// another name of fn's (glibc's strchr is also index; memcpy's IFUNC
+// picks memmove's implementation), with that name's prototype.
+func (t *Tracer) calledAs(fn *traceFunc, ret uint64) *traceFunc {
+	main := t.space.Main()
+	name, ok := main.CalledImport(ret - main.Bias)
+	if !ok || name == fn.name || fn.module == nil {
+		return fn
+	}
+	if as, ok := fn.as[name]; ok {
+		return as
+	}
+	as := *fn
+	as.name, as.as = name, nil
+	if t.ft.opts.Args && prototypeKey(name) != prototypeKey(fn.name) {
+		as.args = compileFuncArgs(fn.module, cmp.Or(prototypeName(name), name), fn.entry, fn.module != main)
+	}
+	if fn.as == nil {
+		fn.as = map[string]*traceFunc{}
+	}
+	fn.as[name] = &as
+	return &as
 }
 
 // inMain reports whether addr is in the main executable.

@@ -59,8 +59,9 @@ type Module struct {
 	entries    []entry
 	byName     map[string]int32 // best entry for each name
 	tablesOnce sync.Once
-	funcs      []Symbol // Functions(): sorted by Addr, one per address
-	objects    []Symbol // data objects with a size, sorted by Addr
+	funcs      []Symbol            // Functions(): sorted by Addr, one per address
+	aliases    map[uint64][]string // the names of funcs that have several, by Addr
+	objects    []Symbol            // data objects with a size, sorted by Addr
 	namesOnce  sync.Once
 	funcNames  []string // distinct function names, for Suggest
 	// byDisplay: C++ functions by their demangled name without
@@ -68,10 +69,11 @@ type Module struct {
 	displayOnce sync.Once
 	byDisplay   map[string][]int32
 
-	debug debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
-	code  codeCache  // the file's bytes read by ReadCode
-	cfi   cfiCache   // call frame information, for unwinding (cfi.go)
-	ifunc ifuncSlots // IRELATIVE GOT slots by resolver (ifunc.go)
+	debug   debugCache // DWARF, loaded by Mapped.Debug (dwarf.go)
+	code    codeCache  // the file's bytes read by ReadCode
+	cfi     cfiCache   // call frame information, for unwinding (cfi.go)
+	ifunc   ifuncSlots // IRELATIVE GOT slots by resolver (ifunc.go)
+	imports imports    // the names of GOT slots and of call sites (imports.go)
 
 	branchOnce sync.Once
 	branches   *branchSet // direct branch targets, shared by file (branches.go)
@@ -447,8 +449,8 @@ func (m *Module) buildTables() {
 				objects = append(objects, addrIndex{e.Addr, int32(i)})
 			}
 		}
-		m.funcs = m.uniqueByAddr(funcs)
-		m.objects = m.uniqueByAddr(objects)
+		m.funcs, m.aliases = m.uniqueByAddr(funcs)
+		m.objects, _ = m.uniqueByAddr(objects)
 	})
 }
 
@@ -474,19 +476,36 @@ func (m *Module) functionNames() []string {
 
 // uniqueByAddr sorts the given entries by address and keeps the best-named
 // one for each address.
-func (m *Module) uniqueByAddr(idx []addrIndex) []Symbol {
+func (m *Module) uniqueByAddr(idx []addrIndex) ([]Symbol, map[uint64][]string) {
 	slices.SortFunc(idx, func(a, b addrIndex) int { return cmp.Compare(a.addr, b.addr) })
 	out := make([]Symbol, 0, len(idx))
+	aliases := map[uint64][]string{}
 	for k := 0; k < len(idx); {
 		best := &m.entries[idx[k].i]
+		names := []string{best.Name}
 		for k++; k < len(idx) && idx[k].addr == best.Addr; k++ {
-			if e := &m.entries[idx[k].i]; nameBetter(e, best) {
+			e := &m.entries[idx[k].i]
+			if !slices.Contains(names, e.Name) {
+				names = append(names, e.Name)
+			}
+			if nameBetter(e, best) {
 				best = e
 			}
 		}
+		if len(names) > 1 {
+			aliases[best.Addr] = names
+		}
 		out = append(out, best.Symbol)
 	}
-	return out
+	return out, aliases
+}
+
+// Aliases returns every name of the function at link address addr, the
+// one Functions gives among them (glibc's strchr is also index), or nil
+// when it has only that one.
+func (m *Module) Aliases(addr uint64) []string {
+	m.buildTables()
+	return m.aliases[addr]
 }
 
 // buildID returns the hex GNU build ID from the .note.gnu.build-id section

@@ -1,0 +1,21 @@
+/* The tracee of TestCallsNames: library functions the C library exports
+ * under two names at one address (strchr is also index, strrchr rindex,
+ * memcmp bcmp, fgetc getc), and IFUNCs whose resolvers may pick one
+ * implementation for two (memcpy's is memmove's on x86-64): ltrace names
+ * each call as the program made it. */
+#include <stdio.h>
+#include <string.h>
+
+int main(void)
+{
+	char a[16] = "abcdefgh", b[16] = "";
+	volatile size_t n = 9; /* (no call folded at build time) */
+	memcpy(b, a, n);
+	memmove(b + 1, b, n - 1);
+	int c = memcmp(a, b, n);
+	char *q = strchr(a, 'd');
+	char *r = strrchr(a, 'e');
+	int ch = fgetc(stdin);
+	printf("%s %d %ld %ld %c\n", b, c, (long)(q - a), (long)(r - a), ch);
+	return 0;
+}

@@ -1,0 +1,124 @@
+package symbols
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"strings"
+	"sync"
+)
+
+// imports is what a module knows of the library functions its code calls
+// through its GOT: each slot's name (its JUMP_SLOT or GLOB_DAT
+// relocation's symbol), and the name each call site went through, once
+// asked.
+type imports struct {
+	once  sync.Once
+	slots map[uint64]string
+	mu    sync.Mutex
+	at    map[uint64]string // by return address; "" for no import
+}
+
+// CalledImport returns the name under which the call that returns to
+// link address ret called a library: the import its PLT entry or, built
+// with -fno-plt, its GOT slot is for, as ltrace names a call. A library
+// may export one function under several names (glibc's strchr is index)
+// and its IFUNCs may pick one implementation for several (memcpy's is
+// memmove's): only the call site says which name the program used.
+// False where the call before ret is not one through an import.
+func (m *Module) CalledImport(ret uint64) (string, bool) {
+	c := &m.imports
+	c.once.Do(func() { c.slots = m.importSlots() })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	name, ok := c.at[ret]
+	if !ok {
+		name = c.slots[m.calledSlot(ret)]
+		if c.at == nil {
+			c.at = map[uint64]string{}
+		}
+		c.at[ret] = name
+	}
+	return name, name != ""
+}
+
+// importSlots maps each GOT slot with a JUMP_SLOT or GLOB_DAT relocation
+// to its symbol's name.
+func (m *Module) importSlots() map[uint64]string {
+	slots := map[uint64]string{}
+	if m.elf == nil {
+		return slots
+	}
+	jumpSlot, ok := m.relocType(uint32(elf.R_X86_64_JMP_SLOT), uint32(elf.R_AARCH64_JUMP_SLOT))
+	globDat, ok2 := m.relocType(uint32(elf.R_X86_64_GLOB_DAT), uint32(elf.R_AARCH64_GLOB_DAT))
+	dynsyms, err := m.elf.DynamicSymbols()
+	if !ok || !ok2 || err != nil {
+		return slots
+	}
+	for _, r := range m.dynRelocs() {
+		if (r.typ == jumpSlot || r.typ == globDat) && r.sym > 0 && int(r.sym) <= len(dynsyms) {
+			name, _, _ := strings.Cut(dynsyms[r.sym-1].Name, "@")
+			slots[r.off] = name
+		}
+	}
+	return slots
+}
+
+// calledSlot is the GOT slot through which the call before link address
+// ret went, or 0: x86-64's call of a PLT entry (jmp *slot(%rip), after an
+// endbr64 and a bnd in .plt.sec) or call *slot(%rip); arm64's bl of a PLT
+// entry (adrp x16; ldr x17, [x16, #off], after a bti c).
+func (m *Module) calledSlot(ret uint64) uint64 {
+	if ret < 8 {
+		return 0
+	}
+	code, err := m.ReadCode(ret-6, 6)
+	if err != nil {
+		return 0
+	}
+	rel := func(b []byte) uint64 { return uint64(int64(int32(binary.LittleEndian.Uint32(b)))) }
+	switch m.elf.Machine {
+	case elf.EM_X86_64:
+		switch {
+		case code[0] == 0xff && code[1] == 0x15: // call *slot(%rip)
+			return ret + rel(code[2:])
+		case code[1] == 0xe8: // call rel32: a PLT entry?
+			stub := ret + rel(code[2:])
+			plt, err := m.ReadCode(stub, 16)
+			if err != nil {
+				return 0
+			}
+			at := 0
+			if string(plt[:4]) == "\xf3\x0f\x1e\xfa" { // endbr64
+				at = 4
+			}
+			if plt[at] == 0xf2 { // bnd
+				at++
+			}
+			if plt[at] == 0xff && plt[at+1] == 0x25 { // jmp *slot(%rip)
+				return stub + uint64(at+6) + rel(plt[at+2:])
+			}
+		}
+	case elf.EM_AARCH64:
+		bl := binary.LittleEndian.Uint32(code[2:])
+		if bl&0xfc000000 != 0x94000000 {
+			return 0
+		}
+		stub := ret - 4 + uint64(int64(int32(bl<<6))>>4) // imm26 * 4, signed
+		plt, err := m.ReadCode(stub, 12)
+		if err != nil {
+			return 0
+		}
+		w := func(i int) uint32 { return binary.LittleEndian.Uint32(plt[4*i:]) }
+		i := 0
+		if w(0) == 0xd503245f { // bti c
+			i = 1
+		}
+		adrp, ldr := w(i), w(i+1)
+		if adrp&0x9f00001f != 0x90000010 || ldr&0xffc003ff != 0xf9400211 { // adrp x16; ldr x17, [x16, #off]
+			return 0
+		}
+		page := int64(adrp>>29&3|adrp>>3&0x1ffffc) << 43 >> 31 // immhi:immlo, signed, << 12
+		return (stub+uint64(4*i))&^0xfff + uint64(page) + uint64(ldr>>10&0xfff)*8
+	}
+	return 0
+}
