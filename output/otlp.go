@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +36,7 @@ import (
 // 4318).
 type OTLP struct {
 	export   func(*tracepb.TracesData) error
+	failed   error // the first export's failure: no more are tried
 	resource *resourcepb.Resource
 	scope    *commonpb.InstrumentationScope
 	wall     int64 // add to a record's CLOCK_MONOTONIC time for Unix time
@@ -216,13 +220,20 @@ func threadAttrs(r *Record) []*commonpb.KeyValue {
 }
 
 // fieldAttrs are fields as attributes: integers as integers (x types,
-// chars and strings as their text), a fault as no value.
+// chars and strings as their text, an unsigned past int64's range as its
+// decimal text), a fault as no value.
 func fieldAttrs(prefix string, fields []probe.Field) []*commonpb.KeyValue {
 	var a []*commonpb.KeyValue
 	for _, f := range fields {
 		switch v := scalarValue(f.Value); x := v.(type) {
 		case nil:
 		case uint64:
+			if x > math.MaxInt64 {
+				// OTLP's integers are signed: past them, the
+				// number as text rather than a wrapped one.
+				a = append(a, strAttr(prefix+f.Name, strconv.FormatUint(x, 10)))
+				break
+			}
 			a = append(a, intAttr(prefix+f.Name, int64(x)))
 		case int64:
 			a = append(a, intAttr(prefix+f.Name, x))
@@ -268,11 +279,20 @@ func (o *OTLP) Flush() error {
 		ScopeSpans: []*tracepb.ScopeSpans{{Scope: o.scope, Spans: o.pending}},
 	}}}
 	o.pending = nil
+	if o.failed != nil {
+		return o.failed // (not a second wait for a collector that did not answer)
+	}
 	if err := o.export(req); err != nil {
-		return fmt.Errorf("otlp export: %w", err)
+		o.failed = fmt.Errorf("%w: %w", ErrCollector, err)
+		return o.failed
 	}
 	return nil
 }
+
+// ErrCollector is what a failed export's error wraps: the collector
+// refused the spans or did not answer. It ends the trace, as a reader
+// gone away does, not the program's run.
+var ErrCollector = errors.New("otlp export")
 
 // Finish ends the calls still open at the last time seen, sends what is
 // left and closes the connection.

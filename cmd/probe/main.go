@@ -420,7 +420,7 @@ func cmdRun(args []string, record bool) (int, error) {
 			status = waitChild(t.Pid())
 		}
 	}
-	if err := sink.close(t); err != nil && !errors.Is(err, unix.EPIPE) {
+	if err := closeTrace(sink, t); err != nil {
 		return 1, err
 	}
 	if loopErr != nil {
@@ -493,7 +493,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 		// It ended as we attached: reported as when it ends later,
 		// the probes' tables empty.
 		sink.emptyTables(parsed)
-		if err := sink.close(nil); err != nil && !errors.Is(err, unix.EPIPE) {
+		if err := closeTrace(sink, nil); err != nil {
 			return 1, err
 		}
 		if ended.Status.Signaled {
@@ -538,7 +538,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 		return 1, err
 	}
 	status, loopErr := t.Wait()
-	if err := sink.close(t); err != nil && !errors.Is(err, unix.EPIPE) {
+	if err := closeTrace(sink, t); err != nil {
 		return 1, err
 	}
 	if loopErr != nil {
@@ -596,6 +596,21 @@ func openSink(o *options, ts tracers, probes bool) (*sink, error) {
 	}
 	primary, all := newWriter(f, ts, o, probes)
 	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}, nil
+}
+
+// closeTrace closes s. A reader gone away (EPIPE) or a collector that
+// failed ended the trace early, not the run: the program's status
+// stands, and the collector's error is said.
+func closeTrace(s *sink, t *probe.Tracer) error {
+	err := s.close(t)
+	switch {
+	case errors.Is(err, unix.EPIPE):
+		return nil
+	case errors.Is(err, output.ErrCollector):
+		fmt.Fprintf(os.Stderr, "probe: %v\n", err)
+		return nil
+	}
+	return err
 }
 
 // close ends the trace: the stream, the tables, the notes of what was

@@ -18,7 +18,6 @@ import (
 	"sync"
 
 	"github.com/ergochat/readline"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/probedbg/probe/action"
@@ -175,8 +174,7 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 	if s.file != nil {
 		s.sink.file = s.file
 	}
-	err = s.sink.close(t)
-	if err != nil && !errors.Is(err, unix.EPIPE) {
+	if err := closeTrace(s.sink, t); err != nil {
 		return 1, err
 	}
 	if loopErr != nil {

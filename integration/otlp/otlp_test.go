@@ -237,3 +237,25 @@ func TestOTLPBadTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestOTLPCollectorGone: a collector that cannot be reached ends the
+// trace, as a reader gone away does, and not the run: the error said
+// once, the program's own exit status kept.
+func TestOTLPCollectorGone(t *testing.T) {
+	probe, _ := build(t)
+	dir := t.TempDir()
+	src, exe := filepath.Join(dir, "five.c"), filepath.Join(dir, "five")
+	os.WriteFile(src, []byte("int add(int a, int b) { return a + b; }\nint main(void) { return add(2, 3); }\n"), 0o644)
+	if out, err := exec.Command("gcc", "-O0", "-g", "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	cmd := exec.Command(probe, "run", "-o", "otlp://"+freePort(t), "--tracer", "function_graph", "--", exe)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	ee, _ := err.(*exec.ExitError)
+	if ee == nil || ee.ExitCode() != 5 || strings.Count(stderr.String(), "\n") != 1 ||
+		!strings.HasPrefix(stderr.String(), "probe: otlp export: ") || !strings.Contains(stderr.String(), "connection refused") {
+		t.Errorf("probe run to a collector no one listens for: want exit 5 (the program's) and one line saying the export failed; got %v, stderr %q", err, stderr.String())
+	}
+}
