@@ -85,6 +85,9 @@ func TestCalls(t *testing.T) {
 	if strings.Contains(r.stdout, "malloc(272)") || !strings.Contains(r.stdout, "% time     seconds  usecs/call     calls    errors function\n") {
 		t.Errorf("-c: want the table alone:\n%s", r.stdout)
 	}
+	if all := mustProbe(t, "run", "--calls", "libc:*", "-c", "--", exe).stdout; strings.Contains(all, "__libc_start_main") || !strings.Contains(all, " qsort\n") {
+		t.Errorf("-c of libc:*: want qsort's row and none for __libc_start_main, which never returns (as ltrace -c):\n%s", all)
+	}
 	// Recorded, then reported: the same lines.
 	rec := filepath.Join(t.TempDir(), "calls.bin")
 	mustProbe(t, "record", "-o", rec, "--calls", called, "--", exe)
@@ -94,8 +97,19 @@ func TestCalls(t *testing.T) {
 	if rep := mustProbe(t, "report", "-c", rec).stdout; !regexp.MustCompile(`(?m) 2 +1 open$`).MatchString(rep) {
 		t.Errorf("report -c: no open row of 2 calls, 1 error:\n%s", rep)
 	}
-	if bad := probe(t, "run", "--calls", called, "--tracer", "function", "--", exe); bad.code != 2 || !strings.Contains(bad.stderr, "--calls") {
-		t.Errorf("--calls with --tracer: want exit 2 naming --calls: %v", bad)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--calls", called, "--tracer", "function"}, "probe: --calls: "},
+		{[]string{"--calls", ""}, `probe: --calls "": `},
+		{[]string{"--calls", "libc:nosuch*"}, `probe: --calls "libc:nosuch*" matches no function`},
+		{[]string{"--calls", called, "-c", "--format", "json"}, "--format json"},
+	} {
+		if bad := probe(t, append(append([]string{"run"}, c.args...), "--", exe)...); bad.code != 2 || strings.Count(bad.stderr, "\n") != 1 ||
+			!strings.Contains(bad.stderr, c.want) || bad.stdout != "" {
+			t.Errorf("%q: want exit 2 and one line with %q: %v", c.args, c.want, bad)
+		}
 	}
 }
 

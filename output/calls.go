@@ -68,10 +68,12 @@ func (c *Calls) Write(r *Record) error {
 		}
 		call := stack[len(stack)-1]
 		c.open[r.Lane] = stack[:len(stack)-1]
-		st := c.stats[r.Func]
-		if st == nil {
-			st = &callStat{}
-			c.stats[r.Func] = st
+		st := &callStat{} // (a call that never returned, __libc_start_main's: not in the table, as ltrace -c)
+		if r.Kind == KindReturn {
+			if st = c.stats[r.Func]; st == nil {
+				st = &callStat{}
+				c.stats[r.Func] = st
+			}
 		}
 		st.calls++
 		st.ns += r.Time - call.rec.Time

@@ -502,7 +502,11 @@ func (g *funcGlob) covers(m *symbols.Mapped) bool {
 // they name. Every pattern must match something, as writing a glob that
 // matches nothing to set_ftrace_filter fails.
 func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
-	filter, err := t.parseGlobs("--filter", opts.Filter)
+	flag := "--filter"
+	if opts.FromMain {
+		flag = "--calls" // (ltrace's selection is of the calls)
+	}
+	filter, err := t.parseGlobs(flag, opts.Filter)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,15 @@ func parseTracers(o *options) (tracers, error) {
 		if ts.any() || len(o.filter) > 0 {
 			return ts, fmt.Errorf("--calls: it is a tracer of its own (ltrace's); give it without --tracer and --filter")
 		}
+		for _, g := range o.calls {
+			if strings.Trim(g, ", ") == "" {
+				return ts, fmt.Errorf("--calls %q: want MOD:GLOB, e.g. 'libc:*'", g)
+			}
+		}
 		ts.calls = true
+		if o.summary && o.format != "" && o.format != "text" {
+			return ts, fmt.Errorf("-c: its table is text; give it without --format %s", o.format)
+		}
 	} else if o.summary {
 		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
 	}
