@@ -196,6 +196,13 @@ func TestReportNames(t *testing.T) {
 	if got := reportCalls(t, rec, "--full-names"); got != want {
 		t.Errorf("report --full-names:\n%s\nwant\n%s", got, want)
 	}
+	// A name as the report shows it selects (every function it stands
+	// for), as a full one does (its own).
+	for glob, want := range map[string]string{"Box<...>::get": "Box<...>::get();\nBox<...>::get();", "Box<int>::get": "Box<...>::get();"} {
+		if got := reportCalls(t, rec, "--filter", glob); got != want {
+			t.Errorf("report --filter %q: %q, want %q", glob, got, want)
+		}
+	}
 }
 
 // TestReportBadInput: a bad selection is refused with exit status 2 and
@@ -219,6 +226,12 @@ func TestReportBadInput(t *testing.T) {
 		{[]string{"--info", "--format", "json", rec}, "--info"},
 		{[]string{"--format", "graph", fn}, "--format graph"},
 		{[]string{"--format", "profile", fn}, "--format profile"},
+		{[]string{"--filter", "nosuch", rec}, `"nosuch"`},
+		{[]string{"--notrace", "lea*", "--graph-function", "nosuch*", rec}, `"nosuch*"`},
+		{[]string{"--tid", "99999999", rec}, "99999999"},
+		{[]string{"--time-range", "2s~1s", rec}, "--time-range"},
+		{[]string{"--depth", "deep", rec}, `--depth "deep"`},
+		{[]string{rec, fn}, fn},
 	} {
 		r := probe(t, append([]string{"report"}, c.args...)...)
 		if r.code != 2 || !strings.Contains(oneLine(t, r), c.want) || r.stdout != "" {

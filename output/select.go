@@ -1,6 +1,8 @@
 package output
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/probedbg/probe/probe"
@@ -157,12 +159,39 @@ func (s *selector) Flush() error           { return s.w.Flush() }
 func (s *selector) Finish() error          { return s.w.Finish() }
 
 // globMatch reports whether name matches one of globs, as ftrace's
-// glob_match does (probe.GlobMatch: '*' also runs over '/').
+// glob_match does (probe.GlobMatch: '*' also runs over '/'): by its
+// full name or as a report shows it, its templates elided.
 func globMatch(globs []string, name string) bool {
+	short := ElideTemplates(name)
 	for _, g := range globs {
-		if probe.GlobMatch(g, name) {
+		if probe.GlobMatch(g, name) || probe.GlobMatch(g, short) {
 			return true
 		}
 	}
 	return false
+}
+
+// Check says what of s picks nothing in a recording summarised by sum:
+// a glob that matches none of its functions, a thread it does not have,
+// a time range that ends before it starts.
+func (s *Selection) Check(sum *Summary) error {
+	for _, gs := range []struct {
+		flag  string
+		globs []string
+	}{{"--filter", s.Filter}, {"--notrace", s.Notrace}, {"--graph-function", s.GraphFunction}} {
+		for _, g := range gs.globs {
+			if !slices.ContainsFunc(slices.Collect(maps.Keys(sum.Functions)), func(fn string) bool { return globMatch([]string{g}, fn) }) {
+				return fmt.Errorf("%s %q matches no function of the recording", gs.flag, g)
+			}
+		}
+	}
+	for _, tid := range s.Tids {
+		if _, ok := sum.Threads[tid]; !ok {
+			return fmt.Errorf("--tid %d: no such thread in the recording", tid)
+		}
+	}
+	if s.FromRelative == s.ToRelative && s.From != 0 && s.To != 0 && s.From > s.To {
+		return fmt.Errorf("--time-range: it ends before it starts")
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/probedbg/probe/output"
 )
 
@@ -36,7 +38,10 @@ func cmdReport(args []string) (int, error) {
 	fs.BoolVar(&o.summary, "c", false, "")
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
-		return bad("%v", err)
+		return bad("%v", flagError(err))
+	}
+	if len(files) > 1 {
+		return bad("%q: one recording at a time (FILE given as %q already)", files[1], files[0])
 	}
 	if len(files) != 1 {
 		return bad("usage: probe report [--format F] [-o OUT] [--info] [--tid T,...] [--time-range FROM~TO] [--filter G] [--notrace G] [--graph-function G] [--depth N] [--full-names] FILE")
@@ -78,6 +83,11 @@ func cmdReport(args []string) (int, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
+	if sel.Active() || span.set() {
+		if err := checkSelection(files[0], span.apply(sel)); err != nil {
+			return bad("%v", err)
+		}
+	}
 	out := os.Stdout
 	if o.out != "" && !output.IsOTLPTarget(o.out) {
 		if out, err = createOutput(o.out); err != nil {
@@ -98,6 +108,9 @@ func cmdReport(args []string) (int, error) {
 			all = output.Select(all, span.apply(sel))
 		}
 		_, err = rec.Replay(all, primary)
+		if errors.Is(err, unix.EPIPE) {
+			err = nil // (a reader gone away: | head)
+		}
 	}
 	if out != os.Stdout {
 		if cerr := out.Close(); err == nil {
@@ -113,6 +126,21 @@ func cmdReport(args []string) (int, error) {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// checkSelection refuses a selection that picks nothing of the recording
+// at path (read once more for it), naming what picks nothing.
+func checkSelection(path string, sel output.Selection) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rec, err := output.OpenRecording(f)
+	if err != nil {
+		return err
+	}
+	return sel.Check(rec.Summarize())
 }
 
 // parseTids reads --tid's comma list.
