@@ -205,3 +205,25 @@ func TestCallsNames(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsUnknown: a function with no DWARF and no prototype shows its
+// arguments as unknown and its result register in hex, as it may be
+// anything: not as "f() = <void>", which would say it takes and returns
+// nothing.
+func TestCallsUnknown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := build(dir, "gcc", "-O1", "-shared", "-fPIC", "-o", filepath.Join(dir, "libmystery.so"), filepath.Join(repoRoot, "integration", "testdata", "tracers", "mystery.c")); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "mysterymain")
+	if err := build(dir, "gcc", "-O0", "-o", exe, filepath.Join(repoRoot, "integration", "testdata", "tracers", "mysterymain.c"), "-L"+dir, "-lmystery", "-Wl,-rpath,"+dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libmystery:*", "--", exe)...)
+		if got, want := strings.Join(callLines(r.stdout), "\n"), "[pid N] mystery(?) = 0x7"; got != want || !strings.Contains(r.stdout, "\n7\n") && !strings.HasPrefix(r.stdout, "7\n") {
+			t.Errorf("%v: calls %q, want %q; output %q", engine, got, want, r.stdout)
+		}
+	}
+}

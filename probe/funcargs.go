@@ -148,6 +148,16 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	return fa
 }
 
+// unknownArgs is what --calls shows of a function with no DWARF and no
+// prototype: its arguments unknown, "?" (how many there are is not
+// known either), its result register in hex, as it may be anything.
+func unknownArgs() *funcArgs {
+	fa := &funcArgs{vars: map[string]*symbols.Var{}, varFormat: -1, slots: []argSlot{{name: "args", i: -1, text: "?"}}}
+	fa.params, _ = CompileArgs(nil, CompileEnv{})
+	fa.result, _ = CompileArgs([]string{"retval=$retval:x64"}, CompileEnv{Return: true})
+	return fa
+}
+
 // prototypeName is name if the table has it, else "".
 func prototypeName(name string) string {
 	if _, ok := prototypes()[name]; ok {

@@ -307,6 +307,9 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
 		// (By the name shown first: an IFUNC's, for --calls.)
 		c.fn.args = compileFuncArgs(m, cmp.Or(prototypeName(c.fn.name), sym.Name), sym.Addr+m.Bias, m != t.space.Main())
+		if c.fn.args == nil && t.ft.opts.FromMain {
+			c.fn.args = unknownArgs() // (not "f() = <void>", which says what is not known)
+		}
 	}
 	c.fn.module, c.fn.entry = m, sym.Addr+m.Bias
 	st.fn = c.fn
@@ -665,7 +668,8 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 // picks memmove's implementation), with that name's prototype.
 func (t *Tracer) calledAs(fn *traceFunc, ret uint64) *traceFunc {
 	main := t.space.Main()
-	name, ok := main.CalledImport(ret - main.Bias)
+	imported, ok := main.CalledImport(ret - main.Bias)
+	name := displayName(imported)
 	if !ok || name == fn.name || fn.module == nil {
 		return fn
 	}
@@ -675,7 +679,10 @@ func (t *Tracer) calledAs(fn *traceFunc, ret uint64) *traceFunc {
 	as := *fn
 	as.name, as.as = name, nil
 	if t.ft.opts.Args && prototypeKey(name) != prototypeKey(fn.name) {
-		as.args = compileFuncArgs(fn.module, cmp.Or(prototypeName(name), name), fn.entry, fn.module != main)
+		as.args = compileFuncArgs(fn.module, cmp.Or(prototypeName(name), imported), fn.entry, fn.module != main)
+		if as.args == nil {
+			as.args = unknownArgs()
+		}
 	}
 	if fn.as == nil {
 		fn.as = map[string]*traceFunc{}
