@@ -29,6 +29,8 @@ type Calls struct {
 	open    map[int64][]*callOpen // per lane, the calls not returned
 	stats   map[string]*callStat
 	notes   []string
+	// finished: the calls and the table are out; notes go straight after
+	finished bool
 }
 
 type callOpen struct {
@@ -118,6 +120,11 @@ func callArgs(fields []probe.Field) string {
 }
 
 func (c *Calls) Comment(s string) error {
+	if c.finished {
+		// (The tracer's notes come after the trace's end.)
+		_, err := fmt.Fprintf(c.w, "# %s\n", s)
+		return err
+	}
 	c.notes = append(c.notes, s)
 	return nil
 }
@@ -126,6 +133,7 @@ func (c *Calls) Flush() error { return c.w.Flush() }
 
 // Finish writes the calls that never returned, the -c table, the notes.
 func (c *Calls) Finish() error {
+	c.finished = true
 	for _, lane := range slices.Sorted(maps.Keys(c.open)) {
 		for _, call := range c.open[lane] {
 			if !c.summary && !call.printed {

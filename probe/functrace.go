@@ -94,6 +94,9 @@ type FuncTraceInfo struct {
 // SkippedFunc is a function left out, and why.
 type SkippedFunc struct {
 	Func, Reason string
+	// Imported, with FromMain: the main executable imports the function
+	// (under one of its names): the program's calls of it go unseen.
+	Imported bool
 }
 
 // traceFunc is one function the tracer hooks.
@@ -162,7 +165,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	needTrampoline := false
 	for _, c := range funcs {
 		if c.skip != "" {
-			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, c.skip})
+			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, c.skip, opts.FromMain && t.imported(c)})
 			continue
 		}
 		sites, err := t.hookFunction(anchor, c, opts.Returns, &batch)
@@ -170,7 +173,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 		var in *inputError
 		switch {
 		case errors.As(err, &in):
-			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, err.Error()})
+			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, err.Error(), opts.FromMain && t.imported(c)})
 		case err != nil:
 			undo()
 			return nil, err
@@ -560,7 +563,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			if sym.IFunc {
 				// The resolver runs once, at load: trace the
 				// implementation it picked, as p:SYM does.
-				if r, ok := t.ifuncImplementation(m, sym); ok {
+				if r, why := t.ifuncImplementation(m, sym); why == "" {
 					cm, csym = r.module, r.sym
 					if !opts.FromMain {
 						// (ltrace names the function the program
@@ -568,7 +571,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 						display = displayName(r.sym.Name)
 					}
 				} else {
-					skip = "an IFUNC: its resolver runs once at load, and the implementation it picked could not be found"
+					skip = why
 				}
 			}
 			if i, dup := seen[csym.Addr+cm.Bias]; dup {
@@ -660,6 +663,14 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 	} else {
 		t.ft.emit(FuncEntry, f, hit, cs, fields)
 	}
+}
+
+// imported reports whether the main executable imports c's function
+// under one of its names.
+func (t *Tracer) imported(c candidate) bool {
+	main := t.space.Main()
+	names := append([]string{c.fn.name, c.sym.Name}, c.module.Aliases(c.sym.Addr)...)
+	return main.Imports(names...)
 }
 
 // calledAs is fn as the program called it from the call that returns to

@@ -443,7 +443,7 @@ func (t *Tracer) resolveOne(loc Location) (resolved, error) {
 			return bad(fmt.Errorf("%q is a data object, not a function", loc.Symbol))
 		}
 		if sym.IFunc && loc.Offset == 0 {
-			if r, ok := t.ifuncImplementation(m, sym); ok {
+			if r, why := t.ifuncImplementation(m, sym); why == "" {
 				return r, nil
 			}
 		}

@@ -541,3 +541,17 @@ func isSyncFault(info unix.Siginfo) bool {
 	}
 	return false
 }
+
+// InVDSO reports whether addr is in the process's vDSO.
+func (p *Process) InVDSO(addr uint64) bool {
+	maps, err := readMaps(p.Pid)
+	if err != nil {
+		return false
+	}
+	for _, m := range maps {
+		if m.name == "[vdso]" && addr >= m.start && addr < m.end {
+			return true
+		}
+	}
+	return false
+}

@@ -577,6 +577,7 @@ type sink struct {
 	// enable/disable), so none records in the tracee.
 	noRecord bool
 	stack    bool           // the stack tracer's report is owed
+	calls    bool           // --calls: the trace is ltrace's
 	text     bool           // the trace is ftrace's text: the stack report may follow it
 	json     bool           // the trace is JSON lines: the probes' paths end it
 	pending  []*probe.Probe // probes that waited for their library (pending.go)
@@ -656,8 +657,16 @@ func (s *sink) close(t *probe.Tracer) error {
 
 // tracerNotes ends the trace with what the tracer skipped and lost.
 func (s *sink) tracerNotes(t *probe.Tracer) {
-	if s.traced != nil && len(s.traced.Skipped) > 0 {
-		s.writer.Comment(skippedNote(s.traced))
+	if s.traced != nil {
+		skipped := s.traced.Skipped
+		if s.calls {
+			// ltrace's view: the program's calls that go unseen, not
+			// the library's functions that could not be hooked.
+			skipped = slices.DeleteFunc(slices.Clone(skipped), func(sk probe.SkippedFunc) bool { return !sk.Imported })
+		}
+		if len(skipped) > 0 {
+			s.writer.Comment(skippedNote(skipped))
+		}
 	}
 	s.pendingSummary()
 	if lost := t.LostHits(); lost > 0 {

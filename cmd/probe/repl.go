@@ -665,7 +665,7 @@ func (s *session) closeSection() {
 	s.sink.stream.Close()
 	s.gate.Finish()
 	if s.sink.traced != nil && len(s.sink.traced.Skipped) > 0 {
-		s.gate.Comment(skippedNote(s.sink.traced))
+		s.gate.Comment(skippedNote(s.sink.traced.Skipped))
 		s.gate.Flush()
 	}
 	s.sink.traced = nil

@@ -154,7 +154,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 		return err
 	}
 	s.traced = info
-	s.stack = ts.stack
+	s.stack, s.calls = ts.stack, ts.calls
 	return nil
 }
 
@@ -173,13 +173,13 @@ var recordKind = [...]output.Kind{
 }
 
 // skippedNote says which selected functions could not be traced, briefly.
-func skippedNote(info *probe.FuncTraceInfo) string {
+func skippedNote(skipped []probe.SkippedFunc) string {
 	const shown = 5
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d functions not traced: ", len(info.Skipped))
-	for i, sk := range info.Skipped {
+	fmt.Fprintf(&b, "%d functions not traced: ", len(skipped))
+	for i, sk := range skipped {
 		if i == shown {
-			fmt.Fprintf(&b, ", and %d more", len(info.Skipped)-shown)
+			fmt.Fprintf(&b, ", and %d more", len(skipped)-shown)
 			break
 		}
 		if i > 0 {
