@@ -678,7 +678,7 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 	if l := t.RecordsLost(); l.Total() > 0 {
 		s.writer.Comment(recordsLostNote(l))
 	}
-	if lost := t.LostReturns(); lost > 0 {
+	if lost := t.LostReturns(); lost > 0 && !s.calls { // (--calls shows each: "<no return ...>")
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
 	if n := t.UnrecordedReturns(); n > 0 {
