@@ -165,7 +165,8 @@ func TestCallsVarargs(t *testing.T) {
 // names it: not by the name the C library's symbol table prefers for the
 // address (index for strchr, bcmp for memcmp, getc for fgetc), nor by the
 // function whose implementation an IFUNC picked (memmove's for memcpy on
-// x86-64); and each name selects its function.
+// x86-64); and each name selects its function. The table's characters
+// and signals by name.
 func TestCallsNames(t *testing.T) {
 	t.Parallel()
 	want := []string{
@@ -175,8 +176,10 @@ func TestCallsNames(t *testing.T) {
 		`[pid N] strchr("abcdefgh", 'd') = 0xADDR`,
 		`[pid N] strrchr("abcdefgh", 'e') = 0xADDR`,
 		"[pid N] fgetc(0xADDR) = 120",
+		"[pid N] memset(0xADDR, 'z', 2) = 0xADDR",
+		"[pid N] signal(SIGUSR1, 0x1) = 0x0",
 	}
-	named := "libc:memcpy,libc:memmove,libc:memcmp,libc:strchr,libc:strrchr,libc:fgetc"
+	named := "libc:memcpy,libc:memmove,libc:memcmp,libc:strchr,libc:strrchr,libc:fgetc,libc:memset,libc:signal"
 	for _, flags := range [][]string{{"-O0"}, {"-O0", "-fno-plt"}} {
 		exe := builtOnce(t, "aliases"+strings.Join(flags, ""), filepath.Join("testdata", "tracers", "aliases.c"), flags...)
 		for _, run := range [][]string{{"--calls", named}, {"--no-inprocess", "--calls", named}, {"--calls", "libc:*"}} {
@@ -203,7 +206,7 @@ func TestCallsNames(t *testing.T) {
 			}
 		}
 		r := runCmdStdin(t, nil, []byte("x\n"), probeBin, "run", "-c", "--calls", named, "--", exe)
-		for _, fn := range []string{"memcpy", "memmove", "memcmp", "strchr", "strrchr", "fgetc"} {
+		for _, fn := range []string{"memcpy", "memmove", "memcmp", "strchr", "strrchr", "fgetc", "memset", "signal"} {
 			if !regexp.MustCompile(`(?m) 1 +0 ` + fn + `$`).MatchString(r.stdout) {
 				t.Errorf("%v -c: no row of 1 call of %s:\n%s", flags, fn, r.stdout)
 			}

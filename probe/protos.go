@@ -19,7 +19,8 @@ import (
 // decides; sscanf's pointers). Types: the C
 // integer types by name, char (a character), bool, string (a char *
 // shown as its text), ptr (any other pointer), oflags (open's flags,
-// shown as O_... names), fd, pid, size, ssize, off, mode (octal), void,
+// shown as O_... names), fd, pid, size, ssize, off, mode (octal), signal
+// (its name, SIGALRM), void,
 // format (a printf format: the "..." arguments after it are shown as it
 // says).
 // A result type ending in "!" says that the function's failure result
@@ -49,9 +50,9 @@ ptr strrchr(string s, char c)
 ptr strstr(string haystack, string needle)
 ptr memcpy(ptr dest, ptr src, size n)
 ptr memmove(ptr dest, ptr src, size n)
-ptr memset(ptr s, int c, size n)
+ptr memset(ptr s, char c, size n)
 int memcmp(ptr s1, ptr s2, size n)
-ptr memchr(ptr s, int c, size n)
+ptr memchr(ptr s, char c, size n)
 int! puts(string s)
 int! putchar(char c)
 int! printf(format format, ...)
@@ -112,8 +113,8 @@ pid! fork()
 int! execve(string pathname, ptr argv, ptr envp)
 int! execvp(string file, ptr argv)
 pid! waitpid(pid pid, ptr wstatus, int options)
-int! kill(pid pid, int sig)
-int raise(int sig)
+int! kill(pid pid, signal sig)
+int raise(signal sig)
 int! socket(int domain, int type, int protocol)
 int! connect(fd sockfd, ptr addr, uint addrlen)
 int! bind(fd sockfd, ptr addr, uint addrlen)
@@ -168,8 +169,8 @@ int pthread_mutex_trylock(ptr mutex)
 int pthread_cond_wait(ptr cond, ptr mutex)
 int pthread_cond_signal(ptr cond)
 int pthread_cond_broadcast(ptr cond)
-int! sigaction(int signum, ptr act, ptr oldact)
-ptr signal(int signum, ptr handler)
+int! sigaction(signal signum, ptr act, ptr oldact)
+ptr signal(signal signum, ptr handler)
 string strerror(int errnum)
 int! fputc(int c, ptr stream)
 int fgetc(ptr stream)
@@ -266,6 +267,10 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		v := i(4, false)
 		v.Format = t // shown by decoders
 		return v, nil
+	case "signal":
+		v := i(4, true)
+		v.Format = t
+		return v, nil
 	}
 	return symbols.ABIValue{}, fmt.Errorf("unknown type %q", t)
 }
@@ -274,6 +279,12 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 var decoders = map[string]func(Value) Value{
 	"oflags": func(v Value) Value { return DwarfValue(openFlags(v.Uint())) },
 	"mode":   func(v Value) Value { return DwarfValue(fmt.Sprintf("%#o", v.Uint())) },
+	"signal": func(v Value) Value {
+		if name := unix.SignalName(unix.Signal(v.Int())); name != "" {
+			return DwarfValue(name)
+		}
+		return v // (0, a real-time signal: the number)
+	},
 }
 
 // openFlags spells open's flags as strace does: the access mode, then

@@ -1,6 +1,9 @@
 package probe
 
-import "strconv"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // Type is how a fetched value is stored and printed. These are the
 // kprobe_events fetch types (kernel/trace/trace_probe.c probe_fetch_types),
@@ -252,11 +255,23 @@ func printChar(dst []byte, v Value) []byte {
 
 // printString prints "%s" in quotes as the kernel does. The kernel copies
 // the bytes as they are; control bytes are escaped here (\n, \t, \r,
-// \xNN) so that a value can never break an event's line.
+// \xNN) so that a value can never break an event's line, and so are
+// bytes that are not UTF-8 text (a buffer's garbage past its string).
 func printString(dst []byte, v Value) []byte {
 	dst = append(dst, '"')
-	for i := 0; i < len(v.str); i++ {
+	for i := 0; i < len(v.str); {
+		if c := v.str[i]; c >= utf8.RuneSelf {
+			if r, n := utf8.DecodeRuneInString(v.str[i:]); r != utf8.RuneError || n > 1 {
+				dst = append(dst, v.str[i:i+n]...)
+				i += n
+				continue
+			}
+			dst = appendValueByte(dst, c, true)
+			i++
+			continue
+		}
 		dst = appendValueByte(dst, v.str[i], false)
+		i++
 	}
 	return append(dst, '"')
 }

@@ -61,3 +61,19 @@ func TestValueAccessors(t *testing.T) {
 		t.Errorf("AppendFields: %s", got)
 	}
 }
+
+// TestPrintStringNotText: a string's UTF-8 text is kept, its other bytes
+// >= 0x80 escaped (a buffer's garbage past its text, which printed raw
+// made the line itself invalid text).
+func TestPrintStringNotText(t *testing.T) {
+	for in, want := range map[string]string{
+		"héllo":              `"héllo"`,
+		"ab\xff\xfe\x7f":     `"ab\xff\xfe\x7f"`,
+		"\xe2\x82":           `"\xe2\x82"`, // a cut sequence
+		"a\xe2\x82\xacb\x80": `"a€b\x80"`,
+	} {
+		if got := StringValue(in).String(); got != want {
+			t.Errorf("%q: %s, want %s", in, got, want)
+		}
+	}
+}
