@@ -152,7 +152,14 @@ func parseOne(tok string) (Action, error) {
 			return a, bad(tok, "want hist:FIELD[:log2|:linear=STEP][:key=KEY,...]")
 		}
 		a.Field = field
+		scale := ""
 		for mode := range strings.SplitSeq(modes, ":") {
+			if mode == "log2" || strings.HasPrefix(mode, "linear=") {
+				if scale != "" {
+					return a, bad(tok, "%s and %s: a histogram has one scale", scale, mode)
+				}
+				scale = mode
+			}
 			switch {
 			case mode == "" && modes == "", mode == "log2":
 			case strings.HasPrefix(mode, "linear="):

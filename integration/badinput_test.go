@@ -79,6 +79,9 @@ func TestBadInput(t *testing.T) {
 		{"filter dangling &&", []string{"{pid}", "p:work i if i > 1 &&"}, q(`probe: bad filter "i > 1 &&": expression ends where a comparison was expected`), nil},
 		{"unknown action", []string{"{pid}", "p:work => bogus"}, q(`probe: bad action "bogus": unknown action (want print, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)`), nil},
 		{"action on a missing field", []string{"{pid}", "p:work => hist:nosuch"}, q(`probe: bad action "hist:nosuch": nosuch is not a field of probe/p_work_0 (fields: none)`), nil},
+		{"no action after =>", []string{"{pid}", "p:work =>"}, q(`probe: bad action "=>": no action after it (want e.g. => count)`), nil},
+		{"two histogram scales", []string{"{pid}", "p:work i=%di => hist:i:log2:linear=5"}, q(`probe: bad action "hist:i:log2:linear=5": log2 and linear=5: a histogram has one scale`), nil},
+		{"interval with no table", []string{"--interval", "1s", "{pid}", "p:work"}, q(`probe: --interval 1s: no probe keeps a table to print (=> count, hist:FIELD, sum:FIELD...)`), nil},
 		// Scripts.
 		{"invalid YAML", []string{"--script", badYAML, "{pid}"}, q("probe: " + badYAML + ":2:1: bad YAML: found character '\t' that cannot start any token"), nil},
 		{"unknown script key", []string{"--script", unknownKey, "{pid}"}, q("probe: " + unknownKey + `:3:5: probes[0]: unknown key "filter" (want "at", "return", "spec", "event", "args", "if", "actions")`), nil},

@@ -33,10 +33,13 @@ type probeDef struct {
 // parseProbeDef parses a probe text and checks its fetch-args, filter and
 // actions as far as can be done without a process (checkArgs).
 func parseProbeDef(text string) (*probeDef, error) {
-	specText, actText, _ := action.Split(text)
+	specText, actText, hasActions := action.Split(text)
 	sp, err := probe.ParseSpec(specText)
 	if err != nil {
 		return nil, err
+	}
+	if hasActions && strings.TrimSpace(actText) == "" {
+		return nil, &action.Error{Token: "=>", Reason: "no action after it (want e.g. => count)"}
 	}
 	fields, err := checkArgs(sp)
 	if err != nil {

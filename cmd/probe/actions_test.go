@@ -42,6 +42,8 @@ func TestParseProbeDefErrors(t *testing.T) {
 		{"p:work n=%di => count:m", `"count:m"`},
 		{"p:work => hist:duration", `"hist:duration"`},
 		{"p:work n=%di => hist:n:linear=x", `"hist:n:linear=x"`},
+		{"p:work n=%di => hist:n:log2:linear=5", `"hist:n:log2:linear=5"`},
+		{"p:work n=%di =>", `"=>"`},
 		{"p:work req->len => count:req", `"count:req"`},
 		{"p:work x=%zz", `"%zz"`},
 		{"p:work n=%di:u99", `"u99"`},

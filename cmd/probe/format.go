@@ -75,6 +75,23 @@ func stackFormatSource(o *options, ts tracers, probes bool) error {
 	return nil
 }
 
+// checkInterval refuses --interval where no probe of defs keeps a table
+// for it to print (count, hist, sum, avg, min, max).
+func checkInterval(o *options, defs []*probeDef) error {
+	if o.interval <= 0 {
+		return nil
+	}
+	for _, d := range defs {
+		for _, a := range d.Actions {
+			switch a.Kind {
+			case action.Count, action.Hist, action.Sum, action.Avg, action.Min, action.Max:
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("--interval %v: no probe keeps a table to print (=> count, hist:FIELD, sum:FIELD...)", o.interval)
+}
+
 // stacktraces reports whether a probe of defs has the stacktrace action.
 func stacktraces(defs []*probeDef) bool {
 	for _, d := range defs {

@@ -363,6 +363,9 @@ func cmdRun(args []string, record bool) (int, error) {
 	if err == nil {
 		err = stackFormatSource(&o, ts, stacktraces(parsed))
 	}
+	if err == nil {
+		err = checkInterval(&o, parsed)
+	}
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -462,6 +465,9 @@ func cmdAttach(args []string, record bool) (int, error) {
 		// (A bad spec is reported where the specs are parsed below.)
 		defs, perr := parseSpecs(pos[1:])
 		err = stackFormatSource(&o, ts, perr != nil || stacktraces(defs))
+		if err == nil && perr == nil && !replWanted(&o, pos[1:], ts) {
+			err = checkInterval(&o, defs)
+		}
 	}
 	if err != nil {
 		return bad("%v", err)
