@@ -59,6 +59,14 @@ func TestFuncArgs(t *testing.T) {
 	for _, opt := range []string{"O0", "O2"} {
 		exes[opt] = builtOnce(t, "args_"+opt, filepath.Join("testdata", "tracers", "args.c"), "-"+opt, "-g", "-Wall")
 	}
+	// Without DWARF: the calls, and a note that says their arguments
+	// are not known (not bare calls that look as if they had none).
+	noDwarf := builtOnce(t, "args_nodwarf", filepath.Join("testdata", "tracers", "args.c"), "-O0")
+	out := filepath.Join(t.TempDir(), "trace")
+	mustProbe(t, "run", "-o", out, "--tracer", "function_graph", "--args", "--", noDwarf)
+	if note := "# --args: 11 functions traced without their arguments (no DWARF, no prototype): "; !strings.Contains(readFile(t, out), note) {
+		t.Errorf("--args without DWARF: no note %q:\n%s", note, readFile(t, out))
+	}
 	for _, opt := range []string{"O0", "O2"} {
 		exe := exes[opt]
 		untraced := runCmd(t, nil, exe)

@@ -89,6 +89,9 @@ type FuncTraceOptions struct {
 type FuncTraceInfo struct {
 	Functions int           // functions traced
 	Skipped   []SkippedFunc // selected but not probeable
+	// NoArgs, with Args: the functions traced whose arguments are not
+	// known (no DWARF, no prototype), by name.
+	NoArgs []string
 }
 
 // SkippedFunc is a function left out, and why.
@@ -180,6 +183,9 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 		default:
 			info.Functions++
 			needTrampoline = needTrampoline || opts.Returns && !c.fn.isGo
+			if opts.Args && !opts.FromMain && c.fn.args == nil && !c.fn.isGo {
+				info.NoArgs = append(info.NoArgs, c.fn.name)
+			}
 		}
 	}
 	if info.Functions == 0 {

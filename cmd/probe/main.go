@@ -673,6 +673,9 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 		if len(skipped) > 0 {
 			s.writer.Comment(skippedNote(skipped))
 		}
+		if n := len(s.traced.NoArgs); n > 0 {
+			s.writer.Comment(fmt.Sprintf("--args: %d functions traced without their arguments (no DWARF, no prototype): %s", n, firstNames(s.traced.NoArgs, 5)))
+		}
 	}
 	s.pendingSummary()
 	if lost := t.LostHits(); lost > 0 {

@@ -190,6 +190,14 @@ func skippedNote(skipped []probe.SkippedFunc) string {
 	return b.String()
 }
 
+// firstNames is names' first n, ", and N more" after them.
+func firstNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
 func stackReport(us []probe.StackUsage) []output.StackUsage {
 	out := make([]output.StackUsage, 0, len(us))
 	for _, u := range us {
