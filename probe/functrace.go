@@ -576,6 +576,11 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 						// called: strlen, not __strlen_avx2.)
 						display = displayName(r.sym.Name)
 					}
+				} else if stub, ok := t.pltEntry(opts, sym, aliases); ok {
+					// The program's calls of it all go through its
+					// PLT entry for it: hooked there, as ltrace
+					// does (glibc's time picks the vDSO's code).
+					cm, csym = t.space.Main(), stub
 				} else {
 					skip = why
 				}
@@ -669,6 +674,20 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 	} else {
 		t.ft.emit(FuncEntry, f, hit, cs, fields)
 	}
+}
+
+// pltEntry is, for FromMain, the main executable's PLT entry for sym
+// (by any of its names), to hook in sym's place.
+func (t *Tracer) pltEntry(opts *FuncTraceOptions, sym symbols.Symbol, aliases []string) (symbols.Symbol, bool) {
+	if !opts.FromMain {
+		return symbols.Symbol{}, false
+	}
+	for _, name := range append([]string{sym.Name}, aliases...) {
+		if stub, ok := t.space.Main().PLTEntry(name); ok {
+			return stub, true
+		}
+	}
+	return symbols.Symbol{}, false
 }
 
 // imported reports whether the main executable imports c's function

@@ -16,6 +16,9 @@ type imports struct {
 	slots map[uint64]string
 	mu    sync.Mutex
 	at    map[uint64]string // by return address; "" for no import
+	// plt: the PLT entries by the name they call, found once asked
+	pltOnce sync.Once
+	plt     map[string]Symbol
 }
 
 // CalledImport returns the name under which the call that returns to
@@ -82,32 +85,39 @@ func (m *Module) calledSlot(ret uint64) uint64 {
 		case code[0] == 0xff && code[1] == 0x15: // call *slot(%rip)
 			return ret + rel(code[2:])
 		case code[1] == 0xe8: // call rel32: a PLT entry?
-			stub := ret + rel(code[2:])
-			plt, err := m.ReadCode(stub, 16)
-			if err != nil {
-				return 0
-			}
-			at := 0
-			if string(plt[:4]) == "\xf3\x0f\x1e\xfa" { // endbr64
-				at = 4
-			}
-			if plt[at] == 0xf2 { // bnd
-				at++
-			}
-			if plt[at] == 0xff && plt[at+1] == 0x25 { // jmp *slot(%rip)
-				return stub + uint64(at+6) + rel(plt[at+2:])
-			}
+			return m.stubSlot(ret + rel(code[2:]))
 		}
 	case elf.EM_AARCH64:
 		bl := binary.LittleEndian.Uint32(code[2:])
-		if bl&0xfc000000 != 0x94000000 {
-			return 0
+		if bl&0xfc000000 == 0x94000000 {
+			return m.stubSlot(ret - 4 + uint64(int64(int32(bl<<6))>>4)) // imm26 * 4, signed
 		}
-		stub := ret - 4 + uint64(int64(int32(bl<<6))>>4) // imm26 * 4, signed
-		plt, err := m.ReadCode(stub, 12)
-		if err != nil {
-			return 0
+	}
+	return 0
+}
+
+// stubSlot is the GOT slot the PLT entry at link address stub jumps
+// through, or 0 if stub is no PLT entry: x86-64's jmp *slot(%rip) (after
+// an endbr64 and a bnd in .plt.sec), arm64's adrp x16; ldr x17,
+// [x16, #off] (after a bti c).
+func (m *Module) stubSlot(stub uint64) uint64 {
+	plt, err := m.ReadCode(stub, 12)
+	if err != nil {
+		return 0
+	}
+	switch m.elf.Machine {
+	case elf.EM_X86_64:
+		at := 0
+		if string(plt[:4]) == "\xf3\x0f\x1e\xfa" { // endbr64
+			at = 4
 		}
+		if plt[at] == 0xf2 { // bnd
+			at++
+		}
+		if plt[at] == 0xff && plt[at+1] == 0x25 { // jmp *slot(%rip)
+			return stub + uint64(at+6) + uint64(int64(int32(binary.LittleEndian.Uint32(plt[at+2:]))))
+		}
+	case elf.EM_AARCH64:
 		w := func(i int) uint32 { return binary.LittleEndian.Uint32(plt[4*i:]) }
 		i := 0
 		if w(0) == 0xd503245f { // bti c
@@ -121,4 +131,43 @@ func (m *Module) calledSlot(ret uint64) uint64 {
 		return (stub+uint64(4*i))&^0xfff + uint64(page) + uint64(ldr>>10&0xfff)*8
 	}
 	return 0
+}
+
+// PLTEntry returns the PLT entry through which the module's code calls
+// the imported function name (a 16-byte stub in .plt.sec, .plt or
+// .plt.got), as a function symbol of that name: where ltrace puts its
+// breakpoints. False if the module has none for it (-fno-plt code calls
+// through the GOT slot itself).
+func (m *Module) PLTEntry(name string) (Symbol, bool) {
+	c := &m.imports
+	c.once.Do(func() { c.slots = m.importSlots() })
+	c.pltOnce.Do(func() {
+		c.plt = map[string]Symbol{}
+		for _, sec := range []string{".plt.sec", ".plt", ".plt.got"} {
+			s := m.elf.Section(sec)
+			if s == nil {
+				continue
+			}
+			step := uint64(16)
+			switch {
+			case m.elf.Machine == elf.EM_AARCH64:
+				step = 4 // (entries of 16 bytes, or more with a bti c: the first word of one that decodes)
+			case sec == ".plt.got" && s.Entsize == 8:
+				step = 8
+			}
+			for at := s.Addr; at+step <= s.Addr+s.Size; at += step {
+				if n := c.slots[m.stubSlot(at)]; n != "" {
+					if _, dup := c.plt[n]; !dup {
+						size := step
+						if m.elf.Machine == elf.EM_AARCH64 {
+							size = 16
+						}
+						c.plt[n] = Symbol{Name: n, Addr: at, Size: size, Func: true}
+					}
+				}
+			}
+		}
+	})
+	sym, ok := c.plt[name]
+	return sym, ok
 }
