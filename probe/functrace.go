@@ -110,11 +110,9 @@ type traceFunc struct {
 	notrace bool // hooked only to hide the calls below it
 	graph   bool // a --graph-function
 	args    *funcArgs
-	// For FromMain: where it is, and the same function under the other
-	// names the program calls it by (calledAs).
-	module *symbols.Mapped
-	entry  uint64
-	as     map[string]*traceFunc
+	// For FromMain: the same function under the other names the
+	// program calls it by (calledAs).
+	as map[string]*traceFunc
 }
 
 // funcTracer is a Tracer's function tracer.
@@ -266,7 +264,8 @@ type candidate struct {
 	module *symbols.Mapped
 	sym    symbols.Symbol
 	fn     *traceFunc
-	skip   string // why it cannot be traced, if it cannot
+	skip   string   // why it cannot be traced, if it cannot
+	names  []string // every name of the function selected (an IFUNC's, not its implementation's)
 }
 
 // unsafeToTrace says why a function must not be traced, or "".
@@ -314,13 +313,19 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		return nil, err
 	}
 	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
-		// (By the name shown first: an IFUNC's, for --calls.)
-		c.fn.args = compileFuncArgs(m, cmp.Or(prototypeName(c.fn.name), sym.Name), sym.Addr+m.Bias, m != t.space.Main())
+		// By the first of its names the table has (the one shown, an
+		// IFUNC's for --calls, or an alias: glibc's index is strchr):
+		// the call's name may be any of them (calledAs), its arguments
+		// are the same, and in-process they are what the stub records.
+		proto := prototypeName(c.fn.name)
+		for _, n := range c.names {
+			proto = cmp.Or(proto, prototypeName(n))
+		}
+		c.fn.args = compileFuncArgs(m, cmp.Or(proto, sym.Name), sym.Addr+m.Bias, m != t.space.Main())
 		if c.fn.args == nil && t.ft.opts.FromMain {
 			c.fn.args = unknownArgs() // (not "f() = <void>", which says what is not known)
 		}
 	}
-	c.fn.module, c.fn.entry = m, sym.Addr+m.Bias
 	st.fn = c.fn
 	t.keepRecording(st)
 	sites = append(sites, st)
@@ -576,6 +581,8 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 						// called: strlen, not __strlen_avx2.)
 						display = displayName(r.sym.Name)
 					}
+				} else if r, ok := t.boundImplementation(opts, sym, aliases); ok {
+					cm, csym = r.module, r.sym
 				} else if stub, ok := t.pltEntry(opts, sym, aliases); ok {
 					// The program's calls of it all go through its
 					// PLT entry for it: hooked there, as ltrace
@@ -604,7 +611,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 					skip = why
 				}
 			}
-			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip})
+			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip, names: append([]string{sym.Name}, aliases...)})
 		}
 	}
 	for _, gs := range [][]*funcGlob{filter, notrace, graph} {
@@ -676,6 +683,34 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 	}
 }
 
+// boundImplementation is, for FromMain, the implementation of IFUNC sym
+// that the main executable's GOT slot for it holds, bound already (as
+// -fno-plt's slots are at load): where its calls go.
+func (t *Tracer) boundImplementation(opts *FuncTraceOptions, sym symbols.Symbol, aliases []string) (resolved, bool) {
+	if !opts.FromMain {
+		return resolved{}, false
+	}
+	main := t.space.Main()
+	for _, name := range append([]string{sym.Name}, aliases...) {
+		slot, ok := main.ImportSlot(name)
+		if !ok {
+			continue
+		}
+		impl, ok := t.readWord(slot + main.Bias)
+		im := t.space.ModuleAt(impl)
+		if !ok || im == nil || im == main {
+			return resolved{}, false // (not bound yet: its PLT entry's, or the vDSO's)
+		}
+		fn, ok := im.Module.FunctionAt(impl-im.Bias, sym.Name)
+		if !ok {
+			return resolved{}, false
+		}
+		r, err := t.inFunction(im, fn, fn.Addr)
+		return r, err == nil
+	}
+	return resolved{}, false
+}
+
 // pltEntry is, for FromMain, the main executable's PLT entry for sym
 // (by any of its names), to hook in sym's place.
 func (t *Tracer) pltEntry(opts *FuncTraceOptions, sym symbols.Symbol, aliases []string) (symbols.Symbol, bool) {
@@ -701,25 +736,19 @@ func (t *Tracer) imported(c candidate) bool {
 // calledAs is fn as the program called it from the call that returns to
 // ret: named as the import that call went through, where that is
 // another name of fn's (glibc's strchr is also index; memcpy's IFUNC
-// picks memmove's implementation), with that name's prototype.
+// picks memmove's implementation).
 func (t *Tracer) calledAs(fn *traceFunc, ret uint64) *traceFunc {
 	main := t.space.Main()
 	imported, ok := main.CalledImport(ret - main.Bias)
 	name := displayName(imported)
-	if !ok || name == fn.name || fn.module == nil {
+	if !ok || name == fn.name {
 		return fn
 	}
 	if as, ok := fn.as[name]; ok {
 		return as
 	}
-	as := *fn
+	as := *fn // (its arguments too: the stubs record those)
 	as.name, as.as = name, nil
-	if t.ft.opts.Args && prototypeKey(name) != prototypeKey(fn.name) {
-		as.args = compileFuncArgs(fn.module, cmp.Or(prototypeName(name), imported), fn.entry, fn.module != main)
-		if as.args == nil {
-			as.args = unknownArgs()
-		}
-	}
 	if fn.as == nil {
 		fn.as = map[string]*traceFunc{}
 	}

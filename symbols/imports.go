@@ -44,6 +44,21 @@ func (m *Module) CalledImport(ret uint64) (string, bool) {
 	return name, name != ""
 }
 
+// ImportSlot returns the link address of the GOT slot through which the
+// module calls the imported function name: once the dynamic linker has
+// bound it, it holds the function's address (for an IFUNC, the
+// implementation its resolver picked). False if it has none.
+func (m *Module) ImportSlot(name string) (uint64, bool) {
+	c := &m.imports
+	c.once.Do(func() { c.slots = m.importSlots() })
+	for slot, n := range c.slots {
+		if n == name {
+			return slot, true
+		}
+	}
+	return 0, false
+}
+
 // importSlots maps each GOT slot with a JUMP_SLOT or GLOB_DAT relocation
 // to its symbol's name.
 func (m *Module) importSlots() map[uint64]string {
@@ -89,8 +104,49 @@ func (m *Module) calledSlot(ret uint64) uint64 {
 		}
 	case elf.EM_AARCH64:
 		bl := binary.LittleEndian.Uint32(code[2:])
-		if bl&0xfc000000 == 0x94000000 {
+		switch {
+		case bl&0xfc000000 == 0x94000000: // bl: a PLT entry?
 			return m.stubSlot(ret - 4 + uint64(int64(int32(bl<<6))>>4)) // imm26 * 4, signed
+		case bl&0xfffffc1f == 0xd63f0000: // blr xN: loaded from a GOT slot (-fno-plt)?
+			return m.gotLoad(ret-4, bl>>5&31)
+		}
+	}
+	return 0
+}
+
+// gotLoad is the GOT slot that register n holds the address from at
+// the blr at link address at, as -fno-plt code loads it: adrp xM, page;
+// ldr xN, [xM, #off], a few instructions before (the arguments' set-up
+// between); 0 if that is not what comes before, or another instruction
+// in between writes xN.
+func (m *Module) gotLoad(at uint64, n uint32) uint64 {
+	const back = 8
+	if at < 4*back {
+		return 0
+	}
+	code, err := m.ReadCode(at-4*back, 4*back)
+	if err != nil {
+		return 0
+	}
+	w := func(i int) uint32 { return binary.LittleEndian.Uint32(code[4*i:]) }
+	for i := back - 1; i > 0; i-- {
+		insn := w(i)
+		if insn&0xffc0001f == 0xf9400000|n { // ldr xN, [xM, #off]
+			base := insn >> 5 & 31
+			for j := i - 1; j >= 0; j-- {
+				adrp := w(j)
+				if adrp&0x9f00001f == 0x90000000|base {
+					page := int64(adrp>>29&3|adrp>>3&0x1ffffc) << 43 >> 31
+					return (at-4*back+uint64(4*j))&^0xfff + uint64(page) + uint64(insn>>10&0xfff)*8
+				}
+				if adrp&31 == base {
+					return 0 // (xM written in between, as far as a register field says)
+				}
+			}
+			return 0
+		}
+		if insn&31 == n {
+			return 0 // something else writes xN after its load (its Rd field, as most do)
 		}
 	}
 	return 0
