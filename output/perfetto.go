@@ -2,11 +2,15 @@ package output
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"os"
+	"strconv"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/probedbg/probe/probe"
@@ -20,15 +24,40 @@ import (
 // an instant, fields as debug annotations. A Trace is its packets one
 // after another, so each is written as it comes.
 //
+// The times are CLOCK_MONOTONIC's, and say so (timestamp_clock_id), with
+// a ClockSnapshot first that makes it the trace's clock and ties it to
+// the wall clock (and, live, to CLOCK_BOOTTIME, the clock of a system
+// trace it may be merged with). A call still open at the end is left
+// unfinished, as Perfetto shows one ("did not end").
+//
 // The field numbers are those of perfetto's protos (trace.proto,
-// trace_packet.proto, track_event/*.proto); only what is needed here.
+// trace_packet.proto, track_event/*.proto, clock_snapshot.proto); only
+// what is needed here. trace_processor (built from Perfetto's source)
+// loads these traces with no import error, each call a slice as the
+// text trace draws it.
 type Perfetto struct {
 	w       *bufio.Writer
 	tracks  map[int64]uint64 // lane: its track's uuid
 	procs   map[int]uint64   // pid: its process track's uuid
-	lanes   map[int64]int    // lane: calls open
-	last    int64
+	open    map[int64][]int  // lane: the depths of the calls begun and not ended
+	clocks  PerfettoClocks
+	started bool // the clock snapshot is written
 	scratch []byte
+}
+
+// PerfettoClocks relate the trace's CLOCK_MONOTONIC times to other
+// clocks: what to add to one to get CLOCK_REALTIME's, and CLOCK_BOOTTIME's
+// (0: not known, as for a recording made elsewhere).
+type PerfettoClocks struct {
+	Wall, Boot int64
+}
+
+// NowClocks are the offsets of the clocks here and now.
+func NowClocks() PerfettoClocks {
+	var mono, boot unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot)
+	return PerfettoClocks{Wall: MonoToWall(), Boot: boot.Nano() - mono.Nano()}
 }
 
 // Field numbers: perfetto.protos.*.
@@ -38,7 +67,18 @@ const (
 	pfTimestamp       = 8  // TracePacket.timestamp
 	pfSequenceID      = 10 // TracePacket.trusted_packet_sequence_id
 	pfTrackEvent      = 11 // TracePacket.track_event
+	pfClockID         = 58 // TracePacket.timestamp_clock_id
 	pfTrackDescriptor = 60 // TracePacket.track_descriptor
+	pfClockSnapshot   = 6  // TracePacket.clock_snapshot
+
+	pfSnapshotClock   = 1 // ClockSnapshot.clocks
+	pfSnapshotPrimary = 2 // ClockSnapshot.primary_trace_clock
+	pfClockClockID    = 1 // ClockSnapshot.Clock.clock_id
+	pfClockTimestamp  = 2 // ClockSnapshot.Clock.timestamp
+
+	pfRealtime  = 1 // BuiltinClock
+	pfMonotonic = 3
+	pfBoottime  = 6
 
 	pfEventAnnotations = 4  // TrackEvent.debug_annotations
 	pfEventType        = 9  // TrackEvent.type
@@ -65,6 +105,7 @@ const (
 	pfAnnotationBool   = 2  // DebugAnnotation.bool_value
 	pfAnnotationUint   = 3  // DebugAnnotation.uint_value
 	pfAnnotationInt    = 4  // DebugAnnotation.int_value
+	pfAnnotationDouble = 5  // DebugAnnotation.double_value
 	pfAnnotationString = 6  // DebugAnnotation.string_value
 	pfAnnotationName   = 10 // DebugAnnotation.name
 
@@ -72,10 +113,35 @@ const (
 	pfSequence = 1
 )
 
-// NewPerfetto returns the writer.
-func NewPerfetto(w io.Writer) *Perfetto {
+// NewPerfetto returns the writer; clocks relate the trace's times to
+// the wall clock and CLOCK_BOOTTIME.
+func NewPerfetto(w io.Writer, clocks PerfettoClocks) *Perfetto {
 	return &Perfetto{w: bufio.NewWriterSize(w, 64<<10), tracks: map[int64]uint64{}, procs: map[int]uint64{},
-		lanes: map[int64]int{}}
+		open: map[int64][]int{}, clocks: clocks}
+}
+
+// snapshot writes the ClockSnapshot at time ts, the first record's.
+func (p *Perfetto) snapshot(ts int64) {
+	var cs []byte
+	clock := func(id uint64, t int64) {
+		var c []byte
+		c = protowire.AppendTag(c, pfClockClockID, protowire.VarintType)
+		c = protowire.AppendVarint(c, id)
+		c = protowire.AppendTag(c, pfClockTimestamp, protowire.VarintType)
+		c = protowire.AppendVarint(c, uint64(t))
+		cs = protowire.AppendTag(cs, pfSnapshotClock, protowire.BytesType)
+		cs = protowire.AppendBytes(cs, c)
+	}
+	clock(pfMonotonic, ts)
+	if p.clocks.Boot != 0 {
+		clock(pfBoottime, ts+p.clocks.Boot)
+	}
+	if p.clocks.Wall != 0 {
+		clock(pfRealtime, ts+p.clocks.Wall)
+	}
+	cs = protowire.AppendTag(cs, pfSnapshotPrimary, protowire.VarintType)
+	cs = protowire.AppendVarint(cs, pfMonotonic)
+	p.packet(ts, pfClockSnapshot, cs)
 }
 
 // uuid makes a track id from what identifies the track.
@@ -94,6 +160,8 @@ func (p *Perfetto) packet(ts int64, num protowire.Number, body []byte) {
 	if ts != 0 {
 		pk = protowire.AppendTag(pk, pfTimestamp, protowire.VarintType)
 		pk = protowire.AppendVarint(pk, uint64(ts))
+		pk = protowire.AppendTag(pk, pfClockID, protowire.VarintType)
+		pk = protowire.AppendVarint(pk, pfMonotonic)
 	}
 	pk = protowire.AppendTag(pk, pfSequenceID, protowire.VarintType)
 	pk = protowire.AppendVarint(pk, pfSequence)
@@ -194,6 +262,9 @@ func (a annotation) encode() []byte {
 	case bool:
 		b = protowire.AppendTag(b, pfAnnotationBool, protowire.VarintType)
 		b = protowire.AppendVarint(b, protowire.EncodeBool(v))
+	case float64:
+		b = protowire.AppendTag(b, pfAnnotationDouble, protowire.Fixed64Type)
+		b = protowire.AppendFixed64(b, math.Float64bits(v))
 	default:
 		b = protowire.AppendTag(b, pfAnnotationString, protowire.BytesType)
 		b = protowire.AppendString(b, fmt.Sprint(v))
@@ -209,10 +280,20 @@ func annotations(fields []probe.Field, more ...annotation) []annotation {
 		if v == nil {
 			continue
 		}
-		switch v.(type) {
+		switch x := v.(type) {
 		case uint64, int64, bool, string:
+		case json.Number: // a DWARF value that is a number: as one
+			if i, err := x.Int64(); err == nil {
+				v = i
+			} else if u, err := strconv.ParseUint(x.String(), 10, 64); err == nil {
+				v = u
+			} else if d, err := x.Float64(); err == nil {
+				v = d
+			} else {
+				v = x.String()
+			}
 		default:
-			v = f.Value.String() // DWARF text, json.Number...: as printed
+			v = f.Value.String() // DWARF text: as printed
 		}
 		notes = append(notes, annotation{f.Name, v})
 	}
@@ -220,30 +301,34 @@ func annotations(fields []probe.Field, more ...annotation) []annotation {
 }
 
 func (p *Perfetto) Write(r *Record) error {
-	p.last = max(p.last, r.Time)
+	if !p.started {
+		p.started = true
+		p.snapshot(r.Time)
+	}
 	track := p.track(r)
 	switch r.Kind {
 	case KindEntry:
 		p.endFrom(r.Lane, track, r.Depth, r.Time)
 		p.event(r.Time, track, pfSliceBegin, "function", r.Func, annotations(r.Fields))
-		p.lanes[r.Lane] = r.Depth + 1
+		p.open[r.Lane] = append(p.open[r.Lane], r.Depth)
 	case KindReturn, KindLost:
-		if r.Depth >= p.lanes[r.Lane] {
-			return nil // entered before the trace began
-		}
 		p.endFrom(r.Lane, track, r.Depth+1, r.Time)
+		open := p.open[r.Lane]
+		if len(open) == 0 || open[len(open)-1] != r.Depth {
+			return nil // entered before the trace began (or before this lane's first record: a fork child's)
+		}
 		notes := annotations(r.Fields)
 		if r.Kind == KindLost {
 			notes = append(notes, annotation{"note", "return lost"})
 		}
 		p.event(r.Time, track, pfSliceEnd, "", "", notes)
-		p.lanes[r.Lane] = r.Depth
+		p.open[r.Lane] = open[:len(open)-1]
 	case KindProbe:
 		notes := annotations(r.Fields, annotation{"location", r.Where})
 		if len(r.Stack) > 0 {
 			notes = append(notes, annotation{"stack", fmt.Sprint(r.Stack)})
 		}
-		if d, ok := returnDuration(r); ok && p.lanes[r.Lane] == 0 {
+		if d, ok := returnDuration(r); ok && len(p.open[r.Lane]) == 0 {
 			// A return probe's call, outside any traced call (inside
 			// one, a slice ending now could not nest in the open calls).
 			p.event(r.Time-d, track, pfSliceBegin, "probe", r.Event, notes)
@@ -261,10 +346,12 @@ func (p *Perfetto) Write(r *Record) error {
 // endFrom ends the open calls of lane at depth and deeper, at time end:
 // their returns were lost.
 func (p *Perfetto) endFrom(lane int64, track uint64, depth int, end int64) {
-	for open := p.lanes[lane]; open > depth; open-- {
+	open := p.open[lane]
+	for len(open) > 0 && open[len(open)-1] >= depth {
 		p.event(end, track, pfSliceEnd, "", "", []annotation{{"note", "return lost"}})
+		open = open[:len(open)-1]
 	}
-	p.lanes[lane] = min(p.lanes[lane], depth)
+	p.open[lane] = open
 }
 
 // Comment: notes (events lost...) go to standard error; a trace has no
@@ -276,12 +363,7 @@ func (p *Perfetto) Comment(s string) error {
 
 func (p *Perfetto) Flush() error { return p.w.Flush() }
 
-// Finish ends the calls still open at the last time seen.
-func (p *Perfetto) Finish() error {
-	for lane, open := range p.lanes {
-		if open > 0 {
-			p.endFrom(lane, p.tracks[lane], 0, p.last)
-		}
-	}
-	return p.w.Flush()
-}
+// Finish leaves the calls still open unfinished: Perfetto shows them as
+// calls that did not end (a detach, an exit inside them), where a slice
+// ended at the last time seen would show a made-up duration.
+func (p *Perfetto) Finish() error { return p.w.Flush() }

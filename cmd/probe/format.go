@@ -123,7 +123,12 @@ func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Write
 	case "chrome":
 		return output.NewChrome(f, ts.returns())
 	case "perfetto":
-		return output.NewPerfetto(f)
+		clocks := output.NowClocks()
+		if o.wallOffset != 0 {
+			// A recording's: its wall clock, CLOCK_BOOTTIME's unknown.
+			clocks = output.PerfettoClocks{Wall: o.wallOffset}
+		}
+		return output.NewPerfetto(f, clocks)
 	case "pprof":
 		return output.NewPprof(f)
 	case "folded":
