@@ -26,8 +26,8 @@ import (
 //
 // The times are CLOCK_MONOTONIC's, and say so (timestamp_clock_id), with
 // a ClockSnapshot first that makes it the trace's clock and ties it to
-// the wall clock (and, live, to CLOCK_BOOTTIME, the clock of a system
-// trace it may be merged with). A call still open at the end is left
+// the wall clock and to CLOCK_BOOTTIME (the clock of a system trace it
+// may be merged with, and trace_processor's default). A call still open at the end is left
 // unfinished, as Perfetto shows one ("did not end").
 //
 // The field numbers are those of perfetto's protos (trace.proto,
@@ -46,8 +46,9 @@ type Perfetto struct {
 }
 
 // PerfettoClocks relate the trace's CLOCK_MONOTONIC times to other
-// clocks: what to add to one to get CLOCK_REALTIME's, and CLOCK_BOOTTIME's
-// (0: not known, as for a recording made elsewhere).
+// clocks: what to add to one to get CLOCK_REALTIME's (0: not known), and
+// CLOCK_BOOTTIME's (the time the machine was suspended; trace_processor
+// needs the relation).
 type PerfettoClocks struct {
 	Wall, Boot int64
 }
@@ -133,9 +134,7 @@ func (p *Perfetto) snapshot(ts int64) {
 		cs = protowire.AppendBytes(cs, c)
 	}
 	clock(pfMonotonic, ts)
-	if p.clocks.Boot != 0 {
-		clock(pfBoottime, ts+p.clocks.Boot)
-	}
+	clock(pfBoottime, ts+p.clocks.Boot)
 	if p.clocks.Wall != 0 {
 		clock(pfRealtime, ts+p.clocks.Wall)
 	}
@@ -192,7 +191,7 @@ func (p *Perfetto) track(r *Record) uint64 {
 		td = protowire.AppendVarint(td, proc)
 		td = protowire.AppendTag(td, pfTrackProcess, protowire.BytesType)
 		td = protowire.AppendBytes(td, pd)
-		p.packet(0, pfTrackDescriptor, td)
+		p.packet(r.Time, pfTrackDescriptor, td)
 	}
 	id := uuid("lane", int64(r.Pid), r.Lane)
 	p.tracks[r.Lane] = id
@@ -216,7 +215,7 @@ func (p *Perfetto) track(r *Record) uint64 {
 		td = protowire.AppendTag(td, pfTrackThread, protowire.BytesType)
 		td = protowire.AppendBytes(td, th)
 	}
-	p.packet(0, pfTrackDescriptor, td)
+	p.packet(r.Time, pfTrackDescriptor, td)
 	return id
 }
 

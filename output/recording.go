@@ -48,8 +48,9 @@ type RecordingInfo struct {
 	Kernel   string // uname's release
 	Started  time.Time
 	// WallOffset turns the records' CLOCK_MONOTONIC times into Unix
-	// times (for OTLP's spans).
-	WallOffset int64
+	// times (for OTLP's spans); BootOffset into CLOCK_BOOTTIME's (for
+	// Perfetto's; 0 in a recording made before it was kept).
+	WallOffset, BootOffset int64
 }
 
 // recordingEntry is one element of a recording after its info.

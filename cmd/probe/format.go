@@ -125,8 +125,7 @@ func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Write
 	case "perfetto":
 		clocks := output.NowClocks()
 		if o.wallOffset != 0 {
-			// A recording's: its wall clock, CLOCK_BOOTTIME's unknown.
-			clocks = output.PerfettoClocks{Wall: o.wallOffset}
+			clocks = output.PerfettoClocks{Wall: o.wallOffset, Boot: o.bootOffset} // a recording's
 		}
 		return output.NewPerfetto(f, clocks)
 	case "pprof":
@@ -178,8 +177,9 @@ func recordingInfo(o *options, probes bool) output.RecordingInfo {
 	info := output.RecordingInfo{
 		Tracers: o.tracers, Calls: len(o.calls) > 0, Threshold: int64(o.threshold), Probes: probes, CPUWidth: cpuWidth(o),
 		Command: o.command, Pid: o.pid, Attached: o.command == nil, Arch: runtime.GOARCH, Started: time.Now(),
-		WallOffset: output.MonoToWall(),
 	}
+	clocks := output.NowClocks()
+	info.WallOffset, info.BootOffset = clocks.Wall, clocks.Boot
 	info.Host, _ = os.Hostname()
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {

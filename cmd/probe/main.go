@@ -217,6 +217,7 @@ type options struct {
 	command      []string // run: the command launched
 	pid          int      // attach: the process; run: once launched
 	wallOffset   int64    // report: the recording's monotonic-to-Unix offset
+	bootOffset   int64    // report: its monotonic-to-boot-time offset
 }
 
 // globList is a flag that may be given many times.

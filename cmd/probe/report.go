@@ -94,7 +94,7 @@ func cmdReport(args []string) (int, error) {
 			return failure(err)
 		}
 	}
-	o.command, o.pid, o.wallOffset = rec.Info.Command, rec.Info.Pid, rec.Info.WallOffset
+	o.command, o.pid, o.wallOffset, o.bootOffset = rec.Info.Command, rec.Info.Pid, rec.Info.WallOffset, rec.Info.BootOffset
 	if info {
 		sum := rec.Summarize()
 		sum.Path = files[0]
