@@ -243,7 +243,10 @@ func TestOutputPerfetto(t *testing.T) {
 // time seen.
 func TestOutputPerfettoUnfinished(t *testing.T) {
 	t.Parallel()
+	// Both built before either runs (the arm64 guest's fixtures are
+	// built by a host run that stops at its first exec).
 	exe := builtOnce(t, "forkexit", filepath.Join("testdata", "lost", "forkexit.c"), "-O2", "-g", "-Wall")
+	sleepy := builtOnce(t, "sleepy", filepath.Join("testdata", "tracers", "sleepy.c"), "-O1", "-g")
 	pf := filepath.Join(t.TempDir(), "trace.pftrace")
 	mustProbe(t, "run", "-f", "--format", "perfetto", "-o", pf, "--tracer", "function_graph", "--filter", "main,spawn,work", "--", exe, "2")
 	events, _ := readPerfetto(t, pf)
@@ -264,7 +267,6 @@ func TestOutputPerfettoUnfinished(t *testing.T) {
 	// Attached while sleepy sleeps inside inside outer, as it nearly
 	// always is: at the detach, the two calls open have a begin and no
 	// end.
-	sleepy := builtOnce(t, "sleepy", filepath.Join("testdata", "tracers", "sleepy.c"), "-O1", "-g")
 	p := startBg(t, nil, sleepy)
 	time.Sleep(100 * time.Millisecond)
 	mustProbe(t, "attach", "--duration", "300ms", "--format", "perfetto", "-o", pf, "--tracer", "function_graph", fmt.Sprint(p.cmd.Process.Pid))
