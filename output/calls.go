@@ -70,22 +70,24 @@ func (c *Calls) Write(r *Record) error {
 		}
 		call := stack[len(stack)-1]
 		c.open[r.Lane] = stack[:len(stack)-1]
-		st := &callStat{} // (a call that never returned, __libc_start_main's: not in the table, as ltrace -c)
-		if r.Kind == KindReturn {
-			if st = c.stats[r.Func]; st == nil {
+		failed := len(r.Fields) > 1 && r.Fields[1].Name == "errno"
+		if r.Kind == KindReturn { // (a call that never returned, __libc_start_main's: not in the table, as ltrace -c)
+			st := c.stats[r.Func]
+			if st == nil {
 				st = &callStat{}
 				c.stats[r.Func] = st
 			}
+			st.calls++
+			st.ns += r.Time - call.rec.Time
+			if failed {
+				st.errors++
+			}
 		}
-		st.calls++
-		st.ns += r.Time - call.rec.Time
 		result := "<void>"
 		if len(r.Fields) > 0 {
-			v := r.Fields[0].Value
-			result = v.String()
+			result = r.Fields[0].Value.String()
 		}
-		if len(r.Fields) > 1 && r.Fields[1].Name == "errno" {
-			st.errors++
+		if failed {
 			// As strace shows a failed call: -1 ENOENT (No such file or directory).
 			name := r.Fields[1].Value.String()
 			result += " " + name

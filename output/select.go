@@ -2,7 +2,6 @@ package output
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/probedbg/probe/probe"
@@ -180,7 +179,11 @@ func (s *Selection) Check(sum *Summary) error {
 		globs []string
 	}{{"--filter", s.Filter}, {"--notrace", s.Notrace}, {"--graph-function", s.GraphFunction}} {
 		for _, g := range gs.globs {
-			if !slices.ContainsFunc(slices.Collect(maps.Keys(sum.Functions)), func(fn string) bool { return globMatch([]string{g}, fn) }) {
+			matched := false
+			for fn := range sum.Functions {
+				matched = matched || globMatch([]string{g}, fn)
+			}
+			if !matched {
 				return fmt.Errorf("%s %q matches no function of the recording", gs.flag, g)
 			}
 		}

@@ -265,7 +265,7 @@ type candidate struct {
 	sym    symbols.Symbol
 	fn     *traceFunc
 	skip   string   // why it cannot be traced, if it cannot
-	names  []string // every name of the function selected (an IFUNC's, not its implementation's)
+	names  []string // every name of the function selected (an IFUNC's, not its implementation's): its symbol's and its aliases
 }
 
 // unsafeToTrace says why a function must not be traced, or "".
@@ -553,6 +553,10 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			}
 			display := displayName(sym.Name)
 			aliases := m.Aliases(sym.Addr) // (glibc's strchr is index)
+			names := aliases
+			if names == nil {
+				names = []string{sym.Name}
+			}
 			var selected bool
 			if len(filter) == 0 {
 				selected = m == t.space.Main() && (goMod && strings.HasPrefix(sym.Name, "main.") || !goMod && !crtGlue[sym.Name])
@@ -581,9 +585,9 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 						// called: strlen, not __strlen_avx2.)
 						display = displayName(r.sym.Name)
 					}
-				} else if r, ok := t.boundImplementation(opts, sym, aliases); ok {
+				} else if r, ok := t.boundImplementation(opts, sym, names); ok {
 					cm, csym = r.module, r.sym
-				} else if stub, ok := t.pltEntry(opts, sym, aliases); ok {
+				} else if stub, ok := t.pltEntry(opts, names); ok {
 					// The program's calls of it all go through its
 					// PLT entry for it: hooked there, as ltrace
 					// does (glibc's time picks the vDSO's code).
@@ -611,7 +615,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 					skip = why
 				}
 			}
-			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip, names: append([]string{sym.Name}, aliases...)})
+			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip, names: names})
 		}
 	}
 	for _, gs := range [][]*funcGlob{filter, notrace, graph} {
@@ -684,14 +688,15 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 }
 
 // boundImplementation is, for FromMain, the implementation of IFUNC sym
-// that the main executable's GOT slot for it holds, bound already (as
-// -fno-plt's slots are at load): where its calls go.
-func (t *Tracer) boundImplementation(opts *FuncTraceOptions, sym symbols.Symbol, aliases []string) (resolved, bool) {
+// (whose names are names) that the main executable's GOT slot for it
+// holds, bound already (as -fno-plt's slots are at load): where its calls
+// go.
+func (t *Tracer) boundImplementation(opts *FuncTraceOptions, sym symbols.Symbol, names []string) (resolved, bool) {
 	if !opts.FromMain {
 		return resolved{}, false
 	}
 	main := t.space.Main()
-	for _, name := range append([]string{sym.Name}, aliases...) {
+	for _, name := range names {
 		slot, ok := main.ImportSlot(name)
 		if !ok {
 			continue
@@ -711,13 +716,13 @@ func (t *Tracer) boundImplementation(opts *FuncTraceOptions, sym symbols.Symbol,
 	return resolved{}, false
 }
 
-// pltEntry is, for FromMain, the main executable's PLT entry for sym
-// (by any of its names), to hook in sym's place.
-func (t *Tracer) pltEntry(opts *FuncTraceOptions, sym symbols.Symbol, aliases []string) (symbols.Symbol, bool) {
+// pltEntry is, for FromMain, the main executable's PLT entry for the
+// function of these names, to hook in its place.
+func (t *Tracer) pltEntry(opts *FuncTraceOptions, names []string) (symbols.Symbol, bool) {
 	if !opts.FromMain {
 		return symbols.Symbol{}, false
 	}
-	for _, name := range append([]string{sym.Name}, aliases...) {
+	for _, name := range names {
 		if stub, ok := t.space.Main().PLTEntry(name); ok {
 			return stub, true
 		}
@@ -726,11 +731,13 @@ func (t *Tracer) pltEntry(opts *FuncTraceOptions, sym symbols.Symbol, aliases []
 }
 
 // imported reports whether the main executable imports c's function
-// under one of its names.
+// under one of its names (a GOT slot of its is for it).
 func (t *Tracer) imported(c candidate) bool {
 	main := t.space.Main()
-	names := append([]string{c.fn.name, c.sym.Name}, c.module.Aliases(c.sym.Addr)...)
-	return main.Imports(names...)
+	return slices.ContainsFunc(append([]string{c.fn.name}, c.names...), func(name string) bool {
+		_, ok := main.ImportSlot(name)
+		return ok
+	})
 }
 
 // calledAs is fn as the program called it from the call that returns to

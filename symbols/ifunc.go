@@ -33,20 +33,9 @@ func (m *Module) irelativeSlots() map[uint64]uint64 {
 	if !ok {
 		return slots
 	}
-	bo := m.elf.ByteOrder
-	for _, s := range m.elf.Sections {
-		if s.Type != elf.SHT_RELA {
-			continue
-		}
-		data, err := s.Data()
-		if err != nil {
-			continue
-		}
-		for i := 0; i+24 <= len(data); i += 24 { // Elf64_Rela
-			off, info := bo.Uint64(data[i:]), bo.Uint64(data[i+8:])
-			if uint32(info) == irelative {
-				slots[bo.Uint64(data[i+16:])] = off // the addend: the resolver
-			}
+	for _, r := range m.dynRelocs() {
+		if r.typ == irelative {
+			slots[uint64(r.addend)] = r.off // the addend: the resolver
 		}
 	}
 	return slots

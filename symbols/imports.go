@@ -12,10 +12,11 @@ import (
 // relocation's symbol), and the name each call site went through, once
 // asked.
 type imports struct {
-	once  sync.Once
-	slots map[uint64]string
-	mu    sync.Mutex
-	at    map[uint64]string // by return address; "" for no import
+	once   sync.Once
+	slots  map[uint64]string
+	byName map[string]uint64 // the slots by name
+	mu     sync.Mutex
+	at     map[uint64]string // by return address; "" for no import
 	// plt: the PLT entries by the name they call, found once asked
 	pltOnce sync.Once
 	plt     map[string]Symbol
@@ -29,8 +30,7 @@ type imports struct {
 // memmove's): only the call site says which name the program used.
 // False where the call before ret is not one through an import.
 func (m *Module) CalledImport(ret uint64) (string, bool) {
-	c := &m.imports
-	c.once.Do(func() { c.slots = m.importSlots() })
+	c := m.importTable()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	name, ok := c.at[ret]
@@ -49,36 +49,45 @@ func (m *Module) CalledImport(ret uint64) (string, bool) {
 // bound it, it holds the function's address (for an IFUNC, the
 // implementation its resolver picked). False if it has none.
 func (m *Module) ImportSlot(name string) (uint64, bool) {
-	c := &m.imports
-	c.once.Do(func() { c.slots = m.importSlots() })
-	for slot, n := range c.slots {
-		if n == name {
-			return slot, true
-		}
-	}
-	return 0, false
+	slot, ok := m.importTable().byName[name]
+	return slot, ok
 }
 
-// importSlots maps each GOT slot with a JUMP_SLOT or GLOB_DAT relocation
-// to its symbol's name.
-func (m *Module) importSlots() map[uint64]string {
-	slots := map[uint64]string{}
-	if m.elf == nil {
-		return slots
-	}
-	jumpSlot, ok := m.relocType(uint32(elf.R_X86_64_JMP_SLOT), uint32(elf.R_AARCH64_JUMP_SLOT))
-	globDat, ok2 := m.relocType(uint32(elf.R_X86_64_GLOB_DAT), uint32(elf.R_AARCH64_GLOB_DAT))
-	dynsyms, err := m.elf.DynamicSymbols()
-	if !ok || !ok2 || err != nil {
-		return slots
-	}
-	for _, r := range m.dynRelocs() {
-		if (r.typ == jumpSlot || r.typ == globDat) && r.sym > 0 && int(r.sym) <= len(dynsyms) {
-			name, _, _ := strings.Cut(dynsyms[r.sym-1].Name, "@")
-			slots[r.off] = name
+// importTable is the module's imports, their GOT slots read once: each
+// slot with a JUMP_SLOT or GLOB_DAT relocation, by its symbol's name.
+func (m *Module) importTable() *imports {
+	c := &m.imports
+	c.once.Do(func() {
+		c.slots, c.byName = map[uint64]string{}, map[string]uint64{}
+		if m.elf == nil {
+			return
 		}
-	}
-	return slots
+		jumpSlot, ok := m.relocType(uint32(elf.R_X86_64_JMP_SLOT), uint32(elf.R_AARCH64_JUMP_SLOT))
+		globDat, ok2 := m.relocType(uint32(elf.R_X86_64_GLOB_DAT), uint32(elf.R_AARCH64_GLOB_DAT))
+		dynsyms, err := m.elf.DynamicSymbols()
+		if !ok || !ok2 || err != nil {
+			return
+		}
+		for _, r := range m.dynRelocs() {
+			if (r.typ == jumpSlot || r.typ == globDat) && r.sym > 0 && int(r.sym) <= len(dynsyms) {
+				name, _, _ := strings.Cut(dynsyms[r.sym-1].Name, "@")
+				c.slots[r.off] = name
+				if _, dup := c.byName[name]; !dup {
+					c.byName[name] = r.off
+				}
+			}
+		}
+	})
+	return c
+}
+
+// rel32 is the signed 32-bit displacement at b, as an address offset.
+func rel32(b []byte) uint64 { return uint64(int64(int32(binary.LittleEndian.Uint32(b)))) }
+
+// adrpPage is the page arm64's adrp at link address pc loads.
+func adrpPage(pc uint64, adrp uint32) uint64 {
+	imm := int64(adrp>>29&3|adrp>>3&0x1ffffc) << 43 >> 31 // immhi:immlo, signed, << 12
+	return pc&^0xfff + uint64(imm)
 }
 
 // calledSlot is the GOT slot through which the call before link address
@@ -93,14 +102,13 @@ func (m *Module) calledSlot(ret uint64) uint64 {
 	if err != nil {
 		return 0
 	}
-	rel := func(b []byte) uint64 { return uint64(int64(int32(binary.LittleEndian.Uint32(b)))) }
 	switch m.elf.Machine {
 	case elf.EM_X86_64:
 		switch {
 		case code[0] == 0xff && code[1] == 0x15: // call *slot(%rip)
-			return ret + rel(code[2:])
+			return ret + rel32(code[2:])
 		case code[1] == 0xe8: // call rel32: a PLT entry?
-			return m.stubSlot(ret + rel(code[2:]))
+			return m.stubSlot(ret + rel32(code[2:]))
 		}
 	case elf.EM_AARCH64:
 		bl := binary.LittleEndian.Uint32(code[2:])
@@ -136,8 +144,7 @@ func (m *Module) gotLoad(at uint64, n uint32) uint64 {
 			for j := i - 1; j >= 0; j-- {
 				adrp := w(j)
 				if adrp&0x9f00001f == 0x90000000|base {
-					page := int64(adrp>>29&3|adrp>>3&0x1ffffc) << 43 >> 31
-					return (at-4*back+uint64(4*j))&^0xfff + uint64(page) + uint64(insn>>10&0xfff)*8
+					return adrpPage(at-4*back+uint64(4*j), adrp) + uint64(insn>>10&0xfff)*8
 				}
 				if adrp&31 == base {
 					return 0 // (xM written in between, as far as a register field says)
@@ -171,7 +178,7 @@ func (m *Module) stubSlot(stub uint64) uint64 {
 			at++
 		}
 		if plt[at] == 0xff && plt[at+1] == 0x25 { // jmp *slot(%rip)
-			return stub + uint64(at+6) + uint64(int64(int32(binary.LittleEndian.Uint32(plt[at+2:]))))
+			return stub + uint64(at+6) + rel32(plt[at+2:])
 		}
 	case elf.EM_AARCH64:
 		w := func(i int) uint32 { return binary.LittleEndian.Uint32(plt[4*i:]) }
@@ -183,8 +190,7 @@ func (m *Module) stubSlot(stub uint64) uint64 {
 		if adrp&0x9f00001f != 0x90000010 || ldr&0xffc003ff != 0xf9400211 { // adrp x16; ldr x17, [x16, #off]
 			return 0
 		}
-		page := int64(adrp>>29&3|adrp>>3&0x1ffffc) << 43 >> 31 // immhi:immlo, signed, << 12
-		return (stub+uint64(4*i))&^0xfff + uint64(page) + uint64(ldr>>10&0xfff)*8
+		return adrpPage(stub+uint64(4*i), adrp) + uint64(ldr>>10&0xfff)*8
 	}
 	return 0
 }
@@ -195,8 +201,7 @@ func (m *Module) stubSlot(stub uint64) uint64 {
 // breakpoints. False if the module has none for it (-fno-plt code calls
 // through the GOT slot itself).
 func (m *Module) PLTEntry(name string) (Symbol, bool) {
-	c := &m.imports
-	c.once.Do(func() { c.slots = m.importSlots() })
+	c := m.importTable()
 	c.pltOnce.Do(func() {
 		c.plt = map[string]Symbol{}
 		for _, sec := range []string{".plt.sec", ".plt", ".plt.got"} {

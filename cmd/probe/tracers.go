@@ -174,20 +174,11 @@ var recordKind = [...]output.Kind{
 
 // skippedNote says which selected functions could not be traced, briefly.
 func skippedNote(skipped []probe.SkippedFunc) string {
-	const shown = 5
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d functions not traced: ", len(skipped))
+	why := make([]string, len(skipped))
 	for i, sk := range skipped {
-		if i == shown {
-			fmt.Fprintf(&b, ", and %d more", len(skipped)-shown)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s (%s)", sk.Func, sk.Reason)
+		why[i] = fmt.Sprintf("%s (%s)", sk.Func, sk.Reason)
 	}
-	return b.String()
+	return fmt.Sprintf("%d functions not traced: %s", len(skipped), firstNames(why, 5))
 }
 
 // firstNames is names' first n, ", and N more" after them.
