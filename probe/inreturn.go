@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -129,12 +130,61 @@ func (t *Tracer) restoreInprocReturns() {
 	for _, tid := range in.rings.Owners() {
 		frames := in.rings.Shadow(tid)
 		t.unhookInprocLR(tid, frames)
+		home := t.slotHomes(tid, frames)
 		for _, f := range frames {
 			if f.Ret&singlestep.UnhookedBit == 0 {
-				t.swapInproc(t.proc, tid, f, in.trampoline, f.Ret)
+				t.swapInproc(t.proc, tid, f, in.trampoline, cmp.Or(home[f.Slot], f.Ret))
 			}
 		}
+		t.retargetHijacked(tid, home)
 		in.rings.SetShadow(tid, nil)
+	}
+}
+
+// slotHomes gives, for each slot of thread tid's hooked calls, where the
+// thread returns from it in the end: the return address the first call
+// hooked there found, before any trampoline. A slot hooked by both
+// shadow stacks (a call hooked in the tracee that tail-called a function
+// whose return stops the thread, or the other way round) holds one
+// trampoline whose frame remembers the other; put back as it stands,
+// after the tracee's frames are gone, it sent the thread to a trampoline
+// with no frame: SIGTRAP after the detach (issue 35). The tracer's own
+// stacks go first: they also hold the calls the tracee dropped, such as
+// a frame a tail call's hook replaced because it found the tracer's
+// trampoline at the slot.
+func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64 {
+	home := map[uint64]uint64{}
+	note := func(slot, ret uint64) {
+		if _, ok := home[slot]; !ok && !t.isTrampoline(ret) {
+			home[slot] = ret
+		}
+	}
+	for _, cs := range t.threadStacks(tid) {
+		for _, f := range cs.frames {
+			note(f.sp, f.ret)
+		}
+	}
+	for _, f := range frames {
+		note(f.Slot, f.Ret&^singlestep.UnhookedBit)
+	}
+	return home
+}
+
+// isTrampoline reports whether ret is one of our return trampolines.
+func (t *Tracer) isTrampoline(ret uint64) bool {
+	return ret != 0 && (ret == t.trampoline || t.inproc != nil && ret == t.inproc.trampoline)
+}
+
+// retargetHijacked gives the tracer's hooked frames that kept the
+// in-process trampoline as their return address the address their slot
+// returns to in the end (slotHomes), for restoreReturns to put back.
+func (t *Tracer) retargetHijacked(tid int, home map[uint64]uint64) {
+	for _, cs := range t.threadStacks(tid) {
+		for i := range cs.frames {
+			if f := &cs.frames[i]; f.hijacked && f.ret == t.inproc.trampoline && home[f.sp] != 0 {
+				f.ret = home[f.sp]
+			}
+		}
 	}
 }
 

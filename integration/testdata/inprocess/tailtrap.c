@@ -6,10 +6,16 @@
  * And a chain of tail calls through one slot: first(i) tail-calls
  * spin_on(i + 1), which stops too and tail-calls then(n).
  * It prints the sum of outer(i) and first(i) for i < N, the same traced
- * and untraced.
+ * and untraced. `tailtrap threads T` runs T threads that call them
+ * until SIGTERM, each checking every result (outer(i) + first(i) is
+ * 3i + 14), for attaches and detaches while calls are in flight.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #ifdef __x86_64__
 long spin(long n);
@@ -92,8 +98,40 @@ __attribute__((noinline)) long outer(long n)
 	return last(r);
 }
 
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { stop = 1; }
+
+static void *checker(void *arg)
+{
+	for (long i = 0; !stop; i = (i + 1) & 1023) {
+		if (outer(i) + first(i) != 3 * i + 14) {
+			fprintf(stderr, "wrong result at i=%ld\n", i);
+			abort();
+		}
+		if (i == 0)
+			usleep(100);
+	}
+	return NULL;
+}
+
+static int threads(int n)
+{
+	pthread_t t[64];
+	signal(SIGTERM, on_term);
+	for (int i = 0; i < n && i < 64; i++)
+		pthread_create(&t[i], NULL, checker, NULL);
+	printf("ready\n");
+	fflush(stdout);
+	for (int i = 0; i < n && i < 64; i++)
+		pthread_join(t[i], NULL);
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "threads") == 0)
+		return threads(atoi(argv[2]));
 	long n = argc > 1 ? atol(argv[1]) : 100, s = 0;
 	for (long i = 0; i < n; i++)
 		s += outer(i) + first(i);
