@@ -3,8 +3,10 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +49,48 @@ func TestDetachTailIntoStop(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		if p.exited() {
 			t.Fatalf("cycle %d: after %v the program ended: %v", i, args, p.res)
+		}
+	}
+	p.signal(t, syscall.SIGTERM)
+	if r := p.wait(t, 10*time.Second); r.code != 0 || r.stdout != "ready\nok\n" || r.stderr != "" {
+		t.Fatalf("tailtrap threads 4: want exit 0, ready and ok; got %v", r)
+	}
+}
+
+// TestKill9Reattach: probe killed by SIGKILL with in-process probes in
+// (a count kept in the tracee, a return hooked there) leaves its detours
+// in the text; the program runs on through them, and the next attach
+// puts the text back and probes the same functions (before, it refused:
+// "code in memory differs from the file (already patched by someone
+// else?)", and function_graph would not start). Three rounds, the
+// program checking every result throughout.
+func TestKill9Reattach(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "tailtrap", filepath.Join("testdata", "inprocess", "tailtrap.c"), "-O2", "-g", "-Wall")
+	p := startBg(t, nil, exe, "threads", "4")
+	p.waitStdout(t, "ready", 10*time.Second)
+	pid := strconv.Itoa(p.pid())
+	rounds := 3
+	if runtime.GOARCH == "arm64" {
+		rounds = 1 // an attach takes seconds under TCG
+	}
+	for i := 0; i < rounds; i++ {
+		pr := startBg(t, nil, probeBin, "attach", "-v", "-o", os.DevNull, pid, "p:outer x=%di => count", "r:mid $retval => hist:arg1")
+		waitStderr(t, pr, "probe/r_mid_0: in-process", 30*time.Second)
+		time.Sleep(200 * time.Millisecond)
+		pr.cmd.Process.Kill()
+		pr.wait(t, 10*time.Second)
+		time.Sleep(200 * time.Millisecond)
+		if p.exited() {
+			t.Fatalf("round %d: the program ended after probe's SIGKILL: %v", i, p.res)
+		}
+		const putBack = "that an earlier probe left patched (killed before it could detach)\n"
+		r := probe(t, "attach", "--duration", "300ms", pid, "p:outer x=%di => count")
+		if r.code != 0 || !strings.Contains(r.stderr, putBack) || !regexp.MustCompile(`# count of probe/p_outer_0: [1-9]\d* hits, 1 key`).MatchString(r.stdout) {
+			t.Fatalf("round %d: attach after a kill -9: want exit 0, a count of outer and %q; got %v", i, putBack, r)
+		}
+		if r := probe(t, "attach", "--duration", "300ms", "-o", os.DevNull, "--tracer", "function_graph", pid); r.code != 0 || r.stderr != "" {
+			t.Fatalf("round %d: function_graph after a kill -9 and an attach: %v", i, r)
 		}
 	}
 	p.signal(t, syscall.SIGTERM)

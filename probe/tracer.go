@@ -301,6 +301,9 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.place = tracee.NewPlacer(proc.Pid, true)
 		proc.Delivering = t.mailboxSignal
 		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
+		if !t.launched {
+			t.restoreLeftovers()
+		}
 		errc <- nil
 		t.serve()
 	}()

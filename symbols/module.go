@@ -228,6 +228,18 @@ func (m *Module) Suggest(name string, n int) []string {
 	return r.top(n)
 }
 
+// FileBytesAt is how many of the size bytes from link address addr the
+// file holds, in the PT_LOAD segment containing addr: a mapping runs to
+// a page's end, past the segment's file data.
+func (m *Module) FileBytesAt(addr, size uint64) uint64 {
+	for _, p := range m.loads {
+		if addr >= p.Vaddr && addr-p.Vaddr < p.Filesz {
+			return min(size, p.Filesz-(addr-p.Vaddr))
+		}
+	}
+	return 0
+}
+
 // OffsetToAddr converts a file offset (as uprobe_events uses) to a link
 // address through the PT_LOAD segment containing it.
 func (m *Module) OffsetToAddr(fileOff uint64) (uint64, error) {
