@@ -129,10 +129,10 @@ func (t *Tracer) heldThreads(held map[int]int) []int {
 func (t *Tracer) swallowDoorbell(held map[int]int) {
 	runner := 0
 	for tries := 0; tries < 8 && tracee.SignalPending(t.pid, 0, unix.SIGSTOP); tries++ {
-		if sig, ok := held[runner]; !ok || sig != 0 {
+		if !t.canRun(held, runner) {
 			runner = 0
-			for tid, sig := range held {
-				if sig == 0 && t.stepping[tid] == nil {
+			for tid := range held {
+				if t.canRun(held, tid) {
 					runner = tid
 					break
 				}
@@ -150,6 +150,16 @@ func (t *Tracer) swallowDoorbell(held map[int]int) {
 			t.collect(ev, held)
 		}
 	}
+}
+
+// canRun reports whether held thread tid may be let run to take the
+// doorbell: no signal owed, no step of ours under way, and not in a
+// group-stop: Cont would park it, not run it (a stopped process keeps the
+// doorbell pending harmlessly: SIGCONT discards it).
+func (t *Tracer) canRun(held map[int]int, tid int) bool {
+	sig, ok := held[tid]
+	th := t.proc.Thread(tid)
+	return ok && sig == 0 && t.stepping[tid] == nil && th != nil && !th.GroupStopped
 }
 
 // holdAll waits until every thread is held or gone. A held thread that is

@@ -641,10 +641,10 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 	for _, th := range t.proc.Threads() {
 		switch {
 		case th.Tid == anchor:
-		case th.GroupStopped || th.Forked || th.Stopped:
+		case th.Forked || th.Stopped:
 			ok = false
 			return nil, false
-		default:
+		default: // running, or parked in a group-stop (it stops again for the interrupt)
 			asked = append(asked, th.Tid)
 		}
 	}
@@ -668,7 +668,9 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 			continue // gone
 		}
 		switch ev.Kind {
-		case tracee.EventStop:
+		case tracee.EventStop, tracee.EventGroupStop:
+			// (A group-stopped thread is parked again, not run, when
+			// let go.)
 		case tracee.EventTrap:
 			if t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
 				t.regs.SetPC(t.regs.PC() - singlestep.BreakpointPCAdjust)

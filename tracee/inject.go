@@ -37,8 +37,10 @@ const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) |
 // The thread is left in the kind of stop it was in, so that a resume does
 // what it would have: deliver the signal of a signal-delivery-stop, and
 // restart a system call of the thread's own that the stop interrupted.
-// At an interrupt (EventStop) the call runs between the syscall stops of
-// PTRACE_SYSCALL and the thread is interrupted again; at a signal it is
+// At an interrupt or a group-stop (EventStop, EventGroupStop) the call
+// runs between the syscall stops of PTRACE_SYSCALL and the thread is
+// interrupted again (a group-stopped one is in its group-stop again, not
+// at a step's SIGTRAP that a resume would run from); at a signal it is
 // single-stepped, which ends in a SIGTRAP stop, unless the process
 // ignores SIGTRAP, which that forced SIGTRAP would reset
 // (trapstate.go): then syscall stops too (injectSyscallNoStep).
@@ -46,7 +48,7 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 	if err := p.settleRestart(tid); err != nil {
 		return 0, err
 	}
-	if t := p.threads[tid]; t != nil && t.stop == EventStop || TrapIgnored(p.Pid) {
+	if p.atEventStop(tid) || TrapIgnored(p.Pid) {
 		if ret, err := p.injectSyscallNoStep(tid, nr, args...); err != errRestartPending {
 			return ret, err
 		}
@@ -69,8 +71,7 @@ func (p *Process) injectSyscallNoStep(tid int, nr uint64, args ...uint64) (uint6
 	if err := p.GetRegs(tid, &regs); err != nil {
 		return 0, fmt.Errorf("inject syscall: %w", err)
 	}
-	t := p.threads[tid]
-	interrupted := t != nil && t.stop == EventStop
+	interrupted := p.atEventStop(tid)
 	if !interrupted && restartPending(&regs) {
 		return 0, errRestartPending
 	}
@@ -81,9 +82,20 @@ func (p *Process) injectSyscallNoStep(tid int, nr uint64, args ...uint64) (uint6
 	return ret, p.interruptAgain(tid)
 }
 
+// atEventStop reports whether thread tid is stopped at a PTRACE_EVENT_STOP:
+// an interrupt, or a group-stop (in a process stopped by SIGSTOP, an
+// interrupt reports the stop's signal too). Both are in get_signal, where
+// a resume restarts a call of the thread's own as the kernel would have.
+func (p *Process) atEventStop(tid int) bool {
+	t := p.threads[tid]
+	return t != nil && (t.stop == EventStop || t.stop == EventGroupStop)
+}
+
 // interruptAgain takes a thread in a syscall-exit stop back to an interrupt
 // stop (PTRACE_EVENT_STOP): interrupted before it runs, it stops in
 // get_signal on its way out, before the kernel decides about restarting.
+// In a stopped process that stop is a group-stop, and Cont parks the
+// thread again instead of running it.
 func (p *Process) interruptAgain(tid int) error {
 	if err := ptraceInterrupt(tid); err != nil {
 		return fmt.Errorf("inject syscall: %w", err)
@@ -102,7 +114,7 @@ func (p *Process) interruptAgain(tid int) error {
 		switch ev.Kind {
 		case EventExit:
 			return fmt.Errorf("inject syscall: thread %d exited", tid)
-		case EventStop:
+		case EventStop, EventGroupStop:
 			return nil
 		case EventSignal, EventTrap:
 			// Not possible before the jobctl trap, which get_signal
@@ -481,8 +493,7 @@ func (p *Process) InjectCall(tid int, fn, trap uint64, args ...uint64) (ret uint
 	if err := p.settleRestart(tid); err != nil {
 		return 0, err
 	}
-	t := p.threads[tid]
-	interrupted := t != nil && t.stop == EventStop
+	interrupted := p.atEventStop(tid)
 	err = p.withRegs(tid, func(regs *unix.PtraceRegs) error {
 		if err := setCall(p, regs, fn, trap, args); err != nil {
 			return err

@@ -383,11 +383,17 @@ func (p *Process) Defer(tid int, info unix.Siginfo) {
 }
 
 // Cont resumes a stopped thread, delivering sig (0 for none). A signal held
-// back by Defer is delivered first, with its original siginfo.
+// back by Defer is delivered first, with its original siginfo. A thread
+// in a group-stop is parked with Listen instead: PTRACE_CONT would run it
+// while its process is stopped (SIGSTOP, SIGTSTP...). It reports again
+// when SIGCONT ends the stop, and the signals kept for it wait until then.
 func (p *Process) Cont(tid, sig int) error {
 	t := p.threads[tid]
 	if t == nil {
 		return fmt.Errorf("thread %d: %w", tid, ErrNoProcess)
+	}
+	if t.Stopped && t.stop == EventGroupStop && sig == 0 {
+		return p.Listen(tid)
 	}
 	p.payTrapState(t)
 	if len(t.pending) > 0 && sig == 0 {
