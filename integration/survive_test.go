@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,6 +41,7 @@ func TestDetachTailIntoStop(t *testing.T) {
 		{"--tracer", "function_graph", "--filter", "outer,mid,spin,last,first,spin_on,then"},
 		{"r:first", "r:spin_on", "r:then"},
 	}
+	before := procMaps(t, p.pid())
 	for i := 0; i < cycles; i++ {
 		args := append([]string{"attach", "--duration", "300ms", "-o", os.DevNull, pid}, specs[i%len(specs)]...)
 		if r := probe(t, args...); r.code != 0 {
@@ -49,6 +51,11 @@ func TestDetachTailIntoStop(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		if p.exited() {
 			t.Fatalf("cycle %d: after %v the program ended: %v", i, args, p.res)
+		}
+		// Nothing of probe's stays mapped (its rings were ~8.9 GB of
+		// address space, one more per attach).
+		if after := procMaps(t, p.pid()); after != before {
+			t.Fatalf("cycle %d: after %v the mappings differ:\nbefore:\n%s\nafter:\n%s", i, args, before, after)
 		}
 	}
 	p.signal(t, syscall.SIGTERM)
@@ -97,4 +104,14 @@ func TestKill9Reattach(t *testing.T) {
 	if r := p.wait(t, 10*time.Second); r.code != 0 || r.stdout != "ready\nok\n" || r.stderr != "" {
 		t.Fatalf("tailtrap threads 4: want exit 0, ready and ok; got %v", r)
 	}
+}
+
+// procMaps is the text of /proc/PID/maps.
+func procMaps(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -89,7 +89,9 @@ func (t *Tracer) detachAll(anchor int) {
 			}
 		}
 		t.leaveDetour(tid)
+		t.detachFromSlot(tid)
 	}
+	t.reclaimMappings(held)
 	if trapIgnored {
 		// Every thread held: none can have a SIGTRAP pending that
 		// setting SIG_IGN would discard.

@@ -502,6 +502,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		return nil
 	}
 	l.Base = addr
+	t.mapped = append(t.mapped, mappedRange{addr, l.Size()})
 	t.inproc = t.newInproc(ring.New(mem, l), clock)
 	t.proc.Prefault(t.inproc.rings.OwnerPages()) // only the first record's faults are at stake
 	if off, err := t.errnoOffset(); err == nil && int64(off) == int64(int32(off)) && off != 0 {

@@ -293,6 +293,7 @@ func (t *Tracer) newXOLArea(anchor int, addr uint64) (*xolArea, error) {
 	}
 	a := &xolArea{base: base, size: xolAreaSize}
 	t.xol = append(t.xol, a)
+	t.mapped = append(t.mapped, mappedRange{base, xolAreaSize})
 	return a, nil
 }
 

@@ -30,6 +30,9 @@ type mapsSummary struct {
 	marked bool        // a probe's memory file is mapped
 	anonX  [][2]uint64 // anonymous executable mappings: out-of-line pages
 	fileX  [][2]uint64 // executable mappings of files: text
+	// rwPrivate are readable, writable private mappings: stacks.
+	rwPrivate [][2]uint64
+	exec      [][2]uint64 // every executable mapping
 }
 
 func readMapsSummary(pid int) (mapsSummary, error) {
@@ -52,6 +55,12 @@ func readMapsSummary(pid int) (mapsSummary, error) {
 			continue
 		}
 		path := strings.Join(fields[5:], " ")
+		if fields[1][2] == 'x' {
+			ms.exec = append(ms.exec, [2]uint64{start, end})
+		}
+		if strings.HasPrefix(fields[1], "rw") && fields[1][3] == 'p' {
+			ms.rwPrivate = append(ms.rwPrivate, [2]uint64{start, end})
+		}
 		switch {
 		case strings.HasPrefix(path, "/memfd:probe "):
 			ms.marked = true
@@ -65,8 +74,10 @@ func readMapsSummary(pid int) (mapsSummary, error) {
 	return ms, sc.Err()
 }
 
-func (ms *mapsSummary) inAnonX(addr uint64) bool {
-	for _, r := range ms.anonX {
+func (ms *mapsSummary) inAnonX(addr uint64) bool { return inRanges(ms.anonX, addr) }
+
+func inRanges(rs [][2]uint64, addr uint64) bool {
+	for _, r := range rs {
 		if addr >= r[0] && addr < r[1] {
 			return true
 		}

@@ -413,36 +413,44 @@ func (t *Tracer) onSignal(tid, sig int) {
 // at the jump back. A signal that comes before the copy has run leaves
 // the thread in the slot: sent back, it would hit the probe twice.
 func (t *Tracer) leaveSlot(tid, sig int) {
-	if len(t.xol) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
+	if t.proc.GetRegs(tid, &t.regs) != nil {
 		return
 	}
 	rip := t.regs.PC()
+	st := t.slotAt(rip)
+	if st == nil {
+		return
+	}
+	switch rip - st.slot {
+	case 0:
+		info, err := t.proc.Siginfo(tid)
+		if err != nil || !isFault(sig, info) {
+			return
+		}
+		t.regs.SetPC(st.addr)
+	case uint64(st.insn.Len):
+		t.regs.SetPC(st.addr + uint64(st.insn.Len))
+	default:
+		return
+	}
+	t.proc.SetRegs(tid, &t.regs)
+}
+
+// slotAt returns the site whose out-of-line slot rip is in, or nil.
+func (t *Tracer) slotAt(rip uint64) *site {
 	inXOL := false
 	for _, a := range t.xol {
 		inXOL = inXOL || a.base <= rip && rip < a.base+a.size
 	}
 	if !inXOL {
-		return
+		return nil
 	}
 	for _, st := range t.sites {
-		if st.slot == 0 || rip < st.slot || rip >= st.slot+singlestep.SlotSize {
-			continue
+		if st.slot != 0 && rip >= st.slot && rip < st.slot+singlestep.SlotSize {
+			return st
 		}
-		switch rip - st.slot {
-		case 0:
-			info, err := t.proc.Siginfo(tid)
-			if err != nil || !isFault(sig, info) {
-				return
-			}
-			t.regs.SetPC(st.addr)
-		case uint64(st.insn.Len):
-			t.regs.SetPC(st.addr + uint64(st.insn.Len))
-		default:
-			return
-		}
-		t.proc.SetRegs(tid, &t.regs)
-		return
 	}
+	return nil
 }
 
 // resume restarts a thread held for commands: a thread in the middle of a

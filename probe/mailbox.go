@@ -145,6 +145,7 @@ func (t *Tracer) ensureMailbox(anchor int, near uint64) *mailbox {
 		return nil
 	}
 	t.mbox = &mailbox{addr: addr, mem: mem}
+	t.mapped = append(t.mapped, mappedRange{addr, singlestep.MailboxSize})
 	return t.mbox
 }
 

@@ -124,6 +124,9 @@ type Tracer struct {
 	// redirects are the branches re-aimed into detours, by address, put
 	// back at detach (putBackRedirects).
 	redirects map[uint64]redirect
+	// mapped are the tracee's mappings this session made (rings,
+	// mailbox, out-of-line pages): detach removes them (reclaimMappings).
+	mapped []mappedRange
 	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
 	// in again while their routine had it unblocked (trapstate.go).
 	trapAct       trapAction
@@ -251,6 +254,7 @@ func (t *Tracer) newAddressSpace() {
 	t.sites = make(map[uint64]*site)
 	t.detours = make(map[uint64]*jumpOpt)
 	t.redirects = make(map[uint64]redirect)
+	t.mapped = nil
 	t.stepping = make(map[int]*site)
 	t.restarting = make(map[int]int)
 	t.comms = make(map[int]string)

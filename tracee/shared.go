@@ -97,6 +97,7 @@ func (p *Process) mapShared(tid int, name string, size uint64, fixed bool, place
 	if addr, err = place(theirs); err != nil {
 		return 0, nil, err
 	}
+	p.dontDump(tid, addr, size)
 	mem, err = unix.Mmap(ours, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		if !fixed {

@@ -1,0 +1,170 @@
+package probe
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/tracee"
+)
+
+// What a session maps in the tracee (the rings, the mailbox, the
+// out-of-line pages) is removed at detach, once nothing there can still
+// use it: each attach left ~8.9 GB of address space behind before (one
+// more per attach, issue 35). Every original byte and return address is
+// back by then, and every held thread has been taken out of our code;
+// what could still lead into it is a thread that a signal handler took
+// out of a stub: the handler's frame holds the stub's address, to go
+// back to. So each held thread's registers are looked at, and its stack,
+// from its red zone to the top of the stack's mapping (at most stackScan
+// bytes), for signal frames: a word that is the address of the
+// rt_sigreturn code a handler returns through, with the interrupted
+// context above it. A frame whose pc is in a mapping of ours (arm64: any
+// frame, whose layout we do not follow) keeps them all mapped, as
+// before, harmless (PROBE_DEBUG_RECLAIM=1 says why). Stale words of a
+// handler long returned can only keep them too: address space, never the
+// program.
+
+// detachFromSlot moves thread tid, held for the detach, out of a boosted
+// slot where it stopped before running the copy (to the original
+// instruction, back in place: it runs once) or at the jump back (past
+// it): the slot's page is about to go.
+func (t *Tracer) detachFromSlot(tid int) {
+	if t.proc.GetRegs(tid, &t.regs) != nil {
+		return
+	}
+	st := t.slotAt(t.regs.PC())
+	if st == nil || st.run != runBoost {
+		return
+	}
+	switch t.regs.PC() - st.slot {
+	case 0:
+		t.regs.SetPC(st.addr)
+	case uint64(st.insn.Len):
+		// (At the jump back only if the copy is the instruction's
+		// length: an arm64 copy may be several instructions.)
+		if code, err := st.insn.XOL(st.slot); err != nil || len(code) != st.insn.Len {
+			return
+		}
+		t.regs.SetPC(st.addr + uint64(st.insn.Len))
+	default:
+		return
+	}
+	t.proc.SetRegs(tid, &t.regs)
+}
+
+// mappedRange is a mapping of ours in the tracee.
+type mappedRange struct{ addr, size uint64 }
+
+// stackScan bounds how much of a thread's stack reclaimMappings reads.
+const stackScan = 8 << 20
+
+// reclaimMappings unmaps this session's mappings from the tracee if no
+// held thread can still reach them.
+func (t *Tracer) reclaimMappings(held map[int]int) {
+	if len(t.mapped) == 0 || !t.proc.Alive() {
+		return
+	}
+	runner := 0
+	for _, tid := range t.heldThreads(held) {
+		if held[tid] == 0 && t.stepping[tid] == nil && !t.proc.Dying(tid) {
+			runner = tid
+			break
+		}
+	}
+	if runner == 0 {
+		return
+	}
+	ms, err := readMapsSummary(t.pid)
+	if err != nil {
+		return
+	}
+	code := map[uint64]bool{}
+	for tid := range held { // (vfork children too: they share the memory)
+		if where, ok := t.reachesMapped(tid, &ms, code); ok {
+			if os.Getenv("PROBE_DEBUG_RECLAIM") != "" {
+				fmt.Fprintf(os.Stderr, "probe: pid %d: its pages stay mapped: thread %d %s\n", t.pid, tid, where)
+			}
+			return
+		}
+	}
+	for _, m := range t.mapped {
+		t.proc.Unmap(runner, m.addr, m.size)
+	}
+	t.mapped = nil
+}
+
+// reachesMapped reports whether thread tid holds an address inside a
+// mapping of ours in a register or on its stack, and where.
+func (t *Tracer) reachesMapped(tid int, ms *mapsSummary, code map[uint64]bool) (string, bool) {
+	var regs unix.PtraceRegs
+	if t.proc.GetRegs(tid, &regs) != nil {
+		return "has registers we could not read", true
+	}
+	// (Only the pc: the other registers hold data, which may be any
+	// number, and return addresses are back in place.)
+	if pc := regs.PC(); t.inMapped(pc) {
+		return fmt.Sprintf("is at %#x", pc), true
+	}
+	sp := tracee.SP(&regs)
+	lo := sp - 128 // the red zone: a leaf function's live words
+	hi := uint64(0)
+	for _, s := range ms.rwPrivate {
+		if sp >= s[0] && sp < s[1] {
+			lo, hi = max(lo, s[0]), min(s[1], sp+stackScan)
+		}
+	}
+	if hi == 0 {
+		return fmt.Sprintf("has its stack (sp %#x) in no mapping", sp), true
+	}
+	buf := make([]byte, hi-lo&^7)
+	if n, err := t.proc.ReadAt(buf, int64(lo&^7)); err != nil || n != len(buf) {
+		return fmt.Sprintf("has a stack we could not read at %#x", lo), true
+	}
+	for i := 0; i+8 <= len(buf); i += 8 {
+		v := binary.LittleEndian.Uint64(buf[i:])
+		if !inRanges(ms.exec, v) || !t.isSigreturn(v, code) {
+			continue
+		}
+		at := lo&^7 + uint64(i)
+		if sigframePC < 0 {
+			return fmt.Sprintf("has a signal frame at %#x", at), true
+		}
+		if i+sigframePC+8 > len(buf) {
+			return fmt.Sprintf("has a signal frame at %#x past what we read", at), true
+		}
+		if pc := binary.LittleEndian.Uint64(buf[i+sigframePC:]); t.inMapped(pc) {
+			return fmt.Sprintf("has a signal frame at %#x interrupting %#x", at, pc), true
+		}
+	}
+	return "", false
+}
+
+func (t *Tracer) inMapped(v uint64) bool {
+	for _, m := range t.mapped {
+		if v >= m.addr && v < m.addr+m.size {
+			return true
+		}
+	}
+	return false
+}
+
+// isSigreturn reports whether v is the address of rt_sigreturn code,
+// which a signal handler returns through (cached in code).
+func (t *Tracer) isSigreturn(v uint64, code map[uint64]bool) bool {
+	if is, ok := code[v]; ok {
+		return is
+	}
+	is := false
+	b := make([]byte, len(sigreturnCode[0]))
+	if n, _ := t.proc.ReadAt(b, int64(v)); n == len(b) {
+		for _, c := range sigreturnCode {
+			is = is || bytes.HasPrefix(b, c)
+		}
+	}
+	code[v] = is
+	return is
+}
