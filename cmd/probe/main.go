@@ -132,8 +132,10 @@ func (e *exitError) Error() string { return e.err.Error() }
 func main() {
 	// A reader of our output that goes away (probe ... | head) must end
 	// the trace with a detach, not kill us with probes installed: with
-	// SIGPIPE ignored the write fails and the sink says so.
-	signal.Ignore(unix.SIGPIPE)
+	// SIGPIPE caught (not ignored: an ignored signal stays ignored across
+	// exec, in the program we launch) the write fails with EPIPE and the
+	// sink says so.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
 	code, err := run(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", oneLine(err))
