@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +34,10 @@ func TestBadInput(t *testing.T) {
 	}
 	unknownKey := filepath.Join(dir, "key.yaml")
 	if err := os.WriteFile(unknownKey, []byte("probes:\n  - at: work\n    filter: i > 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	mid := midInstruction(t, spin, "work")
@@ -97,6 +102,10 @@ func TestBadInput(t *testing.T) {
 		{"output a directory", []string{"-o", "/tmp", "{pid}", "p:work"}, q(`probe: /tmp: is a directory`), nil},
 		{"output in no directory", []string{"-o", "/nonexistent/x", "{pid}", "p:work"}, q(`probe: /nonexistent/x: no such file or directory`), nil},
 		{"output in /proc", []string{"-o", "/proc/nope", "{pid}", "p:work"}, q(`probe: /proc/nope: no such file or directory`), nil},
+		{"output a file of /proc", []string{"-o", "/proc/version", "{pid}", "p:work"}, q(`probe: /proc/version: a file of the kernel's /proc or /sys, not one for a trace`), nil},
+		{"output that takes no write", []string{"-o", "/dev/full", "{pid}", "p:work"}, q(`probe: /dev/full: no space left on device`), nil},
+		{"output named empty", []string{"-o", "", "{pid}", "p:work"}, q(`probe: -o "": no file named (give a file, or - for standard output)`), nil},
+		{"output a FIFO with no reader", []string{"-o", fifo, "{pid}", "p:work"}, q(`probe: ` + fifo + `: a FIFO with no reader (start its reader first)`), nil},
 		{"return probe off the entry", []string{"{pid}", "r:work+4"}, q(`probe: work+0x4: a return probe must be at a function's entry (no +offset)`), nil},
 		// The process.
 		{"not a pid", []string{"notapid", "p:work"}, q(`probe: bad PID "notapid"`), nil},

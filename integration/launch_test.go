@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -96,6 +97,51 @@ func TestOutputReaderGone(t *testing.T) {
 	}
 	waitFree(t, s, nil)
 	s.finish(t)
+}
+
+// TestRunOutputRefused: an output that cannot take the trace is refused
+// before the program is started (it ran, and the run ended in an I/O
+// error, with -o /proc/version as root), and -o to a FIFO works once
+// its reader is there.
+func TestRunOutputRefused(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for out, want := range map[string]string{
+		"/proc/version": "probe: /proc/version: a file of the kernel's /proc or /sys, not one for a trace\n",
+		"/dev/full":     "probe: /dev/full: no space left on device\n",
+		"":              `probe: -o "": no file named (give a file, or - for standard output)` + "\n",
+		fifo:            "probe: " + fifo + ": a FIFO with no reader (start its reader first)\n",
+	} {
+		r := probe(t, "run", "-o", out, "p:work", "--", "sh", "-c", "echo ran")
+		if r.code != 2 || r.stdout != "" || r.stderr != want {
+			t.Errorf("probe run -o %q: want exit status 2, the program not run, and\n%s\ngot\n%v", out, want, r)
+		}
+	}
+
+	// A reader that is there (its descriptor open before probe opens
+	// the FIFO; the trace fits in the pipe's buffer).
+	rfd, err := syscall.Open(fifo, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := os.NewFile(uintptr(rfd), fifo)
+	defer reader.Close()
+	loop := bin("loop", o0pie)
+	r := probe(t, "run", "-o", fifo, "p:work", "--", loop, "10")
+	if want := runCmd(t, nil, loop, "10"); r.code != 0 || r.stdout != want.stdout || r.stderr != want.stderr {
+		t.Fatalf("probe run -o FIFO with its reader:\n%v\nwant as untraced:\n%v", r, want)
+	}
+	buf := make([]byte, 1<<16)
+	n, err := syscall.Read(rfd, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits := strings.Count(string(buf[:n]), "p_work_0:"); hits != 10 {
+		t.Errorf("the FIFO's reader read %d hits of p:work, want 10:\n%s", hits, buf[:n])
+	}
 }
 
 // lineDiff lists the lines of got that are not at the same place in want,
