@@ -51,6 +51,11 @@ func TestBadInput(t *testing.T) {
 		run func(t *testing.T, args []string) result
 	}
 	q := regexp.QuoteMeta
+	// Yama's ptrace_scope is named only on a kernel that has Yama.
+	permissionHint := "run as its user, or with CAP_SYS_PTRACE"
+	if _, err := os.Stat("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		permissionHint = "check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE"
+	}
 	cases := []badCase{
 		// Malformed specs.
 		{"unknown probe type", []string{"{pid}", "q:work"}, q(`probe: bad probe "q:work": "q": unknown probe type (want p:, r:, o: or -:)`), nil},
@@ -110,7 +115,8 @@ func TestBadInput(t *testing.T) {
 		// The process.
 		{"not a pid", []string{"notapid", "p:work"}, q(`probe: bad PID "notapid"`), nil},
 		{"nonexistent pid", []string{"99999999", "p:work"}, q(`probe: pid 99999999: no such process`), nil},
-		{"not permitted", []string{"{pid}", "p:work"}, q("probe: pid {pid}: not permitted to trace process (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)"), asNobody},
+		{"not permitted", []string{"{pid}", "p:work"}, q("probe: pid {pid}: not permitted to trace process (" + permissionHint + ")"), asNobody},
+		{"a kernel thread", []string{"2", "p:work"}, q("probe: pid 2: not permitted to trace process (kthreadd is a kernel thread: no one can trace it)"), nil},
 		{"already traced", []string{"{pid}", "p:work"}, `probe: pid {pid}: process is already traced by pid \d+ \(seize\)`, func(t *testing.T, args []string) result {
 			stop := filepath.Join(t.TempDir(), "stop-seize")
 			z := startBg(t, nil, seizeBin, pid, stop)

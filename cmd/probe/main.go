@@ -28,6 +28,7 @@ import (
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/script"
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 const usage = `usage:
@@ -874,7 +875,7 @@ func cmdList(args []string) (int, error) {
 	case perr == nil && errors.Is(err, os.ErrPermission):
 		// As attach says it: reading another process's maps takes the
 		// same permission as tracing it.
-		return bad("pid %d: not permitted to read its memory map (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid)
+		return bad("pid %d: not permitted to read its memory map (%s)", pid, tracee.PermissionHint(pid))
 	case errors.As(err, &pathErr) && (errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission)):
 		return bad("%v", pathErr)
 	case errors.As(err, new(*elf.FormatError)):
