@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,10 @@ func TestBadInput(t *testing.T) {
 	if err := os.WriteFile(unknownKey, []byte("probes:\n  - at: work\n    filter: i > 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	mid := midInstruction(t, spin, "work")
 	sysOff := syscallOffset(t, libcPath, "syscall")
 
@@ -46,6 +51,11 @@ func TestBadInput(t *testing.T) {
 		run func(t *testing.T, args []string) result
 	}
 	q := regexp.QuoteMeta
+	// Yama's ptrace_scope is named only on a kernel that has Yama.
+	permissionHint := "run as its user, or with CAP_SYS_PTRACE"
+	if _, err := os.Stat("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		permissionHint = "check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE"
+	}
 	cases := []badCase{
 		// Malformed specs.
 		{"unknown probe type", []string{"{pid}", "q:work"}, q(`probe: bad probe "q:work": "q": unknown probe type (want p:, r:, o: or -:)`), nil},
@@ -97,11 +107,16 @@ func TestBadInput(t *testing.T) {
 		{"output a directory", []string{"-o", "/tmp", "{pid}", "p:work"}, q(`probe: /tmp: is a directory`), nil},
 		{"output in no directory", []string{"-o", "/nonexistent/x", "{pid}", "p:work"}, q(`probe: /nonexistent/x: no such file or directory`), nil},
 		{"output in /proc", []string{"-o", "/proc/nope", "{pid}", "p:work"}, q(`probe: /proc/nope: no such file or directory`), nil},
+		{"output a file of /proc", []string{"-o", "/proc/version", "{pid}", "p:work"}, q(`probe: /proc/version: a file of the kernel's /proc or /sys, not one for a trace`), nil},
+		{"output that takes no write", []string{"-o", "/dev/full", "{pid}", "p:work"}, q(`probe: /dev/full: no space left on device`), nil},
+		{"output named empty", []string{"-o", "", "{pid}", "p:work"}, q(`probe: -o "": no file named (give a file, or - for standard output)`), nil},
+		{"output a FIFO with no reader", []string{"-o", fifo, "{pid}", "p:work"}, q(`probe: ` + fifo + `: a FIFO with no reader (start its reader first)`), nil},
 		{"return probe off the entry", []string{"{pid}", "r:work+4"}, q(`probe: work+0x4: a return probe must be at a function's entry (no +offset)`), nil},
 		// The process.
 		{"not a pid", []string{"notapid", "p:work"}, q(`probe: bad PID "notapid"`), nil},
 		{"nonexistent pid", []string{"99999999", "p:work"}, q(`probe: pid 99999999: no such process`), nil},
-		{"not permitted", []string{"{pid}", "p:work"}, q("probe: pid {pid}: not permitted to trace process (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)"), asNobody},
+		{"not permitted", []string{"{pid}", "p:work"}, q("probe: pid {pid}: not permitted to trace process (" + permissionHint + ")"), asNobody},
+		{"a kernel thread", []string{"2", "p:work"}, q("probe: pid 2: not permitted to trace process (kthreadd is a kernel thread: no one can trace it)"), nil},
 		{"already traced", []string{"{pid}", "p:work"}, `probe: pid {pid}: process is already traced by pid \d+ \(seize\)`, func(t *testing.T, args []string) result {
 			stop := filepath.Join(t.TempDir(), "stop-seize")
 			z := startBg(t, nil, seizeBin, pid, stop)

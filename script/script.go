@@ -269,6 +269,9 @@ func (l *loader) mapping(n ast.Node, what string, known []string) ([]entry, erro
 	var es []entry
 	seen := map[string]bool{}
 	for _, p := range pairs {
+		if err := l.plain(p.Key); err != nil {
+			return nil, err
+		}
 		if err := l.plain(p.Value); err != nil {
 			return nil, err
 		}
@@ -805,7 +808,11 @@ func describe(n ast.Node) string {
 	case *ast.LiteralNode:
 		return "a block of text"
 	}
-	return "a " + n.Type().YAMLName()
+	name := n.Type().YAMLName()
+	if strings.ContainsRune("aeiou", rune(name[0])) {
+		return "an " + name // an anchor, an alias, an int
+	}
+	return "a " + name
 }
 
 func quoteList(ss []string) string {

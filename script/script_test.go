@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml/parser"
 )
 
 // fakeValidator rejects a probe text holding the word BAD, naming it.
@@ -156,6 +158,8 @@ func TestParseErrors(t *testing.T) {
 		{"hist step without linear", "probes:\n  - at: work\n    actions: [{hist: {field: i, step: 4}}]\n", `f.yaml:3:33: probes[0].actions[0].hist.step: goes with scale: linear`},
 		{"action number", "probes:\n  - at: work\n    actions: [1]\n", `f.yaml:3:15: probes[0].actions[0]: want an action: print, count, stacktrace, traceon, traceoff, or a mapping with one of "count", "hist", "enable", "disable", got the number 1`},
 		{"anchor", "probes:\n  - &a {at: work}\n  - *a\n", `f.yaml:2:5: anchors and aliases are not supported: write the value out`},
+		{"anchored key", "probes:\n  - &a at: work\n", `f.yaml:2:5: anchors and aliases are not supported: write the value out`},
+		{"anchored top key", "&a probes:\n  - at: work\n", `f.yaml:1:1: anchors and aliases are not supported: write the value out`},
 		{"validator at location", "probes:\n  - at: workBAD\n", `f.yaml:2:9: bad token "p:workBAD"`},
 		{"validator at arg", "probes:\n  - at: work\n    args: [i, xBAD]\n", `f.yaml:3:15: bad token "xBAD"`},
 		{"validator at action", "probes:\n  - at: work\n    actions:\n      - print\n      - {count: [cBAD]}\n", `f.yaml:5:9: bad token "count:cBAD"`},
@@ -173,5 +177,19 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDescribeArticle: a node is described with the article its name
+// takes ("got a anchor" was said of a key with an anchor).
+func TestDescribeArticle(t *testing.T) {
+	for src, want := range map[string]string{"&a x": "an anchor", "*a": "an alias", "!!str x": "a tag"} {
+		f, err := parser.ParseBytes([]byte(src), 0)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if got := describe(f.Docs[0].Body); got != want {
+			t.Errorf("describe(%q) = %q, want %q", src, got, want)
+		}
 	}
 }

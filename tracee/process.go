@@ -174,7 +174,7 @@ func seizeError(pid, tid int, err error) error {
 			// matter of permission.
 			return fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 		}
-		return fmt.Errorf("pid %d: %w (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid, ErrPermission)
+		return fmt.Errorf("pid %d: %w (%s)", pid, ErrPermission, PermissionHint(pid))
 	}
 	return fmt.Errorf("seize pid %d: %w", pid, err)
 }

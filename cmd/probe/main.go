@@ -28,6 +28,7 @@ import (
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/script"
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 const usage = `usage:
@@ -132,8 +133,10 @@ func (e *exitError) Error() string { return e.err.Error() }
 func main() {
 	// A reader of our output that goes away (probe ... | head) must end
 	// the trace with a detach, not kill us with probes installed: with
-	// SIGPIPE ignored the write fails and the sink says so.
-	signal.Ignore(unix.SIGPIPE)
+	// SIGPIPE caught (not ignored: an ignored signal stays ignored across
+	// exec, in the program we launch) the write fails with EPIPE and the
+	// sink says so.
+	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
 	code, err := run(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", oneLine(err))
@@ -238,7 +241,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	}
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.out, "o", "", "")
+	fs.Var((*outputFlag)(&o.out), "o", "")
 	fs.Var((*durationFlag)(&o.duration), "duration", "")
 	fs.StringVar(&o.tracers, "tracer", "", "")
 	fs.Var(&o.filter, "filter", "")
@@ -287,6 +290,20 @@ func parseInterleaved(fs *flag.FlagSet, args []string) (pos []string, err error)
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
+}
+
+// outputFlag is -o's file: -o "" (an unset variable, say) would be
+// standard output, silently.
+type outputFlag string
+
+func (f *outputFlag) String() string { return string(*f) }
+
+func (f *outputFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("no file named (give a file, or - for standard output)")
+	}
+	*f = outputFlag(s)
+	return nil
 }
 
 // durationFlag is a positive duration with its unit: "5" alone is a
@@ -370,16 +387,18 @@ func cmdRun(args []string, record bool) (int, error) {
 	if err != nil {
 		return bad("%v", err)
 	}
+	// The output first: one that cannot take the trace is refused
+	// before anything is started.
+	out, err := openOutput(&o)
+	if err != nil {
+		return failure(err)
+	}
 	t, err := probe.Launch(argv, nil)
 	if err != nil {
 		return failure(err)
 	}
 	o.pid = t.Pid() // held before its first instruction
-	sink, err := openSink(&o, ts, len(parsed) > 0)
-	if err != nil {
-		t.Kill()
-		return failure(err)
-	}
+	sink := newSink(&o, ts, len(parsed) > 0, out)
 	if err := setupFollow(t, &o); err != nil {
 		t.Kill()
 		return 1, err
@@ -490,10 +509,11 @@ func cmdAttach(args []string, record bool) (int, error) {
 	if interactive {
 		return replAttach(pid, &o, ts, parsed)
 	}
-	sink, err := openSink(&o, ts, len(parsed) > 0)
+	out, err := openOutput(&o)
 	if err != nil {
 		return failure(err)
 	}
+	sink := newSink(&o, ts, len(parsed) > 0, out)
 	t, sigs, stopSignals, err := attachCatching(pid)
 	var ended *probe.EndedError
 	if errors.As(err, &ended) {
@@ -594,16 +614,18 @@ type sink struct {
 	stopEvery func()
 }
 
-func openSink(o *options, ts tracers, probes bool) (*sink, error) {
-	f := os.Stdout
+// openOutput opens -o's file, or gives standard output.
+func openOutput(o *options) (*os.File, error) {
 	if o.out != "" && !output.IsOTLPTarget(o.out) {
-		var err error
-		if f, err = createOutput(o.out); err != nil {
-			return nil, err
-		}
+		return createOutput(o.out)
 	}
+	return os.Stdout, nil
+}
+
+// newSink makes the sink writing to f. o.pid is the process's, known.
+func newSink(o *options, ts tracers, probes bool, f *os.File) *sink {
 	primary, all := newWriter(f, ts, o, probes)
-	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}, nil
+	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}
 }
 
 // closeTrace closes s. A reader gone away (EPIPE) or a collector that
@@ -853,7 +875,7 @@ func cmdList(args []string) (int, error) {
 	case perr == nil && errors.Is(err, os.ErrPermission):
 		// As attach says it: reading another process's maps takes the
 		// same permission as tracing it.
-		return bad("pid %d: not permitted to read its memory map (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)", pid)
+		return bad("pid %d: not permitted to read its memory map (%s)", pid, tracee.PermissionHint(pid))
 	case errors.As(err, &pathErr) && (errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission)):
 		return bad("%v", pathErr)
 	case errors.As(err, new(*elf.FormatError)):

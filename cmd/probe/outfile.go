@@ -36,14 +36,52 @@ func createOutput(path string) (*os.File, error) {
 		}
 		return os.NewFile(uintptr(nfd), path), nil
 	}
-	f, err := openNoSymlinks(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC)
+	// O_NONBLOCK: a FIFO with no reader fails (ENXIO) instead of holding
+	// us, and the program, before anything starts. Cleared once open.
+	fd, err := openFdNoSymlinks(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NONBLOCK)
 	switch {
 	case errors.Is(err, unix.ELOOP):
 		return nil, symlinkError(linkIn(path))
+	case errors.Is(err, unix.ENXIO) && isFIFO(path):
+		return nil, outputError{path, errors.New("a FIFO with no reader (start its reader first)")}
 	case err != nil:
-		return nil, outputError{path, errors.Unwrap(err)}
+		return nil, outputError{path, err}
 	}
-	return f, nil
+	if err := checkWritable(fd); err != nil {
+		unix.Close(fd)
+		return nil, outputError{path, err}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, outputError{path, err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// checkWritable refuses an output that opens for writing but takes no
+// trace, before anything is started rather than at the first event:
+// files of /proc and /sys are the kernel's settings and reports (root
+// opens /proc/version for writing, and a write to a setting may change
+// it), and a zero-length write finds what fails every write (EIO from
+// other such files, ENOSPC from /dev/full) without writing a byte.
+func checkWritable(fd int) error {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return err
+	}
+	switch fs.Type {
+	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC:
+		return errors.New("a file of the kernel's /proc or /sys, not one for a trace")
+	}
+	if _, err := unix.Write(fd, nil); err != nil {
+		return err
+	}
+	return nil
+}
+
+func isFIFO(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
 }
 
 // outputError is an output path that cannot be opened: bad input.
@@ -60,15 +98,21 @@ func (e outputError) Is(target error) bool { return target == probe.ErrBadInput 
 // (Linux 5.6), else a walk opening each directory with O_NOFOLLOW. A link
 // gives ELOOP.
 func openNoSymlinks(path string, flags int) (*os.File, error) {
+	fd, err := openFdNoSymlinks(path, flags)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openFdNoSymlinks is openNoSymlinks giving the descriptor.
+func openFdNoSymlinks(path string, flags int) (int, error) {
 	how := unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: outputMode, Resolve: unix.RESOLVE_NO_SYMLINKS}
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
 	if errors.Is(err, unix.ENOSYS) {
 		fd, err = walkNoSymlinks(path, flags)
 	}
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
+	return fd, err
 }
 
 // walkNoSymlinks is openNoSymlinks without openat2.

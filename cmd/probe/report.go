@@ -21,7 +21,7 @@ func cmdReport(args []string) (int, error) {
 	o := options{buffer: output.DefaultBuffer}
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.out, "o", "", "")
+	fs.Var((*outputFlag)(&o.out), "o", "")
 	fs.StringVar(&o.format, "format", "", "")
 	var sel output.Selection
 	var tids, timeRange string
