@@ -94,7 +94,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}
 	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && setsErrno(fn)}
 	vars := fa.vars
-	places, fixed := placeParams(sig.Params)
+	places, fixed := placeParams(sig.Params, sig.Result)
 	var specs, names []string
 	for i, p := range sig.Params {
 		name := sanitizeArgName(p.Name)
