@@ -8,6 +8,10 @@
 struct Tok { long a, b; ~Tok(); };   // 16 bytes, but by reference
 Tok::~Tok() { __asm__ volatile(""); }
 struct Plain { long a, b; };         // 16 bytes: in two registers
+struct Namer {                       // this: after the hidden pointer
+	long base;
+	__attribute__((noinline)) std::string name(int v) const { return std::to_string(base + v); }
+};
 
 __attribute__((noinline)) std::string str_of(int v, long w) { return std::to_string(v + w); }
 __attribute__((noinline)) Tok mktok(int a, long b) { return Tok{a, b}; }
@@ -22,6 +26,8 @@ int main()
 	s += mktok(1, 2).b;
 	s += mkplain(3, 4).b;
 	s += usetok(Tok{5, 6}, 7);
+	Namer n{20};
+	s += n.name(3).size();
 	std::printf("%ld\n", s);
 	return 0;
 }
