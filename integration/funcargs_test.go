@@ -180,3 +180,124 @@ func TestInProcessStringUnderReturnHook(t *testing.T) {
 		t.Errorf("no p_greet_0 event with the string in\n%s", trace)
 	}
 }
+
+// TestFuncArgsResults: the parameters of a function whose result is
+// returned in memory are where the calling convention puts them beside
+// its hidden pointer: on x86-64 that pointer takes %rdi and the
+// parameters start at %rsi (they showed the pointer as the first: mk's
+// v=-480288672), on arm64 it is in x8 and moves none; a struct returned
+// in registers moves none either. With them parameters of each class: a
+// struct of 16 bytes in two registers, one of 24 in memory or by
+// reference, floats and doubles among integers; and C++'s: std::string
+// and a class with a destructor of its own, returned and passed by a
+// hidden pointer though it has 16 bytes, where a plain struct of 16 is
+// not, a method's this after the hidden pointer, and a gcc clone of it
+// (.isra.0) whose parameters are not the declared ones. Optimised and
+// not, stopping the threads or recording in-process: the same exact
+// calls, "?" and "{...}" where DWARF cannot place a value at the entry.
+func TestFuncArgsResults(t *testing.T) {
+	t.Parallel()
+	c := filepath.Join("testdata", "tracers", "sret.c")
+	cxx, _ := filepath.Abs(filepath.Join("testdata", "tracers", "sret.cpp"))
+	type run struct {
+		exe    string
+		filter string // -O0 C++: libstdc++'s inline functions are called too
+		want   []string
+	}
+	var runs []run
+	// Each built before any runs (the arm64 guest's fixtures are built
+	// by a host run that stops at its first exec).
+	for _, opt := range []string{"O0", "O2"} {
+		exe := builtOnce(t, "sret_"+opt, c, "-"+opt, "-g", "-Wall")
+		want := []string{
+			"main() {",
+			"  mk(v=0, w=100);",
+			"  mk(v=1, w=101);",
+			"  mktwo(v=7, w=8);",
+			"  by16(t={a=3,b=4}, after=5); /* = 12 */",
+			"  by24(t={x=1,y=2,z=3}, after=6); /* = 12 */",
+			"  mixed(a=1, d=2.5, b=3, f=0.5, c=4);",
+			"  mkfrom(t=<optimized out>, d=11, k=12);",
+			"} /* main = 0 */",
+		}
+		if runtime.GOARCH == "arm64" {
+			// by24's is a pointer to a copy, which DWARF reads in
+			// the function's own frame; gcc's -O2 DWARF for the
+			// structs in registers is its own.
+			want[5] = "  by24(t={...}, after=6); /* = 12 */"
+			if opt == "O2" {
+				want[4] = "  by16(t=<optimized out>, after=5); /* = 12 */"
+				want[7] = "  mkfrom(t={a=9,b=10}, d=11, k=12);"
+			}
+		}
+		if opt == "O0" {
+			// Structs in registers and floats: stored in the
+			// function's own frame before DWARF finds them there.
+			want[4] = "  by16(t={...}, after=5); /* = 12 */"
+			want[6] = "  mixed(a=1, d=?, b=3, f=?, c=4);"
+			want[7] = "  mkfrom(t={...}, d=?, k=12);"
+		}
+		runs = append(runs, run{exe: exe, want: want})
+	}
+	for _, opt := range []string{"O0", "O2"} {
+		exe := builtOnceBy(t, "sret_cxx_"+opt, func(exe string) error {
+			return build(binDir, "g++", "-"+opt, "-g", "-Wall", "-o", exe, cxx)
+		})
+		want := []string{
+			"main() {",
+			"  str_of[abi:cxx11](v=0, w=10);",
+			"  str_of[abi:cxx11](v=1, w=10);",
+			"  mktok(a=1, b=2);",
+			"  mkplain(a=3, b=4);",
+			"  usetok(t={...}, after=7); /* = 18 */",
+			// gcc's clone takes this->base for this: only
+			// DWARF says where its parameters are.
+			"  Namer::name[abi:cxx11].isra.0(v=3, this=<optimized out>) {",
+			"    std::__cxx11::to_string(__val=23);",
+			"  }",
+			"} /* main = 0 */",
+		}
+		filter := ""
+		if opt == "O0" {
+			filter = "str_of*,*::to_string,mktok,mkplain,usetok,Namer::*"
+			want = []string{
+				"str_of[abi:cxx11](v=0, w=10) {",
+				"  std::__cxx11::to_string(__val=10);",
+				"}",
+				"str_of[abi:cxx11](v=1, w=10) {",
+				"  std::__cxx11::to_string(__val=11);",
+				"}",
+				"mktok(a=1, b=2);",
+				"mkplain(a=3, b=4);",
+				"usetok(t={...}, after=7); /* = 18 */",
+				"Namer::name[abi:cxx11](this=0xADDR, v=3) {",
+				"  std::__cxx11::to_string(__val=23);",
+				"}",
+			}
+		}
+		runs = append(runs, run{exe: exe, filter: filter, want: want})
+	}
+	for _, r := range runs {
+		untraced := runCmd(t, nil, r.exe)
+		if untraced.code != 0 {
+			t.Fatalf("%s untraced: %v", r.exe, untraced)
+		}
+		for _, engine := range []string{"in-process", "--no-inprocess"} {
+			out := filepath.Join(t.TempDir(), "trace")
+			args := []string{"run", "-o", out, "--tracer", "function_graph", "--args"}
+			if engine == "--no-inprocess" {
+				args = append(args, engine)
+			}
+			if r.filter != "" {
+				args = append(args, "--filter", r.filter)
+			}
+			p := mustProbe(t, append(args, "--", r.exe)...)
+			if p.stdout != untraced.stdout {
+				t.Errorf("%s %s: the program printed %q, untraced %q", filepath.Base(r.exe), engine, p.stdout, untraced.stdout)
+			}
+			if got := argCalls(t, out); strings.Join(got, "\n") != strings.Join(r.want, "\n") {
+				t.Errorf("%s %s: calls\n%s\nwant\n%s", filepath.Base(r.exe), engine, strings.Join(got, "\n"), strings.Join(r.want, "\n"))
+			}
+		}
+	}
+}

@@ -94,7 +94,18 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}
 	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && setsErrno(fn)}
 	vars := fa.vars
-	places, fixed := placeParams(sig.Params)
+	places, fixed := placeParams(sig.Params, sig.Result)
+	if isClone(fn) {
+		// gcc's clones take what their callers pass after IPA (a
+		// parameter dropped, a struct's field for the struct, this's
+		// field for this): not the declared parameters in order. Only
+		// DWARF, which describes the clone's own code, says where each
+		// one is.
+		places = make([]paramPlace, len(sig.Params))
+		for i := range places {
+			places[i].dwarf = true
+		}
+	}
 	var specs, names []string
 	for i, p := range sig.Params {
 		name := sanitizeArgName(p.Name)
@@ -146,6 +157,12 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		fa.enum, fa.format = sig.Result.Enum, sig.Result.Format
 	}
 	return fa
+}
+
+// isClone reports whether fn is a copy of a function gcc made with
+// other parameters (f.isra.0, f.constprop.1, f.part.0).
+func isClone(fn string) bool {
+	return strings.Contains(fn, ".isra.") || strings.Contains(fn, ".constprop.") || strings.Contains(fn, ".part.")
 }
 
 // unknownArgs is what --calls shows of a function with no DWARF and no

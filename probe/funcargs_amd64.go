@@ -26,12 +26,23 @@ func stackArgBase(r *unix.PtraceRegs) uint64 { return r.Rsp + 8 }
 // each parameter at a function's entry: INTEGER values in %rdi, %rsi,
 // %rdx, %rcx, %r8, %r9, SSE ones in %xmm0-7, the rest on the stack from
 // [sp+8] on, in order; a struct of up to 16 bytes in registers if all its
-// words fit, else on the stack. After a parameter the rules here do not
-// cover (long double, __int128, _Complex) nothing more is placed. taken
-// is what the parameters placed took, where a "..." goes on.
-func placeParams(params []symbols.ABIValue) ([]paramPlace, argsTaken) {
+// words fit, else on the stack; a C++ class passed by reference as a
+// pointer. A result returned in memory takes %rdi for the hidden pointer
+// to it, and the parameters start at %rsi. After a parameter the rules
+// here do not cover (long double, __int128, _Complex) nothing more is
+// placed, nor anything when the result's way is not known. taken is what
+// the parameters placed took, where a "..." goes on.
+func placeParams(params []symbols.ABIValue, result symbols.ABIValue) ([]paramPlace, argsTaken) {
 	const gprs, sses = intArgRegs, vecArgRegs
 	gpr, sse, stack := 0, 0, 1 // stack: the word at sp; 0 is the return address
+	switch {
+	case result.Class == symbols.ClassAggregate && result.Size > 0 && (result.Words == nil || result.ByReference):
+		gpr = 1 // MEMORY: the hidden pointer
+	case result.Class == symbols.ClassOther && result.Size > 16:
+		// A vector (in %ymm0 with AVX, else MEMORY) or _Complex
+		// long double (x87): in %rdi or not, not told here.
+		return nil, argsTaken{}
+	}
 	var out []paramPlace
 	for _, p := range params {
 		switch p.Class {
@@ -41,6 +52,11 @@ func placeParams(params []symbols.ABIValue) ([]paramPlace, argsTaken) {
 			takeReg(&sse, sses, &stack)
 			out = append(out, paramPlace{dwarf: true})
 		case symbols.ClassAggregate:
+			if p.ByReference {
+				takeReg(&gpr, gprs, &stack)
+				out = append(out, paramPlace{dwarf: true})
+				break
+			}
 			ints, floats := 0, 0
 			for _, w := range p.Words {
 				if w == symbols.ClassFloat {

@@ -23,11 +23,13 @@ func stackArgBase(r *unix.PtraceRegs) uint64 { return r.Sp }
 // entry (Linux's rules: every stack slot 8 bytes or more): integers and
 // pointers in x0-x7, floats and homogeneous float aggregates in v0-v7,
 // other structs of up to 16 bytes in one or two of x0-x7, larger ones as
-// a pointer to a copy, the rest on the stack from [sp] on, in order.
-// After a parameter the rules here do not cover (long double, __int128,
-// _Complex) nothing more is placed. taken is what the parameters placed
-// took, where a "..." goes on.
-func placeParams(params []symbols.ABIValue) ([]paramPlace, argsTaken) {
+// a pointer to a copy (a C++ class passed by reference, whatever its
+// size, too), the rest on the stack from [sp] on, in order. A result
+// returned in memory moves none of them: its address is passed in x8,
+// not an argument register. After a parameter the rules here do not
+// cover (long double, __int128, _Complex) nothing more is placed. taken
+// is what the parameters placed took, where a "..." goes on.
+func placeParams(params []symbols.ABIValue, _ symbols.ABIValue) ([]paramPlace, argsTaken) {
 	const gprs, simds = intArgRegs, vecArgRegs
 	gpr, simd, stack := 0, 0, 0
 	var out []paramPlace
@@ -40,17 +42,17 @@ func placeParams(params []symbols.ABIValue) ([]paramPlace, argsTaken) {
 			out = append(out, paramPlace{dwarf: true})
 		case symbols.ClassAggregate:
 			switch words := (p.Size + 7) / 8; {
-			case p.HFA > 0 && simd+p.HFA <= simds:
-				simd += p.HFA
-			case p.HFA > 0:
-				simd = simds
-				stack += words
-			case p.Size > 16: // passed as a pointer to a copy
+			case p.ByReference || p.HFA == 0 && p.Size > 16: // passed as a pointer to a copy
 				if gpr < gprs {
 					gpr++
 				} else {
 					stack++
 				}
+			case p.HFA > 0 && simd+p.HFA <= simds:
+				simd += p.HFA
+			case p.HFA > 0:
+				simd = simds
+				stack += words
 			case gpr+words <= gprs:
 				gpr += words
 			default:

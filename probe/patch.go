@@ -292,7 +292,7 @@ func (t *Tracer) checkInlined(r resolved, allowed bool) ([]string, error) {
 // where b's would be.
 func sameCall(a, b symbols.Signature) bool {
 	same := func(x, y symbols.ABIValue) bool {
-		return x.Class == y.Class && x.Size == y.Size && slices.Equal(x.Words, y.Words) && x.HFA == y.HFA
+		return x.Class == y.Class && x.Size == y.Size && slices.Equal(x.Words, y.Words) && x.HFA == y.HFA && x.ByReference == y.ByReference
 	}
 	return a.Variadic == b.Variadic && same(a.Result, b.Result) && slices.EqualFunc(a.Params, b.Params, same)
 }
@@ -311,6 +311,9 @@ func describeSignature(s symbols.Signature) string {
 		case symbols.ClassFloat:
 			return fmt.Sprintf("float%d", 8*v.Size)
 		case symbols.ClassAggregate:
+			if v.ByReference {
+				return fmt.Sprintf("struct%d by reference", v.Size)
+			}
 			return fmt.Sprintf("struct%d", v.Size)
 		}
 		return fmt.Sprintf("other%d", v.Size)

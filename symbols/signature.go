@@ -3,6 +3,7 @@ package symbols
 import (
 	"debug/dwarf"
 	"fmt"
+	"strings"
 
 	"github.com/go-delve/delve/pkg/dwarf/godwarf"
 )
@@ -45,6 +46,11 @@ type ABIValue struct {
 	// floating-point aggregate (AAPCS64: 1 to 4 members of one float
 	// type, passed in SIMD registers), else 0.
 	HFA int
+	// ClassAggregate: ByReference, a C++ class the C++ ABI (Itanium's,
+	// x86-64's and arm64's alike) passes and returns by a hidden
+	// pointer whatever its size: one with a non-trivial copy or move
+	// constructor or destructor (std::string).
+	ByReference bool
 }
 
 // Signature is a function's parameters, in order, and its result.
@@ -80,8 +86,15 @@ func (d *DebugInfo) Signature(pc uint64) (sig Signature, err error) {
 		t, err := img.Type(off)
 		return t, err == nil
 	}
+	valueOf := func(t godwarf.Type) ABIValue {
+		v := classify(t)
+		if v.Class == ClassAggregate {
+			v.ByReference = d.byReference(resolveType(t).Common().Offset, 0)
+		}
+		return v
+	}
 	if t, ok := typeAt(e); ok {
-		sig.Result = classify(t)
+		sig.Result = valueOf(t)
 	}
 	r := d.dw.Reader()
 	r.Seek(e.Offset)
@@ -104,7 +117,7 @@ func (d *DebugInfo) Signature(pc uint64) (sig Signature, err error) {
 			}
 			v := ABIValue{Class: ClassOther}
 			if t, ok := typeAt(c); ok {
-				v = classify(t)
+				v = valueOf(t)
 			}
 			v.Name, _ = c.Val(dwarf.AttrName).(string)
 			sig.Params = append(sig.Params, v)
@@ -267,4 +280,159 @@ func homogeneousFloats(s *godwarf.StructType) int {
 		return 0
 	}
 	return n
+}
+
+// DWARF's DW_AT_calling_convention values for a type (DWARF 5).
+const (
+	ccPassByReference = 4
+	ccPassByValue     = 5
+)
+
+// byReference reports whether the class whose DIE is at off is
+// non-trivial for the purposes of calls (the Itanium C++ ABI): passed and
+// returned by a hidden pointer. DWARF says so where the compiler writes
+// DW_AT_calling_convention (clang); gcc does not, so the class's own
+// declarations tell, as gdb reads them: a destructor, or a copy or move
+// constructor, that is user-provided (not implicit, not defaulted in the
+// class), a virtual function or base, or such a base or member. A C
+// struct declares none.
+func (d *DebugInfo) byReference(off dwarf.Offset, depth int) bool {
+	r := d.dw.Reader()
+	r.Seek(off)
+	e, err := r.Next()
+	if err != nil || e == nil || depth > 8 {
+		return false
+	}
+	switch e.Tag {
+	case dwarf.TagStructType, dwarf.TagClassType, dwarf.TagUnionType:
+	default:
+		return false
+	}
+	switch cc, _ := e.Val(dwarf.AttrCalling).(int64); cc {
+	case ccPassByReference:
+		return true
+	case ccPassByValue:
+		return false
+	}
+	class, _ := e.Val(dwarf.AttrName).(string)
+	class, _, _ = strings.Cut(class, "<") // a template's constructors are named without its arguments
+	// The copy and move constructors declared: if all are deleted,
+	// the class cannot be copied and goes by reference too.
+	copies, deleted := 0, 0
+	if !e.Children {
+		return false
+	}
+	for {
+		c, err := r.Next()
+		if err != nil || c == nil || c.Tag == 0 {
+			break
+		}
+		switch c.Tag {
+		case dwarf.TagInheritance:
+			if c.Val(dwarf.AttrVirtuality) != nil {
+				return true
+			}
+			if t, ok := c.Val(dwarf.AttrType).(dwarf.Offset); ok && d.byReference(d.strippedType(t), depth+1) {
+				return true
+			}
+		case dwarf.TagMember:
+			if c.Val(dwarf.AttrExternal) != nil {
+				break // a static member (DWARF 4)
+			}
+			if t, ok := c.Val(dwarf.AttrType).(dwarf.Offset); ok && d.byReference(d.strippedType(t), depth+1) {
+				return true
+			}
+		case dwarf.TagSubprogram:
+			if c.Val(dwarf.AttrVirtuality) != nil {
+				return true // a vtable pointer to copy: a non-trivial copy
+			}
+			name, _ := c.Val(dwarf.AttrName).(string)
+			implicit, _ := c.Val(dwarf.AttrArtificial).(bool)
+			defaulted, _ := c.Val(dwarf.AttrDefaulted).(int64)
+			isDeleted, _ := c.Val(dwarf.AttrDeleted).(bool)
+			provided := !implicit && defaulted != 1 && !isDeleted // (1: DW_DEFAULTED_in_class)
+			switch {
+			case strings.HasPrefix(name, "~"):
+				if provided {
+					return true
+				}
+			case name == class && c.Children:
+				if !d.copiesClass(r, off) {
+					continue // (its children read)
+				}
+				copies++
+				if isDeleted {
+					deleted++
+				} else if provided {
+					return true
+				}
+				continue
+			}
+		}
+		if c.Children {
+			r.SkipChildren()
+		}
+	}
+	return copies > 0 && copies == deleted
+}
+
+// copiesClass reads the parameters of the constructor r is at the
+// children of, and reports whether it is a copy or a move constructor
+// of the class at class: its one parameter besides this a reference to
+// the class.
+func (d *DebugInfo) copiesClass(r *dwarf.Reader, class dwarf.Offset) bool {
+	var params []dwarf.Offset
+	for depth := 1; depth > 0; {
+		c, err := r.Next()
+		if err != nil || c == nil {
+			return false
+		}
+		if c.Tag == 0 {
+			depth--
+			continue
+		}
+		if artificial, _ := c.Val(dwarf.AttrArtificial).(bool); depth == 1 && c.Tag == dwarf.TagFormalParameter && !artificial {
+			t, _ := c.Val(dwarf.AttrType).(dwarf.Offset)
+			params = append(params, t)
+		}
+		if c.Children {
+			depth++
+		}
+	}
+	if len(params) != 1 {
+		return false
+	}
+	r2 := d.dw.Reader()
+	r2.Seek(params[0])
+	ref, err := r2.Next()
+	if err != nil || ref == nil || ref.Tag != dwarf.TagReferenceType && ref.Tag != dwarf.TagRvalueReferenceType {
+		return false
+	}
+	to, _ := ref.Val(dwarf.AttrType).(dwarf.Offset)
+	return d.strippedType(to) == class
+}
+
+// strippedType is the type at off without its typedefs, const and
+// volatile, and array dimensions (a member array of a class is as the
+// class).
+func (d *DebugInfo) strippedType(off dwarf.Offset) dwarf.Offset {
+	for range 16 {
+		r := d.dw.Reader()
+		r.Seek(off)
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return off
+		}
+		switch e.Tag {
+		case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagArrayType:
+			next, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+			if !ok {
+				return off
+			}
+			off = next
+		default:
+			return off
+		}
+	}
+	return off
 }
