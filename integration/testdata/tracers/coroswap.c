@@ -9,6 +9,11 @@
  *   coroswap low    mmap'd at a low address (also below)
  *   coroswap high   mmap'd above the main stack
  *
+ * Built with -DHIDDEN it finds swapcontext by dlsym, as a library would
+ * call it: the program does not import it, so return probes hook its
+ * calls in the tracee; with -DHIDDEN -DNOTAIL yield_to_main calls it
+ * and returns (no tail call: its own return is hooked in the tracee too).
+ *
  * Prints the three sums: 499500 999000 1498500. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -17,6 +22,16 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#ifdef HIDDEN
+#include <dlfcn.h>
+static int (*swapctx)(ucontext_t *, const ucontext_t *);
+#define swapcontext swapctx
+#endif
+#ifdef NOTAIL
+#define AFTER_SWAP __asm__ volatile("")
+#else
+#define AFTER_SWAP
+#endif
 
 #define STACK (64 << 10)
 
@@ -24,7 +39,11 @@ static ucontext_t mainc, co[3];
 static long vals[3];
 
 __attribute__((noinline)) long step(int id, long i) { return i * (id + 1); }
-__attribute__((noinline)) void yield_to_main(int id) { swapcontext(&co[id], &mainc); }
+__attribute__((noinline)) void yield_to_main(int id)
+{
+	swapcontext(&co[id], &mainc);
+	AFTER_SWAP;
+}
 __attribute__((noinline)) void body(int id)
 {
 	for (long i = 0; i < 1000; i++) {
@@ -67,6 +86,9 @@ static uintptr_t stackEnd(void)
 
 int main(int argc, char **argv)
 {
+#ifdef HIDDEN
+	swapctx = dlsym(RTLD_DEFAULT, "swapcontext");
+#endif
 	const char *where = argc > 1 ? argv[1] : "heap";
 	char *stacks = NULL;
 	if (strcmp(where, "low") == 0)
