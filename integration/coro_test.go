@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -106,5 +107,103 @@ func checkCoroDetach(t *testing.T, exe string) {
 		if r.code != 0 || r.stdout != "ready\nparked\n"+want.stdout {
 			t.Errorf("probe %v: after the detach coro should finish as untraced (%q), got %v", a, want.stdout, r)
 		}
+	}
+}
+
+// TestCoroutineSwapReturns is issue 35's coroutines (testdata/tracers/
+// coroswap.c): each yields by a tail call into swapcontext, which saves
+// the hooked return address (the trampoline) in its context, and calls
+// of the three at the same depth share nothing but their offsets in
+// stacks 64 KiB apart, in the heap, low in memory and above the main
+// stack. No hooked return may send a coroutine anywhere but where its own
+// call returns: the sums as untraced, run after run, in-process and not;
+// every return of step reported with step's own result, i*(id+1), the
+// entry before it; only the three last yields (never resumed) lost.
+// Built so that the program does not import swapcontext (hidden), step's
+// returns are hooked in the tracee and yield_to_main's by the tracer (its
+// tail call stops the thread); with notail both in the tracee, whose
+// shadow stack gives back the returns of a coroutine it leaves: then
+// most yields are lost, but none goes astray.
+func TestCoroutineSwapReturns(t *testing.T) {
+	const want = "499500 999000 1498500\n"
+	for _, build := range []struct {
+		name  string
+		flags []string
+	}{{"imported", nil}, {"hidden", []string{"-DHIDDEN"}}, {"notail", []string{"-DHIDDEN", "-DNOTAIL"}}} {
+		exe := builtOnce(t, "coroswap_"+build.name, filepath.Join("testdata", "tracers", "coroswap.c"), append(o2pie.flags(), build.flags...)...)
+		for _, where := range []string{"heap", "low", "high"} {
+			if r := runCmd(t, nil, exe, where); r.code != 0 || r.stdout != want {
+				t.Fatalf("coroswap %s untraced: want %q, got %v", where, want, r)
+			}
+			for _, mode := range [][]string{nil, {"--no-inprocess"}} {
+				name := build.name + "/" + where + "/inprocess"
+				if mode != nil {
+					name = build.name + "/" + where + "/no-inprocess"
+				}
+				// Every yield's return is seen but where the
+				// tracee hooks it.
+				exact := build.name != "notail" || mode != nil
+				t.Run(name, func(t *testing.T) {
+					for run := 0; run < 3; run++ {
+						checkCoroSwap(t, exe, where, mode, want, exact)
+					}
+				})
+			}
+		}
+	}
+}
+
+// checkCoroSwap runs coroswap once under return probes and once under
+// function_graph, with the probe options mode: every return of step
+// reported with its own result, and with exact, every yield's but the
+// last three's.
+func checkCoroSwap(t *testing.T, exe, where string, mode []string, want string, exact bool) {
+	t.Helper()
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "r.txt")
+	args := append(append([]string{"run", "-o", trace}, mode...), "p:step id=%di:s32 i=%si:s64", "r:step $retval:s64", "r:yield_to_main", "--", exe, where)
+	if r := probe(t, args...); r.code != 0 || r.stdout != want {
+		t.Fatalf("probe %v: want exit 0 and %q, got %v", args, want, r)
+	}
+	var id, i int64 = -1, -1
+	n := map[string]int{}
+	for _, e := range eventsIn(t, trace) {
+		n[e.name]++
+		switch e.name {
+		case "p_step_0":
+			if _, err := fmt.Sscanf(e.rest, " id=%d i=%d", &id, &i); err != nil {
+				t.Fatalf("entry of step: %q", e.line)
+			}
+		case "r_step_0":
+			// step is a leaf: its return comes right after its entry.
+			var got int64
+			if _, err := fmt.Sscanf(e.rest, " arg1=%d", &got); err != nil || e.retFunc != "step" || id < 0 || got != i*(id+1) {
+				t.Fatalf("return of step(%d, %d) should be %d: %q", id, i, i*(id+1), e.line)
+			}
+			id = -1
+		}
+	}
+	b, _ := os.ReadFile(trace)
+	if n["p_step_0"] != 3000 || n["r_step_0"] != 3000 || exact && (n["r_yield_to_main_0"] != 2997 || !strings.Contains(string(b), "\n# 3 returns lost")) {
+		t.Errorf("%v: want 3000 entries and returns of step, 2997 returns of yield_to_main and 3 lost, got %v:\n%s", mode, n, limit(string(b)))
+	}
+	js := filepath.Join(dir, "g.json")
+	args = append(append([]string{"run", "--tracer", "function_graph", "--format", "json", "-o", js}, mode...), "--", exe, where)
+	if r := probe(t, args...); r.code != 0 || r.stdout != want {
+		t.Fatalf("probe %v: want exit 0 and %q, got %v", args, want, r)
+	}
+	got := map[string]map[string]int{"func_entry": {}, "func_exit": {}, "func_lost": {}}
+	for _, e := range readJSONLines(t, js) {
+		if got[e.Event] != nil && (e.Func == "step" || e.Func == "yield_to_main") {
+			got[e.Event][e.Func]++
+		}
+	}
+	if !exact {
+		got["func_exit"]["yield_to_main"] += got["func_lost"]["yield_to_main"] - 3
+		got["func_lost"]["yield_to_main"] = 3
+	}
+	if w := map[string]int{"step": 3000, "yield_to_main": 3000}; !maps.Equal(got["func_entry"], w) ||
+		!maps.Equal(got["func_exit"], map[string]int{"step": 3000, "yield_to_main": 2997}) || !maps.Equal(got["func_lost"], map[string]int{"yield_to_main": 3}) {
+		t.Errorf("function_graph %v: entries %v, exits %v, lost %v; want every call of step and yield_to_main returned but the last 3 yields", mode, got["func_entry"], got["func_exit"], got["func_lost"])
 	}
 }

@@ -30,14 +30,21 @@ func (cs *callStack) remember(f *shadowFrame) {
 }
 
 // recalled returns the return address of a recently popped frame whose
-// slot was at sp.
-func (cs *callStack) recalled(sp uint64) (uint64, bool) {
+// slot was at sp, if the recent frames at sp agree on it: calls made
+// one after the other from one caller share a slot (step's and
+// yield_to_main's in a loop), and picking one of theirs would send the
+// thread to the wrong place.
+func (cs *callStack) recalled(sp uint64) (ret uint64, ok bool) {
 	for _, r := range cs.recent {
-		if r.sp == sp && r.ret != 0 {
-			return r.ret, true
+		switch {
+		case r.sp != sp || r.ret == 0:
+		case ok && r.ret != ret:
+			return 0, false
+		default:
+			ret, ok = r.ret, true
 		}
 	}
-	return 0, false
+	return ret, ok
 }
 
 // frameMode says what the function tracer does with a call.
@@ -65,6 +72,19 @@ type shadowFrame struct {
 	depth    int
 	hijacked bool // the return address was replaced by the trampoline
 	unhooked bool // ... and given back for an unwinder to read
+}
+
+// has reports whether a frame of cs has its slot at sp.
+func (cs *callStack) has(sp uint64) bool {
+	if cs == nil {
+		return false
+	}
+	for i := len(cs.frames) - 1; i >= 0; i-- {
+		if cs.frames[i].sp == sp {
+			return true
+		}
+	}
+	return false
 }
 
 // topOrNil is top for a stack that may not exist yet.

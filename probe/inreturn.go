@@ -70,8 +70,14 @@ func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 	} else {
 		// A tail call from a function whose return the tracer hooked
 		// (its trampoline at sp) returns through both: that frame
-		// stays.
-		t.dropDead(cs, sp, ret == t.trampoline && ret != 0, hit)
+		// stays. The tracee dropped its own frames at or below sp;
+		// one the tracer hooked may be a coroutine's, parked on
+		// another stack: stackAt leaves it be.
+		pos := sp
+		if ret == t.trampoline && ret != 0 {
+			pos--
+		}
+		cs = t.stackAt(hit.Tid, cs, pos, hit)
 	}
 	if s.fn != nil {
 		t.traceEnter(cs, &f, s.fn, hit)
@@ -89,11 +95,14 @@ func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 // replayReturn follows a return record: the frames at its slot return,
 // with %rax and %rdx as the function left them.
 func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
-	cs := t.shadow[rec.Tid]
-	if cs == nil || len(rec.Values) < singlestep.ReturnValues {
+	if len(rec.Values) < singlestep.ReturnValues {
 		return
 	}
 	slot := rec.Values[0]
+	cs := t.stackForReturn(rec.Tid, slot)
+	if !cs.has(slot) {
+		return
+	}
 	t.dropDead(cs, slot, true, hit)
 	top := cs.top()
 	if top == nil || top.sp != slot {

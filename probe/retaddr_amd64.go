@@ -86,3 +86,9 @@ func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {}
 
 // unhookChildLR: no link register.
 func (t *Tracer) unhookChildLR(child, tid int) {}
+
+// slotHooked reports whether frame f's slot still holds the trampoline.
+func (t *Tracer) slotHooked(f *shadowFrame) bool {
+	w, ok := t.readWord(f.sp)
+	return ok && w == t.trampoline
+}

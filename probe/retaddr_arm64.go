@@ -260,3 +260,11 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 		t.proc.SetRegs(child, &regs)
 	}
 }
+
+// slotHooked reports whether the x30 frame f's function saved still
+// holds the trampoline; true too when that cannot be read (not saved
+// yet, a leaf): not known to be over.
+func (t *Tracer) slotHooked(f *shadowFrame) bool {
+	_, w, ok := t.savedReturn(t.proc, f)
+	return !ok || t.stripPAC(w) == t.trampoline
+}

@@ -92,9 +92,11 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 	if f := cs.topOrNil(); f != nil && f.sp < slot && slot-f.sp <= 0xffff && t.popsOnReturn(f.site, slot-f.sp) {
 		slot = f.sp // it returned with ret $n
 	}
-	if cs != nil {
+	if cs.has(slot) {
 		t.dropDead(cs, slot, true, hit)
 	}
+	// (With no frame at the slot, the running stack may be another
+	// stack's calls, not deeper ones of this: nothing is dropped.)
 	if cs == nil || cs.top() == nil || cs.top().sp != slot {
 		if cs != nil {
 			if ret, ok := cs.recalled(slot); ok {

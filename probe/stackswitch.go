@@ -43,8 +43,7 @@ func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *
 			t.dropAbove(c, i+1, hit)
 			return c
 		}
-		t.dropDead(cs, sp, true, hit)
-		return cs
+		return t.stackAt(tid, cs, sp, hit)
 	}
 	top := cs.top()
 	if top == nil && len(t.parked[tid]) == 0 {
@@ -55,9 +54,7 @@ func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *
 	}
 	c, i, end, ok := t.enclosingFrame(tid, ret, sp, tracee.FP(regs))
 	if !ok {
-		// The chain cannot be walked: as on one stack.
-		t.dropDead(cs, sp, false, hit)
-		return cs
+		return t.stackAt(tid, cs, sp, hit)
 	}
 	// The frames of ours the unwind passed over, in [sp, end), are on
 	// this stack and not callers of this entry: over, and so is every
@@ -167,6 +164,37 @@ func (t *Tracer) pruneParked(tid int, hit *Hit) {
 	t.parked[tid] = kept
 }
 
+// stackAt is the stack of an entry at sp whose caller chain is not known:
+// cs, the running one, if the frames of cs at or below sp are over (their
+// slots written since); else a new one. A frame whose slot still holds
+// the trampoline may be a live call of another stack (and swapcontext may
+// have copied the trampoline into a saved context, so giving its return
+// address back would not do): it is left alone.
+func (t *Tracer) stackAt(tid int, cs *callStack, sp uint64, hit *Hit) *callStack {
+	if t.dropOver(cs, sp, hit) {
+		return cs
+	}
+	c := &callStack{lane: int64(tid)}
+	t.runOn(tid, c)
+	t.pruneParked(tid, hit)
+	return c
+}
+
+// dropOver loses the frames from the top of cs whose slots are at or
+// below pos and no longer hold the trampoline: calls over, whose slots
+// later calls have written. It stops at one whose slot still holds it,
+// and then reports false: that one may be a live call of another stack
+// (coroutines' stacks are anywhere in the heap, below sp or above it).
+func (t *Tracer) dropOver(cs *callStack, pos uint64, hit *Hit) bool {
+	for f := cs.top(); f != nil && f.sp <= pos; f = cs.top() {
+		if f.hijacked && !f.unhooked && t.slotHooked(f) {
+			return false
+		}
+		t.lose(cs, hit, false)
+	}
+	return true
+}
+
 // dropAbove loses the frames of s from index i up: calls over although
 // their returns were never seen.
 func (t *Tracer) dropAbove(s *callStack, i int, hit *Hit) {
@@ -243,9 +271,13 @@ func (t *Tracer) unwindStep(pc, sp, bp uint64, caller bool) (u unwound, ok bool)
 	rule, found := callerRuleIn(t.space.ModuleAt(look), look)
 	if !found && caller {
 		// A return address made by hand at a function's first
-		// instruction (makecontext's __start_context), not after a call.
-		look = pc
-		rule, found = callerRuleIn(t.space.ModuleAt(look), look)
+		// instruction (makecontext's __start_context), not after a
+		// call: the first frame of a context, which nothing called.
+		// (Its CFI, the CIE's default, would read the word above it,
+		// uc_link, as a return address.)
+		if _, found = callerRuleIn(t.space.ModuleAt(pc), pc); found {
+			return unwound{cfa: sp, fp: bp}, true
+		}
 	}
 	switch {
 	case !found:
