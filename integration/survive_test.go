@@ -77,6 +77,7 @@ func TestKill9Reattach(t *testing.T) {
 	p := startBg(t, nil, exe, "threads", "4")
 	p.waitStdout(t, "ready", 10*time.Second)
 	pid := strconv.Itoa(p.pid())
+	before := probeMappings(procMaps(t, p.pid()))
 	rounds := 3
 	if runtime.GOARCH == "arm64" {
 		rounds = 1 // an attach takes seconds under TCG
@@ -91,13 +92,18 @@ func TestKill9Reattach(t *testing.T) {
 		if p.exited() {
 			t.Fatalf("round %d: the program ended after probe's SIGKILL: %v", i, p.res)
 		}
-		const putBack = "that an earlier probe left patched (killed before it could detach)\n"
+		const putBack = "that an earlier probe left patched (killed before it could detach)"
 		r := probe(t, "attach", "--duration", "300ms", pid, "p:outer x=%di => count")
 		if r.code != 0 || !strings.Contains(r.stderr, putBack) || !regexp.MustCompile(`# count of probe/p_outer_0: [1-9]\d* hits, 1 key`).MatchString(r.stdout) {
 			t.Fatalf("round %d: attach after a kill -9: want exit 0, a count of outer and %q; got %v", i, putBack, r)
 		}
 		if r := probe(t, "attach", "--duration", "300ms", "-o", os.DevNull, "--tracer", "function_graph", pid); r.code != 0 || r.stderr != "" {
 			t.Fatalf("round %d: function_graph after a kill -9 and an attach: %v", i, r)
+		}
+		// The killed probe's rings and pages went at the attach after
+		// it, the rest at the detaches.
+		if got := probeMappings(procMaps(t, p.pid())); got != before {
+			t.Fatalf("round %d: probe's mappings left:\n%s", i, got)
 		}
 	}
 	p.signal(t, syscall.SIGTERM)

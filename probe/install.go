@@ -17,6 +17,16 @@ type xolArea struct {
 	base, size, used uint64
 }
 
+// xolMagic begins every XOL area: int3s (arm64: brk), should anything
+// jump there, and the maker's name.
+var xolMagic = func() (m [singlestep.SlotSize]byte) {
+	for i := range m {
+		m[i] = singlestep.BreakpointInsn[i%len(singlestep.BreakpointInsn)]
+	}
+	copy(m[len(singlestep.BreakpointInsn):], "probe xol")
+	return m
+}()
+
 const (
 	xolAreaSize = 256 << 10
 	// How far slots may be from the code they were copied from.
@@ -291,7 +301,11 @@ func (t *Tracer) newXOLArea(anchor int, addr uint64) (*xolArea, error) {
 	if err != nil {
 		return nil, fmt.Errorf("map XOL area: %w", err)
 	}
-	a := &xolArea{base: base, size: xolAreaSize}
+	// Its first slot says whose it is: a probe killed before it could
+	// detach leaves it behind, and the next one takes it back
+	// (restoreLeftovers).
+	t.proc.WriteAt(xolMagic[:], int64(base))
+	a := &xolArea{base: base, size: xolAreaSize, used: singlestep.SlotSize}
 	t.xol = append(t.xol, a)
 	t.mapped = append(t.mapped, mappedRange{base, xolAreaSize})
 	return a, nil

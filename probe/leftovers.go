@@ -33,6 +33,7 @@ type mapsSummary struct {
 	// rwPrivate are readable, writable private mappings: stacks.
 	rwPrivate [][2]uint64
 	exec      [][2]uint64 // every executable mapping
+	files     [][2]uint64 // probe's memory files: rings, mailboxes
 }
 
 func readMapsSummary(pid int) (mapsSummary, error) {
@@ -64,6 +65,7 @@ func readMapsSummary(pid int) (mapsSummary, error) {
 		switch {
 		case strings.HasPrefix(path, "/memfd:probe "):
 			ms.marked = true
+			ms.files = append(ms.files, [2]uint64{start, end})
 		case fields[1][2] != 'x':
 		case path == "":
 			ms.anonX = append(ms.anonX, [2]uint64{start, end})
@@ -85,14 +87,17 @@ func inRanges(rs [][2]uint64, addr uint64) bool {
 	return false
 }
 
-// textPatch is a run of text to put back: the file's bytes at addr.
+// textPatch is a run of text to put back: the file's bytes at addr, over
+// what was there.
 type textPatch struct {
-	addr uint64
-	orig []byte
+	addr          uint64
+	orig, patched []byte
 }
 
-// restoreLeftovers puts back the text an earlier probe left patched, and
-// says so; called at attach, before any probe goes in.
+// restoreLeftovers puts back the text an earlier probe left patched and
+// the return addresses it hooked in the tracee (its rings hold them),
+// removes its mappings if no thread can reach them any more, and says
+// so; called at attach, before any probe goes in.
 func (t *Tracer) restoreLeftovers() {
 	ms, err := readMapsSummary(t.pid)
 	if err != nil || !ms.marked {
@@ -102,9 +107,7 @@ func (t *Tracer) restoreLeftovers() {
 	for _, r := range ms.fileX {
 		patches = append(patches, t.leftoversIn(&ms, r[0], r[1])...)
 	}
-	if len(patches) == 0 {
-		return
-	}
+	old := t.leftoverMappings(&ms, patches)
 	t.holdForInstall()
 	done := 0
 	for _, p := range patches {
@@ -112,7 +115,121 @@ func (t *Tracer) restoreLeftovers() {
 			done++
 		}
 	}
-	fmt.Fprintf(os.Stderr, "probe: pid %d: put back %d places in its text that an earlier probe left patched (killed before it could detach)\n", t.pid, done)
+	returns, hooked := t.unhookLeftoverReturns(&ms, old)
+	unmapped := 0
+	if !hooked && t.installHeld != nil && !t.leftoversReached(&ms, old) {
+		for _, m := range old {
+			if t.proc.Unmap(t.anchor, m.addr, m.size) == nil {
+				unmapped++
+			}
+		}
+	}
+	if done+returns > 0 {
+		fmt.Fprintf(os.Stderr, "probe: pid %d: put back %d places in its text that an earlier probe left patched (killed before it could detach), %d return addresses it had hooked; %d of its %d mappings removed\n", t.pid, done, returns, unmapped, len(old))
+	}
+}
+
+// leftoverMappings are an earlier probe's mappings: its memory files,
+// and the anonymous executable mappings its XOL areas' first slot names
+// (xolMagic) or a detour of patches leads into.
+func (t *Tracer) leftoverMappings(ms *mapsSummary, patches []textPatch) []mappedRange {
+	var old []mappedRange
+	for _, r := range ms.files {
+		old = append(old, mappedRange{r[0], r[1] - r[0]})
+	}
+	head := make([]byte, len(xolMagic))
+	for _, r := range ms.anonX {
+		n, _ := t.proc.ReadAt(head, int64(r[0]))
+		ours := n == len(head) && bytes.Equal(head, xolMagic[:])
+		for _, p := range patches {
+			if target, _, ok := singlestep.DirectBranch(p.patched, p.addr); ok && target >= r[0] && target < r[1] {
+				ours = true
+			}
+		}
+		if ours {
+			old = append(old, mappedRange{r[0], r[1] - r[0]})
+		}
+	}
+	return old
+}
+
+// unhookLeftoverReturns gives back the return addresses the earlier
+// probe's in-process hooks swapped, as its rings' shadow stacks list
+// them, where the slot still holds an address in its pages (its
+// trampoline). hooked: some could not be given back (arm64 keeps them in
+// registers or where a function's CFI says; a layout not understood).
+func (t *Tracer) unhookLeftoverReturns(ms *mapsSummary, old []mappedRange) (n int, hooked bool) {
+	inOld := func(v uint64) bool {
+		for _, m := range old {
+			if v >= m.addr && v < m.addr+m.size {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range ms.files {
+		l, ok := leftoverLayout(f[1] - f[0])
+		if !ok {
+			continue
+		}
+		l.Base = f[0]
+		for slot := 0; slot < l.Slots; slot++ {
+			ring := l.Base + singlestep.RingsHeader + uint64(slot)*l.Stride()
+			owner, ok1 := t.readWord(ring + singlestep.RingOwner)
+			top, ok2 := t.readWord(ring + singlestep.RingShadowTop)
+			if !ok1 || !ok2 || owner == 0 || uint32(top) == 0 {
+				continue
+			}
+			if !returnInSlot {
+				return n, true
+			}
+			for i := uint64(0); i < uint64(min(uint32(top), singlestep.ShadowFrames)); i++ {
+				at := ring + singlestep.RingShadow + i*singlestep.ShadowFrameSize
+				slotAddr, ok1 := t.readWord(at)
+				ret, ok2 := t.readWord(at + 8)
+				if !ok1 || !ok2 {
+					return n, true
+				}
+				if w, ok := t.readWord(slotAddr); ok && inOld(w) && ret&singlestep.UnhookedBit == 0 {
+					if t.writeWord(slotAddr, ret) {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n, false
+}
+
+// leftoverLayout is the ring layout whose mapping is size bytes long, if
+// one is: the default count of rings, of a power of two's size.
+func leftoverLayout(size uint64) (singlestep.RecordLayout, bool) {
+	l := singlestep.RecordLayout{Slots: defaultRings}
+	if size <= singlestep.RingsHeader {
+		return l, false
+	}
+	stride := (size - singlestep.RingsHeader) / uint64(l.Slots)
+	if stride <= singlestep.RingHeaderSize {
+		return l, false
+	}
+	l.RingSize = stride - singlestep.RingHeaderSize
+	page := uint64(os.Getpagesize())
+	return l, l.Check() == nil && (l.Size()+page-1)&^(page-1) == size
+}
+
+// leftoversReached reports whether a held thread is in the earlier
+// probe's pages, or a signal handler took one out of them.
+func (t *Tracer) leftoversReached(ms *mapsSummary, old []mappedRange) bool {
+	saved := t.mapped
+	t.mapped = old
+	defer func() { t.mapped = saved }()
+	code := map[uint64]bool{}
+	for _, tid := range append([]int{t.anchor}, t.installHeld...) {
+		if _, ok := t.reachesMapped(tid, ms, code); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // leftoversIn finds our leftovers in the text mapped at [start, end).
@@ -135,7 +252,7 @@ func (t *Tracer) leftoversIn(ms *mapsSummary, start, end uint64) []textPatch {
 	}
 	var patches []textPatch
 	put := func(from, to int) {
-		patches = append(patches, textPatch{start + uint64(from), file[from:to]})
+		patches = append(patches, textPatch{start + uint64(from), file[from:to], mem[from:to]})
 	}
 	brk := singlestep.BreakpointInsn
 	for i := 0; i < len(mem); i++ {

@@ -583,7 +583,7 @@ func (t *Tracer) entryStub(anchor int, st *site) *singlestep.MailboxStub {
 func (t *Tracer) allocDetour(anchor int, addr uint64, size int) (base uint64, slots int, err error) {
 	slots = max(1, (size+singlestep.SlotSize-1)/singlestep.SlotSize)
 	need := uint64(slots * singlestep.SlotSize)
-	if need > xolAreaSize {
+	if need > xolAreaSize-singlestep.SlotSize {
 		return 0, 0, fmt.Errorf("a detour of %d bytes: larger than an XOL area", size)
 	}
 	for _, a := range t.xol {
@@ -597,8 +597,9 @@ func (t *Tracer) allocDetour(anchor int, addr uint64, size int) (base uint64, sl
 	if err != nil {
 		return 0, 0, err
 	}
-	a.used = need
-	return a.base, slots, nil
+	base = a.base + a.used
+	a.used += need
+	return base, slots, nil
 }
 
 // freeSlots gives back the slots allocDetour took, last first.
