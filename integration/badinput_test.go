@@ -99,6 +99,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown tracer", []string{"--tracer", "bogus", "{pid}"}, q(`probe: --tracer: unknown tracer "bogus" (want nop, function, function_graph, profile or stack)`), nil},
 		{"bad format", []string{"--format", "xml", "{pid}", "p:work"}, q(`probe: --format: unknown format "xml" (want text, json, chrome, perfetto, pprof, folded, graph, profile or otlp)`), nil},
 		{"unknown flag", []string{"--bogus", "{pid}", "p:work"}, q(`probe: flag provided but not defined: -bogus`), nil},
+		// (-: deletes an event defined before it: a spec, not a flag.)
+		{"delete of no event", []string{"{pid}", "p:work", "-:p_nowork_0"}, q(`probe: no event probe/p_nowork_0`), nil},
 		{"bad flag value", []string{"--max-depth", "deep", "{pid}"}, q(`probe: --max-depth "deep": parse error`), nil},
 		{"bad duration", []string{"--duration", "forever", "{pid}", "p:work"}, q(`probe: --duration "forever": not a duration (e.g. 5s, 1m30s, 100ms)`), nil},
 		{"duration without unit", []string{"--duration", "5", "{pid}", "p:work"}, q(`probe: --duration "5": missing unit (e.g. 5s, 100ms)`), nil},

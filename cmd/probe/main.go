@@ -281,16 +281,31 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 // parseInterleaved parses fs's flags anywhere among args and returns the
 // positional arguments, in order.
 func parseInterleaved(fs *flag.FlagSet, args []string) (pos []string, err error) {
-	for {
-		if err := fs.Parse(args); err != nil {
+	for len(args) > 0 {
+		// A delete spec (-:EVENT) is positional, though it starts
+		// with a dash: the flags are parsed up to the next one.
+		if isDeleteSpec(args[0]) {
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		n := len(args)
+		if i := slices.IndexFunc(args, isDeleteSpec); i >= 0 {
+			n = i
+		}
+		if err := fs.Parse(args[:n]); err != nil {
 			return nil, err
 		}
-		if args = fs.Args(); len(args) == 0 {
-			return pos, nil
+		rest := fs.Args()
+		if len(rest) > 0 {
+			pos = append(pos, rest[0])
+			rest = rest[1:]
 		}
-		pos, args = append(pos, args[0]), args[1:]
+		args = append(slices.Clip(rest), args[n:]...)
 	}
+	return pos, nil
 }
+
+func isDeleteSpec(arg string) bool { return strings.HasPrefix(arg, "-:") }
 
 // outputFlag is -o's file: -o "" (an unset variable, say) would be
 // standard output, silently.
