@@ -146,6 +146,18 @@ func TestPatch(t *testing.T) {
 	if n := strings.Count(readFile(t, fmt.Sprintf("/proc/%d/maps", s.pid())), f.lib); n == 0 {
 		t.Errorf("%s is not mapped", f.lib)
 	}
+	// A probe killed with a probe in leaves its detour; the next attach
+	// puts that back, not the patch, and keeps the patch's trampoline.
+	pr := startBg(t, nil, probeBin, "attach", "-v", "-o", os.DevNull, pid, "p:scale x=%di")
+	waitStderr(t, pr, "probe/p_scale_0: in-process", 30*time.Second)
+	pr.cmd.Process.Kill()
+	pr.wait(t, 10*time.Second)
+	if r := probe(t, "attach", "--duration", "200ms", "-o", os.DevNull, pid, "p:scale x=%di"); r.code != 0 || !strings.Contains(r.stderr, "put back 1 places in its text that an earlier probe left patched") {
+		t.Errorf("attach after a kill -9, patched: want the detour put back alone, got %v", r)
+	}
+	if a := s.compute(t, 2); a != "compute(2) = 6" {
+		t.Errorf("patched, after a kill -9 and an attach: %q", a)
+	}
 	fmt.Fprintln(s.in, "quit")
 	if r := s.wait(t, 10*time.Second); r.code != 0 {
 		t.Errorf("the server: %v", r)

@@ -28,9 +28,7 @@ import (
 // first detach; redis-server under function_graph at the 2nd-5th).
 func TestDetachTailIntoStop(t *testing.T) {
 	t.Parallel()
-	exe := builtOnce(t, "tailtrap", filepath.Join("testdata", "inprocess", "tailtrap.c"), "-O2", "-g", "-Wall")
-	p := startBg(t, nil, exe, "threads", "4")
-	p.waitStdout(t, "ready", 10*time.Second)
+	p := startTailtrap(t)
 	pid := strconv.Itoa(p.pid())
 	cycles := 6
 	if runtime.GOARCH == "arm64" {
@@ -58,10 +56,7 @@ func TestDetachTailIntoStop(t *testing.T) {
 			t.Fatalf("cycle %d: after %v the mappings differ:\nbefore:\n%s\nafter:\n%s", i, args, before, after)
 		}
 	}
-	p.signal(t, syscall.SIGTERM)
-	if r := p.wait(t, 10*time.Second); r.code != 0 || r.stdout != "ready\nok\n" || r.stderr != "" {
-		t.Fatalf("tailtrap threads 4: want exit 0, ready and ok; got %v", r)
-	}
+	stopTailtrap(t, p)
 }
 
 // TestKill9Reattach: probe killed by SIGKILL with in-process probes in
@@ -73,9 +68,7 @@ func TestDetachTailIntoStop(t *testing.T) {
 // program checking every result throughout.
 func TestKill9Reattach(t *testing.T) {
 	t.Parallel()
-	exe := builtOnce(t, "tailtrap", filepath.Join("testdata", "inprocess", "tailtrap.c"), "-O2", "-g", "-Wall")
-	p := startBg(t, nil, exe, "threads", "4")
-	p.waitStdout(t, "ready", 10*time.Second)
+	p := startTailtrap(t)
 	pid := strconv.Itoa(p.pid())
 	before := probeMappings(procMaps(t, p.pid()))
 	rounds := 3
@@ -106,10 +99,7 @@ func TestKill9Reattach(t *testing.T) {
 			t.Fatalf("round %d: probe's mappings left:\n%s", i, got)
 		}
 	}
-	p.signal(t, syscall.SIGTERM)
-	if r := p.wait(t, 10*time.Second); r.code != 0 || r.stdout != "ready\nok\n" || r.stderr != "" {
-		t.Fatalf("tailtrap threads 4: want exit 0, ready and ok; got %v", r)
-	}
+	stopTailtrap(t, p)
 }
 
 // procMaps is the text of /proc/PID/maps.
@@ -120,4 +110,23 @@ func procMaps(t *testing.T, pid int) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// startTailtrap starts tailtrap's four threads checking every result,
+// and waits until they run.
+func startTailtrap(t *testing.T) *bg {
+	t.Helper()
+	exe := builtOnce(t, "tailtrap", filepath.Join("testdata", "inprocess", "tailtrap.c"), "-O2", "-g", "-Wall")
+	p := startBg(t, nil, exe, "threads", "4")
+	p.waitStdout(t, "ready", 10*time.Second)
+	return p
+}
+
+// stopTailtrap ends tailtrap: its threads found every result right.
+func stopTailtrap(t *testing.T, p *bg) {
+	t.Helper()
+	p.signal(t, syscall.SIGTERM)
+	if r := p.wait(t, 10*time.Second); r.code != 0 || r.stdout != "ready\nok\n" || r.stderr != "" {
+		t.Fatalf("tailtrap threads 4: want exit 0, ready and ok; got %v", r)
+	}
 }

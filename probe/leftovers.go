@@ -3,8 +3,10 @@ package probe
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,11 +105,23 @@ func (t *Tracer) restoreLeftovers() {
 	if err != nil || !ms.marked {
 		return
 	}
+	// A live patch (probe patch) is meant to stay: its branch and the
+	// XOL area of its trampoline are not leftovers.
+	_, live, err := readPatches(t.pid, t.proc)
+	if err != nil && !errors.Is(err, errNoMarker) {
+		return // what is ours cannot be told
+	}
 	var patches []textPatch
 	for _, r := range ms.fileX {
-		patches = append(patches, t.leftoversIn(&ms, r[0], r[1])...)
+		for _, p := range t.leftoversIn(&ms, r[0], r[1]) {
+			if !slices.ContainsFunc(live, func(lp Patch) bool {
+				return p.addr < lp.Addr+uint64(len(lp.Orig)) && lp.Addr < p.addr+uint64(len(p.orig))
+			}) {
+				patches = append(patches, p)
+			}
+		}
 	}
-	old := t.leftoverMappings(&ms, patches)
+	old := slices.DeleteFunc(t.leftoverMappings(&ms, patches), func(m mappedRange) bool { return m.holdsTrampoline(live) })
 	t.holdForInstall()
 	done := 0
 	for _, p := range patches {

@@ -3,8 +3,10 @@ package probe
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -91,8 +93,15 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 			return
 		}
 	}
+	_, live, err := readPatches(t.pid, t.proc)
+	if err != nil && !errors.Is(err, errNoMarker) {
+		return
+	}
 	for _, m := range t.mapped {
-		t.proc.Unmap(runner, m.addr, m.size)
+		// A live patch's trampoline stays as long as the patch.
+		if !m.holdsTrampoline(live) {
+			t.proc.Unmap(runner, m.addr, m.size)
+		}
 	}
 	t.mapped = nil
 }
@@ -141,6 +150,11 @@ func (t *Tracer) reachesMapped(tid int, ms *mapsSummary, code map[uint64]bool) (
 		}
 	}
 	return "", false
+}
+
+// holdsTrampoline reports whether a live patch's trampoline is in m.
+func (m mappedRange) holdsTrampoline(live []Patch) bool {
+	return slices.ContainsFunc(live, func(lp Patch) bool { return lp.Tramp >= m.addr && lp.Tramp < m.addr+m.size })
 }
 
 func (t *Tracer) inMapped(v uint64) bool {
