@@ -22,6 +22,15 @@ import (
 // the running tracee untouched: its mappings and the bytes of its code
 // (and of its libraries' data) are what they were, no thread is traced
 // or stopped afterwards, and it finishes its work correctly.
+// permissionHint is what a refusal for want of permission advises: Yama's
+// ptrace_scope is named only on a kernel that has Yama.
+func permissionHint() string {
+	if _, err := os.Stat("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		return "check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE"
+	}
+	return "run as its user, or with CAP_SYS_PTRACE"
+}
+
 func TestBadInput(t *testing.T) {
 	spin := bin("spin", o0pie)
 	s := startSpin(t, o0pie, 2, 60*time.Second)
@@ -51,11 +60,7 @@ func TestBadInput(t *testing.T) {
 		run func(t *testing.T, args []string) result
 	}
 	q := regexp.QuoteMeta
-	// Yama's ptrace_scope is named only on a kernel that has Yama.
-	permissionHint := "run as its user, or with CAP_SYS_PTRACE"
-	if _, err := os.Stat("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
-		permissionHint = "check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE"
-	}
+	permissionHint := permissionHint()
 	cases := []badCase{
 		// Malformed specs.
 		{"unknown probe type", []string{"{pid}", "q:work"}, q(`probe: bad probe "q:work": "q": unknown probe type (want p:, r:, o: or -:)`), nil},

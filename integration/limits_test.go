@@ -92,7 +92,7 @@ func TestCommandBadInput(t *testing.T) {
 	// does: refused as attach is.
 	s := startSpin(t, o0pie, 1, 60*time.Second)
 	r := asNobody(t, []string{"list", strconv.Itoa(s.pid())})
-	want := fmt.Sprintf("probe: pid %d: not permitted to read its memory map (check /proc/sys/kernel/yama/ptrace_scope, or run with CAP_SYS_PTRACE)\n", s.pid())
+	want := fmt.Sprintf("probe: pid %d: not permitted to read its memory map (%s)\n", s.pid(), permissionHint())
 	if r.code != 2 || r.stderr != want {
 		t.Errorf("probe list as nobody: want exit 2 and %q, got %v", want, r)
 	}
