@@ -36,7 +36,7 @@ const maxWalk = 256
 func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *Hit) *callStack {
 	cs := t.threadStack(tid)
 	sp := tracee.SP(regs)
-	if ret != 0 && (ret == t.trampoline || t.inproc != nil && ret == t.inproc.trampoline) {
+	if t.isTrampoline(ret) {
 		// A tail call: the caller's slot is [sp] itself.
 		if c, i := t.frameAt(tid, sp); c != nil {
 			t.runOn(tid, c)

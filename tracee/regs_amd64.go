@@ -130,9 +130,3 @@ func (p *Process) SkipSyscall(tid int, regs *unix.PtraceRegs) error {
 
 // SetResult sets the result register (a function's or a system call's).
 func SetResult(r *unix.PtraceRegs, v uint64) { r.Rax = v }
-
-// GeneralRegs lists the general registers' values, rip and rsp among them.
-func GeneralRegs(r *unix.PtraceRegs) []uint64 {
-	return []uint64{r.Rax, r.Rbx, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Rbp, r.Rsp,
-		r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15, r.Rip}
-}

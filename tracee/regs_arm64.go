@@ -144,8 +144,3 @@ func (p *Process) SkipSyscall(tid int, regs *unix.PtraceRegs) error {
 
 // SetResult sets the result register (a function's or a system call's).
 func SetResult(r *unix.PtraceRegs, v uint64) { r.Regs[0] = v }
-
-// GeneralRegs lists the general registers' values, pc and sp among them.
-func GeneralRegs(r *unix.PtraceRegs) []uint64 {
-	return append(r.Regs[:31:31], r.Sp, r.Pc)
-}
