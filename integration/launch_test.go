@@ -70,7 +70,7 @@ func TestRunStartsAsUntraced(t *testing.T) {
 func TestOutputReaderGone(t *testing.T) {
 	t.Parallel()
 	s := startSpin(t, o2pie, 1, 60*time.Second)
-	cmd := exec.Command(probeBin, "attach", strconv.Itoa(s.pid()), "p:work k=%di")
+	cmd := exec.Command(probeBin, archArgs(probeBin, []string{"attach", strconv.Itoa(s.pid()), "p:work k=%di"})...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

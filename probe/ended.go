@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,4 +40,16 @@ func endedWhileAttaching(p *tracee.Process) (err *EndedError, ok bool) {
 		}
 	}
 	return e, e.Status.Exited
+}
+
+// endedWhileLoading is endedWhileAttaching for a process whose memory
+// map could not be read: a process in exit_group loses its map before
+// every thread shows it is dying (one between taking its SIGKILL and
+// entering do_exit shows neither: a window TCG widens), so it is asked
+// again for up to 100 ms.
+func endedWhileLoading(p *tracee.Process) (*EndedError, bool) {
+	for i := 0; i < 20 && !p.AllDying(); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return endedWhileAttaching(p)
 }

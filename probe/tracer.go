@@ -292,7 +292,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.pacMask = proc.PACMask(anchor)
 		t.space, err = symbols.LoadProcess(proc.Pid)
 		if err != nil {
-			if ended, ok := endedWhileAttaching(proc); ok {
+			if ended, ok := endedWhileLoading(proc); ok {
 				errc <- ended // killed while we read its maps: they were gone
 				return
 			}
