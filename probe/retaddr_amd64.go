@@ -92,13 +92,3 @@ func (t *Tracer) slotHooked(f *shadowFrame) bool {
 	w, ok := t.readWord(f.sp)
 	return ok && w == t.trampoline
 }
-
-// inprocHooked reports whether the return address of frame f, a call
-// hooked in the tracee, is still the in-process trampoline.
-func (t *Tracer) inprocHooked(f *shadowFrame) bool {
-	if t.inproc == nil {
-		return false
-	}
-	w, ok := t.readWord(f.sp)
-	return ok && w == t.inproc.trampoline
-}

@@ -268,17 +268,3 @@ func (t *Tracer) slotHooked(f *shadowFrame) bool {
 	_, w, ok := t.savedReturn(t.proc, f)
 	return !ok || t.stripPAC(w) == t.trampoline
 }
-
-// inprocHooked reports whether the return address of frame f, a call
-// hooked in the tracee, is still the in-process trampoline where its
-// function saved it: the tracee drops such a frame as dead when another
-// stack's entry is above it, and cannot give it back (it does not know
-// where it is saved); the tracer keeps it for the return that may come
-// (onInprocTrap).
-func (t *Tracer) inprocHooked(f *shadowFrame) bool {
-	if t.inproc == nil {
-		return false
-	}
-	_, w, ok := t.savedReturn(t.proc, f)
-	return ok && t.stripPAC(w) == t.inproc.trampoline
-}

@@ -187,7 +187,7 @@ func (t *Tracer) stackAt(tid int, cs *callStack, sp uint64, hit *Hit) *callStack
 // (coroutines' stacks are anywhere in the heap, below sp or above it).
 func (t *Tracer) dropOver(cs *callStack, pos uint64, hit *Hit) bool {
 	for f := cs.top(); f != nil && f.sp <= pos; f = cs.top() {
-		if f.hijacked && !f.unhooked && t.slotHooked(f) || !f.hijacked && t.inprocHooked(f) {
+		if f.hijacked && !f.unhooked && t.slotHooked(f) {
 			return false
 		}
 		t.lose(cs, hit, false)
