@@ -269,42 +269,10 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 	t.inproc.rings.SetShadow(tid, frames)
 }
 
-// onInprocTrap handles a thread at the in-process trampoline's trap: it
+// onInprocTrap handles a thread at the in-process trampoline's int3: it
 // returned through the trampoline, and its shadow stack has no frame for
-// the slot. On arm64 the tracee drops a frame it takes for dead (its key
-// below an entry's sp) without giving its return address back, which it
-// cannot place; a coroutine parked on another stack (a heap block below
-// the running one's) is such a frame, and its return comes after all.
-// The tracer's own stacks keep it (stackAt parks, not drops, another
-// stack's frames): the thread is sent there, every register as the
-// function returned (issue 35: swapcontext found through dlsym). Else,
-// nowhere to send it.
+// the slot. Nowhere to send it.
 func (t *Tracer) onInprocTrap(tid int, regs *unix.PtraceRegs) {
-	if !returnInSlot {
-		key := tracee.SP(regs)
-		ret := uint64(0)
-		if c, i := t.frameAt(tid, key); c != nil {
-			ret = c.frames[i].ret
-		}
-		// The return's record, handed on, reports the frame's return
-		// and pops it; without one (a ring full), it is popped here.
-		t.drainAll()
-		if cs := t.stackForReturn(tid, key); ret != 0 && cs.has(key) {
-			hit := t.newHit(tid, regs)
-			t.dropDead(cs, key, true, hit)
-			for f := cs.top(); f != nil && f.sp == key && !f.hijacked; f = cs.top() {
-				fr := cs.pop()
-				t.returned(cs, &fr, hit)
-			}
-		}
-		if ret != 0 && !t.isTrampoline(ret) {
-			regs.SetPC(ret)
-			setLinkRegister(regs, ret)
-			t.proc.SetRegs(tid, regs)
-			t.proc.Cont(tid, 0)
-			return
-		}
-	}
 	t.loopErr = fmt.Errorf("thread %d returned through the in-process trampoline with no frame (sp %#x)", tid, tracee.SP(regs))
 	t.passTrap(tid)
 }
