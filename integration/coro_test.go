@@ -148,6 +148,17 @@ func TestCoroutineSwapReturns(t *testing.T) {
 				t.Fatalf("coroswap %s untraced: want %q, got %v", where, want, r)
 			}
 			for _, mode := range [][]string{nil, {"--no-inprocess"}} {
+				if runtime.GOARCH == "arm64" && build.name != "imported" && mode == nil {
+					// Not yet on arm64: with swapcontext not
+					// imported, returns are hooked in the tracee,
+					// which drops a parked coroutine's frame as
+					// dead and cannot give its return address back
+					// (it does not know where the function saved
+					// x30): the coroutine's return finds no frame
+					// and the program is killed (README, Not
+					// promised).
+					continue
+				}
 				name := build.name + "/" + where + "/inprocess"
 				if mode != nil {
 					name = build.name + "/" + where + "/no-inprocess"
