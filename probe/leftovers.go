@@ -1,16 +1,15 @@
 package probe
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
 )
 
 // Leftovers of a probe killed before it could detach (kill -9): text
@@ -40,42 +39,27 @@ type mapsSummary struct {
 
 func readMapsSummary(pid int) (mapsSummary, error) {
 	var ms mapsSummary
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
-	if err != nil {
-		return ms, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
+	maps, err := tracee.ReadMaps(pid)
+	for _, m := range maps {
+		r := [2]uint64{m.Start, m.End}
+		if m.Exec() {
+			ms.exec = append(ms.exec, r)
 		}
-		lo, hi, _ := strings.Cut(fields[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		path := strings.Join(fields[5:], " ")
-		if fields[1][2] == 'x' {
-			ms.exec = append(ms.exec, [2]uint64{start, end})
-		}
-		if strings.HasPrefix(fields[1], "rw") && fields[1][3] == 'p' {
-			ms.rwPrivate = append(ms.rwPrivate, [2]uint64{start, end})
+		if strings.HasPrefix(m.Perms, "rw") && strings.HasSuffix(m.Perms, "p") {
+			ms.rwPrivate = append(ms.rwPrivate, r)
 		}
 		switch {
-		case strings.HasPrefix(path, "/memfd:probe "):
+		case m.Path == "/memfd:probe (deleted)":
 			ms.marked = true
-			ms.files = append(ms.files, [2]uint64{start, end})
-		case fields[1][2] != 'x':
-		case path == "":
-			ms.anonX = append(ms.anonX, [2]uint64{start, end})
-		case strings.HasPrefix(path, "/"):
-			ms.fileX = append(ms.fileX, [2]uint64{start, end})
+			ms.files = append(ms.files, r)
+		case !m.Exec():
+		case m.Path == "":
+			ms.anonX = append(ms.anonX, r)
+		case strings.HasPrefix(m.Path, "/"):
+			ms.fileX = append(ms.fileX, r)
 		}
 	}
-	return ms, sc.Err()
+	return ms, err
 }
 
 func (ms *mapsSummary) inAnonX(addr uint64) bool { return inRanges(ms.anonX, addr) }

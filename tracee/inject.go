@@ -330,19 +330,19 @@ func (p *Process) syscallInsn() (uint64, error) {
 	if p.syscall != 0 {
 		return p.syscall, nil
 	}
-	maps, err := readMaps(p.Pid)
+	maps, err := ReadMaps(p.Pid)
 	if err != nil {
 		return 0, err
 	}
 	// The vDSO is small and always there; then any executable file mapping.
-	sort.SliceStable(maps, func(i, j int) bool { return maps[i].name == "[vdso]" && maps[j].name != "[vdso]" })
+	sort.SliceStable(maps, func(i, j int) bool { return maps[i].Path == "[vdso]" && maps[j].Path != "[vdso]" })
 	buf := make([]byte, 64<<10)
 	for _, m := range maps {
-		if !m.exec || m.name == "[vsyscall]" {
+		if !m.Exec() || m.Path == "[vsyscall]" {
 			continue
 		}
-		for addr := m.start; addr < m.end; addr += uint64(len(buf)) - 1 {
-			n := min(uint64(len(buf)), m.end-addr)
+		for addr := m.Start; addr < m.End; addr += uint64(len(buf)) - 1 {
+			n := min(uint64(len(buf)), m.End-addr)
 			got, _ := p.ReadAt(buf[:n], int64(addr))
 			for i := 0; i < got; {
 				j := bytes.Index(buf[i:got], syscallInsn)
@@ -395,7 +395,7 @@ func (p *Process) Unmap(tid int, addr, size uint64) error {
 // close to near as a free gap allows.
 func (p *Process) mapNear(tid int, near, size uint64, prot, flags int, fd uint64) (uint64, error) {
 	size = (size + pageSize - 1) &^ (pageSize - 1)
-	maps, err := readMaps(p.Pid)
+	maps, err := ReadMaps(p.Pid)
 	if err != nil {
 		return 0, err
 	}
@@ -424,19 +424,24 @@ func syscallErr(ret uint64) error {
 	return nil
 }
 
-type mapping struct {
-	start, end uint64
-	exec       bool
-	name       string
+// Mapping is a line of /proc/PID/maps.
+type Mapping struct {
+	Start, End uint64
+	Perms      string // "r-xp"
+	Path       string // the file, "[stack]", "/memfd:NAME (deleted)", or ""
 }
 
-func readMaps(pid int) ([]mapping, error) {
+// Exec reports whether the mapping is executable.
+func (m Mapping) Exec() bool { return strings.Contains(m.Perms, "x") }
+
+// ReadMaps reads the mappings of process pid.
+func ReadMaps(pid int) ([]Mapping, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var maps []mapping
+	var maps []Mapping
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
@@ -447,11 +452,7 @@ func readMaps(pid int) ([]mapping, error) {
 		if !ok {
 			continue
 		}
-		m := mapping{start: start, end: end, exec: strings.Contains(fields[1], "x")}
-		if len(fields) >= 6 {
-			m.name = fields[5]
-		}
-		maps = append(maps, m)
+		maps = append(maps, Mapping{Start: start, End: end, Perms: fields[1], Path: strings.Join(fields[5:], " ")})
 	}
 	return maps, sc.Err()
 }
@@ -466,11 +467,11 @@ func parseRange(field string) (start, end uint64, ok bool) {
 
 // gapsNear returns candidate addresses for a size-byte mapping in the free
 // gaps between maps, nearest to near first.
-func gapsNear(maps []mapping, near, size uint64) []uint64 {
+func gapsNear(maps []Mapping, near, size uint64) []uint64 {
 	const low = 0x10000         // below vm.mmap_min_addr
 	const high = 0x7ffffffff000 // top of the user address space (47 bits)
 	const guard = 16 * pageSize // keep clear of brk and stack growth
-	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
+	sort.Slice(maps, func(i, j int) bool { return maps[i].Start < maps[j].Start })
 	var cands []uint64
 	prevEnd := uint64(low)
 	consider := func(lo, hi uint64) {
@@ -483,10 +484,10 @@ func gapsNear(maps []mapping, near, size uint64) []uint64 {
 		cands = append(cands, at&^(pageSize-1))
 	}
 	for _, m := range maps {
-		if m.start > prevEnd {
-			consider(prevEnd, m.start)
+		if m.Start > prevEnd {
+			consider(prevEnd, m.Start)
 		}
-		prevEnd = max(prevEnd, m.end)
+		prevEnd = max(prevEnd, m.End)
 	}
 	consider(prevEnd, high)
 	dist := func(a uint64) uint64 {
@@ -577,12 +578,12 @@ func isSyncFault(info unix.Siginfo) bool {
 
 // InVDSO reports whether addr is in the process's vDSO.
 func (p *Process) InVDSO(addr uint64) bool {
-	maps, err := readMaps(p.Pid)
+	maps, err := ReadMaps(p.Pid)
 	if err != nil {
 		return false
 	}
 	for _, m := range maps {
-		if m.name == "[vdso]" && addr >= m.start && addr < m.end {
+		if m.Path == "[vdso]" && addr >= m.Start && addr < m.End {
 			return true
 		}
 	}

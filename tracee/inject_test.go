@@ -19,11 +19,11 @@ import (
 )
 
 func TestGapsNear(t *testing.T) {
-	maps := []mapping{
-		{start: 0x555555554000, end: 0x555555559000, exec: true},
-		{start: 0x555555559000, end: 0x55555555a000},
-		{start: 0x7ffff7dc0000, end: 0x7ffff7f00000, exec: true},
-		{start: 0x7ffffffde000, end: 0x7ffffffff000},
+	maps := []Mapping{
+		{Start: 0x555555554000, End: 0x555555559000, Perms: "r-xp"},
+		{Start: 0x555555559000, End: 0x55555555a000, Perms: "rw-p"},
+		{Start: 0x7ffff7dc0000, End: 0x7ffff7f00000, Perms: "r-xp"},
+		{Start: 0x7ffffffde000, End: 0x7ffffffff000, Perms: "rw-p"},
 	}
 	got := gapsNear(maps, 0x555555554000, 0x40000)
 	if len(got) == 0 {
@@ -39,13 +39,13 @@ func TestGapsNear(t *testing.T) {
 			t.Errorf("%#x not page aligned", a)
 		}
 		for _, m := range maps {
-			if a < m.end && a+0x40000 > m.start {
-				t.Errorf("%#x overlaps %#x-%#x", a, m.start, m.end)
+			if a < m.End && a+0x40000 > m.Start {
+				t.Errorf("%#x overlaps %#x-%#x", a, m.Start, m.End)
 			}
 		}
 	}
 	// A request larger than every gap but the top one lands above.
-	if got := gapsNear([]mapping{{start: 0x10000 + 16*pageSize, end: 0x7ffffffff000 - 0x100000}}, 0x20000, 0x1000); len(got) != 1 || got[0] < 0x7ffffffff000-0x100000 {
+	if got := gapsNear([]Mapping{{Start: 0x10000 + 16*pageSize, End: 0x7ffffffff000 - 0x100000}}, 0x20000, 0x1000); len(got) != 1 || got[0] < 0x7ffffffff000-0x100000 {
 		t.Errorf("got %#x, want one candidate in the top gap", got)
 	}
 }

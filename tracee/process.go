@@ -738,13 +738,13 @@ func SignalPending(pid, tid int, sig unix.Signal) bool {
 // StackTop returns the end of the mapping that holds sp in pid's address
 // space: the top of the stack sp is on.
 func StackTop(pid int, sp uint64) (uint64, error) {
-	maps, err := readMaps(pid)
+	maps, err := ReadMaps(pid)
 	if err != nil {
 		return 0, err
 	}
 	for _, m := range maps {
-		if m.start <= sp && sp < m.end {
-			return m.end, nil
+		if m.Start <= sp && sp < m.End {
+			return m.End, nil
 		}
 	}
 	return 0, fmt.Errorf("pid %d: no mapping holds %#x", pid, sp)
