@@ -140,14 +140,7 @@ func TestAttachStoppedStaysStopped(t *testing.T) {
 			if now := j.stdout.String(); now != out {
 				t.Errorf("the stopped program printed %q while attached", strings.TrimPrefix(now, out))
 			}
-			if got := j.states(t); got != "TTTT" {
-				t.Errorf("thread states %q after the detach, want TTTT:\n%s", got, threadsReport(j.pid()))
-			}
-			j.untraced(t)
-			j.stillFor(t, out, 200*time.Millisecond, "after the detach")
-			j.signal(t, syscall.SIGCONT)
-			j.ticks(t, out, 3)
-			j.finish(t)
+			j.stoppedAfterDetach(t, out, "after the detach")
 		})
 	}
 }
@@ -219,11 +212,19 @@ func TestAttachStopWhileAttached(t *testing.T) {
 	if r.stderr != "probe: probe/p_work_0: in-process, counted in the tracee\n" {
 		t.Errorf("probe's stderr %q, want the in-process note", r.stderr)
 	}
+	j.stoppedAfterDetach(t, out, "stopped while attached")
+}
+
+// stoppedAfterDetach checks that the detached program is stopped (every
+// thread T), untraced and printing nothing, then continues it with
+// SIGCONT and checks it runs to a right end.
+func (j *jobstop) stoppedAfterDetach(t *testing.T, out, what string) {
+	t.Helper()
 	if got := j.states(t); got != "TTTT" {
 		t.Errorf("thread states %q after the detach, want TTTT:\n%s", got, threadsReport(j.pid()))
 	}
 	j.untraced(t)
-	j.stillFor(t, out, 200*time.Millisecond, "stopped while attached")
+	j.stillFor(t, out, 200*time.Millisecond, what)
 	j.signal(t, syscall.SIGCONT)
 	j.ticks(t, out, 3)
 	j.finish(t)

@@ -157,14 +157,6 @@ func (t *Tracer) leftoverMappings(ms *mapsSummary, patches []textPatch) []mapped
 // trampoline). hooked: some could not be given back (arm64 keeps them in
 // registers or where a function's CFI says; a layout not understood).
 func (t *Tracer) unhookLeftoverReturns(ms *mapsSummary, old []mappedRange) (n int, hooked bool) {
-	inOld := func(v uint64) bool {
-		for _, m := range old {
-			if v >= m.addr && v < m.addr+m.size {
-				return true
-			}
-		}
-		return false
-	}
 	for _, f := range ms.files {
 		l, ok := leftoverLayout(f[1] - f[0])
 		if !ok {
@@ -188,7 +180,7 @@ func (t *Tracer) unhookLeftoverReturns(ms *mapsSummary, old []mappedRange) (n in
 				if !ok1 || !ok2 {
 					return n, true
 				}
-				if w, ok := t.readWord(slotAddr); ok && inOld(w) && ret&singlestep.UnhookedBit == 0 {
+				if w, ok := t.readWord(slotAddr); ok && inAny(old, w) && ret&singlestep.UnhookedBit == 0 {
 					if t.writeWord(slotAddr, ret) {
 						n++
 					}
@@ -218,12 +210,9 @@ func leftoverLayout(size uint64) (singlestep.RecordLayout, bool) {
 // leftoversReached reports whether a held thread is in the earlier
 // probe's pages, or a signal handler took one out of them.
 func (t *Tracer) leftoversReached(ms *mapsSummary, old []mappedRange) bool {
-	saved := t.mapped
-	t.mapped = old
-	defer func() { t.mapped = saved }()
 	code := map[uint64]bool{}
 	for _, tid := range append([]int{t.anchor}, t.installHeld...) {
-		if _, ok := t.reachesMapped(tid, ms, code); ok {
+		if _, ok := t.reachesMapped(tid, old, ms, code); ok {
 			return true
 		}
 	}

@@ -86,7 +86,7 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 	}
 	code := map[uint64]bool{}
 	for tid := range held { // (vfork children too: they share the memory)
-		if where, ok := t.reachesMapped(tid, &ms, code); ok {
+		if where, ok := t.reachesMapped(tid, t.mapped, &ms, code); ok {
 			if os.Getenv("PROBE_DEBUG_RECLAIM") != "" {
 				fmt.Fprintf(os.Stderr, "probe: pid %d: its pages stay mapped: thread %d %s\n", t.pid, tid, where)
 			}
@@ -106,16 +106,17 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 	t.mapped = nil
 }
 
-// reachesMapped reports whether thread tid holds an address inside a
-// mapping of ours in a register or on its stack, and where.
-func (t *Tracer) reachesMapped(tid int, ms *mapsSummary, code map[uint64]bool) (string, bool) {
+// reachesMapped reports whether thread tid is in one of ours (mappings
+// of ours), or a signal frame on its stack interrupted it there, and
+// where.
+func (t *Tracer) reachesMapped(tid int, ours []mappedRange, ms *mapsSummary, code map[uint64]bool) (string, bool) {
 	var regs unix.PtraceRegs
 	if t.proc.GetRegs(tid, &regs) != nil {
 		return "has registers we could not read", true
 	}
 	// (Only the pc: the other registers hold data, which may be any
 	// number, and return addresses are back in place.)
-	if pc := regs.PC(); t.inMapped(pc) {
+	if pc := regs.PC(); inAny(ours, pc) {
 		return fmt.Sprintf("is at %#x", pc), true
 	}
 	sp := tracee.SP(&regs)
@@ -145,25 +146,23 @@ func (t *Tracer) reachesMapped(tid int, ms *mapsSummary, code map[uint64]bool) (
 		if i+sigframePC+8 > len(buf) {
 			return fmt.Sprintf("has a signal frame at %#x past what we read", at), true
 		}
-		if pc := binary.LittleEndian.Uint64(buf[i+sigframePC:]); t.inMapped(pc) {
+		if pc := binary.LittleEndian.Uint64(buf[i+sigframePC:]); inAny(ours, pc) {
 			return fmt.Sprintf("has a signal frame at %#x interrupting %#x", at, pc), true
 		}
 	}
 	return "", false
 }
 
+func (m mappedRange) contains(v uint64) bool { return v >= m.addr && v < m.addr+m.size }
+
 // holdsTrampoline reports whether a live patch's trampoline is in m.
 func (m mappedRange) holdsTrampoline(live []Patch) bool {
-	return slices.ContainsFunc(live, func(lp Patch) bool { return lp.Tramp >= m.addr && lp.Tramp < m.addr+m.size })
+	return slices.ContainsFunc(live, func(lp Patch) bool { return m.contains(lp.Tramp) })
 }
 
-func (t *Tracer) inMapped(v uint64) bool {
-	for _, m := range t.mapped {
-		if v >= m.addr && v < m.addr+m.size {
-			return true
-		}
-	}
-	return false
+// inAny reports whether v is in one of ranges.
+func inAny(ranges []mappedRange, v uint64) bool {
+	return slices.ContainsFunc(ranges, func(m mappedRange) bool { return m.contains(v) })
 }
 
 // isSigreturn reports whether v is the address of rt_sigreturn code,
