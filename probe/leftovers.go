@@ -113,17 +113,15 @@ func (t *Tracer) restoreLeftovers() {
 			done++
 		}
 	}
-	returns, hooked := t.unhookLeftoverReturns(&ms, old)
-	unmapped := 0
-	if !hooked && t.installHeld != nil && !t.leftoversReached(&ms, old) {
-		for _, m := range old {
-			if t.proc.Unmap(t.anchor, m.addr, m.size) == nil {
-				unmapped++
-			}
-		}
+	returns, hooked := t.unhookLeftoverReturns(ms.files, old)
+	removed := "removed"
+	if hooked || t.installHeld == nil || !t.unmapUnreached(t.anchor, append([]int{t.anchor}, t.installHeld...), old) {
+		// A thread in them (inside one of its stubs, say, which it
+		// leaves at once, the text back): again at the detach.
+		t.leftovers, t.leftoverFiles, removed = old, ms.files, "to be removed at the detach"
 	}
 	if done+returns > 0 {
-		fmt.Fprintf(os.Stderr, "probe: pid %d: put back %d places in its text that an earlier probe left patched (killed before it could detach), %d return addresses it had hooked; %d of its %d mappings removed\n", t.pid, done, returns, unmapped, len(old))
+		fmt.Fprintf(os.Stderr, "probe: pid %d: put back %d places in its text that an earlier probe left patched (killed before it could detach), %d return addresses it had hooked; its %d mappings %s\n", t.pid, done, returns, len(old), removed)
 	}
 }
 
@@ -156,8 +154,8 @@ func (t *Tracer) leftoverMappings(ms *mapsSummary, patches []textPatch) []mapped
 // them, where the slot still holds an address in its pages (its
 // trampoline). hooked: some could not be given back (arm64 keeps them in
 // registers or where a function's CFI says; a layout not understood).
-func (t *Tracer) unhookLeftoverReturns(ms *mapsSummary, old []mappedRange) (n int, hooked bool) {
-	for _, f := range ms.files {
+func (t *Tracer) unhookLeftoverReturns(files [][2]uint64, old []mappedRange) (n int, hooked bool) {
+	for _, f := range files {
 		l, ok := leftoverLayout(f[1] - f[0])
 		if !ok {
 			continue
@@ -205,18 +203,6 @@ func leftoverLayout(size uint64) (singlestep.RecordLayout, bool) {
 	l.RingSize = stride - singlestep.RingHeaderSize
 	page := uint64(os.Getpagesize())
 	return l, l.Check() == nil && (l.Size()+page-1)&^(page-1) == size
-}
-
-// leftoversReached reports whether a held thread is in the earlier
-// probe's pages, or a signal handler took one out of them.
-func (t *Tracer) leftoversReached(ms *mapsSummary, old []mappedRange) bool {
-	code := map[uint64]bool{}
-	for _, tid := range append([]int{t.anchor}, t.installHeld...) {
-		if _, ok := t.reachesMapped(tid, old, ms, code); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // leftoversIn finds our leftovers in the text mapped at [start, end).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 
@@ -65,9 +66,10 @@ type mappedRange struct{ addr, size uint64 }
 const stackScan = 8 << 20
 
 // reclaimMappings unmaps this session's mappings from the tracee if no
-// held thread can still reach them.
+// held thread can still reach them, and those an earlier, killed probe
+// left that the attach could not take back yet (a thread was in them).
 func (t *Tracer) reclaimMappings(held map[int]int) {
-	if len(t.mapped) == 0 || !t.proc.Alive() {
+	if len(t.mapped)+len(t.leftovers) == 0 || !t.proc.Alive() {
 		return
 	}
 	runner := 0
@@ -80,30 +82,46 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 	if runner == 0 {
 		return
 	}
+	tids := slices.Collect(maps.Keys(held)) // (vfork children too: they share the memory)
+	if len(t.leftovers) > 0 {
+		// (Hooks the killed probe's stubs made after the attach, a
+		// thread then inside one, are given back first.)
+		if _, hooked := t.unhookLeftoverReturns(t.leftoverFiles, t.leftovers); !hooked && t.unmapUnreached(runner, tids, t.leftovers) {
+			t.leftovers, t.leftoverFiles = nil, nil
+		}
+	}
+	if t.unmapUnreached(runner, tids, t.mapped) {
+		t.mapped = nil
+	}
+}
+
+// unmapUnreached unmaps ranges, through the held thread runner, if none
+// of the held threads tids can reach them; but a live patch's trampoline
+// stays as long as the patch. It reports whether it did.
+func (t *Tracer) unmapUnreached(runner int, tids []int, ranges []mappedRange) bool {
 	ms, err := readMapsSummary(t.pid)
 	if err != nil {
-		return
+		return false
 	}
 	code := map[uint64]bool{}
-	for tid := range held { // (vfork children too: they share the memory)
-		if where, ok := t.reachesMapped(tid, t.mapped, &ms, code); ok {
+	for _, tid := range tids {
+		if where, ok := t.reachesMapped(tid, ranges, &ms, code); ok {
 			if os.Getenv("PROBE_DEBUG_RECLAIM") != "" {
 				fmt.Fprintf(os.Stderr, "probe: pid %d: its pages stay mapped: thread %d %s\n", t.pid, tid, where)
 			}
-			return
+			return false
 		}
 	}
 	_, live, err := readPatches(t.pid, t.proc)
 	if err != nil && !errors.Is(err, errNoMarker) {
-		return
+		return false
 	}
-	for _, m := range t.mapped {
-		// A live patch's trampoline stays as long as the patch.
+	for _, m := range ranges {
 		if !m.holdsTrampoline(live) {
 			t.proc.Unmap(runner, m.addr, m.size)
 		}
 	}
-	t.mapped = nil
+	return true
 }
 
 // reachesMapped reports whether thread tid is in one of ours (mappings

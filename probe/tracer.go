@@ -127,6 +127,11 @@ type Tracer struct {
 	// mapped are the tracee's mappings this session made (rings,
 	// mailbox, out-of-line pages): detach removes them (reclaimMappings).
 	mapped []mappedRange
+	// leftovers are a killed probe's mappings the attach could not
+	// remove (a thread was in them), with its memory files (rings):
+	// detach tries again.
+	leftovers     []mappedRange
+	leftoverFiles [][2]uint64
 	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
 	// in again while their routine had it unblocked (trapstate.go).
 	trapAct       trapAction
@@ -254,7 +259,7 @@ func (t *Tracer) newAddressSpace() {
 	t.sites = make(map[uint64]*site)
 	t.detours = make(map[uint64]*jumpOpt)
 	t.redirects = make(map[uint64]redirect)
-	t.mapped = nil
+	t.mapped, t.leftovers, t.leftoverFiles = nil, nil, nil
 	t.stepping = make(map[int]*site)
 	t.restarting = make(map[int]int)
 	t.comms = make(map[int]string)
