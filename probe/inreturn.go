@@ -157,10 +157,14 @@ func (t *Tracer) restoreInprocReturns() {
 // whose return stops the thread, or the other way round) holds one
 // trampoline whose frame remembers the other; put back as it stands,
 // after the tracee's frames are gone, it sent the thread to a trampoline
-// with no frame: SIGTRAP after the detach (issue 35). The tracer's own
-// stacks go first: they also hold the calls the tracee dropped, such as
-// a frame a tail call's hook replaced because it found the tracer's
-// trampoline at the slot.
+// with no frame: SIGTRAP after the detach (issue 35). The tracee's own
+// frames come first: they are the calls in flight, where the tracer's may
+// be stale (a ring that dropped records hides calls that came since,
+// and a frame of an earlier call at the same slot, with another return
+// address, stays; preferring it sent work's return into rec's caller:
+// TestInProcessReturnDetachUnderLoad, SIGSEGV). The tracer's stacks
+// answer for a slot whose tracee frames hold only the tracer's trampoline
+// (a tail call's hook that found it replaced the frame of the first call).
 func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64 {
 	home := map[uint64]uint64{}
 	note := func(slot, ret uint64) {
@@ -168,13 +172,13 @@ func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64
 			home[slot] = ret
 		}
 	}
+	for _, f := range frames {
+		note(f.Slot, f.Ret&^singlestep.UnhookedBit)
+	}
 	for _, cs := range t.threadStacks(tid) {
 		for _, f := range cs.frames {
 			note(f.sp, f.ret)
 		}
-	}
-	for _, f := range frames {
-		note(f.Slot, f.Ret&^singlestep.UnhookedBit)
 	}
 	return home
 }
