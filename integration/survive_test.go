@@ -105,6 +105,35 @@ func TestKill9Reattach(t *testing.T) {
 	stopTailtrap(t, p)
 }
 
+// TestKill9StoppingProbes kills probe while probes that stop threads
+// are in, in-process ones with them, at a different moment each time:
+// tailtrap's threads, which check every result, go on right (issue 35
+// item 4: the tracee died of SIGTRAP, or ran a half-answered stop).
+func TestKill9StoppingProbes(t *testing.T) {
+	t.Parallel()
+	p := startTailtrap(t)
+	pid := strconv.Itoa(p.pid())
+	for i, specs := range [][]string{
+		{"p:spin x=%di", "r:spin $retval", "r:outer"},
+		{"--no-inprocess", "--tracer", "function_graph"},
+		{"r:mid", "r:spin", "p:outer => count"},
+		{"--no-inprocess", "p:spin_on", "r:spin_on", "r:spin"},
+		{"r:spin", "r:outer", "r:mid"},
+		{"--no-inprocess", "--tracer", "function_graph"},
+	} {
+		pr := startBg(t, nil, probeBin, append([]string{"attach", "-v", "-o", os.DevNull, pid}, specs...)...)
+		waitStderr(t, pr, "stop", 30*time.Second)
+		time.Sleep(time.Duration(300+70*i) * time.Millisecond)
+		pr.cmd.Process.Kill()
+		pr.wait(t, 10*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		if p.exited() {
+			t.Fatalf("kill %d (%q): the program ended after probe's SIGKILL: %v", i, specs, p.res)
+		}
+	}
+	stopTailtrap(t, p)
+}
+
 // procMaps is the text of /proc/PID/maps.
 func procMaps(t *testing.T, pid int) string {
 	t.Helper()

@@ -118,15 +118,41 @@ func (t *Tracer) writeBreakpoints(sites []*site) error {
 			copy(r.bytes[st.addr-r.lo:], singlestep.BreakpointInsn)
 		}
 	}
-	for i, r := range runs {
-		if _, err := t.proc.WriteAt(r.bytes, int64(r.lo)); err != nil {
-			for _, done := range runs[:i+1] {
-				t.proc.WriteAt(done.orig, int64(done.lo))
+	for _, st := range sites {
+		t.rescueSite(st)
+	}
+	// In text_poke_bp's order: the breakpoints, then the rest of each
+	// instruction (a thread running it in place has fetched it whole).
+	for pass := range 2 {
+		for i, r := range runs {
+			if pass == 1 {
+				for _, st := range r.sites {
+					copy(r.bytes[st.addr-r.lo:], padBreakpoint(len(st.orig)))
+				}
 			}
-			return fmt.Errorf("write breakpoint at %s: %w", r.sites[0].where, err)
+			if _, err := t.proc.WriteAt(r.bytes, int64(r.lo)); err != nil {
+				for _, done := range runs[:i+1] {
+					t.proc.WriteAt(done.orig, int64(done.lo))
+				}
+				return fmt.Errorf("write breakpoint at %s: %w", r.sites[0].where, err)
+			}
 		}
 	}
 	return nil
+}
+
+// padBreakpoint is what goes over an instruction of n bytes at a site:
+// breakpoints over all of it. A thread we stopped at one and never
+// answered (we were killed: the kernel lets it go where it stopped,
+// past the first) meets the next, and the rescue handler's signal
+// (rescue.go), not the instruction's tail read as code.
+func padBreakpoint(n int) []byte {
+	brk := singlestep.BreakpointInsn
+	b := make([]byte, 0, max(n, len(brk)))
+	for len(b) < n || len(b) == 0 {
+		b = append(b, brk...)
+	}
+	return b
 }
 
 // restoreSites puts back the original byte of each site, a run at a time,
@@ -150,11 +176,22 @@ func (t *Tracer) restoreSitesIn(mem io.WriterAt, sites []*site) error {
 			}
 			continue
 		}
+		// The rest of each instruction first, the breakpoint last.
+		brk := len(singlestep.BreakpointInsn)
+		for _, st := range r.sites {
+			copy(r.bytes[st.addr-r.lo+uint64(brk):], st.origBytes()[brk:])
+		}
+		mem.WriteAt(r.bytes, int64(r.lo))
 		for _, st := range r.sites {
 			copy(r.bytes[st.addr-r.lo:], st.origBytes())
 		}
 		if _, err := mem.WriteAt(r.bytes, int64(r.lo)); err != nil && first == nil {
 			first = fmt.Errorf("restore %s: %w", r.sites[0].where, err)
+		}
+	}
+	if mem == io.WriterAt(t.proc) {
+		for _, st := range sites {
+			t.rescueUntext(st.addr)
 		}
 	}
 	return first
@@ -173,10 +210,7 @@ func (t *Tracer) readRuns(sites []*site) ([]*byteRun, error) {
 		for j < len(sorted) && sorted[j].addr-sorted[j-1].addr <= runGap {
 			j++
 		}
-		lo, hi := sorted[i].addr, sorted[j-1].addr+uint64(len(singlestep.BreakpointInsn))
-		if o := sorted[j-1].opt; o != nil {
-			hi = sorted[j-1].addr + uint64(o.detour.Covered) // its jmp too
-		}
+		lo, hi := sorted[i].addr, sorted[j-1].addr+uint64(len(sorted[j-1].origBytes()))
 		r := &byteRun{lo: lo, sites: sorted[i:j]}
 		buf := make([]byte, 2*(hi-lo))
 		r.orig, r.bytes = buf[:hi-lo], buf[hi-lo:]

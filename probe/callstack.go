@@ -146,6 +146,9 @@ func (t *Tracer) dropDead(cs *callStack, pos uint64, atPosLive bool, hit *Hit) {
 // this one), and then the program must still return to the right place.
 func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 	f := cs.pop()
+	if f.hijacked {
+		t.rescueReturned(int(cs.lane), f.sp)
+	}
 	if f.mode != 0 || f.site == nil || len(f.site.returns) > 0 {
 		// (The tracee hooks every call it records; a frame nobody
 		// reports is not a return lost.) Counted in the root, for

@@ -36,7 +36,7 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 		probes: make(map[string]*Probe),
 		place:  tracee.NewPlacer(proc.Pid, false),
 		tuning: r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,
-		follow: true, notify: r.notify, space: t.space, pacMask: r.pacMask,
+		follow: true, notify: r.notify, space: t.space, pacMask: r.pacMask, ourTrap: t.ourTrap,
 	}
 	c.newAddressSpace()
 	c.shownSpace.Store(t.space)

@@ -248,8 +248,9 @@ func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 		}
 	}
 	// What we must put back: writeBreakpoints checks that memory still
-	// holds the file's byte.
-	st.orig = insn.Bytes[:len(singlestep.BreakpointInsn)]
+	// holds the file's bytes. The breakpoint covers the whole instruction
+	// (padBreakpoint): no thread runs its tail in place while it is in.
+	st.orig = insn.Bytes
 	b.sites = append(b.sites, st)
 	t.sites[r.addr] = st
 	return st, nil

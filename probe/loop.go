@@ -126,6 +126,7 @@ func (t *Tracer) onTrap(tid int) {
 	if err := t.proc.GetRegs(tid, regs); err != nil {
 		return // the thread died under us
 	}
+	t.keepRescue(tid)
 	t.settleMailbox(tid, regs)
 	if s := t.stepping[tid]; s != nil {
 		t.onStepDone(tid, s, regs)

@@ -175,8 +175,10 @@ func (t *Tracer) mailboxRoutine(anchor int, kind singlestep.MailboxKind) (at, tr
 	}
 	if kind == singlestep.MailboxReturn {
 		m.ret, m.retTrap, m.retLayout = base, l.Trap, l
+		t.rescuePC(l.Trap+singlestep.BreakpointPCAdjust, 0, singlestep.RescueMailboxReturn)
 	} else {
 		m.entry, m.entryTrap, m.entryLayout = base, l.Trap, l
+		t.rescuePC(l.Trap+singlestep.BreakpointPCAdjust, 0, singlestep.RescueMailboxEntry)
 	}
 	return base, l.Trap
 }
@@ -231,9 +233,9 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 	}
 	regs.SetPC(s.addr)
 	_, hooked := t.serveEntry(tid, regs, s, hookRet, loadedRet)
-	var swap uint64
+	swap := uint64(singlestep.ReplyKeep)
 	if hookRet != 0 && hooked {
-		swap = 1
+		swap = singlestep.ReplySwap
 		if swapFaultArmed {
 			// Past the swap, for the test of a detach that finds a
 			// thread there.

@@ -399,6 +399,7 @@ func (t *Tracer) writeRedirects(rs map[uint64]redirect) error {
 		was := make([]byte, len(r.code))
 		_, err := t.proc.ReadAt(was, int64(at))
 		if err == nil {
+			t.rescueText(at, r.orig)
 			_, err = t.proc.WriteAt(r.code, int64(at))
 		}
 		if err != nil {
@@ -421,6 +422,9 @@ func (t *Tracer) writeRedirects(rs map[uint64]redirect) error {
 func (t *Tracer) putBackRedirects(mem io.WriterAt) {
 	for at, r := range t.redirects {
 		mem.WriteAt(r.orig, int64(at)) // best effort, as the sites' bytes
+		if mem == io.WriterAt(t.proc) {
+			t.rescueUntext(at)
+		}
 	}
 }
 
@@ -468,8 +472,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	}
 	// Memory must hold the int3 and then the file's bytes: nobody else
 	// patched the range.
-	brk := len(singlestep.BreakpointInsn)
-	want := append(slices.Clone(singlestep.BreakpointInsn), coveredBytes(d)[brk:]...)
+	want := append(padBreakpoint(len(st.orig)), coveredBytes(d)[len(st.orig):]...)
 	have := make([]byte, d.Covered)
 	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
 		return
@@ -529,6 +532,8 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		t.freeSlots(at, slots)
 		return
 	}
+	t.rescueText(st.addr, coveredBytes(d))
+	t.rescuePC(d.Trap(base)+singlestep.BreakpointPCAdjust, d.Skip(base), singlestep.RescueGoOn)
 	// Every thread is stopped: one write of the jmp over the int3 and
 	// the start of the tail is seen whole, and the branches re-aimed
 	// with it.
@@ -830,7 +835,8 @@ func (t *Tracer) unoptimize(sites []*site) {
 		}
 		brk := len(singlestep.BreakpointInsn)
 		t.proc.WriteAt(singlestep.BreakpointInsn, int64(st.addr))
-		t.proc.WriteAt(st.origBytes()[brk:], int64(st.addr)+int64(brk))
+		tail := append(padBreakpoint(len(st.orig)), st.origBytes()[len(st.orig):]...)
+		t.proc.WriteAt(tail[brk:], int64(st.addr)+int64(brk))
 		// Branches re-aimed into the detour stay so (putBackRedirects).
 	}
 }

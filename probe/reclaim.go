@@ -79,8 +79,8 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 			break
 		}
 	}
-	if runner == 0 {
-		return
+	if runner == 0 || !t.removeRescue(runner) {
+		return // (our SIGTRAP handler, still the action, needs its code)
 	}
 	tids := slices.Collect(maps.Keys(held)) // (vfork children too: they share the memory)
 	if len(t.leftovers) > 0 {

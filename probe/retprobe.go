@@ -60,7 +60,9 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 			return false // the caller's frame is gone: nobody to return with
 		}
 		f.ret = caller.ret // a detour writes the trampoline again: harmless
-	} else if !inHook && !t.hookEntryReturn(regs, t.trampoline) {
+	}
+	t.rescueFrame(tid, f.sp, f.ret) // before the slot is ours
+	if !tail && !inHook && !t.hookEntryReturn(regs, t.trampoline) {
 		return false
 	}
 	cs.push(f)
@@ -114,6 +116,9 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 	}
 	for range cs.returning(slot, through) {
 		fr := cs.pop()
+		if fr.hijacked {
+			t.rescueReturned(tid, fr.sp)
+		}
 		ret = fr.ret
 		t.returned(cs, &fr, hit)
 	}
@@ -216,13 +221,19 @@ func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(slot)); err != nil {
+	t.rescueTrampoline(slot)
+	if _, err := t.proc.WriteAt(trampolineTraps(), int64(slot)); err != nil {
 		return fmt.Errorf("write return trampoline: %w", err)
 	}
 	t.trampoline, t.trampTrap = slot, slot
 	t.hookUnwinders(anchor)
 	return nil
 }
+
+// trampolineTraps is the return trampoline's breakpoint, twice: a
+// thread the tracer had taken the stop of when it was killed goes on past
+// the first with no signal, and traps on the second.
+func trampolineTraps() []byte { return padBreakpoint(2 * len(singlestep.BreakpointInsn)) }
 
 // mailboxTrampoline makes the return trampoline a mailbox stub whose
 // fallback is an int3 right after it; false if there is no mailbox.
@@ -235,13 +246,14 @@ func (t *Tracer) mailboxTrampoline(anchor int, near uint64) bool {
 		return false
 	}
 	stub := &singlestep.MailboxStub{Kind: singlestep.MailboxReturn, Routine: routine}
-	base, slots, err := t.allocDetour(anchor, near, stub.Size()+len(singlestep.BreakpointInsn))
+	base, slots, err := t.allocDetour(anchor, near, stub.Size()+len(trampolineTraps()))
 	if err != nil {
 		return false
 	}
 	stub.Next = base + uint64(stub.Size())
+	t.rescueTrampoline(stub.Next)
 	code, id, err := stub.Code(base)
-	if err != nil || t.writeSlots([]slotWrite{{base, append(code, singlestep.BreakpointInsn...)}}) != nil {
+	if err != nil || t.writeSlots([]slotWrite{{base, append(code, trampolineTraps()...)}}) != nil {
 		t.freeSlots(base, slots)
 		return false
 	}

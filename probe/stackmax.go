@@ -118,6 +118,7 @@ func (t *Tracer) threadGone(tid int) {
 			t.lose(cs, &hit, false) // the stack is gone with the thread
 		}
 	}
+	t.rescueThreadGone(tid)
 	delete(t.shadow, tid)
 	delete(t.parked, tid)
 	delete(t.goStacks, -int64(tid))

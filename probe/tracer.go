@@ -102,6 +102,8 @@ type Tracer struct {
 	signer     uint64              // arm64: a slot with pacia1716, pacib1716 (retaddr_arm64.go), or 0
 	pacMask    uint64              // the bits of a code address its pointer authentication code takes (arm64), or 0
 	mbox       *mailbox            // registers shared with the tracee (mailbox.go), or nil
+	rescue     *rescue             // what a SIGTRAP handler of ours needs if we die (rescue.go), or nil
+	ourTrap    *trapHandler        // that handler, also in a followed child, which inherits it
 	mboxTried  bool                // ensureMailbox has run
 	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
 	mboxDirty  map[int]bool        // threads that took a signal holding their slot
@@ -312,6 +314,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
 		if !t.launched {
 			t.restoreLeftovers()
+			t.setupRescue()
 		}
 		errc <- nil
 		t.serve()

@@ -46,7 +46,7 @@ const (
 
 	SlotOwner = 0   // the claiming thread's tid; 0: free
 	SlotAt    = 8   // the stub the thread came from (its id), written just before the int3
-	SlotReply = 16  // the tracer's answer: swap the return address (MailboxEntry), where to return (MailboxReturn)
+	SlotReply = 16  // the tracer's answer, 0 until there is one: ReplyKeep or ReplySwap the return address (MailboxEntry), where to return (MailboxReturn)
 	SlotStack = 24  // the word at the thread's sp: the return address, at an entry
 	SlotRegs  = 32  // the thread's registers, laid out as unix.PtraceRegs (rip and orig_rax left out)
 	SlotCPU   = 248 // the CPU the thread ran on just before the int3, as vgetcpu's segment limit has it (node << 12 | cpu); all ones if lsl could not read it
@@ -57,6 +57,12 @@ const (
 	SlotTrapAction = 264
 	slotTrapSet    = 296 // a sigset of SIGTRAP alone, for rt_sigprocmask to unblock
 	slotEnd        = slotTrapSet + 8
+)
+
+// A MailboxEntry's answers.
+const (
+	ReplyKeep = 1
+	ReplySwap = 2
 )
 
 // MailboxKind is what a thread does once the tracer lets it go from a

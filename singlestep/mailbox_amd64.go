@@ -291,6 +291,11 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, l RoutineLayout, err erro
 	a.store(regRDX, SlotAt) // last: the slot is whole
 	l.Trap = a.pc()
 	a.raw(BreakpointInsn...)
+	// Unanswered, back to the trap: a thread the tracer had taken the
+	// stop of when it was killed goes on from here with no signal, and
+	// must trap again, for the rescue (rescue.go) to answer.
+	a.raw(0x48, 0x83, 0x79, SlotReply, 0x00) // cmpq $0,Reply(%rcx)
+	a.raw(0x74, byte(int8(int64(l.Trap)-int64(a.pc())-2)))
 	a.ifTrapBlocked(func() {
 		a.withSlotInR8(func() {
 			a.sigSyscall(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, SlotSigMask, noSlot)
@@ -303,9 +308,9 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, l RoutineLayout, err erro
 		if tramp == 0 {
 			tramp = at // never swapped in: no hooks without a trampoline
 		}
-		a.raw(0x48, 0x83, 0x79, SlotReply, 0x00) // cmpq $0,Reply(%rcx)
-		a.raw(0x74, 7+8)                         // je past the swap
-		a.raw(0x48, 0x8d, 0x05)                  // lea Tramp(%rip),%rax
+		a.raw(0x48, 0x83, 0x79, SlotReply, ReplyKeep) // cmpq $ReplyKeep,Reply(%rcx)
+		a.raw(0x74, 7+8)                              // je past the swap
+		a.raw(0x48, 0x8d, 0x05)                       // lea Tramp(%rip),%rax
 		a.rel32(tramp)
 		a.raw(0x48, 0x89, 0x84, 0x24) // mov %rax,mbSP(%rsp): over the return address
 		a.b = binary.LittleEndian.AppendUint32(a.b, mbSP)
@@ -314,6 +319,7 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, l RoutineLayout, err erro
 		a.raw(0x48, 0x89, 0x84, 0x24)      // mov %rax,mbSP-8(%rsp): where ret read it from
 		a.b = binary.LittleEndian.AppendUint32(a.b, mbSP-8)
 	}
+	a.raw(0x48, 0xc7, 0x41, SlotReply, 0, 0, 0, 0) // movq $0,Reply(%rcx): taken
 	a.release()
 	a.raw(0x48, 0x83, 0xc2, stubDone) // add $stubDone,%rdx
 	taken := a.pc() + 2

@@ -77,6 +77,10 @@ type Process struct {
 	// Delivering, if set, is told of every signal a resume lets the
 	// tracee take: a handler may run from wherever the thread stopped.
 	Delivering func(tid int)
+
+	// Held, if set, is told when a thread stops for us (true) and when
+	// we let it run again (false).
+	Held func(tid int, held bool)
 }
 
 // Thread is one traced thread and what we know of its stop state.
@@ -401,10 +405,28 @@ func (p *Process) Cont(tid, sig int) error {
 	}
 	p.delivering(tid, sig)
 	t.Stopped = false
-	return ptrace(p.resumeRequest(t), tid, 0, uintptr(sig))
+	return p.resumed(tid, ptrace(p.resumeRequest(t), tid, 0, uintptr(sig)))
+}
+
+// resumed tells Held that tid runs again, after the request that resumed
+// it (a death of ours in between leaves it held, which is safe), but for
+// a SIGTRAP we deliver, which the rescue must know is not ours: that is
+// told before. It returns err.
+func (p *Process) resumed(tid int, err error) error {
+	if p.Held != nil {
+		p.Held(tid, false)
+	}
+	return err
+}
+
+func (p *Process) resuming(tid, sig int) {
+	if sig == int(unix.SIGTRAP) && p.Held != nil {
+		p.Held(tid, false)
+	}
 }
 
 func (p *Process) delivering(tid, sig int) {
+	p.resuming(tid, sig)
 	if sig != 0 && p.Delivering != nil {
 		p.Delivering(tid)
 	}
@@ -452,7 +474,7 @@ func (p *Process) Step(tid, sig int) error {
 		t.Stopped = false
 	}
 	p.delivering(tid, sig)
-	return ptraceStep(tid, sig)
+	return p.resumed(tid, ptraceStep(tid, sig))
 }
 
 // Interrupt asks a running thread to stop; Wait reports an EventStop.

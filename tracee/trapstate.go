@@ -62,6 +62,13 @@ func (p *Process) OweTrapState(tid int, s TrapState, mask, action bool) {
 	t.owed = &owedTrapState{state: s, mask: mask, action: action}
 }
 
+// Sigmask returns stopped thread tid's blocked signals.
+func (p *Process) Sigmask(tid int) (uint64, error) {
+	var mask uint64
+	err := ptraceGetSigmask(tid, &mask)
+	return mask, err
+}
+
 // SetSigmask sets the blocked signals of stopped thread tid.
 func (p *Process) SetSigmask(tid int, mask uint64) error {
 	return ptraceSetSigmask(tid, &mask)
@@ -157,13 +164,20 @@ func (p *Process) belowRedZone(tid, n int) (uint64, error) {
 }
 
 // TrapIgnored reports whether process pid ignores SIGTRAP now.
-func TrapIgnored(pid int) bool {
-	v, ok := statusField(fmt.Sprintf("/proc/%d/status", pid), "SigIgn")
+func TrapIgnored(pid int) bool { return trapIn(pid, "SigIgn") }
+
+// TrapCaught reports whether process pid has a handler for SIGTRAP now.
+func TrapCaught(pid int) bool { return trapIn(pid, "SigCgt") }
+
+// trapIn reports whether SIGTRAP is in the signal set field of pid's
+// status.
+func trapIn(pid int, field string) bool {
+	v, ok := statusField(fmt.Sprintf("/proc/%d/status", pid), field)
 	if !ok {
 		return false
 	}
-	ign, err := strconv.ParseUint(v, 16, 64)
-	return err == nil && ign&trapBit != 0
+	set, err := strconv.ParseUint(v, 16, 64)
+	return err == nil && set&trapBit != 0
 }
 
 // StepKeepingSignals single-steps a stopped thread, as Step, without the

@@ -106,7 +106,8 @@ func (p *Process) nextStatus(block bool) (tid int, ws unix.WaitStatus, err error
 	}
 	defer func() {
 		if tid > 0 && err == nil {
-			p.taken.drain()
+			p.collected(tid, ws)
+			p.taken.drain(p.collected)
 		}
 	}()
 	for {
@@ -257,6 +258,7 @@ func (p *Process) WaitThread(tid int) (Event, error) {
 			return Event{}, fmt.Errorf("wait for thread %d: %w", tid, err)
 		}
 		if got == tid {
+			p.collected(tid, ws)
 			if ev, ok := p.classify(tid, ws); ok {
 				return ev, nil
 			}
@@ -266,6 +268,15 @@ func (p *Process) WaitThread(tid int) (Event, error) {
 			return Event{}, fmt.Errorf("wait for thread %d: %w", tid, ErrNoProcess)
 		}
 		time.Sleep(time.Duration(min(polls, 100)) * 10 * time.Microsecond)
+	}
+}
+
+// collected tells Held of a stop taken from the kernel: a stop we have
+// taken is one the kernel no longer holds a signal for, so that if we
+// die before we resume the thread it goes on with none.
+func (p *Process) collected(tid int, ws unix.WaitStatus) {
+	if p.Held != nil && ws.Stopped() {
+		p.Held(tid, true)
 	}
 }
 
@@ -296,7 +307,7 @@ const drainMax = 8
 
 // drain takes every status waiting in the kernel when it is time to (a
 // status has just been taken).
-func (q *takenStatuses) drain() {
+func (q *takenStatuses) drain(collected func(int, unix.WaitStatus)) {
 	if q.sinceDrain++; q.sinceDrain < q.interval {
 		return
 	}
@@ -308,6 +319,7 @@ func (q *takenStatuses) drain() {
 		if err != nil || got <= 0 {
 			break
 		}
+		collected(got, ws)
 		q.queue = append(q.queue, keptStatus{got, ws})
 	}
 	if len(q.queue) > before {

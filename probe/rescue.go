@@ -1,0 +1,357 @@
+package probe
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
+)
+
+// The rescue (singlestep/rescue.go): a SIGTRAP handler of ours in an
+// attached process, which never runs while we live, and the page it
+// reads if we are killed: every text patch of ours with its original
+// bytes, every pc a thread of ours can trap with and where it goes on,
+// every return the tracer has hooked, and which threads we hold. We keep
+// the page true at every moment we can die: an entry goes in before what
+// it describes is written and out after it is undone, its key word last.
+//
+// Only for an attached process (a launched one dies with us: EXITKILL)
+// whose SIGTRAP action is SIG_DFL, on x86-64.
+
+// rt_sigaction's flags for our handler.
+const (
+	saSiginfo  = 0x4
+	saOnstack  = 0x08000000
+	saRestorer = 0x04000000
+)
+
+// trapHandler is our SIGTRAP action, and the program's before it.
+type trapHandler struct {
+	ours, old [4]uint64
+}
+
+// rescue is a process's rescue page and what we know of its entries.
+type rescue struct {
+	addr uint64
+	mem  []byte
+
+	texts, pcs rescueTable[uint64] // by address, by pc
+	frames     rescueTable[frameKey]
+	// popped are frames whose returns have come, per thread: freed at its
+	// next stop (until it resumes, the thread may still be at the trap).
+	popped map[int][]frameKey
+	// checked: threads whose first stop keepRescue has seen.
+	checked   map[int]bool
+	nextCheck time.Time
+}
+
+type frameKey struct {
+	tid  int
+	slot uint64
+}
+
+// rescueTable is one of the page's arrays: entries by key, free ones.
+type rescueTable[K comparable] struct {
+	base, size, cap, count int // where, entry size, capacity, the count's word
+	n                      int
+	at                     map[K]int
+	free                   []int
+}
+
+func newRescueTable[K comparable](base, size, cap, count int) rescueTable[K] {
+	return rescueTable[K]{base: base, size: size, cap: cap, count: count, at: map[K]int{}}
+}
+
+func (r *rescue) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+
+// entry returns the offset of key's entry, made if need be; -1 if the
+// table is full.
+func entry[K comparable](r *rescue, tb *rescueTable[K], key K) int {
+	if i, ok := tb.at[key]; ok {
+		return tb.base + i*tb.size
+	}
+	var i int
+	switch {
+	case len(tb.free) > 0:
+		i, tb.free = tb.free[len(tb.free)-1], tb.free[:len(tb.free)-1]
+	case tb.n < tb.cap:
+		i = tb.n
+		tb.n++
+		atomic.StoreUint64(r.word(tb.count), uint64(tb.n))
+	default:
+		return -1
+	}
+	tb.at[key] = i
+	return tb.base + i*tb.size
+}
+
+// drop frees key's entry, its key word (at keyOff) zeroed.
+func drop[K comparable](r *rescue, tb *rescueTable[K], key K, keyOff int) {
+	i, ok := tb.at[key]
+	if !ok {
+		return
+	}
+	atomic.StoreUint64(r.word(tb.base+i*tb.size+keyOff), 0)
+	delete(tb.at, key)
+	tb.free = append(tb.free, i)
+}
+
+// setupRescue makes the rescue of an attached process, through the held
+// anchor; without one the process is as before (a kill -9 of ours kills
+// it where a probe stops threads).
+func (t *Tracer) setupRescue() {
+	if t.launched || t.anchor == 0 || isGo(t.space.Main()) {
+		return
+	}
+	act, err := t.proc.TrapAction(t.anchor)
+	if err != nil || act != [4]uint64{} {
+		return // the program's own action: ours would change what it does
+	}
+	if mask, err := t.proc.Sigmask(t.anchor); err != nil || mask&(1<<(unix.SIGTRAP-1)) != 0 {
+		return // the step that sets the action would reset it
+	}
+	sized, _, err := (&singlestep.RescueCode{}).Code(0) // (x86-64's only so far)
+	if err != nil {
+		return
+	}
+	addr, mem, err := t.proc.MapShared(t.anchor, 0, singlestep.RescueSize)
+	if err != nil {
+		return
+	}
+	t.mapped = append(t.mapped, mappedRange{addr, singlestep.RescueSize})
+	gen := &singlestep.RescueCode{Page: addr}
+	base, slots, err := t.allocDetour(t.anchor, addr, len(sized))
+	if err != nil {
+		return
+	}
+	code, restorer, err := gen.Code(base)
+	if err != nil || t.writeSlots([]slotWrite{{base, code}}) != nil {
+		t.freeSlots(base, slots)
+		return
+	}
+	r := &rescue{addr: addr, mem: mem, popped: map[int][]frameKey{}, checked: map[int]bool{}}
+	r.texts = newRescueTable[uint64](singlestep.RescueTextAt, singlestep.RescueTextSize, singlestep.RescueTextCap, singlestep.RescueTexts)
+	r.pcs = newRescueTable[uint64](singlestep.RescuePCAt, singlestep.RescuePCSize, singlestep.RescuePCCap, singlestep.RescuePCs)
+	r.frames = newRescueTable[frameKey](singlestep.RescueFrameAt, singlestep.RescueFrameSize, singlestep.RescueFrameCap, singlestep.RescueFrames)
+	copy(mem[singlestep.RescueMagic:], singlestep.RescueMagicBytes())
+	copy(mem[singlestep.RescueBreak:], singlestep.BreakpointInsn)
+	copy(mem[singlestep.RescuePath:], "/proc/self/mem\x00")
+	for i, w := range act {
+		binary.LittleEndian.PutUint64(mem[singlestep.RescueOldAct+8*i:], w)
+	}
+	// SA_ONSTACK: a thread whose stack is nearly gone still has its
+	// alternate one.
+	h := &trapHandler{ours: [4]uint64{base, saSiginfo | saRestorer | saOnstack, restorer, 0}, old: act}
+	if t.proc.SetTrapAction(t.anchor, h.ours) != nil {
+		return
+	}
+	t.rescue, t.ourTrap = r, h
+	t.proc.Held = t.rescueHeld
+	for _, th := range t.proc.Threads() {
+		if th.Stopped {
+			t.rescueHeld(th.Tid, true)
+		}
+	}
+}
+
+// keepRescue makes our handler the SIGTRAP action again where a trap has
+// reset it: a breakpoint's SIGTRAP in a thread that blocks SIGTRAP makes
+// the kernel reset the action to SIG_DFL (and unblock SIGTRAP there;
+// jemalloc's background thread blocks every signal). Checked at each
+// thread's first stop, when that happens, and every 100 ms.
+func (t *Tracer) keepRescue(tid int) {
+	r := t.rescue
+	if r == nil || t.ourTrap == nil {
+		return
+	}
+	now := time.Now()
+	if r.checked[tid] && now.Before(r.nextCheck) {
+		return
+	}
+	r.checked[tid], r.nextCheck = true, now.Add(100*time.Millisecond)
+	if !tracee.TrapCaught(t.pid) {
+		t.proc.SetTrapAction(tid, t.ourTrap.ours)
+	}
+}
+
+// removeRescue gives the program its SIGTRAP action back, through the
+// held thread runner, if it is still ours; it reports whether the
+// rescue's code and page may go.
+func (t *Tracer) removeRescue(runner int) bool {
+	h := t.ourTrap
+	if h == nil {
+		return true
+	}
+	act, err := t.proc.TrapAction(runner)
+	if err != nil {
+		return false
+	}
+	if act[0] == h.ours[0] && t.proc.SetTrapAction(runner, h.old) != nil {
+		return false
+	}
+	t.rescue, t.ourTrap, t.proc.Held = nil, nil, nil
+	return true
+}
+
+// unhookRescuedReturns gives back the returns a killed probe had hooked
+// itself, as its rescue page (one of files) mirrors them, where the slot
+// still holds an address in its pages; it returns how many.
+func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n int) {
+	magic := make([]byte, len(singlestep.RescueMagicBytes()))
+	for _, f := range files {
+		if f[1]-f[0] != singlestep.RescueSize {
+			continue
+		}
+		if _, err := t.proc.ReadAt(magic, int64(f[0])); err != nil || string(magic) != string(singlestep.RescueMagicBytes()) {
+			continue
+		}
+		count, _ := t.readWord(f[0] + singlestep.RescueFrames)
+		for i := range min(count, singlestep.RescueFrameCap) {
+			at := f[0] + singlestep.RescueFrameAt + i*singlestep.RescueFrameSize
+			tid, ok1 := t.readWord(at)
+			slot, ok2 := t.readWord(at + 8)
+			ret, ok3 := t.readWord(at + 16)
+			if !ok1 || !ok2 || !ok3 || tid == 0 {
+				continue
+			}
+			if w, ok := t.readWord(slot); ok && inAny(old, w) && t.writeWord(slot, ret) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// dropOldRescue makes SIGTRAP's action SIG_DFL again where it is the
+// handler of a killed probe, in one of its mappings old, before they go.
+func (t *Tracer) dropOldRescue(old []mappedRange) {
+	if act, err := t.proc.TrapAction(t.anchor); err == nil && act[0] != 0 && inAny(old, act[0]) {
+		t.proc.SetTrapAction(t.anchor, [4]uint64{})
+	}
+}
+
+// rescueHeld marks tid held, or not; a stop also frees the frames it
+// returned from.
+func (t *Tracer) rescueHeld(tid int, held bool) {
+	r := t.rescue
+	if r == nil {
+		return
+	}
+	slot := singlestep.RescueHeld + 4*(tid%singlestep.RescueHeldSlots)
+	p := (*uint32)(unsafe.Pointer(&r.mem[slot]))
+	if !held {
+		atomic.CompareAndSwapUint32(p, uint32(tid), 0)
+		return
+	}
+	atomic.StoreUint32(p, uint32(tid))
+	for _, key := range r.popped[tid] {
+		drop(r, &r.frames, key, 0)
+	}
+	delete(r.popped, tid)
+}
+
+// rescueThreadGone frees what the page held for a thread that exited.
+func (t *Tracer) rescueThreadGone(tid int) {
+	if t.rescue != nil {
+		t.rescueHeld(tid, true)
+		t.rescueHeld(tid, false)
+	}
+}
+
+// rescueText puts in the page, before they are patched, bytes at addr
+// and their originals.
+func (t *Tracer) rescueText(addr uint64, orig []byte) {
+	r := t.rescue
+	if r == nil || len(orig) > singlestep.RescueTextMax {
+		return
+	}
+	off := entry(r, &r.texts, addr)
+	if off < 0 {
+		return
+	}
+	atomic.StoreUint64(r.word(off+8), 0)
+	atomic.StoreUint64(r.word(off), addr)
+	copy(r.mem[off+16:off+16+singlestep.RescueTextMax], orig)
+	atomic.StoreUint64(r.word(off+8), uint64(len(orig)))
+}
+
+// rescueUntext takes out of the page text put back.
+func (t *Tracer) rescueUntext(addr uint64) {
+	if r := t.rescue; r != nil {
+		drop(r, &r.texts, addr, 8)
+	}
+}
+
+// rescuePC tells the handler what to do with a thread that traps with pc
+// from (singlestep.RescueGoOn and the rest).
+func (t *Tracer) rescuePC(from, to uint64, kind int) {
+	r := t.rescue
+	if r == nil || from == 0 {
+		return
+	}
+	off := entry(r, &r.pcs, from)
+	if off < 0 {
+		return
+	}
+	atomic.StoreUint64(r.word(off), 0)
+	atomic.StoreUint64(r.word(off+8), to)
+	atomic.StoreUint64(r.word(off+16), uint64(kind))
+	atomic.StoreUint64(r.word(off), from)
+}
+
+// rescueSite puts in the page what a site's breakpoint needs: its text,
+// and where a thread trapped on it, or in its copy, goes on.
+func (t *Tracer) rescueSite(st *site) {
+	if t.rescue == nil {
+		return
+	}
+	t.rescueText(st.addr, st.origBytes())
+	for k := 0; k < len(st.orig); k += len(singlestep.BreakpointInsn) {
+		// (Every breakpoint of padBreakpoint's.)
+		t.rescuePC(st.addr+uint64(k)+singlestep.BreakpointPCAdjust, st.addr, singlestep.RescueGoOn)
+	}
+	if st.slot != 0 {
+		// Sent to the copy, past it (the step's end), or on the
+		// breakpoint that follows a copy that has no jump back.
+		end, next := st.slot+uint64(st.insn.Len), st.addr+uint64(st.insn.Len)
+		t.rescuePC(st.slot, st.addr, singlestep.RescueGoOn)
+		t.rescuePC(end, next, singlestep.RescueGoOn)
+		t.rescuePC(end+singlestep.BreakpointPCAdjust, next, singlestep.RescueGoOn)
+	}
+}
+
+// rescueTrampoline tells the handler of the trampoline's traps at trap.
+func (t *Tracer) rescueTrampoline(trap uint64) {
+	for k := range 2 {
+		t.rescuePC(trap+uint64(k*len(singlestep.BreakpointInsn))+singlestep.BreakpointPCAdjust, 0, singlestep.RescueReturn)
+	}
+}
+
+// rescueFrame mirrors a return the tracer has hooked: thread tid's
+// return address at slot, ret.
+func (t *Tracer) rescueFrame(tid int, slot, ret uint64) {
+	r := t.rescue
+	if r == nil {
+		return
+	}
+	off := entry(r, &r.frames, frameKey{tid, slot})
+	if off < 0 {
+		return
+	}
+	atomic.StoreUint64(r.word(off), 0)
+	atomic.StoreUint64(r.word(off+8), slot)
+	atomic.StoreUint64(r.word(off+16), ret)
+	atomic.StoreUint64(r.word(off), uint64(tid))
+}
+
+// rescueReturned notes that a hooked return of tid's at slot has come.
+func (t *Tracer) rescueReturned(tid int, slot uint64) {
+	if r := t.rescue; r != nil {
+		r.popped[tid] = append(r.popped[tid], frameKey{tid, slot})
+	}
+}
