@@ -120,6 +120,11 @@ func TestKill9StoppingProbes(t *testing.T) {
 		{"--no-inprocess", "p:spin_on", "r:spin_on", "r:spin"},
 		{"r:spin", "r:outer", "r:mid"},
 		{"--no-inprocess", "--tracer", "function_graph"},
+		// Hooked in the tracee, tail-calling one that stops, which
+		// tail-calls one hooked in the tracee: the tracee's frame at
+		// the slot is dropped by the second hook.
+		{"r:first", "r:spin_on", "r:then"},
+		{"--tracer", "function_graph"},
 	} {
 		pr := startBg(t, nil, probeBin, append([]string{"attach", "-v", "-o", os.DevNull, pid}, specs...)...)
 		waitStderr(t, pr, "stop", 30*time.Second)

@@ -123,7 +123,7 @@ func (t *Tracer) writeBreakpoints(sites []*site) error {
 	}
 	// In text_poke_bp's order: the breakpoints, then the rest of each
 	// instruction (a thread running it in place has fetched it whole).
-	for pass := range 2 {
+	for pass := range 1 + min(1, tailBytes(sites)) {
 		for i, r := range runs {
 			if pass == 1 {
 				for _, st := range r.sites {
@@ -139,6 +139,16 @@ func (t *Tracer) writeBreakpoints(sites []*site) error {
 		}
 	}
 	return nil
+}
+
+// tailBytes is how many bytes of sites' instructions lie past their
+// breakpoints' first: 0 where a breakpoint is the whole instruction
+// (arm64).
+func tailBytes(sites []*site) (n int) {
+	for _, st := range sites {
+		n += len(st.orig) - len(singlestep.BreakpointInsn)
+	}
+	return n
 }
 
 // padBreakpoint is what goes over an instruction of n bytes at a site:
@@ -177,11 +187,12 @@ func (t *Tracer) restoreSitesIn(mem io.WriterAt, sites []*site) error {
 			continue
 		}
 		// The rest of each instruction first, the breakpoint last.
-		brk := len(singlestep.BreakpointInsn)
-		for _, st := range r.sites {
-			copy(r.bytes[st.addr-r.lo+uint64(brk):], st.origBytes()[brk:])
+		if brk := len(singlestep.BreakpointInsn); tailBytes(r.sites) > 0 {
+			for _, st := range r.sites {
+				copy(r.bytes[st.addr-r.lo+uint64(brk):], st.origBytes()[brk:])
+			}
+			mem.WriteAt(r.bytes, int64(r.lo))
 		}
-		mem.WriteAt(r.bytes, int64(r.lo))
 		for _, st := range r.sites {
 			copy(r.bytes[st.addr-r.lo:], st.origBytes())
 		}

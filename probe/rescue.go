@@ -105,7 +105,8 @@ func drop[K comparable](r *rescue, tb *rescueTable[K], key K, keyOff int) {
 // anchor; without one the process is as before (a kill -9 of ours kills
 // it where a probe stops threads).
 func (t *Tracer) setupRescue() {
-	if t.launched || t.anchor == 0 || isGo(t.space.Main()) {
+	sized, _, err := (&singlestep.RescueCode{}).Code(0) // (x86-64's only so far)
+	if err != nil || t.launched || t.anchor == 0 || isGo(t.space.Main()) {
 		return
 	}
 	act, err := t.proc.TrapAction(t.anchor)
@@ -114,10 +115,6 @@ func (t *Tracer) setupRescue() {
 	}
 	if mask, err := t.proc.Sigmask(t.anchor); err != nil || mask&(1<<(unix.SIGTRAP-1)) != 0 {
 		return // the step that sets the action would reset it
-	}
-	sized, _, err := (&singlestep.RescueCode{}).Code(0) // (x86-64's only so far)
-	if err != nil {
-		return
 	}
 	addr, mem, err := t.proc.MapShared(t.anchor, 0, singlestep.RescueSize)
 	if err != nil {
@@ -339,6 +336,7 @@ func (t *Tracer) rescueFrame(tid int, slot, ret uint64) {
 	if r == nil {
 		return
 	}
+	ret = t.rescueReturn(tid, slot, ret)
 	off := entry(r, &r.frames, frameKey{tid, slot})
 	if off < 0 {
 		return
@@ -347,6 +345,25 @@ func (t *Tracer) rescueFrame(tid int, slot, ret uint64) {
 	atomic.StoreUint64(r.word(off+8), slot)
 	atomic.StoreUint64(r.word(off+16), ret)
 	atomic.StoreUint64(r.word(off), uint64(tid))
+}
+
+// rescueReturn is where a return hooked at slot goes if we die: ret, but
+// for the tracee's trampoline (a call hooked in the tracee tail-called
+// the function), the return address of the tracee's own frame at the
+// slot. A later tail call hooked in the tracee drops that frame, and we
+// send the return home from its record then; without us, the thread
+// goes there straight (a frame left in the ring is dropped as dead by
+// the next return below it).
+func (t *Tracer) rescueReturn(tid int, slot, ret uint64) uint64 {
+	if t.inproc == nil || ret != t.inproc.trampoline {
+		return ret
+	}
+	for _, f := range t.shadowOf(tid) {
+		if home := f.Ret &^ singlestep.UnhookedBit; f.Slot == slot && home != t.trampoline && home != t.inproc.trampoline {
+			return home
+		}
+	}
+	return ret
 }
 
 // rescueReturned notes that a hooked return of tid's at slot has come.
