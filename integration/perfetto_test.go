@@ -269,7 +269,7 @@ func TestOutputPerfettoUnfinished(t *testing.T) {
 	// end.
 	p := startBg(t, nil, sleepy)
 	time.Sleep(100 * time.Millisecond)
-	mustProbe(t, "attach", "--duration", "300ms", "--format", "perfetto", "-o", pf, "--tracer", "function_graph", fmt.Sprint(p.cmd.Process.Pid))
+	mustProbe(t, "attach", "--duration", "1s", "--format", "perfetto", "-o", pf, "--tracer", "function_graph", fmt.Sprint(p.cmd.Process.Pid))
 	events, _ = readPerfetto(t, pf)
 	var open []string
 	for _, ev := range events {
