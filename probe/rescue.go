@@ -69,6 +69,15 @@ func newRescueTable[K comparable](base, size, cap, count int) rescueTable[K] {
 
 func (r *rescue) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
 
+// publish writes the entry at off: its key word zeroed first and written
+// last, so that the handler never takes a half-written entry for one.
+func (r *rescue) publish(off int, key, second, third uint64) {
+	atomic.StoreUint64(r.word(off), 0)
+	atomic.StoreUint64(r.word(off+8), second)
+	atomic.StoreUint64(r.word(off+16), third)
+	atomic.StoreUint64(r.word(off), key)
+}
+
 // entry returns the offset of key's entry, made if need be; -1 if the
 // table is full.
 func entry[K comparable](r *rescue, tb *rescueTable[K], key K) int {
@@ -163,7 +172,7 @@ func (t *Tracer) setupRescue() {
 // thread's first stop, when that happens, and every 100 ms.
 func (t *Tracer) keepRescue(tid int) {
 	r := t.rescue
-	if r == nil || t.ourTrap == nil {
+	if r == nil {
 		return
 	}
 	now := time.Now()
@@ -239,13 +248,22 @@ func (t *Tracer) rescueHeld(tid int, held bool) {
 	if r == nil {
 		return
 	}
-	slot := singlestep.RescueHeld + 4*(tid%singlestep.RescueHeldSlots)
-	p := (*uint32)(unsafe.Pointer(&r.mem[slot]))
+	p := r.held(tid)
 	if !held {
 		atomic.CompareAndSwapUint32(p, uint32(tid), 0)
 		return
 	}
 	atomic.StoreUint32(p, uint32(tid))
+	r.dropPopped(tid)
+}
+
+// held is tid's word among the held threads.
+func (r *rescue) held(tid int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&r.mem[singlestep.RescueHeld+4*(tid%singlestep.RescueHeldSlots)]))
+}
+
+// dropPopped frees the frames tid has returned from.
+func (r *rescue) dropPopped(tid int) {
 	for _, key := range r.popped[tid] {
 		drop(r, &r.frames, key, 0)
 	}
@@ -254,9 +272,9 @@ func (t *Tracer) rescueHeld(tid int, held bool) {
 
 // rescueThreadGone frees what the page held for a thread that exited.
 func (t *Tracer) rescueThreadGone(tid int) {
-	if t.rescue != nil {
-		t.rescueHeld(tid, true)
-		t.rescueHeld(tid, false)
+	if r := t.rescue; r != nil {
+		r.dropPopped(tid)
+		atomic.CompareAndSwapUint32(r.held(tid), uint32(tid), 0)
 	}
 }
 
@@ -295,10 +313,7 @@ func (t *Tracer) rescuePC(from, to uint64, kind int) {
 	if off < 0 {
 		return
 	}
-	atomic.StoreUint64(r.word(off), 0)
-	atomic.StoreUint64(r.word(off+8), to)
-	atomic.StoreUint64(r.word(off+16), uint64(kind))
-	atomic.StoreUint64(r.word(off), from)
+	r.publish(off, from, to, uint64(kind))
 }
 
 // rescueSite puts in the page what a site's breakpoint needs: its text,
@@ -341,10 +356,7 @@ func (t *Tracer) rescueFrame(tid int, slot, ret uint64) {
 	if off < 0 {
 		return
 	}
-	atomic.StoreUint64(r.word(off), 0)
-	atomic.StoreUint64(r.word(off+8), slot)
-	atomic.StoreUint64(r.word(off+16), ret)
-	atomic.StoreUint64(r.word(off), uint64(tid))
+	r.publish(off, uint64(tid), slot, ret)
 }
 
 // rescueReturn is where a return hooked at slot goes if we die: ret, but
