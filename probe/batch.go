@@ -85,7 +85,11 @@ func (t *Tracer) writeSlots(slots []slotWrite) error {
 		for j < len(slots) && slots[j].addr == slots[j-1].addr+singlestep.SlotSize {
 			j++
 		}
-		size := slots[j-1].addr - slots[i].addr + uint64(len(slots[j-1].code))
+		// The last slot's rest too: a thread let go past a copy with no
+		// jump back (its step's stop taken when we were killed) meets a
+		// breakpoint (rescue.go), not the zeros of a fresh mapping.
+		last := slots[j-1]
+		size := last.addr - slots[i].addr + uint64(max(1, (len(last.code)+singlestep.SlotSize-1)/singlestep.SlotSize)*singlestep.SlotSize)
 		buf = slices.Grow(buf[:0], int(size))[:size]
 		// Slots start at multiples of the breakpoint's length.
 		for k := range buf {

@@ -115,7 +115,7 @@ func (t *Tracer) restoreLeftovers() {
 	}
 	returns, hooked := t.unhookLeftoverReturns(ms.files, old)
 	returns += t.unhookRescuedReturns(ms.files, old)
-	t.dropOldRescue(old)
+	t.dropOldRescue(ms.files, old)
 	removed := "removed"
 	if hooked || t.installHeld == nil || !t.unmapUnreached(t.anchor, append([]int{t.anchor}, t.installHeld...), old) {
 		// A thread in them (inside one of its stubs, say, which it

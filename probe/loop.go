@@ -126,7 +126,6 @@ func (t *Tracer) onTrap(tid int) {
 	if err := t.proc.GetRegs(tid, regs); err != nil {
 		return // the thread died under us
 	}
-	t.keepRescue(tid)
 	t.settleMailbox(tid, regs)
 	if s := t.stepping[tid]; s != nil {
 		t.onStepDone(tid, s, regs)
@@ -157,6 +156,9 @@ func (t *Tracer) onTrap(tid int) {
 		}
 		s = via.site
 	}
+	// (At a hit of ours: at the program's own SIGTRAP a system call we
+	// ran would take the place of its delivery.)
+	t.keepRescue(tid)
 	t.keepPlain(s)
 	var hookRet uint64
 	if t.inReturnHook(s, via) {

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"encoding/binary"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -9,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
-	"github.com/probedbg/probe/tracee"
 )
 
 // The rescue (singlestep/rescue.go): a SIGTRAP handler of ours in an
@@ -20,14 +18,18 @@ import (
 // the page true at every moment we can die: an entry goes in before what
 // it describes is written and out after it is undone, its key word last.
 //
-// Only for an attached process (a launched one dies with us: EXITKILL)
-// whose SIGTRAP action is SIG_DFL, on x86-64.
+// Only for an attached process (a launched one dies with us: EXITKILL).
+// Our action takes the program's place: a SIGTRAP not ours goes on to
+// the program's handler, as it came, with the program's signals blocked
+// and its SA_RESTART; where the program has no handler (SIG_DFL,
+// SIG_IGN), its action comes back and the signal is raised again.
 
 // rt_sigaction's flags for our handler.
 const (
 	saSiginfo  = 0x4
 	saOnstack  = 0x08000000
 	saRestorer = 0x04000000
+	saRestart  = 0x10000000
 )
 
 // trapHandler is our SIGTRAP action, and the program's before it.
@@ -114,13 +116,13 @@ func drop[K comparable](r *rescue, tb *rescueTable[K], key K, keyOff int) {
 // anchor; without one the process is as before (a kill -9 of ours kills
 // it where a probe stops threads).
 func (t *Tracer) setupRescue() {
-	sized, _, err := (&singlestep.RescueCode{}).Code(0) // (x86-64's only so far)
-	if err != nil || t.launched || t.anchor == 0 || isGo(t.space.Main()) {
+	sized, _, err := (&singlestep.RescueCode{}).Code(0)
+	if err != nil || t.launched || t.anchor == 0 {
 		return
 	}
 	act, err := t.proc.TrapAction(t.anchor)
-	if err != nil || act != [4]uint64{} {
-		return // the program's own action: ours would change what it does
+	if err != nil {
+		return
 	}
 	if mask, err := t.proc.Sigmask(t.anchor); err != nil || mask&(1<<(unix.SIGTRAP-1)) != 0 {
 		return // the step that sets the action would reset it
@@ -147,12 +149,8 @@ func (t *Tracer) setupRescue() {
 	copy(mem[singlestep.RescueMagic:], singlestep.RescueMagicBytes())
 	copy(mem[singlestep.RescueBreak:], singlestep.BreakpointInsn)
 	copy(mem[singlestep.RescuePath:], "/proc/self/mem\x00")
-	for i, w := range act {
-		binary.LittleEndian.PutUint64(mem[singlestep.RescueOldAct+8*i:], w)
-	}
-	// SA_ONSTACK: a thread whose stack is nearly gone still has its
-	// alternate one.
-	h := &trapHandler{ours: [4]uint64{base, saSiginfo | saRestorer | saOnstack, restorer, 0}, old: act}
+	h := &trapHandler{ours: [4]uint64{base, 0, restorer, 0}}
+	r.follow(h, act)
 	if t.proc.SetTrapAction(t.anchor, h.ours) != nil {
 		return
 	}
@@ -165,13 +163,28 @@ func (t *Tracer) setupRescue() {
 	}
 }
 
-// keepRescue makes our handler the SIGTRAP action again where a trap has
-// reset it: a breakpoint's SIGTRAP in a thread that blocks SIGTRAP makes
-// the kernel reset the action to SIG_DFL (and unblock SIGTRAP there;
-// jemalloc's background thread blocks every signal). Checked at each
-// thread's first stop, when that happens, and every 100 ms.
+// follow makes act the program's action, the one a SIGTRAP not ours
+// goes to, and ours block what it blocks and restart what it restarts.
+// SA_ONSTACK: a thread whose stack is nearly gone still has its
+// alternate one.
+func (r *rescue) follow(h *trapHandler, act [4]uint64) {
+	h.old = act
+	h.ours[1] = saSiginfo | saRestorer | saOnstack | act[1]&saRestart
+	h.ours[3] = act[3]
+	for i, w := range act {
+		atomic.StoreUint64(r.word(singlestep.RescueOldAct+8*i), w)
+	}
+}
+
+// keepRescue makes our handler the SIGTRAP action again where something
+// has replaced it: a breakpoint's SIGTRAP in a thread that blocks
+// SIGTRAP makes the kernel reset the action to SIG_DFL (and unblock
+// SIGTRAP there; jemalloc's background thread blocks every signal), and
+// the program may set an action of its own (which becomes the one ours
+// goes on to; a SIG_DFL is taken for the kernel's reset). Checked at a
+// hit of a thread's, its first and then every 100 ms.
 func (t *Tracer) keepRescue(tid int) {
-	r := t.rescue
+	r, h := t.rescue, t.ourTrap
 	if r == nil {
 		return
 	}
@@ -180,9 +193,14 @@ func (t *Tracer) keepRescue(tid int) {
 		return
 	}
 	r.checked[tid], r.nextCheck = true, now.Add(100*time.Millisecond)
-	if !tracee.TrapCaught(t.pid) {
-		t.proc.SetTrapAction(tid, t.ourTrap.ours)
+	act, err := t.proc.TrapAction(tid)
+	if err != nil || act[0] == h.ours[0] {
+		return
 	}
+	if act[0] != 0 {
+		r.follow(h, act)
+	}
+	t.proc.SetTrapAction(tid, h.ours)
 }
 
 // removeRescue gives the program its SIGTRAP action back, through the
@@ -200,7 +218,10 @@ func (t *Tracer) removeRescue(runner int) bool {
 	if act[0] == h.ours[0] && t.proc.SetTrapAction(runner, h.old) != nil {
 		return false
 	}
-	t.rescue, t.ourTrap, t.proc.Held = nil, nil, nil
+	// A thread held now may be inside our handler, which goes on to the
+	// program's after the detach: no thread is ours to let go any more.
+	clear(t.rescue.mem[singlestep.RescueHeld : singlestep.RescueHeld+4*singlestep.RescueHeldSlots])
+	t.rescue, t.ourTrap, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil
 	return true
 }
 
@@ -208,12 +229,8 @@ func (t *Tracer) removeRescue(runner int) bool {
 // itself, as its rescue page (one of files) mirrors them, where the slot
 // still holds an address in its pages; it returns how many.
 func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n int) {
-	magic := make([]byte, len(singlestep.RescueMagicBytes()))
 	for _, f := range files {
-		if f[1]-f[0] != singlestep.RescueSize {
-			continue
-		}
-		if _, err := t.proc.ReadAt(magic, int64(f[0])); err != nil || string(magic) != string(singlestep.RescueMagicBytes()) {
+		if !isRescuePage(t.proc, f) {
 			continue
 		}
 		count, _ := t.readWord(f[0] + singlestep.RescueFrames)
@@ -233,12 +250,34 @@ func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n i
 	return n
 }
 
-// dropOldRescue makes SIGTRAP's action SIG_DFL again where it is the
-// handler of a killed probe, in one of its mappings old, before they go.
-func (t *Tracer) dropOldRescue(old []mappedRange) {
-	if act, err := t.proc.TrapAction(t.anchor); err == nil && act[0] != 0 && inAny(old, act[0]) {
-		t.proc.SetTrapAction(t.anchor, [4]uint64{})
+// dropOldRescue gives the program back the SIGTRAP action a killed
+// probe's handler (in one of its mappings old) took the place of, as
+// its rescue page (one of files) kept it, before they go.
+func (t *Tracer) dropOldRescue(files [][2]uint64, old []mappedRange) {
+	act, err := t.proc.TrapAction(t.anchor)
+	if err != nil || act[0] == 0 || !inAny(old, act[0]) {
+		return
 	}
+	var prev [4]uint64
+	for _, f := range files {
+		if isRescuePage(t.proc, f) {
+			for i := range prev {
+				prev[i], _ = t.readWord(f[0] + singlestep.RescueOldAct + 8*uint64(i))
+			}
+			break
+		}
+	}
+	t.proc.SetTrapAction(t.anchor, prev)
+}
+
+// isRescuePage reports whether file mapping f is a rescue page.
+func isRescuePage(mem memory, f [2]uint64) bool {
+	magic := make([]byte, len(singlestep.RescueMagicBytes()))
+	if f[1]-f[0] != singlestep.RescueSize {
+		return false
+	}
+	_, err := mem.ReadAt(magic, int64(f[0]))
+	return err == nil && string(magic) == string(singlestep.RescueMagicBytes())
 }
 
 // rescueHeld marks tid held, or not; a stop also frees the frames it
@@ -327,6 +366,16 @@ func (t *Tracer) rescueSite(st *site) {
 		// (Every breakpoint of padBreakpoint's.)
 		t.rescuePC(st.addr+uint64(k)+singlestep.BreakpointPCAdjust, st.addr, singlestep.RescueGoOn)
 	}
+	if singlestep.BreakpointPCAdjust > 0 && len(st.orig) == 1 {
+		// An int3 over a one-byte instruction would leave a thread
+		// whose stop we took on the next: such threads are put back on
+		// the int3 before we take their stops (tracee/rewind.go), and
+		// one we die before taking traps with pc at the int3.
+		t.proc.Rewind = t.rewindsTo
+		if _, ok := t.rescue.pcs.at[st.addr]; !ok {
+			t.rescuePC(st.addr, st.addr, singlestep.RescueGoOn)
+		}
+	}
 	if st.slot != 0 {
 		// Sent to the copy, past it (the step's end), or on the
 		// breakpoint that follows a copy that has no jump back.
@@ -335,6 +384,13 @@ func (t *Tracer) rescueSite(st *site) {
 		t.rescuePC(end, next, singlestep.RescueGoOn)
 		t.rescuePC(end+singlestep.BreakpointPCAdjust, next, singlestep.RescueGoOn)
 	}
+}
+
+// rewindsTo reports whether a thread that trapped with pc is one past the
+// breakpoint of a site over a one-byte instruction.
+func (t *Tracer) rewindsTo(pc uint64) bool {
+	st := t.sites[pc-singlestep.BreakpointPCAdjust]
+	return st != nil && len(st.orig) == 1
 }
 
 // rescueTrampoline tells the handler of the trampoline's traps at trap.

@@ -99,9 +99,11 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a := &asm{at: at}
 	// Every register is the kernel's to restore from the ucontext at
 	// sigreturn: the handler uses them freely. r12: the ucontext; r13:
-	// the tid; r14: the page; r15: the pc the thread trapped with.
-	var scan, found, held, ours, fail, out, lookup, tramp, mboxRet, mboxEntry, textLoop, textNext, textDone label
+	// the tid; r14: the page; r15: the pc the thread trapped with; rbp:
+	// the siginfo, until the text is put back.
+	var scan, found, held, ours, fail, out, lookup, tramp, mboxRet, mboxEntry, textLoop, textNext, textDone, raise label
 	a.rr(true, 0x89, regRDX, regR12) // mov %rdx,%r12
+	a.rr(true, 0x89, regRSI, regRBP) // mov %rsi,%rbp
 	a.syscall(unix.SYS_GETTID)
 	a.rr(false, 0x89, regRAX, regR13) // mov %eax,%r13d
 	a.raw(0x4c, 0x8d, 0x35)           // lea page(%rip),%r14
@@ -228,10 +230,19 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.place(&out)
 	a.raw(0xc3) // ret
 
-	// The program's SIGTRAP: its action back, and the signal again
-	// (blocked until the handler returns, then delivered as it would
-	// have been).
+	// The program's SIGTRAP: to its handler, as the signal came (a jump:
+	// it returns to our restorer); where it has none, its action back
+	// and the signal again (blocked until the handler returns, then
+	// delivered as it would have been).
 	a.place(&fail)
+	a.memOp(true, []byte{0x8b}, regRAX, regR14, RescueOldAct) // mov handler,%rax
+	a.raw(0x48, 0x83, 0xf8, 1)                                // cmp $SIG_IGN,%rax
+	a.jump(&raise, 0x0f, 0x86)                                // jbe: SIG_DFL or SIG_IGN
+	a.movImm(regRDI, uint32(unix.SIGTRAP))
+	a.rr(true, 0x89, regRBP, regRSI) // mov %rbp,%rsi
+	a.rr(true, 0x89, regR12, regRDX) // mov %r12,%rdx
+	a.raw(0xff, 0xe0)                // jmp *%rax
+	a.place(&raise)
 	a.movImm(regRDI, uint32(unix.SIGTRAP))
 	a.memOp(true, []byte{0x8d}, regRSI, regR14, RescueOldAct)
 	a.raw(0x31, 0xd2)             // xor %edx,%edx

@@ -184,8 +184,14 @@ func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uin
 // the thread's registers and mask back after.
 func (p *Process) withRegs(tid int, do func(regs *unix.PtraceRegs) error) (err error) {
 	var saved unix.PtraceRegs
-	if err := p.GetRegs(tid, &saved); err != nil {
+	if err := ptraceGetRegs(tid, &saved); err != nil {
 		return err
+	}
+	// Registers as they are, rewound or not (rewind.go), and as they
+	// were when put back.
+	if t := p.threads[tid]; t != nil && t.rewound {
+		t.rewound = false
+		defer func() { t.rewound = true }()
 	}
 	var mask uint64
 	if err := ptraceGetSigmask(tid, &mask); err != nil {

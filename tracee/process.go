@@ -81,6 +81,11 @@ type Process struct {
 	// Held, if set, is told when a thread stops for us (true) and when
 	// we let it run again (false).
 	Held func(tid int, held bool)
+
+	// Rewind, if set, says of a trap's pc whether it is one past a
+	// breakpoint over a one-byte instruction: such a thread is put back
+	// on the breakpoint before its stop is taken (rewind.go).
+	Rewind func(pc uint64) bool
 }
 
 // Thread is one traced thread and what we know of its stop state.
@@ -106,6 +111,9 @@ type Thread struct {
 	owed *owedTrapState
 	// stop is the kind of stop it is in, while Stopped.
 	stop EventKind
+	// rewound: put back on the breakpoint it trapped on (rewind.go);
+	// stepped: resumed for one instruction last.
+	rewound, stepped bool
 }
 
 // Attach seizes every thread of pid, re-reading /proc/PID/task until no new
@@ -363,11 +371,18 @@ func (p *Process) WriteAt(b []byte, addr int64) (int, error) { return p.mem.Writ
 
 // GetRegs reads the general registers of a stopped thread.
 func (p *Process) GetRegs(tid int, regs *unix.PtraceRegs) error {
-	return ptraceGetRegs(tid, regs)
+	if err := ptraceGetRegs(tid, regs); err != nil {
+		return err
+	}
+	p.threads[tid].presented(regs)
+	return nil
 }
 
 // SetRegs writes the general registers of a stopped thread.
 func (p *Process) SetRegs(tid int, regs *unix.PtraceRegs) error {
+	if t := p.threads[tid]; t != nil {
+		t.rewound = false
+	}
 	return ptraceSetRegs(tid, regs)
 }
 
@@ -404,29 +419,19 @@ func (p *Process) Cont(tid, sig int) error {
 		sig = p.takePending(t)
 	}
 	p.delivering(tid, sig)
-	t.Stopped = false
-	return p.resumed(tid, ptrace(p.resumeRequest(t), tid, 0, uintptr(sig)))
+	t.Stopped, t.rewound, t.stepped = false, false, false
+	return ptrace(p.resumeRequest(t), tid, 0, uintptr(sig))
 }
 
-// resumed tells Held that tid runs again, after the request that resumed
-// it (a death of ours in between leaves it held, which is safe), but for
-// a SIGTRAP we deliver, which the rescue must know is not ours: that is
-// told before. It returns err.
-func (p *Process) resumed(tid int, err error) error {
+// delivering tells Held that tid runs again, before the request that
+// resumes it: a thread stopped inside the rescue's handler (which goes
+// on to the program's) may get to its check of the held threads at once.
+// A death of ours in between lets the thread go on from its stop with no
+// signal, as the request would have.
+func (p *Process) delivering(tid, sig int) {
 	if p.Held != nil {
 		p.Held(tid, false)
 	}
-	return err
-}
-
-func (p *Process) resuming(tid, sig int) {
-	if sig == int(unix.SIGTRAP) && p.Held != nil {
-		p.Held(tid, false)
-	}
-}
-
-func (p *Process) delivering(tid, sig int) {
-	p.resuming(tid, sig)
 	if sig != 0 && p.Delivering != nil {
 		p.Delivering(tid)
 	}
@@ -471,10 +476,10 @@ func (p *Process) takePending(t *Thread) int {
 // Step resumes a stopped thread for one instruction, delivering sig.
 func (p *Process) Step(tid, sig int) error {
 	if t := p.threads[tid]; t != nil {
-		t.Stopped = false
+		t.Stopped, t.rewound, t.stepped = false, false, true
 	}
 	p.delivering(tid, sig)
-	return p.resumed(tid, ptraceStep(tid, sig))
+	return ptraceStep(tid, sig)
 }
 
 // Interrupt asks a running thread to stop; Wait reports an EventStop.

@@ -107,20 +107,20 @@ func (p *Process) nextStatus(block bool) (tid int, ws unix.WaitStatus, err error
 	defer func() {
 		if tid > 0 && err == nil {
 			p.collected(tid, ws)
-			p.taken.drain(p.collected)
+			p.taken.drain(func() (int, unix.WaitStatus, error) { return p.takeOne(-1, false) }, p.collected)
 		}
 	}()
 	for {
 		// Most often a stop is already there (placement puts us back on
 		// the CPU when the tracee traps): take it without telling the
 		// runtime, as ptrace requests are made.
-		tid, err = wait4Now(&ws)
+		tid, ws, err = p.takeOne(-1, false)
 		p.Slept = err == nil && tid == 0
 		if p.Slept {
 			if !block {
 				return 0, ws, nil
 			}
-			tid, err = waitSleeping(&ws)
+			tid, ws, err = p.takeOne(-1, true)
 		}
 		switch {
 		case errors.Is(err, unix.EINTR):
@@ -249,8 +249,7 @@ func (p *Process) WaitThread(tid int) (Event, error) {
 			}
 			continue
 		}
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOTHREAD|unix.WNOHANG, nil)
+		got, ws, err := p.takeOne(tid, false)
 		if err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -307,15 +306,14 @@ const drainMax = 8
 
 // drain takes every status waiting in the kernel when it is time to (a
 // status has just been taken).
-func (q *takenStatuses) drain(collected func(int, unix.WaitStatus)) {
+func (q *takenStatuses) drain(take func() (int, unix.WaitStatus, error), collected func(int, unix.WaitStatus)) {
 	if q.sinceDrain++; q.sinceDrain < q.interval {
 		return
 	}
 	q.sinceDrain = 0
 	before := len(q.queue)
 	for {
-		var ws unix.WaitStatus
-		got, err := wait4Now(&ws)
+		got, ws, err := take()
 		if err != nil || got <= 0 {
 			break
 		}

@@ -5,13 +5,21 @@
 // It calls main.work N times (default 10) from each of G goroutines
 // (default 1: from main itself) and prints a deterministic
 // "sum=<sum> calls=<G*N>" on stdout and "gowork: done" on stderr.
+//
+//	gowork until-term G
+//
+// G goroutines call loop(100) until SIGTERM, each checking every sum;
+// it prints "ready" once they run, then "ok", or "BAD" and exits 1.
 package main
 
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync"
+	"syscall"
+	"time"
 )
 
 var scale = 3
@@ -42,6 +50,10 @@ func arg(i, def int) int {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "until-term" {
+		untilTerm(arg(2, 1))
+		return
+	}
 	n := arg(1, 10)
 	g := arg(2, 1)
 	sum := 0
@@ -65,4 +77,35 @@ func main() {
 	}
 	fmt.Printf("sum=%d calls=%d\n", sum, g*n)
 	fmt.Fprintln(os.Stderr, "gowork: done")
+}
+
+func untilTerm(g int) {
+	want := 0
+	for i := range 100 {
+		want += i*scale + i>>2
+	}
+	bad := make(chan int, 1)
+	for range g {
+		go func() {
+			for n := 0; ; n++ {
+				if s := loop(100); s != want {
+					bad <- s
+					return
+				}
+				if n%64 == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}()
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	fmt.Println("ready")
+	select {
+	case <-term:
+		fmt.Println("ok")
+	case s := <-bad:
+		fmt.Printf("BAD loop(100)=%d, want %d\n", s, want)
+		os.Exit(1)
+	}
 }
