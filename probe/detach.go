@@ -88,6 +88,7 @@ func (t *Tracer) detachAll(anchor int) {
 				t.proc.SetRegs(tid, &t.regs)
 			}
 		}
+		t.leaveRestart(tid)
 		t.leaveDetour(tid)
 		t.detachFromSlot(tid)
 	}
@@ -103,7 +104,7 @@ func (t *Tracer) detachAll(anchor int) {
 		}
 	}
 	t.stepping = map[int]*site{}
-	t.restarting = map[int]int{}
+	t.restarting = map[int]*restartState{}
 }
 
 // heldThreads lists the held threads of the process (not children sharing

@@ -112,7 +112,7 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	t.newAddressSpace()
 	t.xol, t.trampoline, t.trampTrap, t.signer, t.goidOff = nil, 0, 0, 0, 0
 	t.mbox, t.mboxTried = nil, false
-	t.rescue, t.ourTrap, t.proc.Held = nil, nil, nil // exec reset the action and unmapped the page
+	t.rescue, t.ourTrap, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil // exec reset the action and unmapped the page
 	t.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
 	return dropped

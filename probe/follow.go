@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"maps"
 	"sort"
 
 	"github.com/probedbg/probe/tracee"
@@ -71,6 +72,7 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		cp := *a
 		c.xol = append(c.xol, &cp)
 	}
+	maps.Copy(c.restartSlots, t.restartSlots)
 	if t.inproc != nil {
 		c.forkRings(t, ev.Tid)
 	}

@@ -1,6 +1,12 @@
 package probe
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+)
 
 // Go on arm64 loads a global through R27, its assembler's temporary:
 // `adrp x27, sym; ldr x1, [x27, #off]`. Asynchronous preemption (SIGURG)
@@ -13,6 +19,23 @@ import "encoding/binary"
 
 // maxRestartSteps bounds the steps through one sequence.
 const maxRestartSteps = 4
+
+// A thread goes through the sequence one instruction at a time, each
+// run from a copy in an XOL slot with a breakpoint after it: not by
+// PTRACE_SINGLESTEP, which arm64 keeps doing after our death (only a
+// detach ends it), so that a thread we were stepping then traps at
+// every instruction, its SIGTRAP blocked in the rescue's handler, and
+// dies. A copy's breakpoint is in the rescue page; one that cannot run
+// out of line (a branch) is stepped.
+
+// restartState is a thread's way through a sequence: how many steps,
+// the copy it is in (slot 0: stepped in place), and the signal that
+// waits until it is out.
+type restartState struct {
+	steps      int
+	slot, orig uint64
+	info       unix.Siginfo
+}
 
 // deferInRestart defers the signal thread tid is stopped for and steps
 // the thread on when it stands in a restartable sequence just past a
@@ -31,24 +54,99 @@ func (t *Tracer) deferInRestart(tid int) bool {
 	if err != nil {
 		return false
 	}
-	t.proc.Defer(tid, info)
-	t.restarting[tid] = 1
-	t.proc.Step(tid, 0)
+	t.restarting[tid] = &restartState{info: info}
+	t.restartStep(tid, pc)
 	return true
 }
 
-// onRestartStep goes on after a step of deferInRestart: another while
-// the next instruction is still in the sequence, else on with the
-// deferred signal.
-func (t *Tracer) onRestartStep(tid int) {
-	n := t.restarting[tid]
-	if n < maxRestartSteps && t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.PC()] == nil && t.inRestart(t.regs.PC()) {
-		t.restarting[tid] = n + 1
+// restartStep runs the instruction at pc of thread tid (in t.regs), from
+// its copy if it has one.
+func (t *Tracer) restartStep(tid int, pc uint64) {
+	st := t.restarting[tid]
+	st.steps++
+	st.slot, st.orig = t.restartCopy(tid, pc), pc
+	if st.slot == 0 {
 		t.proc.Step(tid, 0)
 		return
 	}
-	delete(t.restarting, tid)
+	t.regs.SetPC(st.slot)
+	t.proc.SetRegs(tid, &t.regs)
 	t.proc.Cont(tid, 0)
+}
+
+// restartCopy is the slot with a copy of the instruction at pc and a
+// breakpoint after it, made once; 0 if it cannot run out of line.
+func (t *Tracer) restartCopy(tid int, pc uint64) uint64 {
+	if slot, ok := t.restartSlots[pc]; ok {
+		return slot
+	}
+	var b [4]byte
+	if _, err := t.proc.ReadAt(b[:], int64(pc)); err != nil {
+		return 0
+	}
+	insn, err := singlestep.Analyze(b[:], pc)
+	if err != nil || !insn.CanBoost() {
+		t.restartSlots[pc] = 0
+		return 0
+	}
+	slot, err := t.allocSlot(tid, pc)
+	if err != nil {
+		return 0
+	}
+	code, err := insn.XOL(slot)
+	if err == nil {
+		// (writeSlots fills the rest of the slot with breakpoints.)
+		t.rescuePC(slot+uint64(len(code)), pc+4, singlestep.RescueGoOn)
+		err = t.writeSlots([]slotWrite{{slot, code}})
+	}
+	if err != nil {
+		t.freeSlot(slot)
+		return 0
+	}
+	t.restartSlots[pc] = slot
+	return slot
+}
+
+// onRestartStep goes on after a step of the sequence: another while the
+// next instruction is still in it, else on with the deferred signal.
+func (t *Tracer) onRestartStep(tid int) {
+	st := t.restarting[tid]
+	if t.proc.GetRegs(tid, &t.regs) != nil {
+		delete(t.restarting, tid)
+		return
+	}
+	if st.slot != 0 && t.regs.PC() == st.slot+4 {
+		t.regs.SetPC(st.orig + 4)
+		t.proc.SetRegs(tid, &t.regs)
+	}
+	if pc := t.regs.PC(); st.steps < maxRestartSteps && t.sites[pc] == nil && t.inRestart(pc) {
+		t.restartStep(tid, pc)
+		return
+	}
+	t.leaveRestart(tid)
+	t.proc.Cont(tid, 0)
+}
+
+// leaveRestart ends thread tid's way through a sequence where it is: a
+// thread in a copy back at the original instruction, or past it, and
+// the signal that waited kept for its next resume.
+func (t *Tracer) leaveRestart(tid int) {
+	st := t.restarting[tid]
+	if st == nil {
+		return
+	}
+	delete(t.restarting, tid)
+	if st.slot != 0 && t.proc.GetRegs(tid, &t.regs) == nil {
+		switch t.regs.PC() {
+		case st.slot:
+			t.regs.SetPC(st.orig)
+			t.proc.SetRegs(tid, &t.regs)
+		case st.slot + 4:
+			t.regs.SetPC(st.orig + 4)
+			t.proc.SetRegs(tid, &t.regs)
+		}
+	}
+	t.proc.Defer(tid, st.info)
 }
 
 // inRestart reports whether the instruction at pc continues a sequence.

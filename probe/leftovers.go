@@ -115,9 +115,9 @@ func (t *Tracer) restoreLeftovers() {
 	}
 	returns, hooked := t.unhookLeftoverReturns(ms.files, old)
 	returns += t.unhookRescuedReturns(ms.files, old)
-	t.dropOldRescue(ms.files, old)
+	keep := t.oldRescue(ms.files, old)
 	removed := "removed"
-	if hooked || t.installHeld == nil || !t.unmapUnreached(t.anchor, append([]int{t.anchor}, t.installHeld...), old) {
+	if keep || hooked || t.installHeld == nil || !t.unmapUnreached(t.anchor, append([]int{t.anchor}, t.installHeld...), old) {
 		// A thread in them (inside one of its stubs, say, which it
 		// leaves at once, the text back): again at the detach.
 		t.leftovers, t.leftoverFiles, removed = old, ms.files, "to be removed at the detach"

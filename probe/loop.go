@@ -370,7 +370,7 @@ func (t *Tracer) onSignal(tid, sig int) {
 		t.describeFault(tid, sig)
 	}
 	s := t.stepping[tid]
-	delete(t.restarting, tid) // a step of it faulted: the fault is the program's
+	t.leaveRestart(tid) // a step of it faulted: the fault is the program's
 	if sig != int(unix.SIGSTOP) && s == nil && t.deferInRestart(tid) {
 		return
 	}

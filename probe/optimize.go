@@ -689,7 +689,16 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 				ok = false
 				continue
 			} else if info, err := t.proc.Siginfo(tid); err == nil {
-				t.proc.Defer(tid, info)
+				if info.Code == tracee.SIBreakpoint {
+					// A breakpoint's trap, not ours (a killed probe's
+					// the attach puts back, or the program's own): run
+					// again, the thread meets what is there then, not
+					// a SIGTRAP delivered later far from it.
+					t.regs.SetPC(t.regs.PC() - singlestep.BreakpointPCAdjust)
+					t.proc.SetRegs(tid, &t.regs)
+				} else {
+					t.proc.Defer(tid, info)
+				}
 			}
 		case tracee.EventSignal:
 			if !t.fixCopyFault(tid, ev.Sig) {

@@ -87,6 +87,8 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 		// (Hooks the killed probe's stubs made after the attach, a
 		// thread then inside one, are given back first.)
 		if _, hooked := t.unhookLeftoverReturns(t.leftoverFiles, t.leftovers); !hooked && t.unmapUnreached(runner, tids, t.leftovers) {
+			// (Every thread held: none meets the action in between.)
+			t.dropLeftoverRescue(runner, t.leftovers)
 			t.leftovers, t.leftoverFiles = nil, nil
 		}
 	}

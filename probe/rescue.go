@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
 )
 
 // The rescue (singlestep/rescue.go): a SIGTRAP handler of ours in an
@@ -30,6 +31,8 @@ const (
 	saOnstack  = 0x08000000
 	saRestorer = 0x04000000
 	saRestart  = 0x10000000
+
+	sigIgn = 1
 )
 
 // trapHandler is our SIGTRAP action, and the program's before it.
@@ -180,9 +183,12 @@ func (r *rescue) follow(h *trapHandler, act [4]uint64) {
 // has replaced it: a breakpoint's SIGTRAP in a thread that blocks
 // SIGTRAP makes the kernel reset the action to SIG_DFL (and unblock
 // SIGTRAP there; jemalloc's background thread blocks every signal), and
-// the program may set an action of its own (which becomes the one ours
-// goes on to; a SIG_DFL is taken for the kernel's reset). Checked at a
-// hit of a thread's, its first and then every 100 ms.
+// the program may ignore SIGTRAP (which becomes the action ours goes on
+// to). Checked at a hit of a thread's, its first and then every 100 ms,
+// in /proc: a system call we ran each time would be one more moment at
+// which our death leaves a thread in our registers. (So a handler the
+// program sets in place of ours while we are attached is not seen: a
+// gap.)
 func (t *Tracer) keepRescue(tid int) {
 	r, h := t.rescue, t.ourTrap
 	if r == nil {
@@ -193,12 +199,11 @@ func (t *Tracer) keepRescue(tid int) {
 		return
 	}
 	r.checked[tid], r.nextCheck = true, now.Add(100*time.Millisecond)
-	act, err := t.proc.TrapAction(tid)
-	if err != nil || act[0] == h.ours[0] {
+	if tracee.TrapCaught(t.pid) {
 		return
 	}
-	if act[0] != 0 {
-		r.follow(h, act)
+	if tracee.TrapIgnored(t.pid) {
+		r.follow(h, [4]uint64{sigIgn})
 	}
 	t.proc.SetTrapAction(tid, h.ours)
 }
@@ -229,6 +234,9 @@ func (t *Tracer) removeRescue(runner int) bool {
 // itself, as its rescue page (one of files) mirrors them, where the slot
 // still holds an address in its pages; it returns how many.
 func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n int) {
+	if !returnInSlot {
+		return 0 // (arm64: a frame's key is its sp, not where x30 was saved)
+	}
 	for _, f := range files {
 		if !isRescuePage(t.proc, f) {
 			continue
@@ -250,24 +258,66 @@ func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n i
 	return n
 }
 
-// dropOldRescue gives the program back the SIGTRAP action a killed
-// probe's handler (in one of its mappings old) took the place of, as
-// its rescue page (one of files) kept it, before they go.
-func (t *Tracer) dropOldRescue(files [][2]uint64, old []mappedRange) {
+// oldRescue settles the SIGTRAP action a killed probe's handler (in one
+// of its mappings old) left, with its rescue pages (among files): where
+// a page still lists returns it hooked (arm64, which cannot give them
+// back: each function saved its x30 where its CFI says), its handler
+// stays, to be the one ours goes on to, and so do the mappings
+// (keep); its lists of text and of held threads are emptied, the text
+// being back and the threads gone on. Else the
+// program gets back its own action, the first that a page kept and that
+// is not a handler of ours. Either way that action is the program's,
+// for when the mappings go (t.leftoverAct).
+func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 	act, err := t.proc.TrapAction(t.anchor)
 	if err != nil || act[0] == 0 || !inAny(old, act[0]) {
-		return
+		return false
 	}
 	var prev [4]uint64
 	for _, f := range files {
-		if isRescuePage(t.proc, f) {
-			for i := range prev {
-				prev[i], _ = t.readWord(f[0] + singlestep.RescueOldAct + 8*uint64(i))
-			}
-			break
+		if !isRescuePage(t.proc, f) {
+			continue
+		}
+		var kept [4]uint64
+		for i := range kept {
+			kept[i], _ = t.readWord(f[0] + singlestep.RescueOldAct + 8*uint64(i))
+		}
+		if !inAny(old, kept[0]) {
+			prev = kept
+		}
+		if !returnInSlot && t.hooksLeft(f[0]) {
+			// Its threads held are ours no more either.
+			keep = true
+			t.writeWord(f[0]+singlestep.RescueTexts, 0)
+			t.proc.WriteAt(make([]byte, 4*singlestep.RescueHeldSlots), int64(f[0]+singlestep.RescueHeld))
 		}
 	}
-	t.proc.SetTrapAction(t.anchor, prev)
+	t.leftoverAct = prev
+	if !keep {
+		t.proc.SetTrapAction(t.anchor, prev)
+	}
+	return keep
+}
+
+// hooksLeft reports whether the rescue page at page lists a return not
+// yet come home.
+func (t *Tracer) hooksLeft(page uint64) bool {
+	count, _ := t.readWord(page + singlestep.RescueFrames)
+	for i := range min(count, singlestep.RescueFrameCap) {
+		if tid, ok := t.readWord(page + singlestep.RescueFrameAt + i*singlestep.RescueFrameSize); ok && tid != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dropLeftoverRescue gives the program its own SIGTRAP action back where
+// the action is a killed probe's handler in its mappings, which are gone
+// now, through the held thread runner.
+func (t *Tracer) dropLeftoverRescue(runner int, gone []mappedRange) {
+	if act, err := t.proc.TrapAction(runner); err == nil && inAny(gone, act[0]) {
+		t.proc.SetTrapAction(runner, t.leftoverAct)
+	}
 }
 
 // isRescuePage reports whether file mapping f is a rescue page.

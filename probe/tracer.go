@@ -65,8 +65,9 @@ type Tracer struct {
 	installHeld  []int
 	sites        map[uint64]*site
 	probes       map[string]*Probe
-	stepping     map[int]*site // threads whose displaced instruction is in flight
-	restarting   map[int]int   // threads stepped out of a Go restartable sequence (gorestart.go)
+	stepping     map[int]*site         // threads whose displaced instruction is in flight
+	restarting   map[int]*restartState // threads stepped out of a Go restartable sequence (gorestart.go)
+	restartSlots map[uint64]uint64     // the copies they step from, by the instruction's address
 	comms        map[int]string
 	xol          []*xolArea
 	detours      map[uint64]*jumpOpt // by the detour's address (optimize.go)
@@ -134,6 +135,9 @@ type Tracer struct {
 	// detach tries again.
 	leftovers     []mappedRange
 	leftoverFiles [][2]uint64
+	// leftoverAct is the program's SIGTRAP action, for when a killed
+	// probe's handler, still its action, goes with its mappings.
+	leftoverAct [4]uint64
 	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
 	// in again while their routine had it unblocked (trapstate.go).
 	trapAct       trapAction
@@ -263,7 +267,8 @@ func (t *Tracer) newAddressSpace() {
 	t.redirects = make(map[uint64]redirect)
 	t.mapped, t.leftovers, t.leftoverFiles = nil, nil, nil
 	t.stepping = make(map[int]*site)
-	t.restarting = make(map[int]int)
+	t.restarting = make(map[int]*restartState)
+	t.restartSlots = make(map[uint64]uint64)
 	t.comms = make(map[int]string)
 	t.shadow = make(map[int]*callStack)
 	t.parked = make(map[int][]*callStack)

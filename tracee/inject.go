@@ -323,11 +323,15 @@ func (p *Process) toSyscallStop(tid int) (Event, error) {
 }
 
 // deferStopSignal keeps the signal thread tid is stopped for, for its next
-// resume.
+// resume; but a brk's SIGTRAP (arm64: pc stays on it) is dropped, for
+// the thread to meet what is there when it runs again (a killed probe's
+// brk, put back by then, or the program's own, which traps again).
 func (p *Process) deferStopSignal(tid int) {
-	if info, err := p.Siginfo(tid); err == nil {
-		p.DeferOrTake(tid, info)
+	info, err := p.Siginfo(tid)
+	if err != nil || singlestep.BreakpointPCAdjust == 0 && info.Signo == int32(unix.SIGTRAP) && info.Code == SIBreakpoint {
+		return
 	}
+	p.DeferOrTake(tid, info)
 }
 
 // syscallInsn finds the system call instruction (syscallInsn) in an

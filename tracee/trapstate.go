@@ -166,6 +166,9 @@ func (p *Process) belowRedZone(tid, n int) (uint64, error) {
 // TrapIgnored reports whether process pid ignores SIGTRAP now.
 func TrapIgnored(pid int) bool { return trapIn(pid, "SigIgn") }
 
+// TrapCaught reports whether process pid has a handler for SIGTRAP now.
+func TrapCaught(pid int) bool { return trapIn(pid, "SigCgt") }
+
 // trapIn reports whether SIGTRAP is in the signal set field of pid's
 // status.
 func trapIn(pid int, field string) bool {
