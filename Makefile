@@ -35,7 +35,9 @@ clean:
 	rm -rf $(BIN)
 
 # Per-hit cost against the ptrace floor, measured in the same run
-# (bench/run.sh [HITS [RUNS]]; see README, Speed).
+# (bench/run.sh [HITS [RUNS]]), then the pipeline against uftrace
+# (bench/pipeline.sh [CALLS [RUNS]]; see README, Speed).
 bench:
 	bench/run.sh
+	bench/pipeline.sh
 	bench/lua.sh
