@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"bytes"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -297,10 +296,14 @@ func (t *Tracer) trapPending(tid int) bool {
 	return tracee.SignalPending(t.pid, tid, unix.SIGTRAP)
 }
 
+// isRemovedBreakpoint reports whether a breakpoint's trap at addr came
+// from one no longer there (ours, put back since): not a breakpoint of
+// any kind now, so that a program's own (arm64: a brk of another
+// immediate than ours) is its own, not run again for ever.
 func (t *Tracer) isRemovedBreakpoint(addr uint64) bool {
 	b := make([]byte, len(singlestep.BreakpointInsn))
 	_, err := t.proc.ReadAt(b, int64(addr))
-	return err == nil && !bytes.Equal(b, singlestep.BreakpointInsn)
+	return err == nil && !singlestep.IsBreakpoint(b)
 }
 
 // emergencyDetach is detach after our own failure: best effort, never

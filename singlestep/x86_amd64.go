@@ -13,6 +13,9 @@ import (
 // BreakpointInsn is the software breakpoint (int3).
 var BreakpointInsn = []byte{0xcc}
 
+// IsBreakpoint reports whether code starts with a breakpoint: int3.
+func IsBreakpoint(code []byte) bool { return len(code) > 0 && code[0] == 0xcc }
+
 // BreakpointPCAdjust is how far past the probe address the trap leaves the
 // PC: after int3, rip = probe address + 1.
 const BreakpointPCAdjust = 1

@@ -3,9 +3,10 @@
  * a thread runs a breakpoint instruction of its own every millisecond,
  * and the handler counts it, checks that the kernel sent it (not a
  * kill: si_code above 0) and steps past it. Four threads call work(i)
- * and check every result. Until SIGTERM; then it prints
- * "ok" if every breakpoint was handled and every result was right,
- * else "BAD ..." and exits 1.
+ * and check every result. At SIGUSR1 it prints "handled N", the
+ * breakpoints handled so far. Until SIGTERM; then it prints "ok" if
+ * every breakpoint was handled and every result was right, else
+ * "BAD ..." and exits 1.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -71,6 +72,7 @@ int main(void)
 	sigset_t term;
 	sigemptyset(&term);
 	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &term, NULL);
 	struct sigaction sa = {.sa_sigaction = on_trap, .sa_flags = SA_SIGINFO | SA_RESTART};
 	sigaction(SIGTRAP, &sa, NULL);
@@ -81,7 +83,10 @@ int main(void)
 	printf("ready\n");
 	fflush(stdout);
 	int sig;
-	sigwait(&term, &sig);
+	while (sigwait(&term, &sig) == 0 && sig == SIGUSR1) {
+		printf("handled %ld\n", atomic_load(&handled));
+		fflush(stdout);
+	}
 	/* The trapper may be between its count and its breakpoint. */
 	long e = atomic_load(&executed), h = atomic_load(&handled);
 	if ((e != h && e != h + 1) || h == 0 || atomic_load(&notkernel) || atomic_load(&wrong)) {
