@@ -19,8 +19,8 @@ import (
 // the page true at every moment we can die: an entry goes in before what
 // it describes is written and out after it is undone, its key word last.
 //
-// Only for an attached process (a launched one dies with us: EXITKILL).
-// Our action takes the program's place: a SIGTRAP not ours goes on to
+// Only for an attached process (a launched one dies with us: EXITKILL)
+// that does not ignore SIGTRAP. Our action takes the program's place: a SIGTRAP not ours goes on to
 // the program's handler, as it came, with the program's signals blocked
 // and its SA_RESTART; where the program has no handler (SIG_DFL,
 // SIG_IGN), its action comes back and the signal is raised again.
@@ -124,7 +124,9 @@ func (t *Tracer) setupRescue() {
 		return
 	}
 	act, err := t.proc.TrapAction(t.anchor)
-	if err != nil {
+	if err != nil || act[0] == sigIgn {
+		// (An ignored SIGTRAP has its own keeping, trapstate.go, which
+		// ours would undo: TestTrapStateAttach.)
 		return
 	}
 	if mask, err := t.proc.Sigmask(t.anchor); err != nil || mask&(1<<(unix.SIGTRAP-1)) != 0 {
