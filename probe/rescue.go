@@ -181,16 +181,14 @@ func (r *rescue) follow(h *trapHandler, act [4]uint64) {
 	}
 }
 
-// keepRescue makes our handler the SIGTRAP action again where something
-// has replaced it: a breakpoint's SIGTRAP in a thread that blocks
-// SIGTRAP makes the kernel reset the action to SIG_DFL (and unblock
-// SIGTRAP there; jemalloc's background thread blocks every signal), and
-// the program may ignore SIGTRAP (which becomes the action ours goes on
-// to). Checked at a hit of a thread's, its first and then every 100 ms,
-// in /proc: a system call we ran each time would be one more moment at
-// which our death leaves a thread in our registers. (So a handler the
-// program sets in place of ours while we are attached is not seen: a
-// gap.)
+// keepRescue makes our handler the SIGTRAP action again where the
+// kernel has reset it: a breakpoint's SIGTRAP in a thread that blocks
+// SIGTRAP makes it SIG_DFL (and unblocks SIGTRAP there; jemalloc's
+// background thread blocks every signal). Checked at a hit of a
+// thread's, its first and then every 100 ms, in /proc: a system call we
+// ran each time would be one more moment at which our death leaves a
+// thread in our registers. (So an action the program sets in place of
+// ours while we are attached stays, and the rescue with it: a gap.)
 func (t *Tracer) keepRescue(tid int) {
 	r, h := t.rescue, t.ourTrap
 	if r == nil {
@@ -201,11 +199,8 @@ func (t *Tracer) keepRescue(tid int) {
 		return
 	}
 	r.checked[tid], r.nextCheck = true, now.Add(100*time.Millisecond)
-	if tracee.TrapCaught(t.pid) {
+	if tracee.TrapCaught(t.pid) || tracee.TrapIgnored(t.pid) {
 		return
-	}
-	if tracee.TrapIgnored(t.pid) {
-		r.follow(h, [4]uint64{sigIgn})
 	}
 	t.proc.SetTrapAction(tid, h.ours)
 }
