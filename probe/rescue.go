@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -287,6 +288,7 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 			keep = true
 			t.writeWord(f[0]+singlestep.RescueTexts, 0)
 			t.proc.WriteAt(make([]byte, 4*singlestep.RescueHeldSlots), int64(f[0]+singlestep.RescueHeld))
+			t.keepOnlyReturns(f[0])
 		}
 	}
 	t.leftoverAct = prev
@@ -294,6 +296,24 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 		t.proc.SetTrapAction(t.anchor, prev)
 	}
 	return keep
+}
+
+// keepOnlyReturns takes out of the rescue page at page every pc entry but
+// its trampoline's: with its text back, a thread trapping at one of its
+// old sites met a breakpoint of a later probe's, which that probe's
+// rescue serves; sent on there by this one, with no text to put back,
+// it would trap there for ever.
+func (t *Tracer) keepOnlyReturns(page uint64) {
+	count, _ := t.readWord(page + singlestep.RescuePCs)
+	b := make([]byte, min(count, singlestep.RescuePCCap)*singlestep.RescuePCSize)
+	if _, err := t.proc.ReadAt(b, int64(page+singlestep.RescuePCAt)); err != nil {
+		return
+	}
+	for off := 0; off < len(b); off += singlestep.RescuePCSize {
+		if binary.LittleEndian.Uint64(b[off:]) != 0 && binary.LittleEndian.Uint64(b[off+16:]) != singlestep.RescueReturn {
+			t.writeWord(page+singlestep.RescuePCAt+uint64(off), 0)
+		}
+	}
 }
 
 // hooksLeft reports whether the rescue page at page lists a return not

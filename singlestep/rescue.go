@@ -13,7 +13,8 @@ package singlestep
 // (once, for every thread, through /proc/self/mem), where the thread
 // goes on (the original instruction, the copy's end, a detour's skip),
 // where a hooked return goes home (the tracer's frames, mirrored), or,
-// for a thread the tracer held at that moment, nothing but to go on.
+// for a thread the tracer held at that moment, nothing but to go on
+// (once: its held word is cleared, and its next SIGTRAP is its own).
 // Any other SIGTRAP is the program's: the handler puts the program's
 // action back and raises it again, so that it does what it would have.
 

@@ -174,6 +174,10 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.raw(0x45, 0x3b, 0xac, 0x86) // cmp held(%r14,%rax,4),%r13d
 	a.b = binary.LittleEndian.AppendUint32(a.b, RescueHeld)
 	a.jump(&fail, opJnz...)
+	// Once: its next SIGTRAP is its own (a held word we left set).
+	a.raw(0x41, 0xc7, 0x84, 0x86) // movl $0,held(%r14,%rax,4)
+	a.b = binary.LittleEndian.AppendUint32(a.b, RescueHeld)
+	a.b = binary.LittleEndian.AppendUint32(a.b, 0)
 
 	a.place(&ours)
 	a.memOp(true, []byte{0x81}, 4, regR12, ucEFLAGS) // andq $~TF,eflags(uc): no step goes on

@@ -93,6 +93,7 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.ldrW(x11, x10, 0)
 	a.eor(x11, x11, tid)
 	fails = append(fails, a.branch(brCBNZ, x11, 0, -1))
+	a.emit(0xb9000000 | x10<<5 | xZR) // str wzr, [x10]: once (its next SIGTRAP is its own)
 
 	for _, i := range ours {
 		a.land(i)
