@@ -36,10 +36,16 @@ int main(int argc, char **argv)
 	} else if (strcmp(argv[1], "poll") == 0) {
 		r = poll(NULL, 0, (int)ms);
 	} else {
+		/* On the monotonic clock, as the sleep is measured: a step of
+		 * the wall clock (this VM's jumps) would end it early. */
 		pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-		pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+		pthread_condattr_t attr;
+		pthread_cond_t cv;
+		pthread_condattr_init(&attr);
+		pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+		pthread_cond_init(&cv, &attr);
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
+		clock_gettime(CLOCK_MONOTONIC, &until);
 		until.tv_sec += d.tv_sec;
 		until.tv_nsec += d.tv_nsec;
 		if (until.tv_nsec >= 1000000000) {
