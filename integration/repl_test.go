@@ -490,6 +490,17 @@ func TestREPLSessionFixes(t *testing.T) {
 	r.send(t, "tracer profile")
 	r.send(t, "output "+json+" json")
 	r.waitFor(t, `# tracer: profile\n`)
+	// The json section must have calls before the switch back: wait for
+	// the first to reach the file, not a fixed time (a loaded CI machine
+	// wrote none in 200 ms).
+	deadline := time.Now().Add(10 * time.Second * timeScale)
+	for {
+		b, _ := os.ReadFile(json)
+		if strings.Contains(string(b), `"func":"work"`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	r.send(t, "output -")
 	time.Sleep(200 * time.Millisecond)
 	r.send(t, "detach")
