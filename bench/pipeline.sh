@@ -2,10 +2,11 @@
 # The pipeline behind in-process probes, side by side with uftrace on the
 # same workload in the same run (issue 36's targets).
 #   bench/pipeline.sh [CALLS [RUNS]]
-# bench/calls.c calls one() CALLS times (default 2,000,000), built -O2 -g
-# for probe and -O2 -g -pg for uftrace. Each row is the median wall time
-# of RUNS runs (default 3), the calls of one() its output holds of those
-# the program made, and the wall time as a ratio to uftrace record's.
+# integration/testdata/pipeline/calls.c calls one() CALLS times (default
+# 2,000,000), built -O2 -g for probe and -O2 -g -pg for uftrace. Each row
+# is the median wall time of RUNS runs (default 3), the calls of one()
+# its output holds of those the program made, and the wall time as a
+# ratio to uftrace record's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-2000000}
@@ -13,8 +14,8 @@ runs=${2:-3}
 out=bin/bench/pipeline
 mkdir -p "$out"
 make -s build
-gcc -O2 -g -o "$out/calls" bench/calls.c
-gcc -O2 -g -pg -o "$out/calls-pg" bench/calls.c
+gcc -O2 -g -o "$out/calls" integration/testdata/pipeline/calls.c
+gcc -O2 -g -pg -o "$out/calls-pg" integration/testdata/pipeline/calls.c
 probe=bin/probe
 rec=$out/rec.probe
 

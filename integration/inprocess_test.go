@@ -203,15 +203,16 @@ func TestInProcessFilterAndActions(t *testing.T) {
 	}
 }
 
-// TestInProcessRingFull: with rings of 4 KiB, records are lost, and
-// counted: those printed and those lost add up to the calls, and what is
-// printed is whole.
+// TestInProcessRingFull: with rings of 4 KiB and --drop, records are
+// lost, and counted: those printed and those lost add up to the calls,
+// and what is printed is whole. Without --drop (run's default) the
+// threads wait for room, and every call is printed, in order.
 func TestInProcessRingFull(t *testing.T) {
 	t.Parallel()
 	exe := seqBin(t)
 	const threads, n = 4, 100000
 	out := filepath.Join(t.TempDir(), "trace")
-	r := probe(t, "run", "--ring-size", "4", "-o", out, "p:work a=%di b=%si", "--", exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
+	r := probe(t, "run", "--drop", "--ring-size", "4", "-o", out, "p:work a=%di b=%si", "--", exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
 	if r.code != 0 {
 		t.Fatalf("probe run: %v", r)
 	}
@@ -220,8 +221,22 @@ func TestInProcessRingFull(t *testing.T) {
 	if lost == 0 || len(calls)+lost != threads*n {
 		t.Fatalf("%d records and %d lost, want them to add up to %d, some lost", len(calls), lost, threads*n)
 	}
-	if !regexp.MustCompile(`# \d+ events lost in the tracee, rings full \(tid \d+: \d+, `).Match(trace) {
+	if !regexp.MustCompile(`# \d+ events lost in the tracee, rings full \(tid \d+: \d+, .*; --no-drop, --ring-size\)`).Match(trace) {
 		t.Errorf("no per-thread loss note in the trace's end:\n%s", limit(string(trace[max(0, len(trace)-300):])))
+	}
+
+	r = probe(t, "run", "--ring-size", "4", "-o", out, "p:work a=%di b=%si", "--", exe, "threads", fmt.Sprint(threads), fmt.Sprint(n))
+	if r.code != 0 {
+		t.Fatalf("probe run: %v", r)
+	}
+	trace, _ = os.ReadFile(out)
+	calls, lost = seqTrace(t, string(trace))
+	checkOrder(t, calls, false)
+	if lost != 0 || len(calls) != threads*n {
+		t.Fatalf("waiting for room: %d records and %d lost, want %d and none", len(calls), lost, threads*n)
+	}
+	if !regexp.MustCompile(`\n# [0-9.]+m?s waited by the threads for room in their rings \(--drop: never, losing events instead\)\n`).Match(trace) {
+		t.Errorf("no note of the time waited in the trace's end:\n%s", limit(string(trace[max(0, len(trace)-300):])))
 	}
 }
 

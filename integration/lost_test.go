@@ -38,7 +38,7 @@ func TestReturnsNotRecorded(t *testing.T) {
 	exe := builtOnce(t, "deeprec", filepath.Join("testdata", "lost", "deeprec.c"), "-O2", "-g", "-Wall")
 	base := runCmd(t, nil, exe)
 	out := filepath.Join(t.TempDir(), "trace")
-	r := probe(t, "run", "-v", "--ring-size", "64", "-o", out, "--tracer", "function_graph", "--filter", "rec,leaf", "--", exe)
+	r := probe(t, "run", "-v", "--drop", "--ring-size", "64", "-o", out, "--tracer", "function_graph", "--filter", "rec,leaf", "--", exe)
 	if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, "function tracer: 2 functions in-process") {
 		t.Fatalf("probe run: want exit 0, %q, in-process; got %v", base.stdout, r)
 	}
@@ -49,7 +49,7 @@ func TestReturnsNotRecorded(t *testing.T) {
 		switch {
 		case strings.HasSuffix(n, lostText):
 			t.Errorf("calls that all return counted as never returning: # %s", n)
-		case regexp.MustCompile(`^\d+ events lost in the tracee, rings full \(tid \d+: \d+; --ring-size\)$`).MatchString(n):
+		case regexp.MustCompile(`^\d+ events lost in the tracee, rings full \(tid \d+: \d+; --no-drop, --ring-size\)$`).MatchString(n):
 			dropped = true
 		case regexp.MustCompile(`^\d+ returns not recorded \(calls in threads whose ring was full at times: their returns were most likely among the events lost; --ring-size\)$`).MatchString(n):
 			unrecorded = true

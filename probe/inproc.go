@@ -73,6 +73,9 @@ type inproc struct {
 	// value the return being replayed recorded.
 	errnoOff int32
 	errno    int32
+	// The goroutine that shows waiting threads the tracer lives
+	// (roomwait.go): closed to stop it, closed when it has.
+	aliveStop, aliveDone chan struct{}
 }
 
 // recordSite is a site whose stub records: what the stub records is
@@ -510,6 +513,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	}
 	t.inproc.size = (&singlestep.RecordRoutine{Layout: l}).Size()
 	t.lookAtMemory(true)
+	t.startWaiting(t.inproc)
 	// Records are read after their thread may be gone: the names now
 	// (then of each new thread as it starts, in dispatch).
 	for _, tid := range append([]int{anchor}, held...) {
@@ -724,15 +728,15 @@ func (t *Tracer) startDrain() {
 				return
 			case <-time.After(wait):
 			}
-			n := t.drainPass()
+			n, woke := t.drainPass()
 			// Busy rings are drained every millisecond; idle ones
 			// less often, up to every 20.
 			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
 			if n > 0 {
 				wait = time.Millisecond
 			}
-			if n >= drainPassMax {
-				wait = 0 // more waiting
+			if n >= drainPassMax || woke {
+				wait = 0 // more waiting, or a thread that waits for room
 			}
 		}
 	}()
@@ -745,16 +749,30 @@ const drainPassMax = 1 << 14
 // drainPass drains at most drainPassMax records of each process of the
 // family, then has the pages of their rings that their threads are about
 // to write for the first time mapped in the tracee (ring.Rings.Ahead):
-// outside the lock, as it takes ~1 ms a megabyte.
-func (t *Tracer) drainPass() int {
-	n := 0
+// outside the lock, as it takes ~1 ms a megabyte. woke: it woke a
+// thread that waited for room.
+func (t *Tracer) drainPass() (n int, woke bool) {
 	var ahead []ringAhead
 	t.withHandlers(func() {
+		before := t.wakes()
 		n = t.drainFamily(drainPassMax)
+		woke = t.wakes() != before
 		ahead = t.ringsAhead()
 	})
 	for _, a := range ahead {
 		a.proc.Prefault(a.pages) // only a first write's fault is at stake
+	}
+	return n, woke
+}
+
+// wakes is ring.Rings.Wakes of t and the processes it follows. The
+// caller holds hmu.
+func (t *Tracer) wakes() uint64 {
+	var n uint64
+	for _, tr := range t.family() {
+		if tr.inproc != nil {
+			n += tr.inproc.rings.Wakes()
+		}
 	}
 	return n
 }
@@ -1290,8 +1308,10 @@ func (t *Tracer) retireRings() {
 		return
 	}
 	t.drainAll()
+	in.stopWaiting()
 	r := t.top()
 	r.lostPast = addLost(r.lostPast, in.rings.Lost(in.freed))
+	r.waitedPast += in.clock.Duration(in.rings.Waited())
 	in.rings.Release()
 	t.inproc, t.inprocWhy = nil, ""
 }

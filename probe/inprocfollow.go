@@ -51,6 +51,7 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 	}
 	c.inproc = in
 	c.lookAtMemory(true)
+	c.startWaiting(in)
 	if frames := pin.rings.Shadow(tid); !rings.Adopt(c.pid, frames) {
 		parent.unhookFrames(c.proc, tid, frames) // (cannot be: the rings are new)
 	}

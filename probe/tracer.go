@@ -124,6 +124,7 @@ type Tracer struct {
 	drainDone  chan struct{} // closed when it has stopped
 	recordRoom func() int    // SetRecordRoom
 	lostPast   ring.Lost     // what the rings of programs before an exec lost
+	waitedPast time.Duration // how long their threads waited for room
 	// redirects are the branches re-aimed into detours, by address, put
 	// back at detach (putBackRedirects).
 	redirects map[uint64]redirect
@@ -409,6 +410,11 @@ type Tuning struct {
 	// RingSize is each thread's ring for in-process probes, in bytes (a
 	// power of two); 0: DefaultRingSize.
 	RingSize int
+	// WaitForRoom makes a thread whose ring is full wait for the drain
+	// to free room rather than drop its record (roomwait.go): nothing
+	// is lost, and a thread that records faster than the tracer takes
+	// its records is slowed to the tracer's pace.
+	WaitForRoom bool
 }
 
 // SetTuning applies to probes installed afterwards (NoBoost) and at once

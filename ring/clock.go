@@ -166,5 +166,8 @@ func (c *Clock) Time(tsc uint64) int64 {
 // callers bound ages).
 func (c *Clock) Ticks(d time.Duration) uint64 { return uint64(float64(d) / c.rough) }
 
+// Duration is about how long n ticks are.
+func (c *Clock) Duration(n uint64) time.Duration { return time.Duration(float64(n) * c.rough) }
+
 // Stamp is the counter now, as a record made now would be stamped.
 func (c *Clock) Stamp() uint64 { return rdtsc() }

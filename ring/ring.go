@@ -32,6 +32,9 @@ type Rings struct {
 	// last called.
 	mapped, lastHead []uint64
 	ahead            []uint64
+	// waitedFreed is what the threads of freed rings waited for room;
+	// wakes, how many times a thread waiting was woken.
+	waitedFreed, wakes uint64
 }
 
 const pageSize = 4096
@@ -303,9 +306,11 @@ func (r *Rings) hand(c *cursor, fn func(*Record)) {
 	r.next(c)
 }
 
-// close frees the room of the records read through c.
+// close frees the room of the records read through c, and wakes its
+// thread if it waits for room.
 func (r *Rings) close(c *cursor) {
 	atomic.StoreUint64(r.word(c.base+singlestep.RingTail), c.tail)
+	r.wake(c.base)
 }
 
 // ringOf finds tid's ring: where it was last found, where the record
@@ -420,6 +425,8 @@ func (r *Rings) Free(tid int) (lost uint64, ok bool) {
 		lost++ // at most one: a thread commits in order, but for its signal handlers
 	}
 	atomic.StoreUint64(r.word(base+singlestep.RingLost), 0)
+	r.waitedFreed += r.waitedIn(base)
+	atomic.StoreUint64(r.word(base+singlestep.RingWaited), 0)
 	atomic.StoreUint64(r.word(base+singlestep.RingTail), head)
 	// A thread gone leaves no calls for the next owner to return from.
 	atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), 0)

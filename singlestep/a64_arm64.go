@@ -200,6 +200,7 @@ func (a *a64) stlr(rt, rn uint32)      { a.emit(0xc89ffc00 | rn<<5 | rt) }
 const (
 	a64Clrex   = 0xd5033f5f
 	a64Isb     = 0xd5033fdf
+	a64DmbIsh  = 0xd5033bbf
 	a64Ret     = 0xd65f03c0
 	a64MrsTP   = 0xd53bd040 // mrs x0, tpidr_el0
 	a64MrsCntv = 0xd53be040 // mrs x0, cntvct_el0

@@ -137,8 +137,11 @@ func (r *RecordRoutine) trampoline(a *a64, o *routineOffsets) (call int, konsts 
 	a.land(above)
 	noRecord := a.branch(brCBZ, x10, 0, -1)
 	a.str(x13, x10, RecordHeader)
-	a.str(0, x10, RecordHeader+8)
-	a.str(1, x10, RecordHeader+16)
+	// x0 and x1 from the save area: the record routine may have made
+	// a system call (waitForRoom).
+	a.ldp(x15, x16, xSP, 0)
+	a.str(x15, x10, RecordHeader+8)
+	a.str(x16, x10, RecordHeader+16)
 	// errno: a thread with a ring has a thread pointer. (With no offset
 	// known, the word at it, which the tracer does not read.)
 	a.emit(a64MrsTP | x13)

@@ -280,8 +280,64 @@ func (r *RecordRoutine) record(a *asm) {
 	a.raw(0x48, 0x89, 0x4e, 0x08)       // mov %rcx,8(%rsi)
 	a.raw(0xc3)                         // ret
 	land(full)                          // full:
-	a.raw(0x48, 0xff, 0x46, RingLost)   // incq RingLost(%rsi): one instruction, whole against signals
-	a.raw(0x31, 0xf6, 0xc3)             // xor %esi,%esi; ret
+	drops := r.waitForRoom(a, retry)
+	for _, at := range drops {
+		land(at)
+	}
+	a.raw(0x48, 0xff, 0x46, RingLost) // incq RingLost(%rsi): one instruction, whole against signals
+	a.raw(0x31, 0xf6, 0xc3)           // xor %esi,%esi; ret
+}
+
+// sysFutex is futex's number on x86-64.
+const sysFutex = 202
+
+// waitForRoom appends, at a full ring (%rsi; %r9 the new head, %rcx
+// the new head less the tail), the wait for the drain to free room:
+// when the tracer asks for waits (RingsWaitMax) and still lives, the
+// thread sleeps on its ring's tail with futex, the time it waits added
+// to RingWaited, and goes back to retry. It returns the branches to
+// take for a drop instead.
+//
+// No stack is used (a thread taken out of the routine is found by its
+// return address at sp), and the system call clobbers only registers
+// the stubs and the trampoline have saved.
+func (r *RecordRoutine) waitForRoom(a *asm, retry int) []int {
+	now := func() { // %rax: the TSC
+		a.raw(0x0f, 0x31)             // rdtsc
+		a.raw(0x48, 0xc1, 0xe2, 0x20) // shl $32,%rdx
+		a.raw(0x48, 0x09, 0xd0)       // or %rdx,%rax
+	}
+	a.raw(0x4c, 0x89, 0xcf) // mov %r9,%rdi
+	a.raw(0x48, 0x29, 0xcf) // sub %rcx,%rdi: the tail seen full
+	a.raw(0x49, 0xbb)       // movabs $Base,%r11
+	a.b = binary.LittleEndian.AppendUint64(a.b, r.Layout.Base)
+	a.raw(0x49, 0x83, 0x7b, RingsWaitMax, 0x00) // cmpq $0,WaitMax(%r11)
+	dropping := a.jcc(ccE)                      // je drop: the tracer drops
+	now()
+	a.raw(0x48, 0x89, 0xc1)               // mov %rax,%rcx
+	a.raw(0x49, 0x2b, 0x4b, RingsAlive)   // sub Alive(%r11),%rcx: its last sign of life, how old
+	a.raw(0x49, 0x3b, 0x4b, RingsWaitMax) // cmp WaitMax(%r11),%rcx
+	gone := a.jcc(ccG)                    // jg drop: the tracer is gone (killed, stopped)
+	// From now on the thread waits: the drain, which stores the tail
+	// before it reads RingWaited, wakes it; the lock makes the futex's
+	// read of the tail come after this.
+	a.raw(0xf0, 0x48, 0x29, 0x46, RingWaited) // lock sub %rax,RingWaited(%rsi)
+	a.raw(0x89, 0xfa)                         // mov %edi,%edx: sleep while the tail is the one seen
+	a.raw(0x48, 0x8d, 0xbe)                   // lea RingTail(%rsi),%rdi
+	a.b = binary.LittleEndian.AppendUint32(a.b, RingTail)
+	a.raw(0x49, 0x89, 0xf1)                   // mov %rsi,%r9: the ring, kept
+	a.raw(0x31, 0xf6)                         // xor %esi,%esi: FUTEX_WAIT (shared: the tracer wakes)
+	a.raw(0x4d, 0x8d, 0x53, RingsWaitTimeout) // lea Timeout(%r11),%r10
+	a.raw(0xb8)                               // mov $sysFutex,%eax
+	a.b = binary.LittleEndian.AppendUint32(a.b, sysFutex)
+	a.raw(0x0f, 0x05)       // syscall
+	a.raw(0x4c, 0x89, 0xce) // mov %r9,%rsi
+	now()
+	a.raw(0xf0, 0x48, 0x01, 0x46, RingWaited) // lock add %rax,RingWaited(%rsi)
+	a.raw(0x49, 0x89, 0xf2)                   // mov %rsi,%r10
+	a.raw(0xe9)                               // jmp retry
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(retry-(len(a.b)+4))))
+	return []int{dropping, gone}
 }
 
 // A stub starts with `lea -RecordStubRedZone(%rsp),%rsp`; its pushfq is

@@ -287,10 +287,56 @@ func (r *RecordRoutine) reserve(a *a64) {
 	a.emit(a64Ret)
 	a.land(full)
 	a.emit(a64Clrex)
+	drops := r.waitForRoom(a, retry)
+	for _, i := range drops {
+		a.land(i)
+	}
 	a.addImm(x13, x12, RingLost)
 	a.atomicInc()
 	a.movReg(x10, xZR)
 	a.emit(a64Ret)
+}
+
+// sysFutex is futex's number on arm64.
+const sysFutex = 98
+
+// waitForRoom appends, at a full ring (x12; x14 the tail seen), the wait
+// for the drain to free room: when the tracer asks for waits
+// (RingsWaitMax) and still lives, the thread sleeps on its ring's tail
+// with futex, the time it waits added to RingWaited, and goes back to
+// retry. It returns the branches to take for a drop instead.
+//
+// No stack is used, and the system call clobbers only registers the
+// stubs and the trampoline have saved (x0-x3, x8).
+func (r *RecordRoutine) waitForRoom(a *a64, retry int) []int {
+	l := r.Layout
+	a.mov(x13, l.Base)
+	a.ldr(x15, x13, RingsWaitMax)
+	dropping := a.branch(brCBZ, x15, 0, -1) // the tracer drops
+	a.ldr(x16, x13, RingsAlive)
+	a.emit(a64Isb, a64MrsCntv|x17)
+	a.sub(x16, x17, x16) // the tracer's last sign of life, how old
+	a.sub(x16, x16, x15)
+	alive := a.branch(brTBNZ, x16, 63, -1)
+	gone := a.branch(brCBNZ, x16, 0, -1) // older than WaitMax: gone (killed, stopped)
+	a.land(alive)
+	// From now on the thread waits: the drain, which stores the tail
+	// before it reads RingWaited, wakes it; the barrier makes the
+	// futex's read of the tail come after this.
+	a.movReg(2, x14) // sleep while the tail is the one seen
+	a.sub(x15, xZR, x17)
+	a.addImm(x13, x12, RingWaited)
+	a.atomicAdd(x15)
+	a.emit(a64DmbIsh)
+	a.addImm(0, x12, RingTail)
+	a.mov(1, 0) // FUTEX_WAIT (shared: the tracer wakes)
+	a.mov(3, l.Base+RingsWaitTimeout)
+	a.syscall(sysFutex)
+	a.emit(a64Isb, a64MrsCntv|x17)
+	a.addImm(x13, x12, RingWaited)
+	a.atomicAdd(x17)
+	a.branch(brB, 0, 0, retry)
+	return []int{dropping, gone}
 }
 
 // Size is the length of the stub's code (its addresses do not change

@@ -14,6 +14,9 @@ import "fmt"
 //	  RingOwner  the thread id that claimed it (lock cmpxchg from 0); the
 //	             tracer frees it when the thread is gone
 //	  RingLost   records dropped because the ring was full
+//	  RingWaited TSC ticks the thread waited for room, less the start
+//	             of a wait under way (then it is negative: the drain
+//	             wakes the thread when it frees room)
 //	  RingHead   bytes reserved so far (the producer's, a cache line alone)
 //	  RingTail   bytes drained so far (the tracer's, a cache line alone)
 //	  RingShadowTop, RingShadow: the thread's shadow stack of hooked
@@ -63,11 +66,23 @@ const (
 	RingsMapBeat    = 32
 	RingsMapBeatMax = 40
 	RingsMapCount   = 48
-	RingsMaps       = 64
-	RingsMapsMax    = (RingsTidTable - RingsMaps) / 16
+
+	// Waiting for room (the record routine's full path): RingsWaitMax,
+	// 0 while full rings drop their records, else how many TSC ticks
+	// old RingsAlive (the tracer's last sign of life, written by a
+	// goroutine of its own) may be for a thread to wait; a thread waits
+	// on its ring's RingTail with futex, at most RingsWaitTimeout (a
+	// struct timespec) at a time.
+	RingsWaitMax     = 56
+	RingsAlive       = 64
+	RingsWaitTimeout = 80
+
+	RingsMaps    = 96
+	RingsMapsMax = (RingsTidTable - RingsMaps) / 16
 
 	RingOwner      = 0
 	RingLost       = 8
+	RingWaited     = 16
 	RingHead       = 64
 	RingTail       = 128
 	RingShadowTop  = 192 // the shadow stack's generation << 32 | depth

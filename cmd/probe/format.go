@@ -24,6 +24,9 @@ func checkFormat(o *options, ts tracers) error {
 	if k := o.ringKiB; o.set["ring-size"] && (k < 4 || k&(k-1) != 0 || k > 1<<20) {
 		return fmt.Errorf("--ring-size %d: want a power of two from 4 to 1048576 (KiB)", k)
 	}
+	if o.drop && o.noDrop {
+		return fmt.Errorf("--drop and --no-drop: choose one")
+	}
 	if output.IsOTLPTarget(o.out) {
 		if o.format == "" {
 			o.format = "otlp"

@@ -112,8 +112,14 @@ flags:
                             that could record in the tracee (see README,
                             In-process probes)
   --ring-size KIB           each thread's ring for in-process probes, in
-                            KiB, a power of two (default 16384); past it
-                            records are dropped and counted
+                            KiB, a power of two (default 16384)
+  --no-drop                 a thread whose ring is full waits for probe to
+                            take its records: nothing is lost, the program
+                            is slowed to probe's pace (run and record of a
+                            command: the default)
+  --drop                    a thread whose ring is full drops its record,
+                            counted at the end: the program is never slowed
+                            (attach, record of a running process: the default)
   -v                        say on standard error how each probe's hits are
                             taken: in-process, or with a stop and why
   -f                        follow forks and execs: children traced with the
@@ -204,6 +210,8 @@ type options struct {
 	noPlacement bool
 	noInProcess bool
 	ringKiB     int  // --ring-size
+	drop        bool // --drop: full rings drop (attach's default)
+	noDrop      bool // --no-drop: full rings wait (run's default)
 	verbose     bool // -v: each probe's path
 	fail        failOptions
 
@@ -259,6 +267,8 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.noMailbox, "no-mailbox", false, "")
 	fs.BoolVar(&o.noInProcess, "no-inprocess", false, "")
 	fs.IntVar(&o.ringKiB, "ring-size", probe.DefaultRingSize>>10, "")
+	fs.BoolVar(&o.drop, "drop", false, "")
+	fs.BoolVar(&o.noDrop, "no-drop", false, "")
 	def := probe.DefaultFailAttr()
 	fs.Uint64Var(&o.fail.every, "fail-every", def.Interval, "")
 	fs.Float64Var(&o.fail.probability, "fail-probability", def.Probability, "")
@@ -725,6 +735,9 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 	if l := t.RecordsLost(); l.Total() > 0 {
 		s.writer.Comment(recordsLostNote(l))
 	}
+	if d := t.RecordsWaited(); d >= time.Millisecond {
+		s.writer.Comment(fmt.Sprintf("%s waited by the threads for room in their rings (--drop: never, losing events instead)", d.Round(time.Millisecond)))
+	}
 	if lost := t.LostReturns(); lost > 0 && !s.calls { // (--calls shows each: "<no return ...>")
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
@@ -748,7 +761,7 @@ func recordsLostNote(l ring.Lost) string {
 	}
 	note := fmt.Sprintf("%d events lost in the tracee", l.Total())
 	if len(parts) > 0 {
-		note += fmt.Sprintf(", rings full (%s; --ring-size)", strings.Join(parts, ", "))
+		note += fmt.Sprintf(", rings full (%s; --no-drop, --ring-size)", strings.Join(parts, ", "))
 	}
 	if l.NoRing > 0 {
 		note += fmt.Sprintf(", %d of threads that found no ring free", l.NoRing)
@@ -840,10 +853,21 @@ func debugCounts(t *probe.Tracer) {
 	}
 }
 
+// waitForRoom says whether threads whose ring is full wait (--no-drop)
+// rather than drop their records (--drop): by default they wait in a
+// command probe launched, and drop in a process attached to, which its
+// tracer must not slow.
+func (o *options) waitForRoom() bool {
+	if o.drop || o.noDrop {
+		return o.noDrop
+	}
+	return len(o.command) > 0
+}
+
 // addAll installs the probes, then the function tracer.
 func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink) error {
 	tu := probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoMailbox: o.noMailbox, NoPlacement: o.noPlacement,
-		NoInProcess: o.noInProcess, RingSize: o.ringKiB << 10}
+		NoInProcess: o.noInProcess, RingSize: o.ringKiB << 10, WaitForRoom: o.waitForRoom()}
 	if err := t.SetTuning(tu); err != nil {
 		return err
 	}
