@@ -37,7 +37,7 @@ func graphRecords() []Record {
 	}
 }
 
-func writeAll(t *testing.T, w Writer, recs []Record) {
+func writeAll(t testing.TB, w Writer, recs []Record) {
 	t.Helper()
 	for i := range recs {
 		if err := w.Write(&recs[i]); err != nil {

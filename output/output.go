@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/probedbg/probe/probe"
@@ -157,16 +158,18 @@ func (t *Text) Finish() error { return t.Flush() }
 // FlushInterval while records keep coming, formats and flushes it, and
 // sleeps when they stop. A live trace shows up within FlushInterval.
 type Stream struct {
-	mu     sync.Mutex
-	batch  []Record
-	limit  int    // records a batch holds; past it they are dropped
-	lost   uint64 // records dropped because the batch was full
-	closed bool
-	syncs  []chan struct{} // closed once what was queued before them is flushed
-	wake   chan struct{}   // the first record after a quiet spell, or Close
-	done   chan error
-	failed chan struct{} // closed at the first write error
-	w      Writer
+	mu    sync.Mutex
+	batch []Record
+	limit int    // records a batch holds; past it they are dropped
+	lost  uint64 // records dropped because the batch was full
+	// written counts the records the writer has taken (Written).
+	written atomic.Uint64
+	closed  bool
+	syncs   []chan struct{} // closed once what was queued before them is flushed
+	wake    chan struct{}   // the first record after a quiet spell, or Close
+	done    chan error
+	failed  chan struct{} // closed at the first write error
+	w       Writer
 }
 
 // FlushInterval bounds how long a record waits to be written.
@@ -215,6 +218,7 @@ func (s *Stream) run() {
 				default:
 					fail(s.w.Write(&batch[i]))
 				}
+				s.written.Add(1)
 			}
 			if err == nil {
 				fail(s.w.Flush())
@@ -302,6 +306,10 @@ func (s *Stream) ring() {
 	default:
 	}
 }
+
+// Written is how many records the writer has taken so far: a producer
+// that waits for Room sees it make progress.
+func (s *Stream) Written() uint64 { return s.written.Load() }
 
 // Lost returns the number of records dropped because the buffer was full.
 func (s *Stream) Lost() uint64 {

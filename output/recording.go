@@ -3,23 +3,35 @@ package output
 import (
 	"bufio"
 	"bytes"
-	"encoding/gob"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
+
+	"github.com/probedbg/probe/probe"
 )
 
 // A recording is a trace kept to be reported later (probe record, then
 // probe report), as ftrace's trace file is read after the fact where
-// trace_pipe is read live. The file is a magic line naming the format and
-// its version, then an encoding/gob stream: a RecordingInfo, then one
-// recordingEntry per record, comment and the end of the trace. A
-// recording cut short (the recorder killed) still replays up to its last
-// whole entry.
+// trace_pipe is read live. Its layout (docs/recording.md has it whole):
+// the line "probe-trace", the line of the format's version, then frames,
+// each a type byte, its payload's length (uvarint) and the payload:
+//
+//	'i' the RecordingInfo, as JSON: first, once
+//	's' a string, the next of the string table (ids from 1; 0 is "")
+//	'r' a record (appendRecord), its strings by id
+//	'c' a comment line
+//	'f' the trace finished (comments may follow)
+//	'e' the recording is whole: the last frame
+//
+// A reader skips frames of a type it does not know. A recording cut
+// short (the recorder killed) still reports up to its last whole frame.
 const (
 	recordingMagic   = "probe-trace\n"
-	recordingVersion = 1
+	recordingVersion = 2
 )
 
 // ErrNotRecording is returned for a file that is not a recording, or of a
@@ -53,18 +65,18 @@ type RecordingInfo struct {
 	WallOffset, BootOffset int64
 }
 
-// recordingEntry is one element of a recording after its info.
-type recordingEntry struct {
-	Record  *Record
-	Comment string
-	Finish  bool // the trace ended; comments may follow
-	End     bool // the recording is whole: written by the first Flush after Finish
-}
-
 // Recorder is a Writer that records the trace to a file.
 type Recorder struct {
-	w        *bufio.Writer
-	enc      *gob.Encoder
+	w       *bufio.Writer
+	strings map[string]uint64 // the string table: id by string
+	// recent is, for each of a record's five strings, the last one
+	// written and its id: mostly the next record's too.
+	recent [5]struct {
+		s  string
+		id uint64
+	}
+	lastTime int64
+	frame    []byte // the payload being built, reused
 	finished bool
 	ended    bool
 	err      error
@@ -73,25 +85,85 @@ type Recorder struct {
 // NewRecorder starts a recording on w with its header and info; a
 // failure to write them is returned by the first Write or Flush.
 func NewRecorder(w io.Writer, info RecordingInfo) *Recorder {
-	b := bufio.NewWriterSize(w, 64<<10)
+	b := bufio.NewWriterSize(w, 256<<10)
 	fmt.Fprintf(b, "%s%d\n", recordingMagic, recordingVersion)
-	r := &Recorder{w: b, enc: gob.NewEncoder(b)}
-	r.err = r.enc.Encode(&info)
+	r := &Recorder{w: b, strings: map[string]uint64{"": 0}}
+	js, err := json.Marshal(&info)
+	r.err = err
+	r.put('i', js)
 	return r
 }
 
-func (r *Recorder) put(e *recordingEntry) error {
-	if r.err == nil {
-		r.err = r.enc.Encode(e)
+// put writes a frame.
+func (r *Recorder) put(kind byte, payload []byte) error {
+	if r.err != nil {
+		return r.err
+	}
+	var head [1 + binary.MaxVarintLen64]byte
+	head[0] = kind
+	n := binary.PutUvarint(head[1:], uint64(len(payload)))
+	if _, r.err = r.w.Write(head[:1+n]); r.err == nil {
+		_, r.err = r.w.Write(payload)
 	}
 	return r.err
 }
 
-func (r *Recorder) Write(rec *Record) error { return r.put(&recordingEntry{Record: rec}) }
-func (r *Recorder) Comment(s string) error  { return r.put(&recordingEntry{Comment: s}) }
+// id is s's id in the string table, s written to it first if new.
+func (r *Recorder) id(s string) uint64 {
+	if id, ok := r.strings[s]; ok {
+		return id
+	}
+	id := uint64(len(r.strings))
+	r.strings[s] = id
+	r.put('s', []byte(s))
+	return id
+}
+
+func (r *Recorder) Write(rec *Record) error {
+	if r.err != nil {
+		return r.err
+	}
+	// The strings first: their frames go before the record's.
+	var ids [5]uint64
+	for i, s := range [...]string{rec.Comm, rec.Event, rec.Where, rec.Func, rec.Caller} {
+		if c := &r.recent[i]; c.s == s {
+			ids[i] = c.id
+		} else {
+			ids[i] = r.id(s)
+			c.s, c.id = s, ids[i]
+		}
+	}
+	b := r.frame[:0]
+	b = binary.AppendUvarint(b, uint64(rec.Kind))
+	b = binary.AppendVarint(b, rec.Time-r.lastTime)
+	r.lastTime = rec.Time
+	for _, v := range [...]int64{int64(rec.CPU), int64(rec.Pid), int64(rec.Tid)} {
+		b = binary.AppendVarint(b, v)
+	}
+	for _, id := range ids {
+		b = binary.AppendUvarint(b, id)
+	}
+	b = binary.AppendUvarint(b, uint64(len(rec.Fields)))
+	for i := range rec.Fields {
+		b = binary.AppendUvarint(b, r.id(rec.Fields[i].Name))
+		b = rec.Fields[i].Value.AppendBinary(b)
+	}
+	b = binary.AppendUvarint(b, uint64(len(rec.Stack)))
+	for _, f := range rec.Stack {
+		b = binary.AppendUvarint(b, r.id(f))
+	}
+	for _, v := range [...]int64{int64(rec.Depth), rec.EntryTime - rec.Time, rec.Lane, rec.Goroutine} {
+		b = binary.AppendVarint(b, v)
+	}
+	r.frame = b
+	return r.put('r', b)
+}
+
+func (r *Recorder) Comment(s string) error { return r.put('c', []byte(s)) }
+
 func (r *Recorder) Finish() error {
 	r.finished = true
-	return r.put(&recordingEntry{Finish: true})
+	return r.put('f', nil)
 }
 
 // Flush writes out what is buffered; the first flush after Finish marks
@@ -99,7 +171,7 @@ func (r *Recorder) Finish() error {
 func (r *Recorder) Flush() error {
 	if r.finished && !r.ended {
 		r.ended = true
-		r.put(&recordingEntry{End: true})
+		r.put('e', nil)
 	}
 	if r.err != nil {
 		return r.err
@@ -109,29 +181,75 @@ func (r *Recorder) Flush() error {
 
 // Recording is an opened recording, its info read.
 type Recording struct {
-	Info RecordingInfo
-	dec  *gob.Decoder
+	Info     RecordingInfo
+	r        *bufio.Reader
+	strings  []string
+	lastTime int64
+	frame    []byte // the payload read, reused
 }
+
+// maxFrame bounds a frame's payload: a record is a few hundred bytes,
+// and a damaged length must not make the reader allocate gigabytes
+// before it finds out.
+const maxFrame = 16 << 20
 
 // OpenRecording reads a recording's header and info.
 func OpenRecording(r io.Reader) (*Recording, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, 256<<10)
 	head := make([]byte, len(recordingMagic))
 	if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, []byte(recordingMagic)) {
 		return nil, ErrNotRecording
 	}
-	var version int
-	if _, err := fmt.Fscanf(br, "%d\n", &version); err != nil {
+	line, err := br.ReadSlice('\n') // (bounded by the buffer)
+	version, serr := strconv.Atoi(string(bytes.TrimSuffix(line, []byte("\n"))))
+	if err != nil || serr != nil {
 		return nil, ErrNotRecording
 	}
 	if version != recordingVersion {
 		return nil, fmt.Errorf("%w: format version %d (this probe reads %d)", ErrNotRecording, version, recordingVersion)
 	}
-	rec := &Recording{dec: gob.NewDecoder(&gobLimit{r: br})}
-	if err := rec.dec.Decode(&rec.Info); err != nil {
+	rec := &Recording{r: br, strings: []string{""}}
+	kind, payload, err := rec.next()
+	if err == nil && kind != 'i' {
+		err = fmt.Errorf("damaged: it starts with a frame of type %q", kind)
+	}
+	if err == nil {
+		err = json.Unmarshal(payload, &rec.Info)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: its header is cut short or damaged (%v)", ErrNotRecording, err)
 	}
 	return rec, nil
+}
+
+// next reads the next frame; its payload is valid until the next call.
+func (rec *Recording) next() (kind byte, payload []byte, err error) {
+	if kind, err = rec.r.ReadByte(); err != nil {
+		return 0, nil, err
+	}
+	n, err := binary.ReadUvarint(rec.r)
+	if err != nil {
+		return 0, nil, unexpected(err)
+	}
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("damaged: a frame of %d bytes (at most %d)", n, maxFrame)
+	}
+	if uint64(cap(rec.frame)) < n {
+		rec.frame = make([]byte, n)
+	}
+	rec.frame = rec.frame[:n]
+	if _, err := io.ReadFull(rec.r, rec.frame); err != nil {
+		return 0, nil, unexpected(err)
+	}
+	return kind, rec.frame, nil
+}
+
+// unexpected is err, an end of file in the middle of a frame said so.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // Replay writes the recorded trace: records to events, comments to notes
@@ -141,20 +259,31 @@ func OpenRecording(r io.Reader) (*Recording, error) {
 func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
 	finished, ended := false, false
 	for !ended {
-		var e recordingEntry
-		if derr := rec.dec.Decode(&e); derr != nil {
-			err = fmt.Errorf("%w after %d records: %v", ErrTruncated, n, derr)
+		kind, payload, rerr := rec.next()
+		if rerr != nil {
+			err = fmt.Errorf("%w after %d records: %v", ErrTruncated, n, rerr)
 			break
 		}
-		switch {
-		case e.End:
+		switch kind {
+		case 'e':
 			ended = true
-		case e.Record != nil:
-			if werr := events.Write(e.Record); werr != nil {
+		case 's':
+			rec.strings = append(rec.strings, string(payload))
+		case 'r':
+			var r Record
+			if derr := rec.decode(payload, &r); derr != nil {
+				err = fmt.Errorf("%w after %d records: damaged: %v", ErrTruncated, n, derr)
+				ended = true
+				break
+			}
+			if werr := events.Write(&r); werr != nil {
 				return n, werr
 			}
 			n++
-		case e.Finish && !finished:
+		case 'f':
+			if finished {
+				break
+			}
 			if ferr := events.Flush(); ferr != nil {
 				return n, ferr
 			}
@@ -162,8 +291,8 @@ func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
 				return n, ferr
 			}
 			finished = true
-		default:
-			if cerr := notes.Comment(e.Comment); cerr != nil {
+		case 'c':
+			if cerr := notes.Comment(string(payload)); cerr != nil {
 				return n, cerr
 			}
 		}
@@ -179,74 +308,72 @@ func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
 	return n, err
 }
 
-// maxGobMessage bounds one message of a recording's gob stream: a record
-// is a few hundred bytes, and a damaged length must not make gob allocate
-// gigabytes before it finds out.
-const maxGobMessage = 16 << 20
+var errBadRecord = errors.New("a record that cannot be read")
 
-// gobLimit passes a gob stream through, reading each message's length
-// prefix (gob's unsigned integer: one byte below 128, else the negated
-// count of big-endian bytes that follow) and refusing one over
-// maxGobMessage before gob sees it.
-type gobLimit struct {
-	r       *bufio.Reader
-	left    uint64 // bytes of the current message still to pass
-	pending []byte // a length prefix read, still to pass
-}
-
-func (g *gobLimit) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		if len(g.pending) > 0 {
-			c := copy(p[n:], g.pending)
-			g.pending, n = g.pending[c:], n+c
-			continue
+// decode reads a record frame's payload into r.
+func (rec *Recording) decode(b []byte, r *Record) error {
+	bad := false
+	uv := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			bad = true
+			return 0
 		}
-		if g.left == 0 {
-			if n > 0 {
-				return n, nil // a message's end: let gob take it
+		b = b[n:]
+		return v
+	}
+	sv := func() int64 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		id := uv()
+		if id >= uint64(len(rec.strings)) {
+			bad = true
+			return ""
+		}
+		return rec.strings[id]
+	}
+	r.Kind = Kind(uv())
+	rec.lastTime += sv()
+	r.Time = rec.lastTime
+	r.CPU, r.Pid, r.Tid = int(sv()), int(sv()), int(sv())
+	r.Comm, r.Event, r.Where, r.Func, r.Caller = str(), str(), str(), str(), str()
+	if nf := uv(); nf > 0 && !bad {
+		if nf > uint64(len(b)) {
+			return errBadRecord
+		}
+		r.Fields = make([]probe.Field, nf)
+		for i := range r.Fields {
+			r.Fields[i].Name = str()
+			if bad {
+				return errBadRecord
 			}
-			if err := g.prefix(); err != nil {
-				return n, err
+			var err error
+			if b, err = r.Fields[i].Value.DecodeBinary(b); err != nil {
+				return err
 			}
-			continue
-		}
-		m, err := g.r.Read(p[n:min(len(p), n+int(min(g.left, uint64(len(p)))))])
-		n, g.left = n+m, g.left-uint64(m)
-		if err != nil {
-			return n, err
 		}
 	}
-	return n, nil
-}
-
-// prefix reads the next message's length.
-func (g *gobLimit) prefix() error {
-	b, err := g.r.ReadByte()
-	if err != nil {
-		return err
-	}
-	g.pending = append(g.pending[:0], b)
-	if b < 0x80 {
-		g.left = uint64(b)
-		return nil
-	}
-	size := int(-int8(b))
-	if size > 8 {
-		return fmt.Errorf("damaged: a message length of %d bytes", size)
-	}
-	var v uint64
-	for i := 0; i < size; i++ {
-		c, err := g.r.ReadByte()
-		if err != nil {
-			return err
+	if ns := uv(); ns > 0 && !bad {
+		if ns > uint64(len(b)) {
+			return errBadRecord
 		}
-		g.pending = append(g.pending, c)
-		v = v<<8 | uint64(c)
+		r.Stack = make([]string, ns)
+		for i := range r.Stack {
+			r.Stack[i] = str()
+		}
 	}
-	if v > maxGobMessage {
-		return fmt.Errorf("damaged: a message of %d bytes (at most %d)", v, maxGobMessage)
+	r.Depth = int(sv())
+	r.EntryTime = r.Time + sv()
+	r.Lane, r.Goroutine = sv(), sv()
+	if bad {
+		return errBadRecord
 	}
-	g.left = v
 	return nil
 }

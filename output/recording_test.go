@@ -4,12 +4,24 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/probedbg/probe/probe"
 )
 
-func record(t *testing.T, recs []Record) []byte {
+// recordSample is a recording of graphRecords and a probe hit with
+// fields and a stack.
+func recordSample(t testing.TB) []byte { return record(t, sampleRecords()) }
+
+func sampleRecords() []Record {
+	return append(graphRecords(), Record{Kind: KindProbe, Time: 5, CPU: 1, Pid: 7, Tid: 8, Comm: "x", Event: "p_a_0", Where: "a+0x0/0x4",
+		Fields: []probe.Field{{Name: "n", Value: probe.UintValue(probe.TypeU64, 3)}, {Name: "s", Value: probe.StringValue("hi")}}, Stack: []string{"a+0x0/0x4 [x]", "main+0x9/0x20 [x]"}})
+}
+
+func record(t testing.TB, recs []Record) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	r := NewRecorder(&b, RecordingInfo{Tracers: "function_graph", CPUWidth: 1, Probes: true})
@@ -81,26 +93,76 @@ func TestRecordingRejectsOtherFiles(t *testing.T) {
 	}
 }
 
-// TestRecordingDamagedLength: a recording whose first message claims 8
-// EiB (or any length over the bound) is refused at once, without gob
-// allocating for it.
+// TestRecordingDamagedLength: a recording whose first frame claims 8
+// EiB (or any length over the bound) is refused at once, without the
+// reader allocating for it.
 func TestRecordingDamagedLength(t *testing.T) {
 	for _, length := range [][]byte{
-		{0xf8, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, // 2^63-1
-		{0xfc, 0x10, 0x00, 0x00, 0x00},                         // 256 MiB
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, // 2^63-1
+		{0x80, 0x80, 0x80, 0x80, 0x01},                         // 256 MiB
 	} {
-		head := fmt.Sprintf("%s%d\n", recordingMagic, recordingVersion)
+		head := fmt.Sprintf("%s%d\ni", recordingMagic, recordingVersion)
 		src := append([]byte(head), length...)
 		src = append(src, make([]byte, 64)...)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		_, err := OpenRecording(bytes.NewReader(src))
 		runtime.ReadMemStats(&after)
-		if err == nil || !strings.Contains(err.Error(), "damaged: a message of") {
-			t.Errorf("length % x: %v, want the message refused as damaged", length, err)
+		if err == nil || !strings.Contains(err.Error(), "damaged: a frame of") {
+			t.Errorf("length % x: %v, want the frame refused as damaged", length, err)
 		}
 		if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
 			t.Errorf("length % x: %d bytes allocated", length, grew)
 		}
+	}
+}
+
+// FuzzRecording: whatever the bytes, opening and replaying them neither
+// panics nor allocates without bound; what a reader gets is a recording,
+// a cut one (ErrTruncated), or not one (ErrNotRecording).
+func FuzzRecording(f *testing.F) {
+	whole := recordSample(f)
+	f.Add(whole)
+	f.Add(whole[:len(whole)/2])
+	f.Add([]byte("probe-trace\n2\n"))
+	f.Add([]byte("probe-trace\n1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rec, err := OpenRecording(bytes.NewReader(data))
+		if err != nil {
+			if !errors.Is(err, ErrNotRecording) {
+				t.Fatalf("open: %v, want ErrNotRecording", err)
+			}
+			return
+		}
+		var b bytes.Buffer
+		g := NewGraph(&b, GraphOptions{})
+		if _, err := rec.Replay(g, g); err != nil && !errors.Is(err, ErrTruncated) {
+			t.Fatalf("replay: %v, want nil or ErrTruncated", err)
+		}
+	})
+}
+
+// collect is a Writer that keeps the records it is given.
+type collect struct{ recs []Record }
+
+func (c *collect) Write(r *Record) error { c.recs = append(c.recs, *r); return nil }
+func (c *collect) Comment(string) error  { return nil }
+func (c *collect) Flush() error          { return nil }
+func (c *collect) Finish() error         { return nil }
+
+// TestRecordingRoundTrip: every record comes back from a recording as
+// it went in, its fields' values and its stack included.
+func TestRecordingRoundTrip(t *testing.T) {
+	want := sampleRecords()
+	rec, err := OpenRecording(bytes.NewReader(record(t, want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c collect
+	if n, err := rec.Replay(&c, &c); err != nil || n != len(want) {
+		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(want))
+	}
+	if !reflect.DeepEqual(c.recs, want) {
+		t.Errorf("replayed\n%+v\nwant\n%+v", c.recs, want)
 	}
 }

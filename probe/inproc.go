@@ -799,13 +799,23 @@ func (t *Tracer) withHandlers(fn func()) {
 }
 
 // SetRecordRoom tells the tracer how many records its handlers can take
-// at the moment (the output's room): the drain leaves the rest in the
-// rings, which hold them, rather than have them dropped downstream.
-func (t *Tracer) SetRecordRoom(room func() int) error {
+// at the moment (the output's room), and how many the output has written
+// so far (its progress): the drain leaves the rest in the rings, which
+// hold them, rather than have them dropped downstream, and waits for
+// room as long as the output makes progress.
+func (t *Tracer) SetRecordRoom(room func() int, written func() uint64) error {
 	return t.do(func(int) error {
-		t.recordRoom = room
+		t.recordRoom, t.recordWritten = room, written
 		return nil
 	})
+}
+
+// written is how many records the output has written so far.
+func (t *Tracer) written() uint64 {
+	if w := t.top().recordWritten; w != nil {
+		return w()
+	}
+	return 0
 }
 
 // room is how many records the handlers can take now; -1: no bound.
@@ -931,16 +941,22 @@ func (t *Tracer) drainAll() {
 }
 
 // untilDrained calls drain with how many records the handlers have room
-// for (0: no bound) until it says there are no more, waiting for room;
-// after two seconds without any it goes on with no bound, and the output
+// for (0: no bound) until it says there are no more, waiting for room
+// while the output makes progress; after two seconds without any (a
+// reader that stopped reading) it goes on with no bound, and the output
 // drops and counts what it cannot take.
 func (t *Tracer) untilDrained(drain func(limit int) (more bool)) {
-	stuck := time.Now()
+	stuck, seen := time.Now(), t.written()
 	for {
 		room := t.room()
-		if room == 0 && time.Since(stuck) < 2*time.Second {
-			time.Sleep(time.Millisecond)
-			continue
+		if room == 0 {
+			if w := t.written(); w != seen {
+				stuck, seen = time.Now(), w
+			}
+			if time.Since(stuck) < 2*time.Second {
+				time.Sleep(time.Millisecond)
+				continue
+			}
 		}
 		if !drain(max(room, 0)) {
 			return

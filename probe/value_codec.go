@@ -11,6 +11,13 @@ func (v Value) MarshalBinary() ([]byte, error) {
 	return v.appendBinary(nil), nil
 }
 
+// AppendBinary appends MarshalBinary's encoding of v to dst.
+func (v Value) AppendBinary(dst []byte) []byte { return v.appendBinary(dst) }
+
+// DecodeBinary decodes a value AppendBinary encoded at the start of b,
+// and returns what follows it.
+func (v *Value) DecodeBinary(b []byte) ([]byte, error) { return v.decode(b, 0) }
+
 func (v Value) appendBinary(dst []byte) []byte {
 	dst = append(dst, byte(v.typ), v.n)
 	dst = binary.AppendUvarint(dst, v.bits)

@@ -875,7 +875,7 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 	// the buffer stays for the hits that stop a thread, which cannot
 	// wait there.
 	reserve := o.buffer / 4
-	if err := t.SetRecordRoom(func() int { return s.stream.Room() - reserve }); err != nil {
+	if err := t.SetRecordRoom(func() int { return s.stream.Room() - reserve }, s.stream.Written); err != nil {
 		return err
 	}
 	if err := addProbes(t, specs, s); err != nil {
