@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -141,34 +142,43 @@ func lossNote(notes []string) string {
 	return ""
 }
 
-// TestKill9WhileWaiting: a kill -9 of probe while the program's thread
-// waits for room in its ring (--no-drop, attached) leaves the program
-// running: the thread stops waiting once the tracer is gone, and the
+// TestKill9WhileWaiting: a detach, then a kill -9 of probe, each while
+// the program's thread waits for room in its ring (--no-drop, attached),
+// leave the program running: at the detach the thread is taken out of
+// its wait, after the kill it stops waiting once the tracer is gone; the
 // program finishes and computes what it computes untraced.
 func TestKill9WhileWaiting(t *testing.T) {
 	t.Parallel()
 	exe := builtOnce(t, "pipeline-calls", filepath.Join("testdata", "pipeline", "calls.c"), "-O2", "-g")
-	n := strconv.Itoa(100000000 / int(timeScale))
+	n := strconv.Itoa(200000000 / int(timeScale))
 	base := runCmd(t, nil, exe, n)
 	p := startBg(t, nil, exe, n, "1000")
 	p.waitStdout(t, "ready\n", 10*time.Second)
-	pr := startBg(t, nil, probeBin, "attach", "-v", "--no-drop", "--ring-size", "4", "-o", os.DevNull, strconv.Itoa(p.pid()), "p:one a=%di b=%si")
-	waitStderr(t, pr, "in-process", 30*time.Second)
-	// The thread waits (in futex) most of the time: at some look.
-	deadline := time.Now().Add(10 * time.Second * timeScale)
-	for {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", p.pid())); strings.Contains(string(b), "futex") {
-			break
+	attachWaiting := func() *bg {
+		pr := startBg(t, nil, probeBin, "attach", "-v", "--no-drop", "--ring-size", "4", "-o", os.DevNull, strconv.Itoa(p.pid()), "p:one a=%di b=%si")
+		waitStderr(t, pr, "in-process", 30*time.Second)
+		// The thread waits (in futex) most of the time: at some look.
+		deadline := time.Now().Add(10 * time.Second * timeScale)
+		for {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", p.pid())); strings.Contains(string(b), "futex") {
+				return pr
+			}
+			if time.Now().After(deadline) || p.exited() {
+				t.Fatalf("the program's thread never seen waiting for room (wchan); probe: %s", limit(pr.stderr.String()))
+			}
+			time.Sleep(time.Millisecond)
 		}
-		if time.Now().After(deadline) || p.exited() {
-			t.Fatalf("the program's thread never seen waiting for room (wchan); probe: %s", limit(pr.stderr.String()))
-		}
-		time.Sleep(time.Millisecond)
 	}
+	pr := attachWaiting()
+	pr.signal(t, syscall.SIGINT)
+	if r := pr.wait(t, 30*time.Second); r.code != 0 {
+		t.Fatalf("probe's detach while the thread waited: %v", r)
+	}
+	pr = attachWaiting()
 	pr.cmd.Process.Kill()
 	pr.wait(t, 10*time.Second)
 	r := p.wait(t, 60*time.Second*timeScale)
 	if r.code != 0 || r.stdout != "ready\n"+base.stdout {
-		t.Fatalf("after probe's kill -9 while the thread waited: want exit 0 and %q; got %v", "ready\n"+base.stdout, r)
+		t.Fatalf("after a detach and probe's kill -9 while the thread waited: want exit 0 and %q; got %v", "ready\n"+base.stdout, r)
 	}
 }
