@@ -58,14 +58,22 @@ func TestInputBoundsCLI(t *testing.T) {
 			t.Errorf("probe %q: want exit 2 and %q, got %v", tc.args, tc.want, r)
 		}
 	}
-	// A recording whose first message claims 4 GiB.
+	// A recording whose first frame claims 4 GiB.
 	rec := filepath.Join(t.TempDir(), "rec")
-	if err := os.WriteFile(rec, append([]byte(fmt.Sprintf("probe-trace\n%d\n", 1)), 0xfc, 0xff, 0xff, 0xff, 0xff, 0), 0o600); err != nil {
+	if err := os.WriteFile(rec, append([]byte(fmt.Sprintf("probe-trace\n%d\ni", 2)), 0xff, 0xff, 0xff, 0xff, 0x0f, 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := probe(t, "report", rec)
-	if r.code != 2 || !strings.Contains(r.stderr, "damaged: a message of 4294967295 bytes") {
-		t.Errorf("probe report of a damaged recording: want exit 2 and the message refused, got %v", r)
+	if r.code != 2 || !strings.Contains(r.stderr, "damaged: a frame of 4294967295 bytes") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("probe report of a damaged recording: want exit 2 and the frame refused in one line, got %v", r)
+	}
+	// A recording of another version.
+	if err := os.WriteFile(rec, []byte("probe-trace\n1\n\x0cgob stream"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = probe(t, "report", rec)
+	if r.code != 2 || !strings.Contains(r.stderr, "format version 1 (this probe reads 2)") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("probe report of a version 1 recording: want exit 2 and one line naming both versions, got %v", r)
 	}
 }
 
