@@ -158,16 +158,12 @@ func TestKill9WhileWaiting(t *testing.T) {
 		pr := startBg(t, nil, probeBin, "attach", "-v", "--no-drop", "--ring-size", "4", "-o", os.DevNull, strconv.Itoa(p.pid()), "p:one a=%di b=%si")
 		waitStderr(t, pr, "in-process", 30*time.Second)
 		// The thread waits (in futex) most of the time: at some look.
-		deadline := time.Now().Add(10 * time.Second * timeScale)
-		for {
-			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", p.pid())); strings.Contains(string(b), "futex") {
-				return pr
-			}
-			if time.Now().After(deadline) || p.exited() {
-				t.Fatalf("the program's thread never seen waiting for room (wchan); probe: %s", limit(pr.stderr.String()))
-			}
-			time.Sleep(time.Millisecond)
-		}
+		wchan := fmt.Sprintf("/proc/%d/wchan", p.pid())
+		waitFor(t, "the program's thread, waiting for room, in "+wchan, func() string {
+			b, _ := os.ReadFile(wchan)
+			return string(b)
+		}, "futex")
+		return pr
 	}
 	pr := attachWaiting()
 	pr.signal(t, syscall.SIGINT)

@@ -493,14 +493,10 @@ func TestREPLSessionFixes(t *testing.T) {
 	// The json section must have calls before the switch back: wait for
 	// the first to reach the file, not a fixed time (a loaded CI machine
 	// wrote none in 200 ms).
-	deadline := time.Now().Add(10 * time.Second * timeScale)
-	for {
+	waitFor(t, "the json section", func() string {
 		b, _ := os.ReadFile(json)
-		if strings.Contains(string(b), `"func":"work"`) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return string(b)
+	}, `"func":"work"`)
 	r.send(t, "output -")
 	time.Sleep(200 * time.Millisecond)
 	r.send(t, "detach")

@@ -17,16 +17,16 @@ import (
 // threads drop again once its last sign is older than maxAge: a tracee
 // never waits for a tracer that is gone.
 
-// WaitNap is the longest a thread sleeps at a time before it looks again
+// waitNap is the longest a thread sleeps at a time before it looks again
 // whether the tracer lives.
-const WaitNap = time.Millisecond
+const waitNap = time.Millisecond
 
 // SetWaiting makes threads wait for room, the tracer taken for gone after
 // maxAge TSC ticks without a sign of life (Alive); maxAge 0 makes them
 // drop their records again, and wakes those waiting.
 func (r *Rings) SetWaiting(maxAge uint64) {
-	atomic.StoreUint64(r.word(singlestep.RingsWaitTimeout), uint64(WaitNap/time.Second))
-	atomic.StoreUint64(r.word(singlestep.RingsWaitTimeout+8), uint64(WaitNap%time.Second))
+	atomic.StoreUint64(r.word(singlestep.RingsWaitTimeout), uint64(waitNap/time.Second))
+	atomic.StoreUint64(r.word(singlestep.RingsWaitTimeout+8), uint64(waitNap%time.Second))
 	r.Alive()
 	atomic.StoreUint64(r.word(singlestep.RingsWaitMax), maxAge)
 	if maxAge == 0 {
