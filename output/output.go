@@ -235,7 +235,12 @@ func (s *Stream) run() {
 			if len(batch) == 0 {
 				break // quiet: sleep until the next record
 			}
-			time.Sleep(FlushInterval)
+			if len(batch) < s.limit/8 {
+				// A trickle: let records gather rather than flush
+				// each few. A flood goes on at once: the producer may
+				// be waiting for room (Room), and so its tracee.
+				time.Sleep(FlushInterval)
+			}
 		}
 	}
 }
