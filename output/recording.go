@@ -77,6 +77,7 @@ type Recorder struct {
 	}
 	lastTime int64
 	frame    []byte // the payload being built, reused
+	head     [1 + binary.MaxVarintLen64]byte
 	finished bool
 	ended    bool
 	err      error
@@ -99,10 +100,9 @@ func (r *Recorder) put(kind byte, payload []byte) error {
 	if r.err != nil {
 		return r.err
 	}
-	var head [1 + binary.MaxVarintLen64]byte
-	head[0] = kind
-	n := binary.PutUvarint(head[1:], uint64(len(payload)))
-	if _, r.err = r.w.Write(head[:1+n]); r.err == nil {
+	r.head[0] = kind
+	n := binary.PutUvarint(r.head[1:], uint64(len(payload)))
+	if _, r.err = r.w.Write(r.head[:1+n]); r.err == nil {
 		_, r.err = r.w.Write(payload)
 	}
 	return r.err
