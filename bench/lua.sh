@@ -13,19 +13,7 @@ runs=${1:-5}
 out=bin/bench/lua
 mkdir -p "$out"
 make -s build
-tarball=lua5.4_5.4.4.orig.tar.gz
-if [ ! -f "$out/$tarball" ]; then
-	curl -sSfL -o "$out/$tarball" "http://deb.debian.org/debian/pool/main/l/lua5.4/$tarball"
-fi
-for v in plain pg; do
-	if [ ! -x "$out/$v/src/lua" ]; then
-		rm -rf "$out/$v" && mkdir -p "$out/$v"
-		tar xzf "$out/$tarball" -C "$out/$v" --strip-components=1
-		flags="-g"
-		[ "$v" = pg ] && flags="-g -pg"
-		make -s -C "$out/$v/src" linux MYCFLAGS="$flags" MYLDFLAGS="${flags#-g}" >/dev/null 2>&1
-	fi
-done
+bench/build-lua.sh "$out"
 script=bench/lua/bench.lua
 want=$("$out/plain/src/lua" "$script" 2>/dev/null)
 

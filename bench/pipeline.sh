@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # The pipeline behind in-process probes, side by side with uftrace on the
-# same workload in the same run (issue 36's targets).
+# same workloads in the same run (issue 36's targets).
 #   bench/pipeline.sh [CALLS [RUNS]]
-# integration/testdata/pipeline/calls.c calls one() CALLS times (default
-# 2,000,000), built -O2 -g for probe and -O2 -g -pg for uftrace. Each row
-# is the median wall time of RUNS runs (default 3), the calls of one()
-# its output holds of those the program made, and the wall time as a
-# ratio to uftrace record's.
+# Three workloads, each built -O2 -g for probe and -O2 -g -pg for uftrace:
+#   calls  integration/testdata/pipeline/calls.c: one() called CALLS times
+#          (default 2,000,000)
+#   mixed  bench/mixed.c: ~112,000 calls (fib, a qsort comparator, a hash);
+#          uftrace also traces its 46,000 calls into libc through the PLT
+#   lua    Lua 5.4.4 running bench/lua/bench.lua (~284,000 C calls)
+# Each row is the median wall time of RUNS runs (default 3); the calls its
+# output holds (of function_graph: its lines that open or are a call; "-"
+# where not counted); the events the rings lost and the time the threads
+# waited for room, from probe's end notes; and the wall time as a ratio
+# to uftrace record's on the same workload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-2000000}
@@ -14,13 +20,18 @@ runs=${2:-3}
 out=bin/bench/pipeline
 mkdir -p "$out"
 make -s build
+command -v uftrace >/dev/null || { echo "$0: uftrace is not installed (apt-get install uftrace)" >&2; exit 2; }
 gcc -O2 -g -o "$out/calls" integration/testdata/pipeline/calls.c
 gcc -O2 -g -pg -o "$out/calls-pg" integration/testdata/pipeline/calls.c
+gcc -O2 -g -o "$out/mixed" bench/mixed.c
+gcc -O2 -g -pg -o "$out/mixed-pg" bench/mixed.c
+bench/build-lua.sh bin/bench/lua
+lua=bin/bench/lua
 probe=bin/probe
 rec=$out/rec.probe
 
-# wall CMD...: the wall time of one run in milliseconds, output to
-# $out/last (stdout) and $out/last.err.
+# wall CMD...: the wall time of one run in milliseconds, its stdout in
+# $out/last and its stderr in $out/last.err.
 wall() {
 	local t0 t1
 	t0=$(date +%s%N)
@@ -31,30 +42,67 @@ wall() {
 
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# row NAME KEPT-COMMAND CMD...: the median wall time of CMD, and the
-# count KEPT-COMMAND prints afterwards (from the last run's output).
+# graphcalls FILE: the calls a function_graph text holds (probe's or
+# uftrace replay's): the lines that open a call or are a whole one.
+graphcalls() { grep -cE '\(\);|\) \{$' "$1" || true; }
+
+# notes FILE...: "LOST WAITED": the events lost in the rings and the
+# milliseconds threads waited for room, from probe's end notes in FILEs.
+notes() {
+	cat "$@" 2>/dev/null | awk '
+		/events lost in the tracee/ { for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+$/) { lost += $i; break } }
+		/waited by the threads for room/ { w = $2; sub(/ms$/, "", w); if (w ~ /s$/) { sub(/s$/, "", w); w *= 1000 } waited += w }
+		END { printf "%d %d", lost, waited }'
+}
+
+# row NAME KEPT NOTES CMD...: the median wall time of CMD; the calls the
+# command KEPT prints (run after the last run); the lost and waited notes
+# of the files NOTES names ("-": none; the last run's stderr is always
+# read).
 ref=
 row() {
-	local name=$1 kept=$2 ms=()
-	shift 2
+	local name=$1 kept=$2 nf=$3 ms=()
+	shift 3
 	for _ in $(seq "$runs"); do
 		ms+=("$(wall "$@")")
 	done
-	local m k
+	local m k n
 	m=$(median "${ms[@]}")
 	k=$(eval "$kept")
+	[ "$nf" = - ] && nf=
+	n=$(notes "$out/last.err" $nf)
 	[ -z "$ref" ] && ref=$m
-	printf '%-46s %8s %10s %9s\n' "$name" "$m" "$k" "$(awk -v m="$m" -v r="$ref" 'BEGIN {printf "%.2f", m / r}')"
+	printf '%-44s %8s %10s %8s %7s %9s\n' "$name" "$m" "$k" ${n% *} ${n#* } "$(awk -v m="$m" -v r="$ref" 'BEGIN {printf "%.2f", m / r}')"
 }
 
-command -v uftrace >/dev/null || { echo "$0: uftrace is not installed (apt-get install uftrace)" >&2; exit 2; }
-printf '# %s calls of one(), medians of %s runs\n' "$calls" "$runs"
-printf '%-46s %8s %10s %9s\n' "" "wall ms" "calls kept" "x uftrace"
-row "uftrace record" "uftrace replay -d $out/ut.data | grep -c ' one();'" uftrace record -d "$out/ut.data" "$out/calls-pg" "$calls"
-row "uftrace replay (to a file)" "grep -c ' one();' $out/last" uftrace replay -d "$out/ut.data"
-row "untraced" "echo -" "$out/calls" "$calls"
-row "probe record, function_graph" "$probe report $rec | grep -c ' one()'" "$probe" record --tracer function_graph -o "$rec" -- "$out/calls" "$calls"
-row "probe report (to a file)" "grep -c ' one()' $out/last" "$probe" report "$rec"
-row "probe run, function_graph, text to a file" "grep -c ' one()' $out/fg.txt" "$probe" run --tracer function_graph -o "$out/fg.txt" -- "$out/calls" "$calls"
-row "probe run 'p:one a=%di b=%si', text to a file" "grep -c p_one $out/p.txt" "$probe" run 'p:one a=%di b=%si' -o "$out/p.txt" -- "$out/calls" "$calls"
-row "probe record 'p:one a=%di b=%si'" "$probe report $rec | grep -c p_one" "$probe" record -o "$rec" 'p:one a=%di b=%si' -- "$out/calls" "$calls"
+header() {
+	ref=
+	printf '\n# %s\n' "$1"
+	printf '%-44s %8s %10s %8s %7s %9s\n' "" "wall ms" "calls kept" "lost" "waited" "x uftrace"
+}
+
+printf '# %s, %s, %s CPUs, %s, medians of %s runs\n' "$(date +%F)" "$(uname -srm)" "$(nproc)" "$(uftrace --version | head -1)" "$runs"
+
+# graph NAME PROGRAM-PG PROGRAM ARGS...: the function_graph rows of one
+# workload.
+graph() {
+	local name=$1 pg=$2 plain=$3
+	shift 3
+	header "$name"
+	row "uftrace record" "echo -" - uftrace record -d "$out/ut.data" "$pg" "$@"
+	row "uftrace replay (to a file)" "graphcalls $out/last" - uftrace replay -d "$out/ut.data"
+	row "untraced" "echo -" - "$plain" "$@"
+	row "probe record, function_graph" "$probe report $rec >$out/rep.txt; graphcalls $out/rep.txt" "$out/rep.txt" "$probe" record --tracer function_graph -o "$rec" -- "$plain" "$@"
+	row "probe report (to a file)" "graphcalls $out/last" "$out/last" "$probe" report "$rec"
+	row "probe report --format json" "grep -c func_entry $out/last" - "$probe" report --format json "$rec"
+	row "probe report --format perfetto" "echo -" - "$probe" report --format perfetto -o "$out/trace.pftrace" "$rec"
+	row "probe run, function_graph, text to a file" "graphcalls $out/fg.txt" "$out/fg.txt" "$probe" run --tracer function_graph -o "$out/fg.txt" -- "$plain" "$@"
+	row "probe run, function_graph, json to a file" "grep -c func_entry $out/fg.json" - "$probe" run --tracer function_graph --format json -o "$out/fg.json" -- "$plain" "$@"
+}
+
+graph "calls: $calls calls of one()" "$out/calls-pg" "$out/calls" "$calls"
+row "probe run 'p:one a=%di b=%si', text to a file" "grep -c p_one $out/p.txt" "$out/p.txt" "$probe" run 'p:one a=%di b=%si' -o "$out/p.txt" -- "$out/calls" "$calls"
+row "probe record 'p:one a=%di b=%si'" "$probe report $rec >$out/rep.txt; grep -c p_one $out/rep.txt" "$out/rep.txt" "$probe" record -o "$rec" 'p:one a=%di b=%si' -- "$out/calls" "$calls"
+row "probe run --drop, function_graph, text" "graphcalls $out/fg.txt" "$out/fg.txt" "$probe" run --drop --tracer function_graph -o "$out/fg.txt" -- "$out/calls" "$calls"
+graph "mixed: bench/mixed.c" "$out/mixed-pg" "$out/mixed"
+graph "lua: bench/lua/bench.lua" "$lua/pg/src/lua" "$lua/plain/src/lua" bench/lua/bench.lua
