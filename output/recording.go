@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/probedbg/probe/probe"
@@ -256,9 +257,14 @@ func unexpected(err error) error {
 // (as the live trace did: with several writers teed, the notes went to
 // the first), then Finish and the final Flush. It returns the number of
 // records replayed, and ErrTruncated if the recording was cut short.
+//
+// The frames are read and decoded on the calling goroutine and written
+// on another, a batch at a time: the two take about as long.
 func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
+	w := startReplayWriter(events, notes)
+	batch := w.batch()
 	finished, ended := false, false
-	for !ended {
+	for !ended && !w.failed() {
 		kind, payload, rerr := rec.next()
 		if rerr != nil {
 			err = fmt.Errorf("%w after %d records: %v", ErrTruncated, n, rerr)
@@ -270,42 +276,109 @@ func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
 		case 's':
 			rec.strings = append(rec.strings, string(payload))
 		case 'r':
-			var r Record
-			if derr := rec.decode(payload, &r); derr != nil {
+			batch = append(batch, replayItem{kind: 'r'})
+			if derr := rec.decode(payload, &batch[len(batch)-1].rec); derr != nil {
+				batch = batch[:len(batch)-1]
 				err = fmt.Errorf("%w after %d records: damaged: %v", ErrTruncated, n, derr)
 				ended = true
 				break
 			}
-			if werr := events.Write(&r); werr != nil {
-				return n, werr
-			}
 			n++
 		case 'f':
-			if finished {
-				break
+			if !finished {
+				batch = append(batch, replayItem{kind: 'f'})
+				finished = true
 			}
-			if ferr := events.Flush(); ferr != nil {
-				return n, ferr
-			}
-			if ferr := events.Finish(); ferr != nil {
-				return n, ferr
-			}
-			finished = true
 		case 'c':
-			if cerr := notes.Comment(string(payload)); cerr != nil {
-				return n, cerr
-			}
+			batch = append(batch, replayItem{kind: 'c', comment: string(payload)})
+		}
+		if len(batch) == cap(batch) {
+			batch = w.send(batch)
 		}
 	}
 	if !finished {
-		if ferr := events.Finish(); ferr != nil {
-			return n, ferr
-		}
+		batch = append(batch, replayItem{kind: 'f'})
 	}
-	if ferr := notes.Flush(); ferr != nil {
-		return n, ferr
+	if werr := w.close(batch); werr != nil {
+		return n, werr
 	}
 	return n, err
+}
+
+// replayItem is a frame of a recording to write: a record ('r'), a
+// comment ('c') or the trace's end ('f').
+type replayItem struct {
+	kind    byte
+	rec     Record
+	comment string
+}
+
+// replayWriter writes batches of items on a goroutine of its own.
+type replayWriter struct {
+	events, notes Writer
+	full, free    chan []replayItem
+	done          chan error
+	stop          atomic.Bool // a write failed
+}
+
+const replayBatch = 4096
+
+func startReplayWriter(events, notes Writer) *replayWriter {
+	w := &replayWriter{events: events, notes: notes, full: make(chan []replayItem, 2), free: make(chan []replayItem, 3), done: make(chan error, 1)}
+	for range cap(w.free) {
+		w.free <- make([]replayItem, 0, replayBatch)
+	}
+	go w.run()
+	return w
+}
+
+// batch is an empty batch, once the writer has one to spare.
+func (w *replayWriter) batch() []replayItem { return <-w.free }
+
+// send hands b to the writer and returns an empty batch.
+func (w *replayWriter) send(b []replayItem) []replayItem {
+	w.full <- b
+	return w.batch()
+}
+
+func (w *replayWriter) failed() bool { return w.stop.Load() }
+
+// close hands the writer its last batch and returns the first write
+// error.
+func (w *replayWriter) close(b []replayItem) error {
+	w.full <- b
+	close(w.full)
+	return <-w.done
+}
+
+func (w *replayWriter) run() {
+	var err error
+	for b := range w.full {
+		for i := range b {
+			if err != nil {
+				break
+			}
+			switch it := &b[i]; it.kind {
+			case 'r':
+				err = w.events.Write(&it.rec)
+			case 'c':
+				err = w.notes.Comment(it.comment)
+			case 'f':
+				if err = w.events.Flush(); err == nil {
+					err = w.events.Finish()
+				}
+			}
+		}
+		if err != nil {
+			w.stop.Store(true)
+		}
+		clear(b) // drop references to fields
+		w.free <- b[:0]
+	}
+	if err == nil {
+		err = w.notes.Flush()
+	}
+	w.done <- err
 }
 
 var errBadRecord = errors.New("a record that cannot be read")
