@@ -43,6 +43,8 @@ type Perfetto struct {
 	clocks  PerfettoClocks
 	started bool // the clock snapshot is written
 	scratch []byte
+	// evBuf and pkBuf hold the event and the packet being built, reused.
+	evBuf, pkBuf []byte
 }
 
 // PerfettoClocks relate the trace's CLOCK_MONOTONIC times to other
@@ -155,7 +157,7 @@ func uuid(kind string, ids ...int64) uint64 {
 
 // packet writes one TracePacket holding body at field num.
 func (p *Perfetto) packet(ts int64, num protowire.Number, body []byte) {
-	var pk []byte
+	pk := p.pkBuf[:0]
 	if ts != 0 {
 		pk = protowire.AppendTag(pk, pfTimestamp, protowire.VarintType)
 		pk = protowire.AppendVarint(pk, uint64(ts))
@@ -168,7 +170,7 @@ func (p *Perfetto) packet(ts int64, num protowire.Number, body []byte) {
 	pk = protowire.AppendBytes(pk, body)
 	out := protowire.AppendTag(p.scratch[:0], pfTracePacket, protowire.BytesType)
 	out = protowire.AppendBytes(out, pk)
-	p.scratch = out
+	p.scratch, p.pkBuf = out, pk
 	p.w.Write(out)
 }
 
@@ -221,7 +223,7 @@ func (p *Perfetto) track(r *Record) uint64 {
 
 // event writes a TrackEvent on track.
 func (p *Perfetto) event(ts int64, track uint64, typ uint64, category, name string, notes []annotation) {
-	var ev []byte
+	ev := p.evBuf[:0]
 	ev = protowire.AppendTag(ev, pfEventType, protowire.VarintType)
 	ev = protowire.AppendVarint(ev, typ)
 	ev = protowire.AppendTag(ev, pfEventTrack, protowire.VarintType)
@@ -238,6 +240,7 @@ func (p *Perfetto) event(ts int64, track uint64, typ uint64, category, name stri
 		ev = protowire.AppendTag(ev, pfEventAnnotations, protowire.BytesType)
 		ev = protowire.AppendBytes(ev, a.encode())
 	}
+	p.evBuf = ev
 	p.packet(ts, pfTrackEvent, ev)
 }
 
