@@ -166,6 +166,7 @@ type Stream struct {
 	written atomic.Uint64
 	closed  bool
 	syncs   []chan struct{} // closed once what was queued before them is flushed
+	taken   chan struct{}   // closed when the writer next takes the batch (Taken)
 	wake    chan struct{}   // the first record after a quiet spell, or Close
 	done    chan error
 	failed  chan struct{} // closed at the first write error
@@ -207,6 +208,10 @@ func (s *Stream) run() {
 			s.mu.Lock()
 			batch, closed, syncs := s.batch, s.closed, s.syncs
 			s.batch, s.syncs = spare[:0], nil
+			if s.taken != nil {
+				close(s.taken)
+				s.taken = nil
+			}
 			s.mu.Unlock()
 			// After a failure records are still taken, so that the
 			// tracer never blocks on a reader who has gone.
@@ -252,6 +257,17 @@ func (s *Stream) Room() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.limit - len(s.batch)
+}
+
+// Taken is closed when the writer next takes what is queued, making room:
+// a producer that waits for Room waits for it.
+func (s *Stream) Taken() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken == nil {
+		s.taken = make(chan struct{})
+	}
+	return s.taken
 }
 
 // Send queues a record. It never blocks: when the writer has fallen a

@@ -173,3 +173,46 @@ func TestStreamFailed(t *testing.T) {
 		t.Errorf("Close: %v, want broken pipe", err)
 	}
 }
+
+// gateWriter writes nothing until its gate opens.
+type gateWriter struct {
+	gate chan struct{}
+	n    int
+}
+
+func (g *gateWriter) Write(*Record) error  { <-g.gate; g.n++; return nil }
+func (g *gateWriter) Comment(string) error { return nil }
+func (g *gateWriter) Flush() error         { return nil }
+func (g *gateWriter) Finish() error        { return nil }
+
+// TestStreamTaken: a producer that fills the stream waits on Taken, which
+// is closed once the writer takes what is queued and not before.
+func TestStreamTaken(t *testing.T) {
+	g := &gateWriter{gate: make(chan struct{})}
+	s := NewStreamSize(g, 4)
+	s.Send(Record{}) // the writer takes it and blocks in Write
+	for s.Room() != 4 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 4 {
+		s.Send(Record{})
+	}
+	taken := s.Taken()
+	if s.Room() != 0 {
+		t.Fatalf("room %d, want 0", s.Room())
+	}
+	select {
+	case <-taken:
+		t.Fatal("Taken closed while the writer is blocked")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(g.gate)
+	select {
+	case <-taken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Taken not closed after the writer took the batch")
+	}
+	if err := s.Close(); err != nil || g.n != 5 {
+		t.Fatalf("Close: %v, %d records written, want 5", err, g.n)
+	}
+}

@@ -722,11 +722,13 @@ func (t *Tracer) startDrain() {
 			}
 		}()
 		wait := time.Millisecond
+		var taken <-chan struct{} // the output's room, when it had none
 		for {
 			select {
 			case <-t.drainStop:
 				return
 			case <-time.After(wait):
+			case <-taken:
 			}
 			n, woke := t.drainPass()
 			// Busy rings are drained every millisecond; idle ones
@@ -737,6 +739,9 @@ func (t *Tracer) startDrain() {
 			}
 			if n >= drainPassMax || woke {
 				wait = 0 // more waiting, or a thread that waits for room
+			}
+			if taken = t.noRoom(); taken != nil {
+				wait = 20 * time.Millisecond // (or when it makes room)
 			}
 		}
 	}()
@@ -798,33 +803,71 @@ func (t *Tracer) withHandlers(fn func()) {
 	fn()
 }
 
-// SetRecordRoom tells the tracer how many records its handlers can take
-// at the moment (the output's room), and how many the output has written
-// so far (its progress): the drain leaves the rest in the rings, which
-// hold them, rather than have them dropped downstream, and waits for
-// room as long as the output makes progress.
-func (t *Tracer) SetRecordRoom(room func() int, written func() uint64) error {
+// RecordOutput is where the handlers of in-process probes' records send
+// them, as the drain sees it.
+type RecordOutput interface {
+	// Room is how many records it can take now.
+	Room() int
+	// Written is how many records it has written so far: its progress.
+	Written() uint64
+	// Taken is closed when it next makes room.
+	Taken() <-chan struct{}
+}
+
+// SetRecordOutput tells the tracer about its handlers' output: the drain
+// hands them no more records than it has room for, leaving the rest in
+// the rings, which hold them, rather than have them dropped downstream,
+// and waits for room as long as the output makes progress.
+func (t *Tracer) SetRecordOutput(out RecordOutput) error {
 	return t.do(func(int) error {
-		t.recordRoom, t.recordWritten = room, written
+		t.recordOut = out
 		return nil
 	})
 }
 
 // written is how many records the output has written so far.
 func (t *Tracer) written() uint64 {
-	if w := t.top().recordWritten; w != nil {
-		return w()
+	if out := t.top().recordOut; out != nil {
+		return out.Written()
 	}
 	return 0
 }
 
 // room is how many records the handlers can take now; -1: no bound.
 func (t *Tracer) room() int {
-	room := t.top().recordRoom
-	if room == nil {
+	out := t.top().recordOut
+	if out == nil {
 		return -1
 	}
-	return max(room(), 0)
+	return max(out.Room(), 0)
+}
+
+// noRoom is, when the output has no room, a channel closed when it
+// makes some; else nil.
+func (t *Tracer) noRoom() <-chan struct{} {
+	out := t.top().recordOut
+	if out == nil {
+		return nil
+	}
+	taken := out.Taken() // before the look: room made after it closes it
+	if out.Room() > 0 {
+		return nil
+	}
+	return taken
+}
+
+// waitRoom waits until the output has made room, or for at most d.
+func (t *Tracer) waitRoom(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	var taken <-chan struct{}
+	if out := t.top().recordOut; out != nil {
+		taken = out.Taken()
+	}
+	select {
+	case <-taken:
+	case <-timer.C:
+	}
 }
 
 // drainRecords runs the handlers of the committed records, as many as
@@ -954,7 +997,7 @@ func (t *Tracer) untilDrained(drain func(limit int) (more bool)) {
 				stuck, seen = time.Now(), w
 			}
 			if time.Since(stuck) < 2*time.Second {
-				time.Sleep(time.Millisecond)
+				t.waitRoom(10 * time.Millisecond)
 				continue
 			}
 		}

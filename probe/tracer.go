@@ -122,8 +122,7 @@ type Tracer struct {
 	hmu           sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
 	drainStop     chan struct{} // closed to stop the drain
 	drainDone     chan struct{} // closed when it has stopped
-	recordRoom    func() int    // SetRecordRoom
-	recordWritten func() uint64 // SetRecordRoom
+	recordOut     RecordOutput  // SetRecordOutput
 	lostPast      ring.Lost     // what the rings of programs before an exec lost
 	waitedPast    time.Duration // how long their threads waited for room
 	// redirects are the branches re-aimed into detours, by address, put

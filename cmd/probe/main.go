@@ -864,6 +864,15 @@ func (o *options) waitForRoom() bool {
 	return len(o.command) > 0
 }
 
+// recordOutput is the stream as the drain of the rings sees it: with
+// reserve records of its room kept for the hits that stop a thread.
+type recordOutput struct {
+	*output.Stream
+	reserve int
+}
+
+func (r recordOutput) Room() int { return r.Stream.Room() - r.reserve }
+
 // addAll installs the probes, then the function tracer.
 func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink) error {
 	tu := probe.Tuning{NoBoost: o.noBoost, NoOptimize: o.noOptimize, NoMailbox: o.noMailbox, NoPlacement: o.noPlacement,
@@ -874,8 +883,7 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 	// The rings hold what the output has no room for yet; a quarter of
 	// the buffer stays for the hits that stop a thread, which cannot
 	// wait there.
-	reserve := o.buffer / 4
-	if err := t.SetRecordRoom(func() int { return s.stream.Room() - reserve }, s.stream.Written); err != nil {
+	if err := t.SetRecordOutput(recordOutput{s.stream, o.buffer / 4}); err != nil {
 		return err
 	}
 	if err := addProbes(t, specs, s); err != nil {
