@@ -178,3 +178,67 @@ func TestKill9WhileWaiting(t *testing.T) {
 		t.Fatalf("after a detach and probe's kill -9 while the thread waited: want exit 0 and %q; got %v", "ready\n"+base.stdout, r)
 	}
 }
+
+// TestRecordingReportsAsLive: a run that keeps a recording beside its
+// live trace (--record) gets from probe report of it the live trace, line
+// for line: function_graph's, an entry and a return probe's with their
+// fields, and the JSON lines of both; every call in each.
+func TestRecordingReportsAsLive(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "pipeline-calls", filepath.Join("testdata", "pipeline", "calls.c"), "-O2", "-g")
+	n := pipelineCalls() / 10
+	base := runCmd(t, nil, exe, strconv.Itoa(n))
+	for _, tc := range []struct {
+		name string
+		args []string // the trace's
+		call *regexp.Regexp
+	}{
+		{"function_graph", []string{"--tracer", "function_graph"}, regexp.MustCompile(`\|\s+one\(\);$`)},
+		{"probes", []string{"p:one a=%di b=%si", "r:one $retval"}, regexp.MustCompile(` p_one_0: \(one\+0x0/0x[0-9a-f]+\) a=0x[0-9a-f]+ b=0x[0-9a-f]+$`)},
+		{"json", []string{"--format", "json", "--tracer", "function_graph"}, regexp.MustCompile(`"event":"func_entry","func":"one"`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			live, rec, report := filepath.Join(dir, "live"), filepath.Join(dir, "rec"), filepath.Join(dir, "report")
+			args := append([]string{"run", "-o", live, "--record", rec}, tc.args...)
+			r := probe(t, append(args, "--", exe, strconv.Itoa(n))...)
+			if r.code != 0 || r.stdout != base.stdout {
+				t.Fatalf("probe run: want exit 0 and %q; got %v", base.stdout, r)
+			}
+			reportArgs := []string{"report", "-o", report}
+			if tc.name == "json" {
+				reportArgs = append(reportArgs, "--format", "json")
+			}
+			if r := probe(t, append(reportArgs, rec)...); r.code != 0 {
+				t.Fatalf("probe report: %v", r)
+			}
+			want, got := readLines(t, live), readLines(t, report)
+			for i := range max(len(want), len(got)) {
+				if i >= len(want) || i >= len(got) || want[i] != got[i] {
+					t.Fatalf("line %d differs (live %d lines, report %d):\nlive:   %q\nreport: %q", i+1, len(want), len(got), at(want, i), at(got, i))
+				}
+			}
+			if calls, notes := countLines(t, report, tc.call); calls != n || lossNote(notes) != "" {
+				t.Errorf("%d calls of one(), want %d; notes %q", calls, n, notes)
+			}
+		})
+	}
+}
+
+// readLines is the file's lines.
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// at is lines[i], or "(none)" past their end.
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "(none)"
+}

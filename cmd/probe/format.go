@@ -27,6 +27,12 @@ func checkFormat(o *options, ts tracers) error {
 	if o.drop && o.noDrop {
 		return fmt.Errorf("--drop and --no-drop: choose one")
 	}
+	if o.set["record"] && (o.record || o.recordTo == "") {
+		if o.record {
+			return fmt.Errorf("--record %s: probe record records already (to -o FILE)", o.recordTo)
+		}
+		return fmt.Errorf("--record: no file named")
+	}
 	if output.IsOTLPTarget(o.out) {
 		if o.format == "" {
 			o.format = "otlp"

@@ -64,6 +64,8 @@ traceon, traceoff, enable:EVENT, disable:EVENT (see README, Actions).
 
 flags:
   -o FILE                   write events to FILE instead of standard output
+  --record FILE             run, attach: keep a recording too, beside the live
+                            trace (probe report FILE prints the same trace)
   --script FILE.yaml        probes, tracer and output from a script; flags
                             override it, SPECs add to its probes
   --buffer-size N           events held for the writer (default 65536); past
@@ -222,6 +224,7 @@ type options struct {
 	repl         bool
 	format       string   // --format; "" is text
 	record       bool     // probe record: the trace goes to a recording
+	recordTo     string   // --record FILE (run, attach): a recording beside the live trace
 	cpuWidth     int      // probe report: the recording machine's CPU column
 	buffer       int      // --buffer-size: events held for the writer
 	follow       bool     // -f: follow forks and execs
@@ -250,6 +253,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Var((*outputFlag)(&o.out), "o", "")
+	fs.StringVar(&o.recordTo, "record", "", "")
 	fs.Var((*durationFlag)(&o.duration), "duration", "")
 	fs.StringVar(&o.tracers, "tracer", "", "")
 	fs.Var(&o.filter, "filter", "")
@@ -618,7 +622,8 @@ func attachCatching(pid int) (t *probe.Tracer, sigs <-chan os.Signal, stop func(
 
 // sink is where events go: a formatter fed off the ptrace thread.
 type sink struct {
-	file   *os.File
+	file      *os.File
+	recording *os.File // --record's, or nil
 	writer output.Writer // notes go here
 	all    output.Writer // events go here
 	stream *output.Stream
@@ -639,18 +644,43 @@ type sink struct {
 	stopEvery func()
 }
 
-// openOutput opens -o's file, or gives standard output.
-func openOutput(o *options) (*os.File, error) {
-	if o.out != "" && !output.IsOTLPTarget(o.out) {
-		return createOutput(o.out)
-	}
-	return os.Stdout, nil
+// traceFiles are the files a trace goes to: -o's (or standard output),
+// and --record's recording beside it, if asked for.
+type traceFiles struct {
+	out, recording *os.File
 }
 
-// newSink makes the sink writing to f. o.pid is the process's, known.
-func newSink(o *options, ts tracers, probes bool, f *os.File) *sink {
-	primary, all := newWriter(f, ts, o, probes)
-	return &sink{file: f, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer), acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}
+// openOutput opens -o's file, or gives standard output, and --record's.
+func openOutput(o *options) (traceFiles, error) {
+	files := traceFiles{out: os.Stdout}
+	var err error
+	if o.out != "" && !output.IsOTLPTarget(o.out) {
+		if files.out, err = createOutput(o.out); err != nil {
+			return files, err
+		}
+	}
+	if o.recordTo != "" {
+		if files.recording, err = createOutput(o.recordTo); err != nil {
+			if files.out != os.Stdout {
+				files.out.Close()
+			}
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+// newSink makes the sink writing to files. o.pid is the process's, known.
+func newSink(o *options, ts tracers, probes bool, files traceFiles) *sink {
+	primary, all := newWriter(files.out, ts, o, probes)
+	if files.recording != nil {
+		// The recording takes what the live trace takes, notes
+		// included: its report is the live trace.
+		rec := output.NewRecorder(files.recording, recordingInfo(o, probes))
+		primary, all = output.Tee(primary, rec), output.Tee(all, rec)
+	}
+	return &sink{file: files.out, recording: files.recording, writer: primary, all: all, stream: output.NewStreamSize(all, o.buffer),
+		acts: action.NewSession(), text: o.textFormat(), json: o.format == "json"}
 }
 
 // closeTrace closes s. A reader gone away (EPIPE) or a collector that
@@ -700,6 +730,11 @@ func (s *sink) close(t *probe.Tracer) error {
 	s.writer.Flush()
 	if s.file != os.Stdout {
 		if e := s.file.Close(); err == nil {
+			err = e
+		}
+	}
+	if s.recording != nil {
+		if e := s.recording.Close(); err == nil {
 			err = e
 		}
 	}
