@@ -12,7 +12,9 @@
 # output holds (of function_graph: its lines that open or are a call; "-"
 # where not counted); the events the rings lost and the time the threads
 # waited for room, from probe's end notes; and the wall time as a ratio
-# to uftrace record's on the same workload.
+# to uftrace record's and to uftrace replay's on the same workload (the
+# targets: record and report at most 1.0x of uftrace's record and
+# replay, live text at most 1.0x of the two together).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-2000000}
@@ -59,7 +61,7 @@ notes() {
 # command KEPT prints (run after the last run); the lost and waited notes
 # of the files NOTES names ("-": none; the last run's stderr is always
 # read).
-ref=
+ref= ref2=
 row() {
 	local name=$1 kept=$2 nf=$3 ms=()
 	shift 3
@@ -71,14 +73,19 @@ row() {
 	k=$(eval "$kept")
 	[ "$nf" = - ] && nf=
 	n=$(notes "$out/last.err" $nf)
-	[ -z "$ref" ] && ref=$m
-	printf '%-44s %8s %10s %8s %7s %9s\n' "$name" "$m" "$k" ${n% *} ${n#* } "$(awk -v m="$m" -v r="$ref" 'BEGIN {printf "%.2f", m / r}')"
+	if [ -z "$ref" ]; then
+		ref=$m
+	elif [ -z "$ref2" ]; then
+		ref2=$m
+	fi
+	printf '%-44s %8s %10s %8s %7s %8s %8s\n' "$name" "$m" "$k" ${n% *} ${n#* } \
+		"$(awk -v m="$m" -v r="$ref" 'BEGIN { if (r > 0) printf "%.2f", m / r; else printf "-" }')" "$(awk -v m="$m" -v r="$ref2" 'BEGIN { if (r > 0) printf "%.2f", m / r; else printf "-" }')"
 }
 
 header() {
-	ref=
+	ref= ref2=
 	printf '\n# %s\n' "$1"
-	printf '%-44s %8s %10s %8s %7s %9s\n' "" "wall ms" "calls kept" "lost" "waited" "x uftrace"
+	printf '%-44s %8s %10s %8s %7s %8s %8s\n' "" "wall ms" "calls kept" "lost" "waited" "x u.rec" "x u.rep"
 }
 
 printf '# %s, %s, %s CPUs, %s, medians of %s runs\n' "$(date +%F)" "$(uname -srm)" "$(nproc)" "$(uftrace --version | head -1)" "$runs"
@@ -103,6 +110,9 @@ graph() {
 graph "calls: $calls calls of one()" "$out/calls-pg" "$out/calls" "$calls"
 row "probe run 'p:one a=%di b=%si', text to a file" "grep -c p_one $out/p.txt" "$out/p.txt" "$probe" run 'p:one a=%di b=%si' -o "$out/p.txt" -- "$out/calls" "$calls"
 row "probe record 'p:one a=%di b=%si'" "$probe report $rec >$out/rep.txt; grep -c p_one $out/rep.txt" "$out/rep.txt" "$probe" record -o "$rec" 'p:one a=%di b=%si' -- "$out/calls" "$calls"
+"$probe" record --tracer function_graph -o "$rec" -- "$out/calls" "$calls" >/dev/null 2>&1
+printf '%-44s %8s MB (a recording of %s MB)\n' "probe report's peak RSS" \
+	"$(( $( (command time -f %M "$probe" report -o /dev/null "$rec" >/dev/null) 2>&1 | tail -1) / 1024 ))" "$(( $(stat -c %s "$rec") >> 20 ))"
 row "probe run --drop, function_graph, text" "graphcalls $out/fg.txt" "$out/fg.txt" "$probe" run --drop --tracer function_graph -o "$out/fg.txt" -- "$out/calls" "$calls"
 graph "mixed: bench/mixed.c" "$out/mixed-pg" "$out/mixed"
 graph "lua: bench/lua/bench.lua" "$lua/pg/src/lua" "$lua/plain/src/lua" bench/lua/bench.lua
