@@ -189,11 +189,17 @@ func NewStream(w Writer) *Stream { return NewStreamSize(w, DefaultBuffer) }
 // records (at least 1).
 func NewStreamSize(w Writer, size int) *Stream {
 	s := &Stream{limit: max(size, 1), wake: make(chan struct{}, 1), done: make(chan error, 1), failed: make(chan struct{}), w: w}
-	go s.run()
+	// Both batches at their full size at once (up to DefaultBuffer's):
+	// grown record by record, each copied itself over and over, and the
+	// GC scanned the copies (Lua under function_graph: record 350 -> 270
+	// ms). The pages are the kernel's until written.
+	s.batch = make([]Record, 0, min(s.limit, DefaultBuffer))
+	go s.run(make([]Record, 0, cap(s.batch)))
 	return s
 }
 
-func (s *Stream) run() {
+// run writes the batches, swapping spare for the one filled.
+func (s *Stream) run(spare []Record) {
 	var err error
 	fail := func(e error) {
 		if e != nil && err == nil {
@@ -201,7 +207,6 @@ func (s *Stream) run() {
 			close(s.failed)
 		}
 	}
-	var spare []Record
 	for {
 		<-s.wake
 		for {
