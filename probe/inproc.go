@@ -862,7 +862,9 @@ func (t *Tracer) waitRoom(d time.Duration) {
 	defer timer.Stop()
 	var taken <-chan struct{}
 	if out := t.top().recordOut; out != nil {
-		taken = out.Taken()
+		if taken = out.Taken(); out.Room() > 0 {
+			return // made since the caller looked
+		}
 	}
 	select {
 	case <-taken:

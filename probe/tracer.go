@@ -119,12 +119,12 @@ type Tracer struct {
 		m   *symbols.Module
 		yes bool
 	}
-	hmu           sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
-	drainStop     chan struct{} // closed to stop the drain
-	drainDone     chan struct{} // closed when it has stopped
-	recordOut     RecordOutput  // SetRecordOutput
-	lostPast      ring.Lost     // what the rings of programs before an exec lost
-	waitedPast    time.Duration // how long their threads waited for room
+	hmu        sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
+	drainStop  chan struct{} // closed to stop the drain
+	drainDone  chan struct{} // closed when it has stopped
+	recordOut  RecordOutput  // SetRecordOutput
+	lostPast   ring.Lost     // what the rings of programs before an exec lost
+	waitedPast time.Duration // how long their threads waited for room
 	// redirects are the branches re-aimed into detours, by address, put
 	// back at detach (putBackRedirects).
 	redirects map[uint64]redirect

@@ -623,13 +623,13 @@ func attachCatching(pid int) (t *probe.Tracer, sigs <-chan os.Signal, stop func(
 // sink is where events go: a formatter fed off the ptrace thread.
 type sink struct {
 	file      *os.File
-	recording *os.File // --record's, or nil
-	writer output.Writer // notes go here
-	all    output.Writer // events go here
-	stream *output.Stream
-	traced *probe.FuncTraceInfo // what the function tracer installed
-	acts   *action.Session      // the probes' actions (actions.go)
-	added  []*probe.Probe       // the probes added, for -v
+	recording *os.File      // --record's, or nil
+	writer    output.Writer // notes go here
+	all       output.Writer // events go here
+	stream    *output.Stream
+	traced    *probe.FuncTraceInfo // what the function tracer installed
+	acts      *action.Session      // the probes' actions (actions.go)
+	added     []*probe.Probe       // the probes added, for -v
 	// noRecord: some probe's actions switch others (traceon/off,
 	// enable/disable), so none records in the tracee.
 	noRecord bool
