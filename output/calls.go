@@ -7,7 +7,9 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/probedbg/probe/probe"
 )
@@ -31,6 +33,7 @@ type Calls struct {
 	notes   []string
 	// finished: the calls and the table are out; notes go straight after
 	finished bool
+	buf      []byte // the line being built, reused
 }
 
 type callOpen struct {
@@ -59,7 +62,7 @@ func (c *Calls) Write(r *Record) error {
 			// A call inside a call: the outer one's line is cut here.
 			if top := stack[len(stack)-1]; !top.printed {
 				top.printed = true
-				fmt.Fprintf(c.w, "[pid %d] %s(%s <unfinished ...>\n", top.rec.Tid, top.rec.Func, callArgs(top.rec.Fields))
+				c.line(&top.rec, " <unfinished ...>\n")
 			}
 		}
 		c.open[r.Lane] = append(stack, &callOpen{rec: *r})
@@ -83,42 +86,62 @@ func (c *Calls) Write(r *Record) error {
 				st.errors++
 			}
 		}
-		result := "<void>"
-		if len(r.Fields) > 0 {
-			result = r.Fields[0].Value.String()
-		}
-		if failed {
-			// As strace shows a failed call: -1 ENOENT (No such file or directory).
-			name := r.Fields[1].Value.String()
-			result += " " + name
-			if text := probe.ErrnoText(name); text != "" {
-				result += " (" + text + ")"
-			}
-		}
-		if r.Kind == KindLost {
-			result = "<no return ...>"
-		}
 		if c.summary {
 			return nil
 		}
-		var line string
+		// ltrace's line: the call, then at column callColumn its result.
+		b := append(c.buf[:0], "[pid "...)
+		b = strconv.AppendInt(b, int64(r.Tid), 10)
 		if call.printed {
-			line = fmt.Sprintf("[pid %d] <... %s resumed> ", r.Tid, r.Func)
+			b = append(append(append(b, "] <... "...), r.Func...), " resumed> "...)
 		} else {
-			line = fmt.Sprintf("[pid %d] %s(%s) ", r.Tid, r.Func, callArgs(call.rec.Fields))
+			b = append(append(append(b, "] "...), r.Func...), '(')
+			b = append(appendCallArgs(b, call.rec.Fields), ") "...)
 		}
-		fmt.Fprintf(c.w, "%-*s= %s\n", callColumn, line, result)
+		for n := utf8.RuneCount(b); n < callColumn; n++ { // (as fmt's %-40s: runes)
+			b = append(b, ' ')
+		}
+		b = append(b, "= "...)
+		switch {
+		case r.Kind == KindLost:
+			b = append(b, "<no return ...>"...)
+		case len(r.Fields) == 0:
+			b = append(b, "<void>"...)
+		default:
+			b = r.Fields[0].Value.AppendText(b)
+		}
+		if failed && r.Kind != KindLost {
+			// As strace shows a failed call: -1 ENOENT (No such file or directory).
+			name := r.Fields[1].Value.String()
+			b = append(append(b, ' '), name...)
+			if text := probe.ErrnoText(name); text != "" {
+				b = append(append(append(b, " ("...), text...), ')')
+			}
+		}
+		c.buf = append(b, '\n')
+		c.w.Write(c.buf)
 	}
 	return nil
 }
 
-// callArgs is the arguments as ltrace shows them: values only.
-func callArgs(fields []probe.Field) string {
-	parts := make([]string, len(fields))
+// line writes the start of call's line, "[pid N] func(args", and end.
+func (c *Calls) line(call *Record, end string) {
+	b := append(c.buf[:0], "[pid "...)
+	b = strconv.AppendInt(b, int64(call.Tid), 10)
+	b = append(append(append(b, "] "...), call.Func...), '(')
+	c.buf = append(appendCallArgs(b, call.Fields), end...)
+	c.w.Write(c.buf)
+}
+
+// appendCallArgs appends the arguments as ltrace shows them: values only.
+func appendCallArgs(b []byte, fields []probe.Field) []byte {
 	for i, f := range fields {
-		parts[i] = f.Value.String()
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = f.Value.AppendText(b)
 	}
-	return strings.Join(parts, ", ")
+	return b
 }
 
 func (c *Calls) Comment(s string) error {
@@ -139,7 +162,7 @@ func (c *Calls) Finish() error {
 	for _, lane := range slices.Sorted(maps.Keys(c.open)) {
 		for _, call := range c.open[lane] {
 			if !c.summary && !call.printed {
-				fmt.Fprintf(c.w, "[pid %d] %s(%s <no return ...>\n", call.rec.Tid, call.rec.Func, callArgs(call.rec.Fields))
+				c.line(&call.rec, " <no return ...>\n")
 			}
 		}
 	}
