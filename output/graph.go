@@ -2,7 +2,6 @@ package output
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -214,12 +213,13 @@ func (g *Graph) render(it *graphItem) {
 		g.line(r, noDuration, r.Depth, "} /* ", r.Func, ": return lost */")
 	case KindProbe:
 		g.startLine(r, noDuration, it.depth)
-		g.buf = fmt.Appendf(g.buf, "/* %s: (%s)", r.Event, r.Where)
+		g.buf = append(append(append(append(g.buf, "/* "...), r.Event...), ": ("...), r.Where...)
+		g.buf = append(g.buf, ')')
 		g.buf = probe.AppendFields(g.buf, r.Fields)
 		g.buf = append(g.buf, " */\n"...)
 		for _, f := range r.Stack { // a stacktrace action's frames, a comment each
 			g.startLine(r, noDuration, it.depth)
-			g.buf = fmt.Appendf(g.buf, "/* => %s */\n", f)
+			g.buf = append(append(append(g.buf, "/* => "...), f...), " */\n"...)
 		}
 	}
 }
