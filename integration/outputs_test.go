@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/json"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -21,8 +22,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	pprofile "github.com/google/pprof/profile"
+	"golang.org/x/sys/unix"
 )
 
 // jsonEvent is what a line of --format json holds.
@@ -580,10 +583,11 @@ func TestOutputBadFormat(t *testing.T) {
 	}
 }
 
-// TestOutputBufferFull: with a buffer of one event, the function_graph
-// records the writer could not take are dropped, counted and reported:
-// written and lost add up to the program's calls. In-process, the rings
-// hold what the writer cannot take yet: nothing is lost.
+// TestOutputBufferFull: with a buffer of one event and a reader who has
+// stopped reading, the function_graph records the writer cannot take are
+// dropped, counted and reported: written and lost add up to the
+// program's calls. In-process, the rings hold what the writer cannot take
+// yet: nothing is lost.
 func TestOutputBufferFull(t *testing.T) {
 	exe := tracerBin(t, "shape_O0_pie")
 	out := filepath.Join(t.TempDir(), "t")
@@ -591,22 +595,20 @@ func TestOutputBufferFull(t *testing.T) {
 	if data, _ := os.ReadFile(out); strings.Contains(string(data), "lost") || len(readJSONLines(t, out)) != 64 {
 		t.Errorf("in-process: want 64 records and nothing lost, got\n%s", data)
 	}
+	calls := builtOnce(t, "pipeline-calls", filepath.Join("testdata", "pipeline", "calls.c"), "-O2", "-g")
+	const n = 2000
+	records := 2*n + 2 // one() n times, and main
+	base := runCmd(t, nil, calls, strconv.Itoa(n))
 	for _, format := range []string{"json", "text"} {
-		out := filepath.Join(t.TempDir(), "t")
-		mustProbe(t, "run", "--no-inprocess", "--buffer-size", "1", "--tracer", "function_graph", "--format", format, "-o", out, "--", exe, "3", "0", "0")
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`# (\d+) events lost \(buffer full\)|"comment":"(\d+) events lost \(buffer full\)"`).FindStringSubmatch(string(data))
+		data := stalledReader(t, base.stdout, "run", "--no-inprocess", "--buffer-size", "1", "--tracer", "function_graph", "--format", format, "--", calls, strconv.Itoa(n))
+		m := regexp.MustCompile(`# (\d+) events lost \(buffer full\)|"comment":"(\d+) events lost \(buffer full\)"`).FindStringSubmatch(data)
 		if m == nil {
 			t.Fatalf("%s: no lost-events note in\n%s", format, data)
 		}
 		lost, _ := strconv.Atoi(m[1] + m[2])
-		// main, 3 top, 9 mid, 18 leaf, recurse(0): 32 calls, 64 records.
-		const records = 64
+		t.Logf("%s: %d of %d records lost", format, lost, records)
 		if format == "json" {
-			written := len(readJSONLines(t, out)) - 1
+			written := strings.Count(data, `"event":"func_`)
 			if lost == 0 || written+lost != records {
 				t.Errorf("json: %d written + %d lost, want %d records and some lost", written, lost, records)
 			}
@@ -614,4 +616,39 @@ func TestOutputBufferFull(t *testing.T) {
 			t.Errorf("text: %d lost of %d", lost, records)
 		}
 	}
+}
+
+// stalledReader runs probe with args and -o a FIFO of one page that it
+// reads only once the program has printed want (its last line): the
+// trace's first lines fill the pipe, and the writer waits there while
+// the program goes on. It returns what probe wrote to the FIFO.
+func stalledReader(t *testing.T, want string, args ...string) string {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 4096); err != nil {
+		t.Fatal(err)
+	}
+	r := os.NewFile(uintptr(fd), fifo)
+	defer r.Close()
+	p := startBg(t, nil, probeBin, append(args[:1:1], append([]string{"-o", fifo}, args[1:]...)...)...)
+	p.waitStdout(t, want, 60*time.Second)
+	time.Sleep(200 * time.Millisecond) // main's return
+	if err := unix.SetNonblock(fd, false); err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := p.wait(t, 30*time.Second); res.code != 0 || res.stdout != want {
+		t.Fatalf("probe %q: want exit 0 and %q; got %v", args, want, res)
+	}
+	return string(data)
 }
