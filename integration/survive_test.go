@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Attaches, detaches and kills of probe on a program that is busy and
@@ -275,6 +277,37 @@ func threadStates(pid int) string {
 	return b.String()
 }
 
+// threadPCs says where each thread of pid is: it stops each with ptrace
+// for a moment, and names its pc's mapping.
+func threadPCs(pid int) string {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(filepath.Base(task))
+		if err := unix.PtraceSeize(tid); err != nil {
+			fmt.Fprintf(&b, "%d: seize: %v\n", tid, err)
+			continue
+		}
+		unix.PtraceInterrupt(tid)
+		var ws unix.WaitStatus
+		unix.Wait4(tid, &ws, unix.WALL, nil)
+		pc, err := threadPC(tid)
+		unix.PtraceDetach(tid)
+		where := ""
+		for _, line := range strings.Split(string(maps), "\n") {
+			var lo, hi uint64
+			if _, e := fmt.Sscanf(line, "%x-%x", &lo, &hi); e == nil && pc >= lo && pc < hi {
+				where = fmt.Sprintf("+%#x in %s", pc-lo, line)
+			}
+		}
+		fmt.Fprintf(&b, "%d: pc %#x %s (err %v)\n", tid, pc, where, err)
+	}
+	return b.String()
+}
+
 // procMaps is the text of /proc/PID/maps.
 func procMaps(t *testing.T, pid int) string {
 	t.Helper()
@@ -303,7 +336,7 @@ func stopTailtrap(t *testing.T, p *bg) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !p.exited() {
-		t.Errorf("tailtrap's threads after SIGTERM:\n%s", threadStates(p.pid()))
+		t.Errorf("tailtrap's threads after SIGTERM:\n%s\nwhere they are, twice:\n%s%s", threadStates(p.pid()), threadPCs(p.pid()), threadPCs(p.pid()))
 	}
 	if r := p.wait(t, time.Second); r.code != 0 || r.stdout != "ready\nok\n" || r.stderr != "" {
 		t.Fatalf("tailtrap threads 4: want exit 0, ready and ok; got %v", r)
