@@ -212,11 +212,8 @@ func TestRecordingReportsAsLive(t *testing.T) {
 			if r := probe(t, append(reportArgs, rec)...); r.code != 0 {
 				t.Fatalf("probe report: %v", r)
 			}
-			want, got := readLines(t, live), readLines(t, report)
-			for i := range max(len(want), len(got)) {
-				if i >= len(want) || i >= len(got) || want[i] != got[i] {
-					t.Fatalf("line %d differs (live %d lines, report %d):\nlive:   %q\nreport: %q", i+1, len(want), len(got), at(want, i), at(got, i))
-				}
+			if d := firstDiff(readLines(t, live), readLines(t, report), "live", "report"); d != "" {
+				t.Fatalf("the report is not the live trace: %s", d)
 			}
 			if calls, notes := countLines(t, report, tc.call); calls != n || lossNote(notes) != "" {
 				t.Errorf("%d calls of one(), want %d; notes %q", calls, n, notes)
@@ -233,12 +230,4 @@ func readLines(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-}
-
-// at is lines[i], or "(none)" past their end.
-func at(lines []string, i int) string {
-	if i < len(lines) {
-		return lines[i]
-	}
-	return "(none)"
 }

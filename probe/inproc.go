@@ -858,14 +858,12 @@ func (t *Tracer) noRoom() <-chan struct{} {
 
 // waitRoom waits until the output has made room, or for at most d.
 func (t *Tracer) waitRoom(d time.Duration) {
+	taken := t.noRoom()
+	if taken == nil {
+		return // made since the caller looked
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	var taken <-chan struct{}
-	if out := t.top().recordOut; out != nil {
-		if taken = out.Taken(); out.Room() > 0 {
-			return // made since the caller looked
-		}
-	}
 	select {
 	case <-taken:
 	case <-timer.C:
