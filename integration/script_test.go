@@ -97,6 +97,26 @@ func TestScriptExample(t *testing.T) {
 	}
 }
 
+// TestScriptProfileFormat: a script's output format is any the command
+// line takes; format: profile, once refused, prints the profile tracer's
+// table of a function_graph trace, as --format profile does.
+func TestScriptProfileFormat(t *testing.T) {
+	exe := builtOnce(t, "pipeline-calls", filepath.Join("testdata", "pipeline", "calls.c"), "-O2", "-g")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "profile.yaml")
+	if err := os.WriteFile(path, []byte("tracer: function_graph\noutput:\n  format: profile\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oneRow := regexp.MustCompile(`(?m)^  one +(\d+) `)
+	for _, args := range [][]string{{"--script", path}, {"--tracer", "function_graph", "--format", "profile"}} {
+		r := probe(t, append(append([]string{"run"}, args...), "--", exe, "100")...)
+		m := oneRow.FindStringSubmatch(r.stdout)
+		if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "1759382\n# tracer: profile\n") || m == nil || m[1] != "100" {
+			t.Errorf("probe run %s: want the profile table with 100 hits of one, got\n%v", strings.Join(args, " "), r)
+		}
+	}
+}
+
 // TestScriptAttach: a script's probes and duration on attach, with -o
 // from the command line overriding the script's output file.
 func TestScriptAttach(t *testing.T) {

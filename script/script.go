@@ -24,6 +24,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/probedbg/probe/output"
 )
 
 // Script is a loaded probe script. Zero values mean "not given".
@@ -91,8 +93,6 @@ type Output struct {
 	Pos    Pos // the output section (Line 0: not given)
 }
 
-// Formats are the output formats a script may name.
-var Formats = []string{"text", "json", "chrome", "perfetto", "pprof", "folded", "graph", "otlp"}
 
 // Tracers are the tracer names a script may give.
 var Tracers = []string{"nop", "function", "function_graph", "profile", "stack"}
@@ -502,8 +502,8 @@ func (l *loader) output(n ast.Node, o *Output) error {
 			o.File, err = l.str(e.value, "output.file")
 		case "format":
 			o.Format, err = l.str(e.value, "output.format")
-			if err == nil && !contains(Formats, o.Format) {
-				err = l.errAt(e.value, "output.format: unknown format %q (want %s)", o.Format, strings.Join(Formats, ", "))
+			if _, known := output.FormatNamed(o.Format); err == nil && !known {
+				err = l.errAt(e.value, "output.format: unknown format %q (want %s)", o.Format, output.FormatNames())
 			}
 		}
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/probedbg/probe/output"
 )
 
 // fakeValidator rejects a probe text holding the word BAD, naming it.
@@ -80,6 +82,17 @@ duration: 2s
 
 // TestLocate: an error found when a probe is added (an unknown symbol, a
 // variable, an event name) is reported at the node that holds it.
+// TestEveryFormat: a script may name every format the command line
+// takes (output.Formats), profile included, which scripts once refused.
+func TestEveryFormat(t *testing.T) {
+	for _, f := range output.Formats {
+		s, err := Parse("f.yaml", []byte("output:\n  format: "+f.Name+"\n"), fakeValidator)
+		if err != nil || s.Output.Format != f.Name {
+			t.Errorf("format %s: %v, %+v", f.Name, err, s)
+		}
+	}
+}
+
 func TestLocate(t *testing.T) {
 	src := "probes:\n  - at: wrk\n    event: grp/dup\n    args: [i, nosuchvar]\n  - 'p:work x=%di'\n"
 	s, err := Parse("f.yaml", []byte(src), nil)
@@ -136,7 +149,7 @@ func TestParseErrors(t *testing.T) {
 		{"filter mapping", "tracer:\n  name: function\n  filter: {a: b}\n", `f.yaml:3:11: tracer.filter[0]: want a string, got a mapping`},
 		{"filter bool", "tracer:\n  name: function\n  filter: [work, true]\n", `f.yaml:3:18: tracer.filter[1]: want a string, got the boolean true`},
 		{"bad duration", "duration: 5\n", `f.yaml:1:11: duration: want a positive duration such as 5s or 50us, got the number 5`},
-		{"unknown format", "output:\n  format: xml\n", `f.yaml:2:11: output.format: unknown format "xml" (want text, json, chrome, perfetto, pprof, folded, graph, otlp)`},
+		{"unknown format", "output:\n  format: xml\n", `f.yaml:2:11: output.format: unknown format "xml" (want text, json, chrome, perfetto, pprof, folded, graph, profile or otlp)`},
 		{"unknown output key", "output:\n  path: x\n", `f.yaml:2:3: output: unknown key "path" (want "file", "format")`},
 		{"probes not a list", "probes:\n  at: work\n", `f.yaml:2:3: probes: want a list of probes, got a mapping`},
 		{"unknown probe key", "probes:\n  - at: work\n    filter: i > 1\n", `f.yaml:3:5: probes[0]: unknown key "filter" (want "at", "return", "spec", "event", "args", "if", "actions")`},

@@ -44,30 +44,27 @@ func checkFormat(o *options, ts tracers) error {
 			return err
 		}
 	}
-	switch o.format {
-	case "otlp":
-		if !output.IsOTLPTarget(o.out) {
-			return fmt.Errorf("--format otlp: give the collector as -o otlp://HOST:PORT[/PATH] (OTLP/HTTP)")
-		}
-	case "", "text", "json", "chrome", "perfetto":
-	case "pprof", "folded":
+	if o.format == "" {
+		return nil
+	}
+	f, ok := output.FormatNamed(o.format)
+	if !ok {
+		return fmt.Errorf("--format: unknown format %q (want %s)", o.format, output.FormatNames())
+	}
+	onlyStacks := ts.stack && !ts.graph && !ts.profile
+	switch {
+	case f.Collector && !output.IsOTLPTarget(o.out):
+		return fmt.Errorf("--format %s: give the collector as -o otlp://HOST:PORT[/PATH] (OTLP/HTTP)", f.Name)
+	case f.Needs == output.CallStacks && (ts.function || onlyStacks):
 		// Their stacks are built from calls and returns (or come with
 		// probe hits: stackFormatSource).
-		if ts.function || ts.stack && !ts.graph && !ts.profile {
-			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns), not %s", o.format, o.tracers)
-		}
-	case "graph", "profile":
-		if !ts.graph && !ts.profile {
-			return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns)", o.format)
-		}
-	default:
-		return fmt.Errorf("--format: unknown format %q (want text, json, chrome, perfetto, pprof, folded, graph, profile or otlp)", o.format)
-	}
-	if o.format != "" && o.format != "text" && ts.stack && !ts.graph && !ts.profile {
-		return fmt.Errorf("--format %s: the stack tracer's report is text only", o.format)
-	}
-	if o.format == "pprof" && o.out == "" && isTerminal(os.Stdout) {
-		return fmt.Errorf("--format pprof: the profile is binary; give -o FILE or redirect the output")
+		return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns), not %s", f.Name, o.tracers)
+	case f.Needs == output.CallsAndReturns && !ts.graph && !ts.profile:
+		return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns)", f.Name)
+	case f.Name != "text" && onlyStacks:
+		return fmt.Errorf("--format %s: the stack tracer's report is text only", f.Name)
+	case f.Binary && !f.Collector && o.out == "" && isTerminal(os.Stdout):
+		return fmt.Errorf("--format %s: the trace is binary; give -o FILE or redirect the output", f.Name)
 	}
 	return nil
 }
@@ -78,7 +75,7 @@ func checkFormat(o *options, ts tracers) error {
 // stacktrace action, when the probes are known (a recording: only whether
 // it has probes).
 func stackFormatSource(o *options, ts tracers, probes bool) error {
-	if (o.format == "pprof" || o.format == "folded") && !ts.graph && !ts.profile && !probes {
+	if f, ok := output.FormatNamed(o.format); ok && f.Needs == output.CallStacks && !ts.graph && !ts.profile && !probes {
 		return fmt.Errorf("--format %s: no call stacks to show: give --tracer function_graph, or a probe with => stacktrace", o.format)
 	}
 	return nil
@@ -122,44 +119,24 @@ func isTerminal(f *os.File) bool {
 func (o *options) textFormat() bool { return (o.format == "" || o.format == "text") && !o.record }
 
 // formatWriter returns the writer of a format other than text, or nil.
-func formatWriter(f io.Writer, ts tracers, o *options, probes bool) output.Writer {
+func formatWriter(f0 io.Writer, ts tracers, o *options, probes bool) output.Writer {
 	if o.record {
-		return output.NewRecorder(f, recordingInfo(o, probes))
+		return output.NewRecorder(f0, recordingInfo(o, probes))
 	}
-	switch o.format {
-	case "json":
-		return output.NewJSON(f)
-	case "chrome":
-		return output.NewChrome(f, ts.returns())
-	case "perfetto":
-		clocks := output.NowClocks()
-		if o.wallOffset != 0 {
-			clocks = output.PerfettoClocks{Wall: o.wallOffset, Boot: o.bootOffset} // a recording's
-		}
-		return output.NewPerfetto(f, clocks)
-	case "pprof":
-		return output.NewPprof(f)
-	case "folded":
-		return output.NewFolded(f)
-	case "graph":
-		return output.NewCallGraph(f, programName(o))
-	case "profile":
-		// uftrace's report: the profile tracer's table, of any
-		// recording of calls and returns.
-		return output.NewProfile(f)
-	case "otlp":
-		wall := o.wallOffset
-		if wall == 0 {
-			wall = output.MonoToWall()
-		}
-		w, err := output.NewOTLP(o.out, programName(o), o.pid, wall)
-		if err != nil {
-			// (checkFormat checked the target.) The first export says it.
-			return output.Failing(err)
-		}
-		return w
+	f, ok := output.FormatNamed(o.format)
+	if !ok || f.New == nil {
+		return nil
 	}
-	return nil
+	opts := output.FormatOptions{Returns: ts.returns(), Clocks: output.NowClocks(), Program: programName(o), Target: o.out, Pid: o.pid}
+	if o.wallOffset != 0 {
+		opts.Clocks = output.PerfettoClocks{Wall: o.wallOffset, Boot: o.bootOffset} // a recording's
+	}
+	w, err := f.New(f0, opts)
+	if err != nil {
+		// (checkFormat checked the target.) The first write says it.
+		return output.Failing(err)
+	}
+	return w
 }
 
 // cpuWidth is the digits of function_graph's CPU column: this machine's,

@@ -31,6 +31,7 @@ import (
 	"github.com/probedbg/probe/tracee"
 )
 
+// usage is the help; {{formats}} stands for the formats' (usageText).
 const usage = `usage:
   probe run    [flags] [SPEC ...] -- CMD [ARGS ...]   launch CMD and trace it
   probe attach [flags] PID [SPEC ...]                 attach to a running process
@@ -70,15 +71,8 @@ flags:
                             override it, SPECs add to its probes
   --buffer-size N           events held for the writer (default 65536); past
                             them events are dropped and counted
-  --format F                text (ftrace's, the default), json (one object a
-                            line), chrome (Perfetto, chrome://tracing),
-                            perfetto (Perfetto's protobuf trace), pprof
-                            or folded (flame graphs; both function_graph), graph
-                            (uftrace's call graph; function_graph), profile
-                            (uftrace's report: per function calls and
-                            times; function_graph), otlp
-                            (spans to an OpenTelemetry collector: -o
-                            otlp://HOST:PORT[/PATH], OTLP/HTTP)
+  --format F                the trace's format:
+                            {{formats}}
   --duration D              detach after D (attach), e.g. 5s
   --tracer T[,T]            nop, function, function_graph, profile, stack
   --filter GLOB             functions to trace (MOD:GLOB for a library's);
@@ -163,7 +157,7 @@ func run(args []string) (code int, err error) {
 		}
 	}()
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, usageText())
 		return 2, nil
 	}
 	switch args[0] {
@@ -185,10 +179,15 @@ func run(args []string) (code int, err error) {
 	case "report":
 		return cmdReport(args[1:])
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		fmt.Print(usageText())
 		return 0, nil
 	}
 	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record, report, patch or unpatch)", args[0])
+}
+
+// usageText is the help, the formats' lines from their table.
+func usageText() string {
+	return strings.Replace(usage, "{{formats}}", output.FormatHelp(strings.Repeat(" ", 28)), 1)
 }
 
 type options struct {

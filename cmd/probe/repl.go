@@ -702,8 +702,8 @@ func (s *session) output(args []string) error {
 	}
 	// A session's trace is made of sections (one per tracer): formats
 	// that are one document for a whole trace are for run and record.
-	if format != "text" && format != "json" {
-		return fmt.Errorf("output: format %q: the REPL writes text or json (chrome, pprof and folded: use probe record, then probe report)", format)
+	if f, ok := output.FormatNamed(format); !ok || !f.Sectioned {
+		return fmt.Errorf("output: format %q: the REPL writes %s (the others: use probe record, then probe report)", format, sectionedFormats())
 	}
 	var f *os.File
 	if args[0] != "-" {
@@ -886,4 +886,15 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 		}
 	}
 	return out, len([]rune(word))
+}
+
+// sectionedFormats names the formats the REPL can write: "text or json".
+func sectionedFormats() string {
+	var names []string
+	for _, f := range output.Formats {
+		if f.Sectioned {
+			names = append(names, f.Name)
+		}
+	}
+	return strings.Join(names, " or ")
 }
