@@ -93,7 +93,6 @@ type Output struct {
 	Pos    Pos // the output section (Line 0: not given)
 }
 
-
 // Tracers are the tracer names a script may give.
 var Tracers = []string{"nop", "function", "function_graph", "profile", "stack"}
 
