@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,26 +35,32 @@ import (
 
 // usage is the help; {{formats}} stands for the formats' (usageText).
 const usage = `usage:
-  probe run    [flags] [SPEC ...] -- CMD [ARGS ...]   launch CMD and trace it
-  probe attach [flags] PID [SPEC ...]                 attach to a running process
-                                                     (no SPEC on a terminal, or --repl:
-                                                     an interactive session; type help)
-  probe list   PID|BINARY [GLOB]                      functions that can be probed (and
-                                                     their mcount/patchable sites)
-  probe run|attach --script FILE.yaml ...             probes, tracer and output from a
-                                                     script (see README, Scripts)
-  probe record -o FILE [flags] [SPEC ...] -- CMD     record a trace of CMD to FILE
-  probe record -o FILE [flags] PID [SPEC ...]        record a trace of a running process
-  probe patch  PID FUNC --with LIB:NEWFUNC            replace FUNC by LIB's NEWFUNC, live,
-               [--wait D] [--inlined]                once no thread is in FUNC (README,
-                                                     Live patching); it stays after
-  probe unpatch PID FUNC [--wait D]                  put FUNC back
-  probe list --patches PID                           what is patched in PID
-  probe report [--format F] [-o OUT] FILE            print or convert a recorded trace;
-               [--info] [--tid T,..] [--time-range FROM~TO] [--filter G]
-               [--notrace G] [--graph-function G] [--depth N] [--full-names]
-                                                     summarise it, or narrow it (see
-                                                     README, Formats, record and report)
+  probe run [flags] [SPEC ...] -- CMD [ARGS ...]
+        launch CMD and trace it
+  probe attach [flags] PID [SPEC ...]
+        attach to a running process (no SPEC on a terminal, or --repl: an
+        interactive session; type help)
+  probe run|attach --script FILE.yaml ...
+        probes, tracer and output from a script (see README, Scripts)
+  probe record -o FILE [flags] [SPEC ...] -- CMD
+  probe record -o FILE [flags] PID [SPEC ...]
+        record a trace of CMD, or of a running process, to FILE
+  probe report [--format F] [-o OUT] [--info] [--tid T,..]
+               [--time-range FROM~TO] [--filter G] [--notrace G]
+               [--graph-function G] [--depth N] [--full-names] FILE
+        print or convert a recorded trace; summarise it, or narrow it (see
+        README, Formats, record and report)
+  probe list PID|BINARY [GLOB]
+        functions that can be probed (and their mcount/patchable sites)
+  probe patch PID FUNC --with LIB:NEWFUNC [--wait D] [--inlined]
+        replace FUNC by LIB's NEWFUNC, live, once no thread is in FUNC
+        (README, Live patching); it stays after probe exits
+  probe unpatch PID FUNC [--wait D]
+        put FUNC back
+  probe list --patches PID
+        what is patched in PID
+  probe --version
+        the version and the commit probe was built from
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work',
@@ -181,8 +189,32 @@ func run(args []string) (code int, err error) {
 	case "help", "-h", "--help":
 		fmt.Print(usageText())
 		return 0, nil
+	case "version", "--version":
+		fmt.Println(version())
+		return 0, nil
 	}
 	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record, report, patch or unpatch)", args[0])
+}
+
+// version is "probe VERSION [REVISION [(modified)]] GO": the module's
+// version and the commit it was built from, from the build's info.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "probe (unknown) " + runtime.Version()
+	}
+	v := "probe " + info.Main.Version
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		v += " " + rev[:min(12, len(rev))]
+		if settings["vcs.modified"] == "true" {
+			v += " (modified)"
+		}
+	}
+	return v + " " + info.GoVersion
 }
 
 // usageText is the help, the formats' lines from their table.
