@@ -36,7 +36,7 @@ clean:
 
 # Per-hit cost against the ptrace floor, measured in the same run
 # (bench/run.sh [HITS [RUNS]]), then the pipeline against uftrace
-# (bench/pipeline.sh [CALLS [RUNS]]; see README, Speed).
+# (bench/pipeline.sh [CALLS [RUNS]]; see docs/speed.md).
 bench:
 	bench/run.sh
 	bench/pipeline.sh

@@ -155,7 +155,7 @@ func TestCoroutineSwapReturns(t *testing.T) {
 					// dead and cannot give its return address back
 					// (it does not know where the function saved
 					// x30): the coroutine's return finds no frame
-					// and the program is killed (README, Not
+					// and the program is killed (docs/guarantees.md, Not
 					// promised).
 					continue
 				}

@@ -133,7 +133,7 @@ func tracedSyscalls(t *testing.T, specs []string, cmd ...string) []event {
 	return eventsIn(t, ev)
 }
 
-// TestSyscallProbeAttachREADME: the README's example, on a running process.
+// TestSyscallProbeAttachREADME: docs/probes.md's example, on a running process.
 func TestSyscallProbeAttachREADME(t *testing.T) {
 	t.Parallel()
 	exe := lifecycleBin(t, "syscalls", o2pie)

@@ -141,7 +141,7 @@ func TestDetachKeepsSleeping(t *testing.T) {
 
 // TestRunKilledTakesTracee documents run's PTRACE_O_EXITKILL: probe run
 // killed by SIGKILL (no chance to detach) takes the program it started
-// with it, as README's Guarantees say, rather than leave it to die of
+// with it, as docs/guarantees.md says, rather than leave it to die of
 // its next breakpoint.
 func TestRunKilledTakesTracee(t *testing.T) {
 	pr := startProbe(t, "run", "-o", os.DevNull, "p:work", "--", bin("spin", o0pie), "1", "30000")

@@ -14,12 +14,12 @@ import (
 	"time"
 )
 
-// Tests of probe scripts (--script): the README's example runs as
+// Tests of probe scripts (--script): docs/scripts.md's example runs as
 // documented, and every kind of invalid script is refused with
 // FILE:LINE:COL, exit status 2 and the tracee untouched.
 
-// TestScriptExample runs examples/probes.yaml, the README's example, on
-// examples/counter.c as the README says, and checks every line it writes.
+// TestScriptExample runs examples/probes.yaml, docs/scripts.md's example, on
+// examples/counter.c as docs/scripts.md says, and checks every line it writes.
 func TestScriptExample(t *testing.T) {
 	dir := t.TempDir()
 	counter := filepath.Join(dir, "counter")

@@ -1,5 +1,5 @@
 // Command probe places kprobe-style probes in Linux user processes through
-// ptrace. See README.md for the grammar and examples.
+// ptrace. See README.md and docs/ for the grammar and examples.
 package main
 
 import (
@@ -41,7 +41,7 @@ const usage = `usage:
         attach to a running process (no SPEC on a terminal, or --repl: an
         interactive session; type help)
   probe run|attach --script FILE.yaml ...
-        probes, tracer and output from a script (see README, Scripts)
+        probes, tracer and output from a script (see docs/scripts.md)
   probe record -o FILE [flags] [SPEC ...] -- CMD
   probe record -o FILE [flags] PID [SPEC ...]
         record a trace of CMD, or of a running process, to FILE
@@ -49,12 +49,12 @@ const usage = `usage:
                [--time-range FROM~TO] [--filter G] [--notrace G]
                [--graph-function G] [--depth N] [--full-names] FILE
         print or convert a recorded trace; summarise it, or narrow it (see
-        README, Formats, record and report)
+        docs/formats.md)
   probe list PID|BINARY [GLOB]
         functions that can be probed (and their mcount/patchable sites)
   probe patch PID FUNC --with LIB:NEWFUNC [--wait D] [--inlined]
         replace FUNC by LIB's NEWFUNC, live, once no thread is in FUNC
-        (README, Live patching); it stays after probe exits
+        (docs/injection-and-patching.md); it stays after probe exits
   probe unpatch PID FUNC [--wait D]
         put FUNC back
   probe list --patches PID
@@ -66,10 +66,10 @@ SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work',
 'p:sys_openat' (a system call, when no symbol has that name).
 'o:FUNC $retval=V [errno=E] [if FILTER]' makes calls of FUNC return V at
-once, with errno E (error injection; see README, Error injection).
+once, with errno E (error injection; see docs/injection-and-patching.md).
 It may end with actions: 'SPEC [if FILTER] => ACTION ...', ACTION one of
 print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace,
-traceon, traceoff, enable:EVENT, disable:EVENT (see README, Actions).
+traceon, traceoff, enable:EVENT, disable:EVENT (see docs/scripts.md).
 
 flags:
   -o FILE                   write events to FILE instead of standard output
@@ -107,14 +107,14 @@ flags:
   --no-boost                single-step displaced instructions instead of
                             running them from a slot with a jump back
   --no-optimize             keep the int3 at every probe instead of a jump
-                            to a detour (see README, Speed)
+                            to a detour (see docs/speed.md)
   --no-mailbox              read registers with ptrace at every hit instead
                             of from memory shared with the tracee
   --no-placement            do not move the tracer next to the tracee
-                            thread it serves (see README, Speed)
+                            thread it serves (see docs/speed.md)
   --no-inprocess            stop the thread at every hit, even for probes
-                            that could record in the tracee (see README,
-                            In-process probes)
+                            that could record in the tracee (see
+                            docs/inprocess.md)
   --ring-size KIB           each thread's ring for in-process probes, in
                             KiB, a power of two (default 16384)
   --no-drop                 a thread whose ring is full waits for probe to

@@ -41,7 +41,7 @@ const replHelp = `commands:
   output FILE|- [FORMAT]    write events to FILE (- : back here); FORMAT text|json
   pause | resume            stop / restart printing events
   source FILE               run a file of commands, one a line, or a
-                            probe script (FILE.yaml: see README, Scripts)
+                            probe script (FILE.yaml: see docs/scripts.md)
   detach | quit             let the process go and leave (also Ctrl-D)
   help                      this text
 `
