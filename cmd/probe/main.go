@@ -61,6 +61,9 @@ const usage = `usage:
         what is patched in PID
   probe --version
         the version and the commit probe was built from
+  probe completion bash|zsh|fish
+        a completion script for the shell (bash: source <(probe completion
+        bash))
 
 SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:0x401136', 'p:/path/to/lib.so:0x1139', 'p:grp/event work',
@@ -192,8 +195,18 @@ func run(args []string) (code int, err error) {
 	case "version", "--version":
 		fmt.Println(version())
 		return 0, nil
+	case "completion":
+		if len(args) != 2 {
+			return 2, errors.New("usage: probe completion bash|zsh|fish")
+		}
+		script, err := completion(args[1])
+		if err != nil {
+			return 2, err
+		}
+		fmt.Print(script)
+		return 0, nil
 	}
-	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record, report, patch or unpatch)", args[0])
+	return 2, fmt.Errorf("unknown command %q (want run, attach, list, record, report, patch, unpatch, completion or help)", args[0])
 }
 
 // version is "probe VERSION [REVISION [(modified)]] GO": the module's
@@ -219,7 +232,7 @@ func version() string {
 
 // usageText is the help, the formats' lines from their table.
 func usageText() string {
-	return strings.Replace(usage, "{{formats}}", output.FormatHelp(strings.Repeat(" ", 28)), 1)
+	return strings.Replace(usage, "{{formats}}", output.FormatHelp(helpColumn), 1)
 }
 
 type options struct {
