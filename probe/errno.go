@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -120,18 +119,4 @@ func (t *Tracer) hitErrno(hit *Hit) (int32, bool) {
 	}
 	e, err := t.readErrno(hit.Tid, hit.Regs)
 	return e, err == nil
-}
-
-// ErrnoText is the C library's message for errno name (EINTR:
-// "Interrupted system call"), or "" for a name it does not know.
-func ErrnoText(name string) string {
-	e, err := parseErrno(name)
-	if err != nil {
-		return ""
-	}
-	msg := unix.Errno(e).Error()
-	if msg == "" || strings.HasPrefix(msg, "errno ") {
-		return ""
-	}
-	return strings.ToUpper(msg[:1]) + msg[1:]
 }

@@ -13,6 +13,7 @@ package probe
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,6 +393,16 @@ func perfArgName(expr, typ string, typed bool) string {
 		rest = rest[end:]
 	}
 	return good
+}
+
+// FieldName is s made a field's name, as $params names a parameter's
+// field: what a name cannot hold turned into "_", cut to the longest
+// name; "" where s cannot be one (empty, or a name the kernel keeps).
+func FieldName(s string) string {
+	if name := sanitizeArgName(s); !slices.Contains(reservedFieldNames, name) {
+		return name
+	}
+	return ""
 }
 
 // sanitizeArgName turns what cannot be in an event field name into "_".
@@ -1109,9 +1120,9 @@ func (sc *fetchScratch) readUint(addr uint64, size int) (uint64, bool) {
 	return valueLE(b), true
 }
 
-// readCString reads the NUL-terminated string at addr in mem as a string
-// fetch-arg does (readString).
-func readCString(mem Memory, addr uint64) (string, bool) {
+// ReadString reads the NUL-terminated string at addr in mem as a string
+// fetch-arg does: at most MaxStringSize-1 bytes; false if it faults.
+func ReadString(mem Memory, addr uint64) (string, bool) {
 	sc := fetchScratchPool.Get().(*fetchScratch)
 	defer fetchScratchPool.Put(sc)
 	sc.h = &HitEnv{Mem: mem}

@@ -72,7 +72,7 @@ type paramPlace struct {
 func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *funcArgs {
 	var sig symbols.Signature
 	var d *symbols.DebugInfo
-	proto, inTable := prototypeOf(fn)
+	proto, inTable := Prototype(fn)
 	err := errors.New("the table's") // (a library's DWARF is not read for it: glibc's takes seconds)
 	if !inTable || !library {
 		if d, err = m.Debug(); err == nil {
@@ -92,7 +92,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if err != nil {
 		return nil
 	}
-	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && setsErrno(fn)}
+	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && FailsWithErrno(fn)}
 	vars := fa.vars
 	places, fixed := placeParams(sig.Params, sig.Result)
 	if isClone(fn) {
@@ -108,8 +108,8 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}
 	var specs, names []string
 	for i, p := range sig.Params {
-		name := sanitizeArgName(p.Name)
-		if name == "" || slices.Contains(names, name) || slices.Contains(reservedFieldNames, name) {
+		name := FieldName(p.Name)
+		if name == "" || slices.Contains(names, name) {
 			name = fmt.Sprintf("arg%d", i+1)
 		}
 		names = append(names, name)
@@ -175,37 +175,12 @@ func unknownArgs() *funcArgs {
 	return fa
 }
 
-// prototypeName is name if the table has it, else "".
+// prototypeName is name if the table of prototypes has it, else "".
 func prototypeName(name string) string {
-	if _, ok := prototypes()[name]; ok {
+	if HasPrototype(name) {
 		return name
 	}
 	return ""
-}
-
-// prototypeOf is name's signature in the table of prototypes; an IFUNC's
-// implementation has its function's (__strlen_avx2: strlen).
-func prototypeOf(name string) (symbols.Signature, bool) {
-	proto, ok := prototypes()[prototypeKey(name)]
-	// A copy: the caller names its parameters.
-	proto.Params = slices.Clone(proto.Params)
-	return proto, ok
-}
-
-// prototypeKey is the name name's prototype is under in the table.
-func prototypeKey(name string) string {
-	if _, ok := prototypes()[name]; !ok && strings.HasPrefix(name, "__") {
-		base, _, _ := strings.Cut(strings.TrimLeft(name, "_"), "_")
-		return base
-	}
-	return name
-}
-
-// setsErrno reports whether the table says name's failure result sets
-// errno.
-func setsErrno(name string) bool {
-	key := prototypeKey(name) // (after the table is read)
-	return errnoFailures[key]
 }
 
 // varAtEntry is parameter name compiled at the entry if its DWARF
@@ -214,7 +189,7 @@ func setsErrno(name string) bool {
 // which its prologue has yet to fill; else nil.
 func varAtEntry(d *symbols.DebugInfo, entry uint64, name string) *symbols.Var {
 	v, err := d.Var(entry, name)
-	if err != nil || !dwarfTrial(dwarfVar{v}) {
+	if err != nil || !RecordableVar(dwarfVar{v}) {
 		return nil
 	}
 	return v
@@ -320,7 +295,7 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 	if failed && t.ft.opts.Errno {
 		errno := DwarfValue("?") // (a C library whose errno we cannot find)
 		if e, ok := t.hitErrno(hit); ok {
-			errno = DwarfValue(errnoName(e))
+			errno = DwarfValue(ErrnoName(e))
 		}
 		fa.fields = append(fa.fields, Field{Name: "errno", Value: errno})
 	}
@@ -349,8 +324,5 @@ func shown(v Value, names map[int64]string, format string) Value {
 	if name, ok := names[v.Int()]; ok {
 		return DwarfValue(name)
 	}
-	if decode := decoders[format]; decode != nil {
-		return decode(v)
-	}
-	return v
+	return Decode(format, v)
 }

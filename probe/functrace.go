@@ -462,7 +462,7 @@ func (t *Tracer) firstMatching(pattern string) *symbols.Mapped {
 func countMatching(m *symbols.Mapped, pattern string) int {
 	n := 0
 	for _, sym := range m.Functions() {
-		if sym.Size > 0 && (globMatch(pattern, sym.Name) || globMatch(pattern, displayName(sym.Name))) {
+		if sym.Size > 0 && (GlobMatch(pattern, sym.Name) || GlobMatch(pattern, displayName(sym.Name))) {
 			n++
 		}
 	}
@@ -497,8 +497,8 @@ func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string, aliases [
 		if !g.covers(m) {
 			continue
 		}
-		if !globMatch(g.pattern, name) && !globMatch(g.pattern, display) &&
-			!slices.ContainsFunc(aliases, func(a string) bool { return globMatch(g.pattern, a) }) {
+		if !GlobMatch(g.pattern, name) && !GlobMatch(g.pattern, display) &&
+			!slices.ContainsFunc(aliases, func(a string) bool { return GlobMatch(g.pattern, a) }) {
 			continue
 		}
 		g.matched, hit = true, true

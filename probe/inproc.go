@@ -192,6 +192,12 @@ func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
 	return 0, fmt.Errorf("%#x: a record is read-only", addr)
 }
 
+// regWords is r as words, the one at byte offset off word off/8: as a
+// stub records registers.
+func regWords(r *unix.PtraceRegs) *[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64 {
+	return (*[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64)(unsafe.Pointer(r))
+}
+
 // recordNeeds is what a site's stub records, and whether it hooks the
 // return.
 type recordNeeds struct {
@@ -893,7 +899,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	}
 	in.regs = unix.PtraceRegs{}
 	in.regs.SetPC(rs.site.addr)
-	words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&in.regs))
+	words := regWords(&in.regs)
 	for i, off := range rs.code.Regs {
 		if i < len(rec.Values) {
 			words[off/8] = rec.Values[i]
@@ -1033,7 +1039,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		}
 	}
 	if rw.Saved {
-		words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&t.regs))
+		words := regWords(&t.regs)
 		for i, off := range singlestep.SavedRegs() {
 			v, ok := t.readWord(rw.Area + uint64(8*i))
 			if !ok {

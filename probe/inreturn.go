@@ -45,7 +45,7 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 		return "reads memory at a return"
 	}
 	for _, off := range in.Regs {
-		if off != int(regResult)*8 && off != int(regResult2)*8 && off != int(regSP)*8 {
+		if off != resultOff && off != result2Off && off != spOff {
 			return "reads a register other than %ax, %dx or %sp at a return"
 		}
 	}

@@ -114,7 +114,7 @@ func (a *Args) recordInputs() (need Inputs, why string) {
 		switch f.base {
 		case baseReg:
 			off := int(f.reg.idx) * 8
-			if off == pcOff {
+			if off == int(regPC)*8 {
 				continue // the site's address: no room needed
 			}
 			if !singlestep.RecordableReg(off) {
@@ -148,7 +148,7 @@ func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
 	off := int(f.reg.idx) * 8
 	switch {
 	case f.base == baseImm:
-	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == pcOff || off == flagsOff || !singlestep.RecordableReg(off):
+	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == int(regPC)*8 || off == int(regFlags)*8 || !singlestep.RecordableReg(off):
 		return nil, "reads memory at other than a register or an address"
 	}
 	for _, d := range f.derefs {
@@ -193,7 +193,7 @@ func (f *fetchArg) stubValue() (singlestep.TallyValue, bool) {
 	switch f.base {
 	case baseReg:
 		off := int(f.reg.idx) * 8
-		if off == pcOff || !singlestep.RecordableReg(off) {
+		if off == int(regPC)*8 || !singlestep.RecordableReg(off) {
 			return v, false
 		}
 		v.Reg, v.Shift, v.Bits = off, f.reg.shift, f.reg.width

@@ -203,7 +203,7 @@ func (t *Tracer) Unpatch(fn string, wait time.Duration) (Patch, error) {
 // patchTarget resolves fn, which must be a C function's entry not among
 // patches, the process's.
 func (t *Tracer) patchTarget(fn string, patches []Patch) (resolved, error) {
-	loc, err := parseLocation(fn)
+	loc, err := ParseLocation(fn)
 	if err != nil || loc.Symbol == "" || loc.Offset != 0 || loc.HasLine {
 		return resolved{}, badInput(fmt.Errorf("%s: name a function (FUNC or MOD:FUNC)", fn))
 	}
@@ -347,7 +347,7 @@ func (t *Tracer) loadLibrary(anchor int, lib string, marker uint64) (uint64, err
 	if handle == 0 {
 		why := "dlopen returned NULL"
 		if msg, err := t.callLibc(anchor, "dlerror"); err == nil && msg != 0 {
-			if text, ok := readCString(t.proc, msg); ok {
+			if text, ok := ReadString(t.proc, msg); ok {
 				why = text
 			}
 		}

@@ -68,9 +68,11 @@ func clearTrapFlag(r *unix.PtraceRegs) bool {
 	return set
 }
 
+// Byte offsets in unix.PtraceRegs.
 var (
-	pcOff    = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
-	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Eflags))
+	spOff      = int(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
+	resultOff  = int(unsafe.Offsetof(unix.PtraceRegs{}.Rax)) // a function's result
+	result2Off = int(unsafe.Offsetof(unix.PtraceRegs{}.Rdx)) // its second word
 )
 
 // restartSequences: none in Go's amd64 code (gorestart.go).

@@ -57,9 +57,11 @@ func returnFromSyscall(r *unix.PtraceRegs, pc uint64) { r.Pc, r.Regs[0] = pc, 0 
 
 func clearTrapFlag(r *unix.PtraceRegs) bool { return false }
 
+// Byte offsets in unix.PtraceRegs.
 var (
-	pcOff    = int(unsafe.Offsetof(unix.PtraceRegs{}.Pc))
-	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Pstate))
+	spOff      = int(unsafe.Offsetof(unix.PtraceRegs{}.Sp))
+	resultOff  = 0 // x0: a function's result
+	result2Off = 8 // x1: its second word
 )
 
 // restartSequences: Go's arm64 code has them (gorestart.go).

@@ -51,7 +51,7 @@ func linkRegister(r *unix.PtraceRegs) uint64 { return 0 }
 
 // callerInputs is what a record stub records to name a function's
 // caller: the word at sp, the return address.
-func callerInputs() Inputs { return Inputs{Regs: []int{int(regSP) * 8}, Words: 1} }
+func callerInputs() Inputs { return Inputs{Regs: []int{spOff}, Words: 1} }
 
 // recordedCaller is the return address in a record made with
 // callerInputs.

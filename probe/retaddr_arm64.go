@@ -131,7 +131,7 @@ func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {
 
 // hookInputs is what a record stub records for its return hook: sp, the
 // frame's key, and x30, the return address (recordedCaller).
-func hookInputs() Inputs { return Inputs{Regs: []int{int(regSP) * 8, 30 * 8}} }
+func hookInputs() Inputs { return Inputs{Regs: []int{spOff, 30 * 8}} }
 
 // swapInproc replaces from by to where the function of frame f, hooked
 // in the tracee by thread tid, saved its x30, in mem (signed as from

@@ -156,7 +156,7 @@ func ParseSpec(text string) (*Spec, error) {
 		}
 		locTok = l
 	}
-	loc, err := parseLocation(locTok)
+	loc, err := ParseLocation(locTok)
 	if err != nil {
 		return nil, bad(locTok, "%v", err)
 	}
@@ -236,7 +236,8 @@ func moduleColon(tok string) int {
 	return -1
 }
 
-func parseLocation(tok string) (Location, error) {
+// ParseLocation parses a probe's location, as ParseSpec does.
+func ParseLocation(tok string) (Location, error) {
 	var loc Location
 	if tok == "" {
 		return loc, fmt.Errorf("empty location")

@@ -77,7 +77,7 @@ func (a *varArgs) formatArgs(format string) []Value {
 		}
 		switch c.verb {
 		case 'd', 'i':
-			vals = append(vals, UintValue(TypeS64, uint64(signExtend(a.nextInt(), uint8(intBits(c.length)/8)))))
+			vals = append(vals, UintValue(TypeS64, uint64(signed(a.nextInt(), intBits(c.length)))))
 		case 'u':
 			vals = append(vals, UintValue(TypeU64, a.nextInt()&mask(intBits(c.length))))
 		case 'o', 'x', 'X':
@@ -105,7 +105,7 @@ func (a *varArgs) str(addr uint64) Value {
 	if addr == 0 {
 		return DwarfValue("NULL")
 	}
-	s, ok := readCString(a.mem, addr)
+	s, ok := ReadString(a.mem, addr)
 	if !ok {
 		return FaultValue(TypeString)
 	}
@@ -162,6 +162,12 @@ func mask(bits int) uint64 {
 		return ^uint64(0)
 	}
 	return 1<<bits - 1
+}
+
+// signed is the low bits of x as a signed integer.
+func signed(x uint64, bits int) int64 {
+	shift := 64 - bits
+	return int64(x<<shift) >> shift
 }
 
 // formatParam is the index of a prototype's format parameter (its table
