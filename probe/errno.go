@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -107,7 +108,7 @@ func (t *Tracer) readErrno(tid int, regs *unix.PtraceRegs) (int32, error) {
 // no thread is stopped for it.
 func (t *Tracer) replaying(hit *Hit) bool {
 	in := t.inproc
-	return in != nil && hit.Mem == Memory(&in.stack)
+	return in != nil && hit.Mem == fetch.Memory(&in.stack)
 }
 
 // hitErrno is errno as the thread at hit has it: at a stop, read from

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
@@ -65,8 +66,8 @@ type inproc struct {
 	// thread had them.
 	regs   unix.PtraceRegs
 	stack  stackWords
-	env    HitEnv
-	fields []Field
+	env    fetch.HitEnv
+	fields []fetch.Field
 	hit    Hit
 	// errnoOff is errno's place from the thread pointer, which the
 	// trampoline records with each return (0: unknown), and errno the
@@ -122,7 +123,7 @@ func (s *stackWords) fromSnippet(p []byte, addr uint64, tails bool) (int, bool) 
 		cut := sn.str && sn.got == sn.want
 		end := sn.addr + uint64(sn.want)
 		if tails && cut {
-			end = sn.addr + MaxStringSize
+			end = sn.addr + fetch.MaxStringSize
 		}
 		if addr < sn.addr || addr >= end {
 			continue
@@ -201,7 +202,7 @@ func regWords(r *unix.PtraceRegs) *[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64 
 // recordNeeds is what a site's stub records, and whether it hooks the
 // return.
 type recordNeeds struct {
-	Inputs
+	fetch.Inputs
 	hook bool
 	// tallies, if not nil, are what the stub counts instead: no record.
 	tallies []siteTally
@@ -530,7 +531,7 @@ func (t *Tracer) newInproc(rings *ring.Rings, clock *ring.Clock) *inproc {
 		rings: rings, clock: clock,
 		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
-	in.env = HitEnv{Mem: &in.stack, Symbolize: t.symbolize}
+	in.env = fetch.HitEnv{Mem: &in.stack, Symbolize: t.symbolize}
 	return in
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -42,17 +43,17 @@ const overrideStops = "an o: probe may make the call return at once"
 // overrideState is an o: probe's compiled parameters and its choice of
 // failures.
 type overrideState struct {
-	Override
+	fetch.Override
 	fn      *funcArgs // the function's parameters, its first fields; nil: none known
 	raw     uint64    // a system call's: its result (syscallResult)
 	nParams int
 	calls   uint64 // that passed the filter (fault_attr's count)
 	failed  atomic.Uint64
 	rng     *rand.Rand
-	fields  []Field // scratch: what the handler gets
+	fields  []fetch.Field // scratch: what the handler gets
 }
 
-func newOverrideState(o *Override, event string) *overrideState {
+func newOverrideState(o *fetch.Override, event string) *overrideState {
 	// The seed and the event name: probes of one run choose apart.
 	h := fnv.New64a()
 	h.Write([]byte(event))
@@ -101,7 +102,7 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	}
 	if p.Spec.Override.Errno != 0 {
 		if _, err := t.errnoOffset(); err != nil {
-			return badInput(fmt.Errorf("errno=%s: %w", ErrnoName(p.Spec.Override.Errno), err))
+			return badInput(fmt.Errorf("errno=%s: %w", fetch.ErrnoName(p.Spec.Override.Errno), err))
 		}
 	}
 	st := newOverrideState(p.Spec.Override, p.Event)
@@ -114,7 +115,7 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	env := t.compileEnv(p, r, r.addr)
 	if st.fn != nil {
 		own := env.DWARF
-		env.DWARF = func(expr string) (DwarfVar, error) {
+		env.DWARF = func(expr string) (fetch.DwarfVar, error) {
 			if v := st.fn.vars[expr]; v != nil {
 				return dwarfVar{v}, nil
 			}
@@ -124,7 +125,7 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 			return own(expr)
 		}
 	}
-	args, err := CompileArgs(append(params, p.Spec.Args...), env)
+	args, err := fetch.Compile(append(params, p.Spec.Args...), env)
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ func (t *Tracer) override(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) boo
 // pickOverride returns the first enabled o: probe of probes whose filter
 // and FailAttr pick the call at hit, and the fields it fetched; nil when
 // none does. Each probe asked counts a hit.
-func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []Field) {
+func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []fetch.Field) {
 	for _, p := range probes {
 		if p.override == nil || !p.enabled.Load() {
 			continue
@@ -184,7 +185,7 @@ func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []Field) {
 
 // tellOverride hands o: probe p's handler the call it made fail at hit
 // (vals: the fields it fetched), shown at where.
-func (t *Tracer) tellOverride(p *Probe, vals []Field, hit *Hit, where string) {
+func (t *Tracer) tellOverride(p *Probe, vals []fetch.Field, hit *Hit, where string) {
 	if p.handler.Pre == nil {
 		return
 	}
@@ -198,14 +199,14 @@ func (t *Tracer) tellOverride(p *Probe, vals []Field, hit *Hit, where string) {
 // shown is what an injected call's event shows: the parameters as
 // --args shows them, the probe's own fetch-args, the value returned and
 // the errno.
-func (o *overrideState) shown(vals, dst []Field) []Field {
+func (o *overrideState) shown(vals, dst []fetch.Field) []fetch.Field {
 	if o.fn != nil {
 		dst = o.fn.show(vals[:o.nParams], dst)
 	}
 	dst = append(dst, vals[o.nParams:]...)
-	dst = append(dst, Field{Name: "retval", Value: UintValue(TypeS64, o.Retval)})
+	dst = append(dst, fetch.Field{Name: "retval", Value: fetch.UintValue(fetch.TypeS64, o.Retval)})
 	if o.Errno != 0 {
-		dst = append(dst, Field{Name: "errno", Value: DwarfValue(ErrnoName(o.Errno))})
+		dst = append(dst, fetch.Field{Name: "errno", Value: fetch.DwarfValue(fetch.ErrnoName(o.Errno))})
 	}
 	return dst
 }
@@ -219,10 +220,10 @@ func (o *overrideState) shown(vals, dst []Field) []Field {
 // too.
 
 // syscallResult is the raw result an o: probe on a system call gives.
-func syscallResult(o *Override) (uint64, error) {
+func syscallResult(o *fetch.Override) (uint64, error) {
 	switch {
 	case o.Errno != 0 && o.HasRetval && int64(o.Retval) != -1:
-		return 0, fmt.Errorf("$retval=%d with errno=%s: a system call that fails returns -1 and sets errno", int64(o.Retval), ErrnoName(o.Errno))
+		return 0, fmt.Errorf("$retval=%d with errno=%s: a system call that fails returns -1 and sets errno", int64(o.Retval), fetch.ErrnoName(o.Errno))
 	case o.Errno != 0:
 		o.Retval, o.HasRetval = ^uint64(0), true // (as the C library returns it)
 		return uint64(-int64(o.Errno)), nil

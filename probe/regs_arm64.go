@@ -4,6 +4,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/fetch"
 )
 
 // The arm64 registers of roles the tracer knows by name.
@@ -84,7 +86,7 @@ func continuesRestart(w uint32) bool {
 // to its caller as the function's `ret` would: to the link register,
 // which the prologue has not yet saved (nor signed), the result in x0,
 // PSTATE.BTYPE cleared as a ret leaves it.
-func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
+func returnNow(r *unix.PtraceRegs, mem fetch.Memory, value uint64) error {
 	const btype = 3 << 10
 	r.Pc, r.Regs[0] = r.Regs[30], value
 	r.Pstate &^= btype

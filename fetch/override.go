@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The grammar of an o: probe (override.go): what the function returns
+// The grammar of an o: probe (probe/override.go): what the function returns
 // instead, the errno it sets, and which calls fail.
 
 // Override is what an o: probe makes its function return.

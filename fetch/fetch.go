@@ -1,4 +1,16 @@
-package probe
+// Package fetch is the probe language, parsed once for every kind of
+// probe as the kernel's trace_probe.c parses it: a probe's definition
+// (ParseSpec), its fetch-args and filter compiled (Compile) and read at
+// a hit (Args.Fetch, Args.Keep), the values read (Field, Value, Type),
+// and what code run in the tracee must read for them (Args.Lower).
+//
+//	s, _ := fetch.ParseSpec("p:malloc size=%di:u64 if size > 4096")
+//	a, _ := fetch.Compile(s.Args, fetch.CompileEnv{})
+//	fields := a.Fetch(&fetch.HitEnv{Regs: regs, Mem: mem}, nil)
+//	if a.Keep(fields) { ... }
+//
+// Where a probe goes and how a hit is taken is the probe package's.
+package fetch
 
 // Fetch-args: the kprobe_events / uprobe_events argument grammar, compiled
 // once when a probe is added and evaluated at every hit.
@@ -12,6 +24,7 @@ package probe
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -21,6 +34,17 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// ErrBadInput marks errors caused by what the user asked for (a malformed
+// spec, an unknown symbol, an unprobeable address), as opposed to runtime
+// failures. Test with errors.Is.
+var ErrBadInput = errors.New("bad input")
+
+// Memory is the tracee's memory.
+type Memory interface {
+	ReadAt(p []byte, addr int64) (int, error)
+	WriteAt(p []byte, addr int64) (int, error)
+}
 
 // CompileEnv is what compiling fetch-args needs from the tracer.
 type CompileEnv struct {
@@ -170,10 +194,10 @@ func wrapErr(tok, what string, err error) error {
 	return &ArgError{Token: tok, Reason: msg, Err: err}
 }
 
-// CompileArgs compiles a probe's fetch-arg tokens (Spec.Args): every token
+// Compile compiles a probe's fetch-arg tokens (Spec.Args): every token
 // up to one that is exactly "if" is a fetch-arg; the tokens after it,
 // joined by single spaces, are the filter.
-func CompileArgs(tokens []string, env CompileEnv) (*Args, error) {
+func Compile(tokens []string, env CompileEnv) (*Args, error) {
 	a := &Args{}
 	var filterText string
 	hasFilter := false

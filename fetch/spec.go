@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ const (
 	KindEntry    Kind = iota // p: an instruction (entry) probe
 	KindReturn               // r: a return probe
 	KindDelete               // -: remove an event
-	KindOverride             // o: skip a function, returning a chosen value (override.go)
+	KindOverride             // o: skip a function, returning a chosen value (probe/override.go)
 )
 
 // DefaultGroup is the event group of probes that name none (kprobes use

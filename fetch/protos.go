@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"fmt"
@@ -260,7 +260,7 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true}, nil
 	case "format":
 		// A printf format: a string, and what it says of the "..."
-		// arguments after it (varargs.go).
+		// arguments after it (probe/varargs.go).
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true, Format: "format"}, nil
 	case "ptr":
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8}, nil
