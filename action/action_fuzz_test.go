@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // FuzzParse splits any probe text at its "=>", parses the actions and
@@ -56,7 +56,7 @@ func FuzzParse(f *testing.F) {
 
 func checkBad(t *testing.T, input string, err error) {
 	t.Helper()
-	if !errors.Is(err, probe.ErrBadInput) {
+	if !errors.Is(err, fetch.ErrBadInput) {
 		t.Fatalf("%q: error %v is not ErrBadInput", input, err)
 	}
 	msg := err.Error()

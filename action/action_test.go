@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/probe"
 )
 
@@ -92,7 +93,7 @@ func TestParseErrors(t *testing.T) {
 	} {
 		_, err := Parse(tc.in)
 		var ae *Error
-		if !errors.As(err, &ae) || ae.Token != tc.token || !errors.Is(err, probe.ErrBadInput) {
+		if !errors.As(err, &ae) || ae.Token != tc.token || !errors.Is(err, fetch.ErrBadInput) {
 			t.Errorf("Parse(%q) = %v; want a bad-input error naming %q", tc.in, err, tc.token)
 		}
 	}
@@ -130,7 +131,7 @@ func TestCompileChecks(t *testing.T) {
 }
 
 func hit(comm string, tid int, n int64) *probe.Hit {
-	return &probe.Hit{Comm: comm, Tid: tid, Fields: []probe.Field{{Name: "n", Value: probe.UintValue(probe.TypeS64, uint64(n))}}}
+	return &probe.Hit{Comm: comm, Tid: tid, Fields: []fetch.Field{{Name: "n", Value: fetch.UintValue(fetch.TypeS64, uint64(n))}}}
 }
 
 func compile(t *testing.T, s *Session, p Probe, text string) *Plan {

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Kind is what one action does.
@@ -55,14 +55,14 @@ const StackKey = "stack"
 // aggregates are the actions that reduce a field, by name.
 var aggregates = map[string]Kind{"sum": Sum, "avg": Avg, "min": Min, "max": Max}
 
-// Error is a bad action; it is a probe.ErrBadInput.
+// Error is a bad action; it is a fetch.ErrBadInput.
 type Error struct {
 	Token  string
 	Reason string
 }
 
 func (e *Error) Error() string        { return fmt.Sprintf("bad action %q: %s", e.Token, e.Reason) }
-func (e *Error) Is(target error) bool { return target == probe.ErrBadInput }
+func (e *Error) Is(target error) bool { return target == fetch.ErrBadInput }
 func bad(tok, format string, a ...any) error {
 	return &Error{Token: tok, Reason: fmt.Sprintf(format, a...)}
 }

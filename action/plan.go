@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/probe"
 )
 
@@ -236,7 +237,7 @@ func stackKey(h *probe.Hit) string {
 	frames := h.Stack(maxKeyFrames)
 	names := make([]string, len(frames))
 	for i, f := range frames {
-		names[len(frames)-1-i] = probe.FrameFunc(f.Text)
+		names[len(frames)-1-i] = fetch.FrameFunc(f.Text)
 	}
 	return strings.Join(names, ";")
 }
@@ -337,7 +338,7 @@ func (c *counter) addN(key []byte, n uint64) {
 	c.counts[string(key)] = p
 }
 
-func field(h *probe.Hit, name string) *probe.Field {
+func field(h *probe.Hit, name string) *fetch.Field {
 	if h == nil {
 		return nil
 	}

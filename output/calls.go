@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Calls writes a program's library calls as ltrace does, a line per call
@@ -114,7 +114,7 @@ func (c *Calls) Write(r *Record) error {
 			// As strace shows a failed call: -1 ENOENT (No such file or directory).
 			name := r.Fields[1].Value.String()
 			b = append(append(b, ' '), name...)
-			if text := probe.ErrnoText(name); text != "" {
+			if text := fetch.ErrnoText(name); text != "" {
 				b = append(append(append(b, " ("...), text...), ')')
 			}
 		}
@@ -134,7 +134,7 @@ func (c *Calls) line(call *Record, end string) {
 }
 
 // appendCallArgs appends the arguments as ltrace shows them: values only.
-func appendCallArgs(b []byte, fields []probe.Field) []byte {
+func appendCallArgs(b []byte, fields []fetch.Field) []byte {
 	for i, f := range fields {
 		if i > 0 {
 			b = append(b, ", "...)

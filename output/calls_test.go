@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // TestCallsLines: ltrace's lines, exactly: the result at column 40
@@ -12,25 +12,25 @@ import (
 // ("<unfinished ...>", then "<... resumed>"), a failed call's errno as
 // strace shows it, and a call that never returned.
 func TestCallsLines(t *testing.T) {
-	s32 := func(v int64) probe.Value { return probe.UintValue(probe.TypeS32, uint64(v)) }
-	entry := func(tid int, fn string, args ...probe.Value) Record {
+	s32 := func(v int64) fetch.Value { return fetch.UintValue(fetch.TypeS32, uint64(v)) }
+	entry := func(tid int, fn string, args ...fetch.Value) Record {
 		r := Record{Kind: KindEntry, Tid: tid, Lane: int64(tid), Func: fn}
 		for _, a := range args {
-			r.Fields = append(r.Fields, probe.Field{Name: "arg", Value: a})
+			r.Fields = append(r.Fields, fetch.Field{Name: "arg", Value: a})
 		}
 		return r
 	}
-	ret := func(tid int, fn string, fields ...probe.Field) Record {
+	ret := func(tid int, fn string, fields ...fetch.Field) Record {
 		return Record{Kind: KindReturn, Tid: tid, Lane: int64(tid), Func: fn, Fields: fields}
 	}
 	recs := []Record{
-		entry(7, "open", probe.StringValue("/nonexistent"), s32(2)),
-		ret(7, "open", probe.Field{Name: "retval", Value: s32(-1)}, probe.Field{Name: "errno", Value: probe.DwarfValue("ENOENT")}),
-		entry(7, "puts", probe.StringValue("héllo wörld")),
-		ret(7, "puts", probe.Field{Name: "retval", Value: s32(12)}),
+		entry(7, "open", fetch.StringValue("/nonexistent"), s32(2)),
+		ret(7, "open", fetch.Field{Name: "retval", Value: s32(-1)}, fetch.Field{Name: "errno", Value: fetch.DwarfValue("ENOENT")}),
+		entry(7, "puts", fetch.StringValue("héllo wörld")),
+		ret(7, "puts", fetch.Field{Name: "retval", Value: s32(12)}),
 		entry(7, "qsort", s32(3)),
 		entry(7, "cmp", s32(1), s32(2)),
-		ret(7, "cmp", probe.Field{Name: "retval", Value: s32(-1)}),
+		ret(7, "cmp", fetch.Field{Name: "retval", Value: s32(-1)}),
 		ret(7, "qsort"),
 		entry(7, "exit", s32(0)),
 		{Kind: KindLost, Tid: 7, Lane: 7, Func: "exit"},

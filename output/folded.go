@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Folded writes folded stacks for flame graphs (Brendan Gregg's
@@ -40,7 +40,7 @@ func (f *Folded) Write(r *Record) error {
 		if len(r.Stack) > 0 {
 			frames := make([]string, len(r.Stack))
 			for i, fr := range r.Stack { // the stack is innermost first
-				frames[len(r.Stack)-1-i] = probe.FrameFunc(fr)
+				frames[len(r.Stack)-1-i] = fetch.FrameFunc(fr)
 			}
 			f.hits[strings.Join(frames, ";")]++
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // graphRecords is main() { work() { leaf(); } leaf(); } on thread 7, a
@@ -25,7 +25,7 @@ func graphRecords() []Record {
 		e(1000, 7, 0, "main"),
 		e(1100, 7, 1, "work"),
 		{Kind: KindProbe, Time: 1150, Tid: 7, Pid: 7, Comm: "app", Lane: 7, Event: "p_work_0", Where: "work+0x4/0x20",
-			Fields: []probe.Field{{Name: "n", Value: probe.UintValue(probe.TypeU32, 5)}, {Name: "s", Value: probe.StringValue("hi")}, {Name: "bad", Value: probe.FaultValue(probe.TypeString)}}},
+			Fields: []fetch.Field{{Name: "n", Value: fetch.UintValue(fetch.TypeU32, 5)}, {Name: "s", Value: fetch.StringValue("hi")}, {Name: "bad", Value: fetch.FaultValue(fetch.TypeString)}}},
 		e(1200, 7, 2, "leaf"),
 		x(1300, 1200, 7, 2, "leaf"),
 		x(1500, 1100, 7, 1, "work"),
@@ -78,15 +78,15 @@ func TestJSON(t *testing.T) {
 func TestJSONFieldTypes(t *testing.T) {
 	var b bytes.Buffer
 	w := NewJSON(&b)
-	w.Write(&Record{Event: "e", Where: "w", Stack: []string{"leaf+0x4/0x10 [app]", "main+0x20/0x40 [app]"}, EntryTime: 10, Time: 30, Fields: []probe.Field{
-		{Name: "s8", Value: probe.UintValue(probe.TypeS8, 0xff)},
-		{Name: "x", Value: probe.UintValue(probe.TypeX32, 255)},
-		{Name: "c", Value: probe.UintValue(probe.TypeChar, 'A')},
-		{Name: "dn", Value: probe.DwarfValue("-12.5")},
-		{Name: "db", Value: probe.DwarfValue("true")},
-		{Name: "ds", Value: probe.DwarfValue(`"a\"b"`)},
-		{Name: "dp", Value: probe.DwarfValue("(*int)(0xc000012345)")},
-		{Name: "dc", Value: probe.DwarfValue("97 'a'")},
+	w.Write(&Record{Event: "e", Where: "w", Stack: []string{"leaf+0x4/0x10 [app]", "main+0x20/0x40 [app]"}, EntryTime: 10, Time: 30, Fields: []fetch.Field{
+		{Name: "s8", Value: fetch.UintValue(fetch.TypeS8, 0xff)},
+		{Name: "x", Value: fetch.UintValue(fetch.TypeX32, 255)},
+		{Name: "c", Value: fetch.UintValue(fetch.TypeChar, 'A')},
+		{Name: "dn", Value: fetch.DwarfValue("-12.5")},
+		{Name: "db", Value: fetch.DwarfValue("true")},
+		{Name: "ds", Value: fetch.DwarfValue(`"a\"b"`)},
+		{Name: "dp", Value: fetch.DwarfValue("(*int)(0xc000012345)")},
+		{Name: "dc", Value: fetch.DwarfValue("97 'a'")},
 	}})
 	w.Flush()
 	want := `{"time":30,"pid":0,"tid":0,"comm":"","cpu":0,"event":"e","location":"w","duration":20,"fields":{"c":"'A'","db":true,"dc":"97 'a'","dn":-12.5,"dp":"(*int)(0xc000012345)","ds":"a\"b","s8":-1,"x":"0xff"},"stack":["leaf+0x4/0x10 [app]","main+0x20/0x40 [app]"]}` + "\n"

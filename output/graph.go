@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // GraphOptions tune a function_graph trace; the zero value is the kernel's
@@ -70,7 +70,7 @@ type graphItem struct {
 	resolved bool
 	leaf     bool
 	d        int64
-	result   []probe.Field // a leaf's: its return's fields
+	result   []fetch.Field // a leaf's: its return's fields
 }
 
 // maxHeld bounds the queue: past it, the oldest entry is taken for a call
@@ -215,7 +215,7 @@ func (g *Graph) render(it *graphItem) {
 		g.startLine(r, noDuration, it.depth)
 		g.buf = append(append(append(append(g.buf, "/* "...), r.Event...), ": ("...), r.Where...)
 		g.buf = append(g.buf, ')')
-		g.buf = probe.AppendFields(g.buf, r.Fields)
+		g.buf = fetch.AppendFields(g.buf, r.Fields)
 		g.buf = append(g.buf, " */\n"...)
 		for _, f := range r.Stack { // a stacktrace action's frames, a comment each
 			g.startLine(r, noDuration, it.depth)
@@ -334,7 +334,7 @@ func (g *Graph) Finish() error {
 
 // appendArgs appends a call's parameters as "(a=1, b=0x7ffd...)" (uftrace's
 // and ftrace's funcgraph-args form), nothing without --args.
-func appendArgs(dst []byte, fields []probe.Field) []byte {
+func appendArgs(dst []byte, fields []fetch.Field) []byte {
 	if fields == nil {
 		return dst
 	}
@@ -351,7 +351,7 @@ func appendArgs(dst []byte, fields []probe.Field) []byte {
 
 // appendResult appends a return's value between before and after, or
 // nothing when it has none.
-func appendResult(dst []byte, before string, fields []probe.Field, after string) []byte {
+func appendResult(dst []byte, before string, fields []fetch.Field, after string) []byte {
 	if len(fields) == 0 {
 		return dst
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 const graphHeader = `# tracer: function_graph
@@ -93,9 +93,9 @@ func TestGraph(t *testing.T) {
 		records: []Record{
 			loop.probe(0, "p_main_0", "main+0x0/0x20"),
 			loop.entry(100, "main", 0),
-			loop.probe(200, "p_main_4", "main+0x4/0x20", probe.Field{Name: "x", Value: probe.UintValue(probe.TypeX64, 5)}),
+			loop.probe(200, "p_main_4", "main+0x4/0x20", fetch.Field{Name: "x", Value: fetch.UintValue(fetch.TypeX64, 5)}),
 			loop.entry(300, "work", 1),
-			loop.probe(400, "p_work_0", "work+0x0/0x12", probe.Field{Name: "s", Value: probe.StringValue("hi")}),
+			loop.probe(400, "p_work_0", "work+0x0/0x12", fetch.Field{Name: "s", Value: fetch.StringValue("hi")}),
 			loop.ret(300, 500, "work", 1),
 			loop.ret(100, 600, "main", 0),
 		},

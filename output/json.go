@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // JSON writes one JSON object per event (JSON lines), for jq and scripts:
@@ -34,7 +34,7 @@ type JSON struct {
 // (sorted by name, as encoding/json writes a map).
 type jsonField struct {
 	name  string
-	value probe.Value
+	value fetch.Value
 }
 
 // NewJSON returns a JSON lines writer.
@@ -109,7 +109,7 @@ func (j *JSON) line(b []byte) error {
 
 // appendFields appends fields as an object, its keys sorted; of fields
 // of one name the last counts (as in a map).
-func (j *JSON) appendFields(b []byte, fields []probe.Field) []byte {
+func (j *JSON) appendFields(b []byte, fields []fetch.Field) []byte {
 	keys := j.keys[:0]
 	for _, f := range fields {
 		keys = append(keys, jsonField{f.Name, f.Value})
@@ -193,7 +193,7 @@ func (j *JSON) Finish() error { return j.w.Flush() }
 // fieldMap gives a probe's fields their JSON types: decimal types are
 // numbers, hex, chars, strings and symbols are strings as ftrace prints
 // them, arrays are arrays, and a fault is null.
-func fieldMap(fields []probe.Field) map[string]any {
+func fieldMap(fields []fetch.Field) map[string]any {
 	if len(fields) == 0 {
 		return nil
 	}
@@ -204,7 +204,7 @@ func fieldMap(fields []probe.Field) map[string]any {
 	return m
 }
 
-func fieldValue(v probe.Value) any {
+func fieldValue(v fetch.Value) any {
 	if n := v.Len(); n > 0 {
 		a := make([]any, n)
 		for i := range a {
@@ -215,18 +215,18 @@ func fieldValue(v probe.Value) any {
 	return scalarValue(v)
 }
 
-func scalarValue(v probe.Value) any {
+func scalarValue(v fetch.Value) any {
 	if v.Faulted() {
 		return nil
 	}
 	switch t := v.Type(); {
-	case t >= probe.TypeU8 && t <= probe.TypeU64:
+	case t >= fetch.TypeU8 && t <= fetch.TypeU64:
 		return v.Uint()
 	case t.Signed():
 		return v.Int()
 	case t.IsString():
 		return v.Str()
-	case t == probe.TypeDwarf:
+	case t == fetch.TypeDwarf:
 		return dwarfValue(v.Str())
 	}
 	return v.String()

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // referenceJSON is a record's line as encoding/json writes it from a
@@ -67,22 +67,22 @@ func TestJSONAsEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"", "main", "a\"b", `back\slash`, "tab\there", "nl\n", "<html>&", "\xff\xfe", "caf\u00e9", "line\u2028sep", "\x01\x1f", "日本"}
 	word := func() string { return words[rng.IntN(len(words))] }
-	value := func() probe.Value {
+	value := func() fetch.Value {
 		switch rng.IntN(7) {
 		case 0:
-			return probe.UintValue(probe.TypeU64, rng.Uint64())
+			return fetch.UintValue(fetch.TypeU64, rng.Uint64())
 		case 1:
-			return probe.UintValue(probe.TypeS32, uint64(rng.Uint32()))
+			return fetch.UintValue(fetch.TypeS32, uint64(rng.Uint32()))
 		case 2:
-			return probe.StringValue(word())
+			return fetch.StringValue(word())
 		case 3:
-			return probe.FaultValue(probe.TypeString)
+			return fetch.FaultValue(fetch.TypeString)
 		case 4:
-			return probe.UintValue(probe.TypeX16, uint64(rng.Uint32()))
+			return fetch.UintValue(fetch.TypeX16, uint64(rng.Uint32()))
 		case 5:
-			return probe.DwarfValue([]string{"-12.5", "true", `"q\"x"`, "(*int)(0x10)", "1e400x", "07"}[rng.IntN(6)])
+			return fetch.DwarfValue([]string{"-12.5", "true", `"q\"x"`, "(*int)(0x10)", "1e400x", "07"}[rng.IntN(6)])
 		}
-		return probe.UintValue(probe.TypeChar, uint64('A'+rng.IntN(60)))
+		return fetch.UintValue(fetch.TypeChar, uint64('A'+rng.IntN(60)))
 	}
 	var b bytes.Buffer
 	w := NewJSON(&b)
@@ -91,7 +91,7 @@ func TestJSONAsEncodingJSON(t *testing.T) {
 			Comm: word(), Event: word(), Where: word(), Func: word(), Caller: word(), Depth: rng.IntN(9),
 			EntryTime: rng.Int64N(1e12), Goroutine: rng.Int64N(3)}
 		for range rng.IntN(4) {
-			r.Fields = append(r.Fields, probe.Field{Name: []string{"a", "b", "a", word()}[rng.IntN(4)], Value: value()})
+			r.Fields = append(r.Fields, fetch.Field{Name: []string{"a", "b", "a", word()}[rng.IntN(4)], Value: value()})
 		}
 		for range rng.IntN(3) {
 			r.Stack = append(r.Stack, word())

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // OTLP sends the trace to an OpenTelemetry collector as spans, so that
@@ -222,7 +222,7 @@ func threadAttrs(r *Record) []*commonpb.KeyValue {
 // fieldAttrs are fields as attributes: integers as integers (x types,
 // chars and strings as their text, an unsigned past int64's range as its
 // decimal text), a fault as no value.
-func fieldAttrs(prefix string, fields []probe.Field) []*commonpb.KeyValue {
+func fieldAttrs(prefix string, fields []fetch.Field) []*commonpb.KeyValue {
 	var a []*commonpb.KeyValue
 	for _, f := range fields {
 		switch v := scalarValue(f.Value); x := v.(type) {

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Kind says what a Record reports.
@@ -37,7 +37,7 @@ type Record struct {
 	Comm   string
 	Event  string // the event name, e.g. p_work_0
 	Where  string // sym+0xoff/0xsize, or caller+0xoff/0xsize <- func
-	Fields []probe.Field
+	Fields []fetch.Field
 	// Stack is the user stack at a probe hit, innermost frame first, each
 	// "sym+0xoff/0xsize [module]" (the stacktrace action); nil otherwise.
 	Stack []string
@@ -101,7 +101,7 @@ func (t *Text) Write(r *Record) error {
 	case KindProbe:
 		b = append(append(t.prefix(r), r.Event...), ": ("...)
 		b = append(append(b, r.Where...), ')')
-		b = probe.AppendFields(b, r.Fields)
+		b = fetch.AppendFields(b, r.Fields)
 		for _, f := range r.Stack { // ftrace's stacktrace trigger: one frame a line
 			b = append(append(b, "\n => "...), f...)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 func TestTextFormat(t *testing.T) {
@@ -145,7 +145,7 @@ func (th thread) lost(t int64, fn string, depth int) Record {
 	return r
 }
 
-func (th thread) probe(t int64, event, where string, fields ...probe.Field) Record {
+func (th thread) probe(t int64, event, where string, fields ...fetch.Field) Record {
 	r := th.record(KindProbe, t)
 	r.Event, r.Where, r.Fields = event, where, fields
 	return r

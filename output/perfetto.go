@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Perfetto writes Perfetto's own trace format, the protobuf Trace of
@@ -275,7 +275,7 @@ func (a annotation) encode() []byte {
 }
 
 // annotations are fields as debug annotations; a fault has none.
-func annotations(fields []probe.Field, more ...annotation) []annotation {
+func annotations(fields []fetch.Field, more ...annotation) []annotation {
 	notes := more
 	for _, f := range fields {
 		v := scalarValue(f.Value)

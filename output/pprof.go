@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Pprof writes a profile.proto that go tool pprof reads (-top, -http):
@@ -43,7 +43,7 @@ func (p *Pprof) Write(r *Record) error {
 		if len(r.Stack) > 0 {
 			frames := make([]string, len(r.Stack))
 			for i, f := range r.Stack {
-				frames[i] = probe.FrameFunc(f)
+				frames[i] = fetch.FrameFunc(f)
 			}
 			p.hits[strings.Join(frames, stackSep)]++
 		}

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // A recording is a trace kept to be reported later (probe record, then
@@ -421,7 +421,7 @@ func (rec *Recording) decode(b []byte, r *Record) error {
 		if nf > uint64(len(b)) {
 			return errBadRecord
 		}
-		r.Fields = make([]probe.Field, nf)
+		r.Fields = make([]fetch.Field, nf)
 		for i := range r.Fields {
 			r.Fields[i].Name = str()
 			if bad {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // recordSample is a recording of graphRecords and a probe hit with
@@ -18,7 +18,7 @@ func recordSample(t testing.TB) []byte { return record(t, sampleRecords()) }
 
 func sampleRecords() []Record {
 	return append(graphRecords(), Record{Kind: KindProbe, Time: 5, CPU: 1, Pid: 7, Tid: 8, Comm: "x", Event: "p_a_0", Where: "a+0x0/0x4",
-		Fields: []probe.Field{{Name: "n", Value: probe.UintValue(probe.TypeU64, 3)}, {Name: "s", Value: probe.StringValue("hi")}}, Stack: []string{"a+0x0/0x4 [x]", "main+0x9/0x20 [x]"}})
+		Fields: []fetch.Field{{Name: "n", Value: fetch.UintValue(fetch.TypeU64, 3)}, {Name: "s", Value: fetch.StringValue("hi")}}, Stack: []string{"a+0x0/0x4 [x]", "main+0x9/0x20 [x]"}})
 }
 
 func record(t testing.TB, recs []Record) []byte {

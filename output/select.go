@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // Selection narrows a trace after the fact, as uftrace's replay filters
@@ -158,12 +158,12 @@ func (s *selector) Flush() error           { return s.w.Flush() }
 func (s *selector) Finish() error          { return s.w.Finish() }
 
 // globMatch reports whether name matches one of globs, as ftrace's
-// glob_match does (probe.GlobMatch: '*' also runs over '/'): by its
+// glob_match does (fetch.GlobMatch: '*' also runs over '/'): by its
 // full name or as a report shows it, its templates elided.
 func globMatch(globs []string, name string) bool {
 	short := ElideTemplates(name)
 	for _, g := range globs {
-		if probe.GlobMatch(g, name) || probe.GlobMatch(g, short) {
+		if fetch.GlobMatch(g, name) || fetch.GlobMatch(g, short) {
 			return true
 		}
 	}

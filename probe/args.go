@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -23,7 +24,7 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 	if capturePC != 0 {
 		pc = capturePC
 	}
-	args, err := CompileArgs(p.Spec.Args, t.compileEnv(p, r, pc))
+	args, err := fetch.Compile(p.Spec.Args, t.compileEnv(p, r, pc))
 	if err != nil {
 		return err
 	}
@@ -33,9 +34,9 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 
 // compileEnv is what p's fetch-args at r compile against: symbols, and
 // DWARF names read at pc.
-func (t *Tracer) compileEnv(p *Probe, r resolved, pc uint64) CompileEnv {
-	env := CompileEnv{
-		Return: p.Kind == KindReturn,
+func (t *Tracer) compileEnv(p *Probe, r resolved, pc uint64) fetch.CompileEnv {
+	env := fetch.CompileEnv{
+		Return: p.Kind == fetch.KindReturn,
 		ResolveSymbol: func(name string) (uint64, error) {
 			m, sym, err := t.space.Lookup(name)
 			if err != nil {
@@ -45,15 +46,15 @@ func (t *Tracer) compileEnv(p *Probe, r resolved, pc uint64) CompileEnv {
 		},
 	}
 	if d, err := r.module.Debug(); err == nil {
-		env.DWARF = func(expr string) (DwarfVar, error) {
-			if p.Kind == KindReturn && isGo(r.module) {
+		env.DWARF = func(expr string) (fetch.DwarfVar, error) {
+			if p.Kind == fetch.KindReturn && isGo(r.module) {
 				return nil, errors.New("DWARF names in Go return probes are not supported yet")
 			}
 			v, err := d.Var(pc, expr)
 			if err != nil {
 				return nil, err
 			}
-			if p.Kind != KindReturn {
+			if p.Kind != fetch.KindReturn {
 				if size, signed, ok := v.IntType(); ok {
 					return dwarfIntVar{dwarfVar{v}, size, signed}, nil
 				}
@@ -70,7 +71,7 @@ func (t *Tracer) compileEnv(p *Probe, r resolved, pc uint64) CompileEnv {
 // dwarfVar reads a DWARF variable at the hit.
 type dwarfVar struct{ v *symbols.Var }
 
-func (d dwarfVar) Read(h *HitEnv) (uint64, string, error) {
+func (d dwarfVar) Read(h *fetch.HitEnv) (uint64, string, error) {
 	var fp []byte
 	if h.FPRegs != nil && d.v.UsesFloat() {
 		fp = h.FPRegs()
@@ -117,7 +118,7 @@ type capturedValue struct {
 
 var errNotCaptured = errors.New("value not captured at entry")
 
-func (c *capturedVar) Read(*HitEnv) (uint64, string, error) {
+func (c *capturedVar) Read(*fetch.HitEnv) (uint64, string, error) {
 	vals := c.t.returning[c.p]
 	if c.slot >= len(vals) {
 		return 0, "", errNotCaptured
@@ -153,8 +154,8 @@ func (t *Tracer) capture(tid int, s *site, hit *Hit) {
 // envFor is the fetch environment of a hit: a record's, replayed, or a
 // stopped thread's. (Their Mem and Symbolize were set once: a method
 // value made here would allocate at every hit.)
-func (t *Tracer) envFor(hit *Hit) *HitEnv {
-	if in := t.inproc; in != nil && hit.Mem == Memory(&in.stack) {
+func (t *Tracer) envFor(hit *Hit) *fetch.HitEnv {
+	if in := t.inproc; in != nil && hit.Mem == fetch.Memory(&in.stack) {
 		in.env.Regs, in.env.Comm = hit.Regs, hit.Comm
 		return &in.env
 	}

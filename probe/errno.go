@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -108,7 +108,7 @@ func (t *Tracer) readErrno(tid int, regs *unix.PtraceRegs) (int32, error) {
 // no thread is stopped for it.
 func (t *Tracer) replaying(hit *Hit) bool {
 	in := t.inproc
-	return in != nil && hit.Mem == Memory(&in.stack)
+	return in != nil && hit.Mem == fetch.Memory(&in.stack)
 }
 
 // hitErrno is errno as the thread at hit has it: at a stop, read from
@@ -120,18 +120,4 @@ func (t *Tracer) hitErrno(hit *Hit) (int32, bool) {
 	}
 	e, err := t.readErrno(hit.Tid, hit.Regs)
 	return e, err == nil
-}
-
-// ErrnoText is the C library's message for errno name (EINTR:
-// "Interrupted system call"), or "" for a name it does not know.
-func ErrnoText(name string) string {
-	e, err := parseErrno(name)
-	if err != nil {
-		return ""
-	}
-	msg := unix.Errno(e).Error()
-	if msg == "" || strings.HasPrefix(msg, "errno ") {
-		return ""
-	}
-	return strings.ToUpper(msg[:1]) + msg[1:]
 }

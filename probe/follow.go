@@ -4,6 +4,7 @@ import (
 	"maps"
 	"sort"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -42,7 +43,7 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	c.newAddressSpace()
 	c.shownSpace.Store(t.space)
 	proc.Delivering = c.mailboxSignal
-	c.env = HitEnv{Mem: proc, Symbolize: c.symbolize, FPRegs: c.readFPRegs}
+	c.env = fetch.HitEnv{Mem: proc, Symbolize: c.symbolize, FPRegs: c.readFPRegs}
 	if r.followed == nil {
 		r.followed = make(map[int]*Tracer)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -23,10 +24,10 @@ import (
 
 // funcArgs is what Args shows of one function.
 type funcArgs struct {
-	params *Args     // the fetch-args of the parameters that have a value
-	slots  []argSlot // every parameter, in order
-	result *Args     // the result, or nil (void, a float, a struct)
-	specs  []string  // params' fetch-args ("name=$arg1:s32")
+	params *fetch.Args // the fetch-args of the parameters that have a value
+	slots  []argSlot   // every parameter, in order
+	result *fetch.Args // the result, or nil (void, a float, a struct)
+	specs  []string    // params' fetch-args ("name=$arg1:s32")
 	// failsWithErrno: the table says the function's failure result
 	// sets errno (its "!")
 	failsWithErrno bool
@@ -39,8 +40,8 @@ type funcArgs struct {
 	vars      map[string]*symbols.Var // the DWARF parameters specs read, compiled
 	enum      map[int64]string        // the result's names, if an enum
 	format    string                  // the result's format, if a table type
-	vals      []Field                 // scratch: params' values
-	fields    []Field                 // scratch: what a handler gets, valid during it
+	vals      []fetch.Field           // scratch: params' values
+	fields    []fetch.Field           // scratch: what a handler gets, valid during it
 }
 
 // argSlot is one parameter: field i of params' values, or text when i < 0;
@@ -72,7 +73,7 @@ type paramPlace struct {
 func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *funcArgs {
 	var sig symbols.Signature
 	var d *symbols.DebugInfo
-	proto, inTable := prototypeOf(fn)
+	proto, inTable := fetch.Prototype(fn)
 	err := errors.New("the table's") // (a library's DWARF is not read for it: glibc's takes seconds)
 	if !inTable || !library {
 		if d, err = m.Debug(); err == nil {
@@ -92,7 +93,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if err != nil {
 		return nil
 	}
-	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && setsErrno(fn)}
+	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && fetch.FailsWithErrno(fn)}
 	vars := fa.vars
 	places, fixed := placeParams(sig.Params, sig.Result)
 	if isClone(fn) {
@@ -108,8 +109,8 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}
 	var specs, names []string
 	for i, p := range sig.Params {
-		name := sanitizeArgName(p.Name)
-		if name == "" || slices.Contains(names, name) || slices.Contains(reservedFieldNames, name) {
+		name := fetch.FieldName(p.Name)
+		if name == "" || slices.Contains(names, name) {
 			name = fmt.Sprintf("arg%d", i+1)
 		}
 		names = append(names, name)
@@ -137,7 +138,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		fa.slots = append(fa.slots, argSlot{name: name, i: len(specs), enum: p.Enum, format: p.Format})
 		specs = append(specs, name+"="+spec)
 	}
-	env := CompileEnv{DWARF: func(expr string) (DwarfVar, error) {
+	env := fetch.CompileEnv{DWARF: func(expr string) (fetch.DwarfVar, error) {
 		v := vars[expr] // (compiled by varAtEntry)
 		if v == nil {
 			return nil, fmt.Errorf("%s: not a parameter read at the entry", expr)
@@ -149,11 +150,11 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if sig.Variadic {
 		fa.varFormat = formatParam(fa)
 	}
-	if fa.params, err = CompileArgs(specs, env); err != nil {
+	if fa.params, err = fetch.Compile(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
 	if spec := resultFetch(sig.Result); spec != "" {
-		fa.result, _ = CompileArgs([]string{"retval=" + spec}, CompileEnv{Return: true})
+		fa.result, _ = fetch.Compile([]string{"retval=" + spec}, fetch.CompileEnv{Return: true})
 		fa.enum, fa.format = sig.Result.Enum, sig.Result.Format
 	}
 	return fa
@@ -170,42 +171,17 @@ func isClone(fn string) bool {
 // known either), its result register in hex, as it may be anything.
 func unknownArgs() *funcArgs {
 	fa := &funcArgs{vars: map[string]*symbols.Var{}, varFormat: -1, slots: []argSlot{{name: "args", i: -1, text: "?"}}}
-	fa.params, _ = CompileArgs(nil, CompileEnv{})
-	fa.result, _ = CompileArgs([]string{"retval=$retval:x64"}, CompileEnv{Return: true})
+	fa.params, _ = fetch.Compile(nil, fetch.CompileEnv{})
+	fa.result, _ = fetch.Compile([]string{"retval=$retval:x64"}, fetch.CompileEnv{Return: true})
 	return fa
 }
 
-// prototypeName is name if the table has it, else "".
+// prototypeName is name if the table of prototypes has it, else "".
 func prototypeName(name string) string {
-	if _, ok := prototypes()[name]; ok {
+	if fetch.HasPrototype(name) {
 		return name
 	}
 	return ""
-}
-
-// prototypeOf is name's signature in the table of prototypes; an IFUNC's
-// implementation has its function's (__strlen_avx2: strlen).
-func prototypeOf(name string) (symbols.Signature, bool) {
-	proto, ok := prototypes()[prototypeKey(name)]
-	// A copy: the caller names its parameters.
-	proto.Params = slices.Clone(proto.Params)
-	return proto, ok
-}
-
-// prototypeKey is the name name's prototype is under in the table.
-func prototypeKey(name string) string {
-	if _, ok := prototypes()[name]; !ok && strings.HasPrefix(name, "__") {
-		base, _, _ := strings.Cut(strings.TrimLeft(name, "_"), "_")
-		return base
-	}
-	return name
-}
-
-// setsErrno reports whether the table says name's failure result sets
-// errno.
-func setsErrno(name string) bool {
-	key := prototypeKey(name) // (after the table is read)
-	return errnoFailures[key]
 }
 
 // varAtEntry is parameter name compiled at the entry if its DWARF
@@ -214,7 +190,7 @@ func setsErrno(name string) bool {
 // which its prologue has yet to fill; else nil.
 func varAtEntry(d *symbols.DebugInfo, entry uint64, name string) *symbols.Var {
 	v, err := d.Var(entry, name)
-	if err != nil || !dwarfTrial(dwarfVar{v}) {
+	if err != nil || !fetch.RecordableVar(dwarfVar{v}) {
 		return nil
 	}
 	return v
@@ -270,7 +246,7 @@ func resultFetch(r symbols.ABIValue) string {
 }
 
 // entryFields are fn's parameters at the hit of its entry, or nil.
-func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
+func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []fetch.Field {
 	fa := fn.args
 	if fa == nil {
 		return nil
@@ -285,10 +261,10 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []Field {
 
 // show appends to dst the parameters as --args shows them, from vals,
 // their fetched values: every parameter, each by its slot.
-func (fa *funcArgs) show(vals, dst []Field) []Field {
+func (fa *funcArgs) show(vals, dst []fetch.Field) []fetch.Field {
 	var flags uint64
 	for _, s := range fa.slots {
-		v := DwarfValue(s.text)
+		v := fetch.DwarfValue(s.text)
 		if s.i >= 0 && s.i < len(vals) {
 			raw := vals[s.i].Value
 			if s.format == "oflags" {
@@ -301,13 +277,13 @@ func (fa *funcArgs) show(vals, dst []Field) []Field {
 			}
 			v = shown(raw, s.enum, s.format)
 		}
-		dst = append(dst, Field{Name: s.name, Value: v})
+		dst = append(dst, fetch.Field{Name: s.name, Value: v})
 	}
 	return dst
 }
 
 // resultFields is fn's result at the hit of its return, or nil.
-func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
+func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []fetch.Field {
 	if fn == nil || fn.args == nil || fn.args.result == nil {
 		return nil
 	}
@@ -318,11 +294,11 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 		fa.fields[i].Value = shown(fa.fields[i].Value, fa.enum, fa.format)
 	}
 	if failed && t.ft.opts.Errno {
-		errno := DwarfValue("?") // (a C library whose errno we cannot find)
+		errno := fetch.DwarfValue("?") // (a C library whose errno we cannot find)
 		if e, ok := t.hitErrno(hit); ok {
-			errno = DwarfValue(errnoName(e))
+			errno = fetch.DwarfValue(fetch.ErrnoName(e))
 		}
-		fa.fields = append(fa.fields, Field{Name: "errno", Value: errno})
+		fa.fields = append(fa.fields, fetch.Field{Name: "errno", Value: errno})
 	}
 	return fa.fields
 }
@@ -330,7 +306,7 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []Field {
 // failed reports whether result v says the call failed, setting errno,
 // where the table says the function does (its "!"): -1, or a pointer
 // NULL or of all ones (mmap's MAP_FAILED).
-func (fa *funcArgs) failed(v Value) bool {
+func (fa *funcArgs) failed(v fetch.Value) bool {
 	switch {
 	case !fa.failsWithErrno || v.Faulted():
 		return false
@@ -342,15 +318,12 @@ func (fa *funcArgs) failed(v Value) bool {
 
 // shown is v as --args shows it: an enum's value by its name, a table
 // type's by its decoder.
-func shown(v Value, names map[int64]string, format string) Value {
+func shown(v fetch.Value, names map[int64]string, format string) fetch.Value {
 	if v.Faulted() {
 		return v
 	}
 	if name, ok := names[v.Int()]; ok {
-		return DwarfValue(name)
+		return fetch.DwarfValue(name)
 	}
-	if decode := decoders[format]; decode != nil {
-		return decode(v)
-	}
-	return v
+	return fetch.Decode(format, v)
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
 )
@@ -43,7 +44,7 @@ type FuncEvent struct {
 	EntryTime int64  // FuncReturn: when the call began
 	// Fields, with Args: the parameters at a FuncEntry, the result at a
 	// FuncReturn (none for void, a float or a struct).
-	Fields []Field
+	Fields []fetch.Field
 }
 
 // FuncTraceOptions selects the functions to trace and what to report,
@@ -71,7 +72,7 @@ type FuncTraceOptions struct {
 	// Returns).
 	Callers bool
 	// Args reports the parameters and result of C and C++ functions
-	// with DWARF, or in the table of prototypes (funcargs.go, protos.go).
+	// with DWARF, or in the table of prototypes (funcargs.go, fetch/protos.go).
 	Args bool
 	// FromMain reports only calls made from the main executable (its
 	// return address is there), as ltrace shows a program's library
@@ -462,7 +463,7 @@ func (t *Tracer) firstMatching(pattern string) *symbols.Mapped {
 func countMatching(m *symbols.Mapped, pattern string) int {
 	n := 0
 	for _, sym := range m.Functions() {
-		if sym.Size > 0 && (globMatch(pattern, sym.Name) || globMatch(pattern, displayName(sym.Name))) {
+		if sym.Size > 0 && (fetch.GlobMatch(pattern, sym.Name) || fetch.GlobMatch(pattern, displayName(sym.Name))) {
 			n++
 		}
 	}
@@ -497,8 +498,8 @@ func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string, aliases [
 		if !g.covers(m) {
 			continue
 		}
-		if !globMatch(g.pattern, name) && !globMatch(g.pattern, display) &&
-			!slices.ContainsFunc(aliases, func(a string) bool { return globMatch(g.pattern, a) }) {
+		if !fetch.GlobMatch(g.pattern, name) && !fetch.GlobMatch(g.pattern, display) &&
+			!slices.ContainsFunc(aliases, func(a string) bool { return fetch.GlobMatch(g.pattern, a) }) {
 			continue
 		}
 		g.matched, hit = true, true
@@ -798,7 +799,7 @@ func (t *Tracer) callerName(ret uint64) string {
 }
 
 // emit hands one event about frame f of cs to the handler.
-func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *callStack, fields []Field) {
+func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *callStack, fields []fetch.Field) {
 	if ft != nil {
 		ft.send(kind, f, hit, cs.lane, cs.goroutine, "", fields)
 	}
@@ -806,7 +807,7 @@ func (ft *funcTracer) emit(kind FuncEventKind, f *shadowFrame, hit *Hit, cs *cal
 
 // send builds the event in the reused scratch and hands it over; caller
 // names the calling function, for the function tracer.
-func (ft *funcTracer) send(kind FuncEventKind, f *shadowFrame, hit *Hit, lane, goroutine int64, caller string, fields []Field) {
+func (ft *funcTracer) send(kind FuncEventKind, f *shadowFrame, hit *Hit, lane, goroutine int64, caller string, fields []fetch.Field) {
 	if ft.opts.Handler == nil {
 		return
 	}

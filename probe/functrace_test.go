@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/probedbg/probe/fetch"
 )
 
 // The function tracer through the library: exact event counts, well
@@ -112,7 +114,7 @@ func TestTraceFunctionsBadGlob(t *testing.T) {
 		{Filter: []string{"[bad"}},
 		{Returns: true, GraphFunction: []string{"nomatch"}},
 	} {
-		if _, err := tr.TraceFunctions(opts); !errors.Is(err, ErrBadInput) {
+		if _, err := tr.TraceFunctions(opts); !errors.Is(err, fetch.ErrBadInput) {
 			t.Errorf("%+v: got %v, want bad input", opts, err)
 		}
 	}

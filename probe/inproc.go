@@ -13,13 +13,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
 
 // In-process probes: a jump-optimised entry whose probes only read
-// registers, the words at sp and memory at a register (recordInputs),
+// registers, the words at sp and memory at a register (Args.Lower),
 // and whose handlers only need the values (Handler.Recorded: print,
 // count, hist), gets a record stub instead of a trap
 // (singlestep.RecordStub); its return probes and function tracer hook
@@ -65,8 +66,8 @@ type inproc struct {
 	// thread had them.
 	regs   unix.PtraceRegs
 	stack  stackWords
-	env    HitEnv
-	fields []Field
+	env    fetch.HitEnv
+	fields []fetch.Field
 	hit    Hit
 	// errnoOff is errno's place from the thread pointer, which the
 	// trampoline records with each return (0: unknown), and errno the
@@ -122,7 +123,7 @@ func (s *stackWords) fromSnippet(p []byte, addr uint64, tails bool) (int, bool) 
 		cut := sn.str && sn.got == sn.want
 		end := sn.addr + uint64(sn.want)
 		if tails && cut {
-			end = sn.addr + MaxStringSize
+			end = sn.addr + fetch.MaxStringSize
 		}
 		if addr < sn.addr || addr >= end {
 			continue
@@ -192,151 +193,22 @@ func (s *stackWords) WriteAt(p []byte, addr int64) (int, error) {
 	return 0, fmt.Errorf("%#x: a record is read-only", addr)
 }
 
-// recordInputs says what a record must hold for a's fetch-args: the
-// registers (offsets in unix.PtraceRegs), how many words at sp, and the
-// memory to copy (one dereference of a whole register: +OFF(%REG), and
-// strings there); why is not "" when a reads something else (DWARF,
-// pointers to pointers, arrays).
-func (a *Args) recordInputs() (need recordNeeds, why string) {
-	if a == nil {
-		return need, ""
-	}
-	for i := range a.args {
-		f := &a.args[i]
-		switch {
-		case f.typ == TypeDwarf || f.base == baseDwarf:
-			if !f.dwarfRecordable() {
-				return need, fmt.Sprintf("%s reads a DWARF variable in memory or a floating-point register", f.name)
-			}
-			need.add(generalRegs, singlestep.RecordStackMax)
-			continue
-		case len(f.derefs) > 0:
-			chain, why := f.memReads()
-			if why != "" {
-				return need, fmt.Sprintf("%s %s", f.name, why)
-			}
-			if !chain[0].Abs {
-				need.add([]int{chain[0].Reg}, 0)
-			}
-			need.addChain(chain)
-			continue
-		case f.count > 0 || f.typ.IsString() && f.base != baseComm && f.base != baseData:
-			return need, fmt.Sprintf("%s reads memory", f.name)
-		}
-		switch f.base {
-		case baseReg:
-			off := int(f.reg.idx) * 8
-			if off == pcOff {
-				continue // the site's address: no room needed
-			}
-			if !singlestep.RecordableReg(off) {
-				return need, fmt.Sprintf("%s reads a segment register", f.name)
-			}
-			need.add([]int{off}, 0)
-		case baseStack:
-			if f.imm >= singlestep.RecordStackMax {
-				return need, fmt.Sprintf("%s reads the stack beyond %d words", f.name, singlestep.RecordStackMax)
-			}
-			need.add(nil, int(f.imm)+1)
-		}
-	}
-	// Fetch reads its stack words in one go from sp.
-	if need.words > 0 {
-		if a.stackWords > singlestep.RecordStackMax {
-			return need, "reads the stack beyond the words recorded"
-		}
-		need.add([]int{int(regSP) * 8}, int(a.stackWords))
-	}
-	return need, ""
-}
-
-// memReads is the copies a stub makes for f, a fetch-arg that reads
-// memory: one a dereference, from a whole general register or an
-// address (@SYM), each after the first based on the pointer the one
-// before it read; the last a scalar, an array of them (shorter than
-// singlestep.MemReadMax bytes) or a string (cut at MemReadMax). why says
-// what else f reads.
-func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
-	off := int(f.reg.idx) * 8
-	switch {
-	case f.base == baseImm:
-	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == pcOff || off == flagsOff || !singlestep.RecordableReg(off):
-		return nil, "reads memory at other than a register or an address"
-	}
-	for _, d := range f.derefs {
-		if d != int64(int32(d)) {
-			return nil, "reads memory too far from its base"
-		}
-	}
-	size := int(fetchTypes[f.typ].size)
-	switch {
-	case f.typ.IsString() && f.count > 0:
-		return nil, "reads an array of strings"
-	case f.typ.IsString():
-		size = singlestep.MemReadMax
-	case f.count > 0:
-		size *= int(f.count)
-		if size >= singlestep.MemReadMax {
-			return nil, fmt.Sprintf("reads an array of %d bytes, more than %d", size, singlestep.MemReadMax-1)
-		}
-	}
-	for i, d := range f.derefs {
-		r := singlestep.MemRead{Reg: off, Off: int32(d), Len: 8, Via: i}
-		if i == 0 && f.base == baseImm {
-			r.Reg, r.Abs, r.Addr = -1, true, f.imm
-		}
-		if i > 0 {
-			r.Reg = -1
-		}
-		chain = append(chain, r)
-	}
-	chain[len(chain)-1].Len = size
-	return chain, ""
+// regWords is r as words, the one at byte offset off word off/8: as a
+// stub records registers.
+func regWords(r *unix.PtraceRegs) *[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64 {
+	return (*[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64)(unsafe.Pointer(r))
 }
 
 // recordNeeds is what a site's stub records, and whether it hooks the
 // return.
 type recordNeeds struct {
-	regs  []int // byte offsets in unix.PtraceRegs
-	words int   // words at sp
-	reads []singlestep.MemRead
-	hook  bool
+	fetch.Inputs
+	hook bool
 	// tallies, if not nil, are what the stub counts instead: no record.
 	tallies []siteTally
 	// filter, if not nil, is tested before the record: what none of the
 	// site's probes would let through is not recorded.
 	filter *singlestep.Filter
-}
-
-func (n *recordNeeds) add(regs []int, words int) {
-	n.merge(recordNeeds{regs: regs, words: words})
-}
-
-// merge makes n record what o does too.
-func (n *recordNeeds) merge(o recordNeeds) {
-	for _, off := range o.regs {
-		if !slices.Contains(n.regs, off) {
-			n.regs = append(n.regs, off)
-		}
-	}
-	n.addChain(o.reads)
-	n.words = max(n.words, o.words)
-	n.hook = n.hook || o.hook
-}
-
-// addChain makes n copy the reads of chain (each Via one before it in
-// chain) too: a read n makes already is made once.
-func (n *recordNeeds) addChain(chain []singlestep.MemRead) {
-	at := make([]int, len(chain)) // where each of chain's reads is in n
-	for i, r := range chain {
-		if r.Via > 0 {
-			r.Via = at[r.Via-1] + 1
-		}
-		if at[i] = slices.Index(n.reads, r); at[i] < 0 {
-			at[i] = len(n.reads)
-			n.reads = append(n.reads, r)
-		}
-	}
 }
 
 // recordPlan says what st's stub must record, or why st traps.
@@ -366,11 +238,11 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		if !p.handler.Recorded || p.handler.Post != nil {
 			return need, fmt.Sprintf("%s: its actions need the thread stopped", p.Name())
 		}
-		in, why := p.args.recordInputs()
-		if why != "" {
-			return need, fmt.Sprintf("%s: %s", p.Name(), why)
+		low := p.args.Lower()
+		if low.NoRecord != "" {
+			return need, fmt.Sprintf("%s: %s", p.Name(), low.NoRecord)
 		}
-		need.merge(in)
+		need.Add(low.Record)
 	}
 	for _, p := range st.returns {
 		if why := t.returnRecordable(p); why != "" {
@@ -381,24 +253,24 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, "its arguments after the format are read at a stop"
 	}
 	if traced && st.fn.args != nil {
-		in, why := st.fn.args.params.recordInputs()
-		if why != "" {
-			return need, "--args: " + why
+		low := st.fn.args.params.Lower()
+		if low.NoRecord != "" {
+			return need, "--args: " + low.NoRecord
 		}
-		need.merge(in)
+		need.Add(low.Record)
 	}
 	if !traced && !returns && len(st.returns) == 0 {
 		need.filter = siteFilter(st)
 	}
 	// The return address, for the caller's name or the return hook.
 	if traced {
-		need.add(callerInputs())
+		need.Add(callerInputs())
 	}
 	if returns || len(st.returns) > 0 {
 		if why := t.switchesStacks(); why != "" {
 			return need, why
 		}
-		need.add(hookInputs())
+		need.Add(hookInputs())
 		need.hook = true
 	}
 	return need, ""
@@ -436,15 +308,15 @@ func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 		return false
 	case need.tallies != nil || rs.tallies != nil:
 		return sameTallies(need.tallies, rs.tallies)
-	case need.words > c.StackWords || need.hook != c.Hook || !reflect.DeepEqual(need.filter, c.Filter):
+	case need.Words > c.StackWords || need.hook != c.Hook || !reflect.DeepEqual(need.filter, c.Filter):
 		return false
 	}
-	for _, r := range need.reads {
+	for _, r := range need.Reads {
 		if !slices.Contains(c.Reads, r) {
 			return false
 		}
 	}
-	for _, off := range need.regs {
+	for _, off := range need.Regs {
 		if !slices.Contains(c.Regs, off) {
 			return false
 		}
@@ -640,8 +512,8 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 		return rec, &recordSite{site: st, code: rec, tallies: need.tallies}
 	}
 	in.nextID++
-	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.regs, StackWords: need.words, Hook: need.hook,
-		Reads: need.reads, Rings: in.rings.Layout().Base}
+	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
+		Reads: need.Reads, Rings: in.rings.Layout().Base}
 	rs := &recordSite{site: st, code: rec}
 	if need.filter != nil && in.tallyWords < singlestep.TallyWords {
 		rec.Filter, rec.Rejected = need.filter, in.tallyWords
@@ -659,7 +531,7 @@ func (t *Tracer) newInproc(rings *ring.Rings, clock *ring.Clock) *inproc {
 		rings: rings, clock: clock,
 		sites: map[uint32]*recordSite{}, tallyLast: map[int][]uint64{}, freed: map[int]uint64{}, gone: map[int]bool{}, vforked: map[int]int{}, quiet: map[int]bool{},
 	}
-	in.env = HitEnv{Mem: &in.stack, Symbolize: t.symbolize}
+	in.env = fetch.HitEnv{Mem: &in.stack, Symbolize: t.symbolize}
 	return in
 }
 
@@ -1028,7 +900,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 	}
 	in.regs = unix.PtraceRegs{}
 	in.regs.SetPC(rs.site.addr)
-	words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&in.regs))
+	words := regWords(&in.regs)
 	for i, off := range rs.code.Regs {
 		if i < len(rec.Values) {
 			words[off/8] = rec.Values[i]
@@ -1168,7 +1040,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		}
 	}
 	if rw.Saved {
-		words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&t.regs))
+		words := regWords(&t.regs)
 		for i, off := range singlestep.SavedRegs() {
 			v, ok := t.readWord(rw.Area + uint64(8*i))
 			if !ok {

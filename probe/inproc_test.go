@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/singlestep"
 )
 
@@ -30,7 +31,7 @@ func TestRecordedMemory(t *testing.T) {
 	if b, err := read(0x1200, 4); err != nil || !bytes.Equal(b, make([]byte, 4)) {
 		t.Errorf("past the string's bound: %x, %v; want NULs", b, err)
 	}
-	if b, err := read(0x1000+MaxStringSize, 4); err == nil {
+	if b, err := read(0x1000+fetch.MaxStringSize, 4); err == nil {
 		t.Errorf("past the longest string: %x, no error", b)
 	}
 	if b, err := read(0x5000, 4); err == nil || !bytes.Equal(b, []byte{1, 2}) {

@@ -34,17 +34,18 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 	if returnsTwice[p.funcName] {
 		return "returns twice: it saves its return address"
 	}
-	in, why := p.args.recordInputs()
+	low := p.args.Lower()
+	in := low.Record
 	switch {
-	case why != "":
-		return why
-	case in.words > 0:
+	case low.NoRecord != "":
+		return low.NoRecord
+	case in.Words > 0:
 		return "reads the stack at a return"
-	case len(in.reads) > 0:
+	case len(in.Reads) > 0:
 		return "reads memory at a return"
 	}
-	for _, off := range in.regs {
-		if off != int(regResult)*8 && off != int(regResult2)*8 && off != int(regSP)*8 {
+	for _, off := range in.Regs {
+		if off != resultOff && off != result2Off && off != spOff {
 			return "reads a register other than %ax, %dx or %sp at a return"
 		}
 	}

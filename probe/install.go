@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
 )
@@ -35,8 +36,8 @@ const (
 
 // install resolves spec and writes its breakpoints. anchor is a thread
 // held stopped, through which an XOL area can be mapped.
-func (t *Tracer) install(anchor int, s *Spec, h Handler) (*Probe, error) {
-	if s.Kind == KindDelete {
+func (t *Tracer) install(anchor int, s *fetch.Spec, h Handler) (*Probe, error) {
+	if s.Kind == fetch.KindDelete {
 		p := t.probes[s.Group+"/"+s.Event]
 		if p == nil {
 			return nil, badInput(fmt.Errorf("no event %s/%s", s.Group, s.Event))
@@ -84,8 +85,8 @@ func (t *Tracer) installIn(anchor int, p *Probe) error {
 
 // placeProbe resolves s (p's spec, or a copy naming its library by path) and
 // writes p's breakpoints; on failure nothing of p is left.
-func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
-	if s.Kind == KindReturn && s.Loc.Symbol != "" && s.Loc.Offset != 0 {
+func (t *Tracer) placeProbe(anchor int, p *Probe, s *fetch.Spec) error {
+	if s.Kind == fetch.KindReturn && s.Loc.Symbol != "" && s.Loc.Offset != 0 {
 		// Said before the offset is checked: no offset would do.
 		return badInput(fmt.Errorf("%s: a return probe must be at a function's entry (no +offset)", s.Loc))
 	}
@@ -95,7 +96,7 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 	}
 	r := rs[0]
 	p.shownAt = ""
-	if s.Kind == KindEntry && r.sym.Name != "" && r.addr == r.sym.Addr+r.module.Bias && isGo(r.module) {
+	if s.Kind == fetch.KindEntry && r.sym.Name != "" && r.addr == r.sym.Addr+r.module.Bias && isGo(r.module) {
 		// A Go function that grows its stack comes back to its first
 		// instruction from runtime.morestack: after the stack check,
 		// each call is seen once. The check leaves the argument
@@ -106,7 +107,7 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 			rs = []resolved{r}
 		}
 	}
-	if s.Kind == KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && hasDwarfNames(s.Args) {
+	if s.Kind == fetch.KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && hasDwarfNames(s.Args) {
 		// As perf probe: variables are read after the prologue, where
 		// gcc's frame-based locations hold them.
 		if after, err := t.captureSite(r); err == nil {
@@ -115,9 +116,9 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *Spec) error {
 	}
 	p.Addr, p.Where, p.Module, p.captures = r.addr, cmp.Or(p.shownAt, r.where), r.module.Name, nil
 	switch {
-	case s.Kind == KindReturn:
+	case s.Kind == fetch.KindReturn:
 		err = t.installReturn(anchor, p, r)
-	case s.Kind == KindOverride:
+	case s.Kind == fetch.KindOverride:
 		if err = t.compileOverride(p, r); err == nil {
 			err = t.attachSite(anchor, p, r, func(st *site) { st.overrides = append(st.overrides, p) })
 		}
@@ -375,7 +376,7 @@ func without(ps []*Probe, p *Probe) []*Probe {
 // resolve turns a spec's location into addresses on instruction
 // boundaries (one, except for a source line with code in several places),
 // with the code there read from the file.
-func (t *Tracer) resolve(s *Spec) ([]resolved, error) {
+func (t *Tracer) resolve(s *fetch.Spec) ([]resolved, error) {
 	if s.Loc.HasLine {
 		return t.resolveLine(s.Loc)
 	}
@@ -388,7 +389,7 @@ func (t *Tracer) resolve(s *Spec) ([]resolved, error) {
 
 // resolveLine resolves FILE:LINE in the modules whose DWARF has that file,
 // and FUNC:RLINE in the module defining FUNC.
-func (t *Tracer) resolveLine(loc Location) ([]resolved, error) {
+func (t *Tracer) resolveLine(loc fetch.Location) ([]resolved, error) {
 	var mods []*symbols.Mapped
 	if loc.File == "" {
 		m, _, err := t.space.Lookup(loc.Symbol)
@@ -437,7 +438,7 @@ func (t *Tracer) resolveLine(loc Location) ([]resolved, error) {
 }
 
 // resolveOne resolves a location naming one address.
-func (t *Tracer) resolveOne(loc Location) (resolved, error) {
+func (t *Tracer) resolveOne(loc fetch.Location) (resolved, error) {
 	bad := func(err error) (resolved, error) { return resolved{}, badInput(err) }
 	switch {
 	case loc.Symbol != "":

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -37,104 +36,6 @@ import (
 // pick calls by them; the probe's event, printed for each injected
 // failure, shows them with the value returned.
 
-// Override is what an o: probe makes its function return.
-type Override struct {
-	Retval    uint64
-	HasRetval bool
-	// Errno, if not 0, is written into the thread's errno (the C
-	// library's thread-local variable).
-	Errno int32
-	Fail  FailAttr
-}
-
-// FailAttr picks which calls that pass the filter fail, as the kernel's
-// fault_attr: every Interval-th of them, each with Probability percent,
-// at most Times in all.
-type FailAttr struct {
-	Interval    uint64  // 1: every call
-	Probability float64 // percent, 0-100
-	Times       int64   // -1: no limit
-	Seed        uint64  // of the pseudo-random choice: a run is reproducible
-}
-
-// DefaultFailAttr fails every call that passes the filter.
-func DefaultFailAttr() FailAttr {
-	return FailAttr{Interval: 1, Probability: 100, Times: -1, Seed: 1}
-}
-
-// Check says what is wrong with a, naming the setting as the command
-// line does.
-func (a FailAttr) Check() error {
-	switch {
-	case a.Interval == 0:
-		return errors.New("--fail-every 0: want 1 or more")
-	case a.Probability < 0 || a.Probability > 100 || a.Probability != a.Probability:
-		return fmt.Errorf("--fail-probability %g: want a percentage from 0 to 100", a.Probability)
-	case a.Times < -1:
-		return fmt.Errorf("--fail-times %d: want 0 or more (-1: no limit)", a.Times)
-	}
-	return nil
-}
-
-// parseOverride takes an o: probe's $retval=VALUE and errno=ERRNO out of
-// its tokens (before any "if"); the rest are fetch-args and the filter.
-func parseOverride(tokens []string, bad func(tok, format string, args ...any) error) (*Override, []string, error) {
-	o := &Override{Fail: DefaultFailAttr()}
-	var rest []string
-	for i, tok := range tokens {
-		if tok == "if" {
-			rest = append(rest, tokens[i:]...)
-			break
-		}
-		name, value, _ := strings.Cut(tok, "=")
-		switch name {
-		case "$retval":
-			v, err := parseRetval(value)
-			if err != nil {
-				return nil, nil, bad(tok, "want $retval=INTEGER (as -1, 0, 0x10)")
-			}
-			o.Retval, o.HasRetval = v, true
-		case "errno":
-			e, err := parseErrno(value)
-			if err != nil {
-				return nil, nil, bad(tok, "%v", err)
-			}
-			o.Errno = e
-		default:
-			rest = append(rest, tok)
-		}
-	}
-	return o, rest, nil
-}
-
-func parseRetval(s string) (uint64, error) {
-	if v, err := strconv.ParseInt(s, 0, 64); err == nil {
-		return uint64(v), nil
-	}
-	return strconv.ParseUint(s, 0, 64)
-}
-
-// parseErrno reads an errno by name (EINTR) or number.
-func parseErrno(s string) (int32, error) {
-	for e := unix.Errno(1); e < 4096; e++ {
-		if unix.ErrnoName(e) == s {
-			return int32(e), nil
-		}
-	}
-	if n, err := strconv.ParseUint(s, 10, 12); err == nil && n > 0 && n < 4096 {
-		return int32(n), nil
-	}
-	return 0, fmt.Errorf("unknown errno %q (want a name as EINTR, or a number from 1 to 4095)", s)
-}
-
-// errnoName is e's name, or its number.
-func errnoName(e int32) string {
-	if name := unix.ErrnoName(unix.Errno(e)); name != "" {
-		return name
-	}
-	return strconv.Itoa(int(e))
-}
-
 // overrideStops is why every probe at an o: probe's function stops the
 // thread.
 const overrideStops = "an o: probe may make the call return at once"
@@ -142,17 +43,17 @@ const overrideStops = "an o: probe may make the call return at once"
 // overrideState is an o: probe's compiled parameters and its choice of
 // failures.
 type overrideState struct {
-	Override
+	fetch.Override
 	fn      *funcArgs // the function's parameters, its first fields; nil: none known
 	raw     uint64    // a system call's: its result (syscallResult)
 	nParams int
 	calls   uint64 // that passed the filter (fault_attr's count)
 	failed  atomic.Uint64
 	rng     *rand.Rand
-	fields  []Field // scratch: what the handler gets
+	fields  []fetch.Field // scratch: what the handler gets
 }
 
-func newOverrideState(o *Override, event string) *overrideState {
+func newOverrideState(o *fetch.Override, event string) *overrideState {
 	// The seed and the event name: probes of one run choose apart.
 	h := fnv.New64a()
 	h.Write([]byte(event))
@@ -201,7 +102,7 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	}
 	if p.Spec.Override.Errno != 0 {
 		if _, err := t.errnoOffset(); err != nil {
-			return badInput(fmt.Errorf("errno=%s: %w", errnoName(p.Spec.Override.Errno), err))
+			return badInput(fmt.Errorf("errno=%s: %w", fetch.ErrnoName(p.Spec.Override.Errno), err))
 		}
 	}
 	st := newOverrideState(p.Spec.Override, p.Event)
@@ -214,7 +115,7 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	env := t.compileEnv(p, r, r.addr)
 	if st.fn != nil {
 		own := env.DWARF
-		env.DWARF = func(expr string) (DwarfVar, error) {
+		env.DWARF = func(expr string) (fetch.DwarfVar, error) {
 			if v := st.fn.vars[expr]; v != nil {
 				return dwarfVar{v}, nil
 			}
@@ -224,7 +125,7 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 			return own(expr)
 		}
 	}
-	args, err := CompileArgs(append(params, p.Spec.Args...), env)
+	args, err := fetch.Compile(append(params, p.Spec.Args...), env)
 	if err != nil {
 		return err
 	}
@@ -232,9 +133,9 @@ func (t *Tracer) compileOverride(p *Probe, r resolved) error {
 	return nil
 }
 
-// overrideNames are the fields an o: probe's events show after its
+// fieldNames are the fields an o: probe's events show after its
 // fetch-args.
-func (o *Override) fieldNames() []string {
+func (o *overrideState) fieldNames() []string {
 	if o.Errno != 0 {
 		return []string{"retval", "errno"}
 	}
@@ -267,7 +168,7 @@ func (t *Tracer) override(tid int, regs *unix.PtraceRegs, s *site, hit *Hit) boo
 // pickOverride returns the first enabled o: probe of probes whose filter
 // and FailAttr pick the call at hit, and the fields it fetched; nil when
 // none does. Each probe asked counts a hit.
-func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []Field) {
+func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []fetch.Field) {
 	for _, p := range probes {
 		if p.override == nil || !p.enabled.Load() {
 			continue
@@ -284,7 +185,7 @@ func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []Field) {
 
 // tellOverride hands o: probe p's handler the call it made fail at hit
 // (vals: the fields it fetched), shown at where.
-func (t *Tracer) tellOverride(p *Probe, vals []Field, hit *Hit, where string) {
+func (t *Tracer) tellOverride(p *Probe, vals []fetch.Field, hit *Hit, where string) {
 	if p.handler.Pre == nil {
 		return
 	}
@@ -298,14 +199,14 @@ func (t *Tracer) tellOverride(p *Probe, vals []Field, hit *Hit, where string) {
 // shown is what an injected call's event shows: the parameters as
 // --args shows them, the probe's own fetch-args, the value returned and
 // the errno.
-func (o *overrideState) shown(vals, dst []Field) []Field {
+func (o *overrideState) shown(vals, dst []fetch.Field) []fetch.Field {
 	if o.fn != nil {
 		dst = o.fn.show(vals[:o.nParams], dst)
 	}
 	dst = append(dst, vals[o.nParams:]...)
-	dst = append(dst, Field{Name: "retval", Value: UintValue(TypeS64, o.Retval)})
+	dst = append(dst, fetch.Field{Name: "retval", Value: fetch.UintValue(fetch.TypeS64, o.Retval)})
 	if o.Errno != 0 {
-		dst = append(dst, Field{Name: "errno", Value: DwarfValue(errnoName(o.Errno))})
+		dst = append(dst, fetch.Field{Name: "errno", Value: fetch.DwarfValue(fetch.ErrnoName(o.Errno))})
 	}
 	return dst
 }
@@ -319,10 +220,10 @@ func (o *overrideState) shown(vals, dst []Field) []Field {
 // too.
 
 // syscallResult is the raw result an o: probe on a system call gives.
-func syscallResult(o *Override) (uint64, error) {
+func syscallResult(o *fetch.Override) (uint64, error) {
 	switch {
 	case o.Errno != 0 && o.HasRetval && int64(o.Retval) != -1:
-		return 0, fmt.Errorf("$retval=%d with errno=%s: a system call that fails returns -1 and sets errno", int64(o.Retval), errnoName(o.Errno))
+		return 0, fmt.Errorf("$retval=%d with errno=%s: a system call that fails returns -1 and sets errno", int64(o.Retval), fetch.ErrnoName(o.Errno))
 	case o.Errno != 0:
 		o.Retval, o.HasRetval = ^uint64(0), true // (as the C library returns it)
 		return uint64(-int64(o.Errno)), nil

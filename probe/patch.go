@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
@@ -203,7 +204,7 @@ func (t *Tracer) Unpatch(fn string, wait time.Duration) (Patch, error) {
 // patchTarget resolves fn, which must be a C function's entry not among
 // patches, the process's.
 func (t *Tracer) patchTarget(fn string, patches []Patch) (resolved, error) {
-	loc, err := parseLocation(fn)
+	loc, err := fetch.ParseLocation(fn)
 	if err != nil || loc.Symbol == "" || loc.Offset != 0 || loc.HasLine {
 		return resolved{}, badInput(fmt.Errorf("%s: name a function (FUNC or MOD:FUNC)", fn))
 	}
@@ -347,7 +348,7 @@ func (t *Tracer) loadLibrary(anchor int, lib string, marker uint64) (uint64, err
 	if handle == 0 {
 		why := "dlopen returned NULL"
 		if msg, err := t.callLibc(anchor, "dlerror"); err == nil && msg != 0 {
-			if text, ok := readCString(t.proc, msg); ok {
+			if text, ok := fetch.ReadString(t.proc, msg); ok {
 				why = text
 			}
 		}
@@ -660,7 +661,7 @@ func parsePatchLine(line string) (Patch, error) {
 
 // writePatches writes the marker's text: the magic, a line a patch, the
 // rest of its text zeroed.
-func writePatches(mem Memory, marker uint64, patches []Patch) error {
+func writePatches(mem fetch.Memory, marker uint64, patches []Patch) error {
 	var b bytes.Buffer
 	b.WriteString(patchMagic)
 	for _, p := range patches {

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
 )
@@ -147,11 +148,11 @@ func (t *Tracer) checkOnDisk(p *Probe, lib *pendingLib) error {
 	}
 	r := rs[0]
 	scratch := &Probe{Spec: p.Spec, Kind: p.Kind}
-	if s.Kind == KindReturn && (r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias) {
+	if s.Kind == fetch.KindReturn && (r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias) {
 		return badInput(fmt.Errorf("%s: a return probe must be on a function's entry", r.where))
 	}
 	compile := func() error { return t.compileArgs(scratch, r, 0) }
-	if s.Kind == KindOverride {
+	if s.Kind == fetch.KindOverride {
 		compile = func() error { return t.compileOverride(scratch, r) }
 	}
 	if err := compile(); err != nil {
@@ -163,7 +164,7 @@ func (t *Tracer) checkOnDisk(p *Probe, lib *pendingLib) error {
 
 // spec is s with its module named by the library's path, which matches
 // the file however the user named it.
-func (lib *pendingLib) spec(s *Spec) *Spec {
+func (lib *pendingLib) spec(s *fetch.Spec) *fetch.Spec {
 	c := *s
 	c.Loc.Module = lib.path
 	return &c

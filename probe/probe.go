@@ -17,14 +17,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
 )
-
-// ErrBadInput marks errors caused by what the user asked for (a malformed
-// spec, an unknown symbol, an unprobeable address), as opposed to runtime
-// failures. Test with errors.Is.
-var ErrBadInput = errors.New("bad input")
 
 // ErrDetached is returned by calls on a Tracer that has let its process go.
 var ErrDetached = errors.New("tracer detached")
@@ -32,7 +28,7 @@ var ErrDetached = errors.New("tracer detached")
 type inputError struct{ err error }
 
 func (e *inputError) Error() string   { return e.err.Error() }
-func (e *inputError) Unwrap() []error { return []error{e.err, ErrBadInput} }
+func (e *inputError) Unwrap() []error { return []error{e.err, fetch.ErrBadInput} }
 func badInput(err error) error        { return &inputError{err} }
 
 // Handler is what runs at a hit. Pre runs before the probed instruction,
@@ -60,7 +56,7 @@ type Hit struct {
 	Time  int64  // CLOCK_MONOTONIC nanoseconds
 	CPU   int    // the CPU that handled the stop
 	Regs  *unix.PtraceRegs
-	Mem   Memory
+	Mem   fetch.Memory
 	// Where is the location as ftrace prints it: "work+0x0/0x12" for an
 	// entry probe, "main+0x3c/0x80 <- work" for a return.
 	Where string
@@ -68,33 +64,27 @@ type Hit struct {
 	Return *Return
 	// Fields are the probe's fetch-args, read at this hit (nil in a
 	// post-handler).
-	Fields []Field
+	Fields []fetch.Field
 
 	tracer *Tracer // for Stack
 }
 
-// Memory is the tracee's memory.
-type Memory interface {
-	ReadAt(p []byte, addr int64) (int, error)
-	WriteAt(p []byte, addr int64) (int, error)
-}
-
 // Probe is one installed probe.
 type Probe struct {
-	Spec   *Spec
+	Spec   *fetch.Spec
 	Group  string
 	Event  string
 	Addr   uint64 // runtime address of the probed instruction
 	Where  string // sym+0xoff/0xsize, as ftrace prints it
 	Module string
 
-	Kind Kind
+	Kind fetch.Kind
 
 	handler  Handler
 	sites    []*site        // one; for a Go return probe, each RET of the function
 	funcName string         // the function a return probe reports
 	shownAt  string         // where its hits say they are, when not at its site's place (a Go entry, moved past the stack check)
-	args     *Args          // fetch-args and filter; nil when none
+	args     *fetch.Args    // fetch-args and filter; nil when none
 	override *overrideState // an o: probe's (override.go)
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool

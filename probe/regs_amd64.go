@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/fetch"
 )
 
 // The x86-64 registers of the mechanisms only amd64 has: the mailbox, jump
@@ -68,9 +70,11 @@ func clearTrapFlag(r *unix.PtraceRegs) bool {
 	return set
 }
 
+// Byte offsets in unix.PtraceRegs.
 var (
-	pcOff    = int(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
-	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Eflags))
+	spOff      = int(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
+	resultOff  = int(unsafe.Offsetof(unix.PtraceRegs{}.Rax)) // a function's result
+	result2Off = int(unsafe.Offsetof(unix.PtraceRegs{}.Rdx)) // its second word
 )
 
 // restartSequences: none in Go's amd64 code (gorestart.go).
@@ -82,7 +86,7 @@ func continuesRestart(w uint32) bool { return false }
 // returnNow makes a thread stopped at a function's entry return value
 // to its caller as the function's `ret` would: the return address popped
 // from the stack, the result in %rax.
-func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
+func returnNow(r *unix.PtraceRegs, mem fetch.Memory, value uint64) error {
 	var b [8]byte
 	if _, err := mem.ReadAt(b[:], int64(r.Rsp)); err != nil {
 		return fmt.Errorf("read the return address at %#x: %w", r.Rsp, err)

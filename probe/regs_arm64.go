@@ -4,6 +4,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/fetch"
 )
 
 // The arm64 registers of roles the tracer knows by name.
@@ -57,9 +59,11 @@ func returnFromSyscall(r *unix.PtraceRegs, pc uint64) { r.Pc, r.Regs[0] = pc, 0 
 
 func clearTrapFlag(r *unix.PtraceRegs) bool { return false }
 
+// Byte offsets in unix.PtraceRegs.
 var (
-	pcOff    = int(unsafe.Offsetof(unix.PtraceRegs{}.Pc))
-	flagsOff = int(unsafe.Offsetof(unix.PtraceRegs{}.Pstate))
+	spOff      = int(unsafe.Offsetof(unix.PtraceRegs{}.Sp))
+	resultOff  = 0 // x0: a function's result
+	result2Off = 8 // x1: its second word
 )
 
 // restartSequences: Go's arm64 code has them (gorestart.go).
@@ -82,7 +86,7 @@ func continuesRestart(w uint32) bool {
 // to its caller as the function's `ret` would: to the link register,
 // which the prologue has not yet saved (nor signed), the result in x0,
 // PSTATE.BTYPE cleared as a ret leaves it.
-func returnNow(r *unix.PtraceRegs, mem Memory, value uint64) error {
+func returnNow(r *unix.PtraceRegs, mem fetch.Memory, value uint64) error {
 	const btype = 3 << 10
 	r.Pc, r.Regs[0] = r.Regs[30], value
 	r.Pstate &^= btype

@@ -3,6 +3,7 @@ package probe
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/tracee"
 )
@@ -51,7 +52,7 @@ func linkRegister(r *unix.PtraceRegs) uint64 { return 0 }
 
 // callerInputs is what a record stub records to name a function's
 // caller: the word at sp, the return address.
-func callerInputs() (regs []int, words int) { return []int{int(regSP) * 8}, 1 }
+func callerInputs() fetch.Inputs { return fetch.Inputs{Regs: []int{spOff}, Words: 1} }
 
 // recordedCaller is the return address in a record made with
 // callerInputs.
@@ -70,7 +71,7 @@ func (t *Tracer) routineReturn(regs *unix.PtraceRegs) (uint64, bool) {
 
 // hookInputs is what a record stub records for its return hook: sp and
 // the word there, the return address (recordedCaller).
-func hookInputs() (regs []int, words int) { return callerInputs() }
+func hookInputs() fetch.Inputs { return callerInputs() }
 
 // swapInproc replaces from by to in the slot of frame f, hooked in the
 // tracee by thread tid, in mem.

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 )
@@ -131,7 +132,7 @@ func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {
 
 // hookInputs is what a record stub records for its return hook: sp, the
 // frame's key, and x30, the return address (recordedCaller).
-func hookInputs() (regs []int, words int) { return []int{int(regSP) * 8, 30 * 8}, 0 }
+func hookInputs() fetch.Inputs { return fetch.Inputs{Regs: []int{spOff, 30 * 8}} }
 
 // swapInproc replaces from by to where the function of frame f, hooked
 // in the tracee by thread tid, saved its x30, in mem (signed as from
@@ -209,7 +210,7 @@ func linkRegister(r *unix.PtraceRegs) uint64 { return r.Regs[30] }
 // callerInputs is what a record stub records to name a function's
 // caller: x30, the return address, not yet signed by the prologue's
 // paciasp when the stub runs.
-func callerInputs() (regs []int, words int) { return []int{30 * 8}, 0 }
+func callerInputs() fetch.Inputs { return fetch.Inputs{Regs: []int{30 * 8}} }
 
 // recordedCaller is the return address in a record made with
 // callerInputs.

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
@@ -15,19 +14,6 @@ type Frame struct {
 	// Text is "sym+0xoff/0xsize [module]", as ftrace's stacktrace
 	// trigger prints a frame ("0x..." when no symbol covers PC).
 	Text string
-}
-
-// frameText matches a Frame's Text: "sym+0xoff/0xsize [module]".
-var frameText = regexp.MustCompile(`^(.*?)\+0x[0-9a-f]+(/0x[0-9a-f]+)?( \[.*\])?$`)
-
-// FrameFunc is the function of a frame's text (Frame.Text, or a stack
-// kept as text): "sym" of "sym+0xoff/0xsize [module]"; the text itself
-// when it names none ("0x...").
-func FrameFunc(text string) string {
-	if m := frameText.FindStringSubmatch(text); m != nil {
-		return m[1]
-	}
-	return text
 }
 
 // maxFrameSize bounds how far one frame may move the stack pointer; a

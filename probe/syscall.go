@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/sysnum"
 	"github.com/probedbg/probe/tracee"
 )
@@ -19,7 +20,7 @@ import (
 // syscallLoc returns the system call a spec names when its location is
 // sys_NAME and the process has no symbol of that name (a symbol wins, as
 // it would for any other location).
-func (t *Tracer) syscallLoc(s *Spec) (name string, nr int, ok bool, err error) {
+func (t *Tracer) syscallLoc(s *fetch.Spec) (name string, nr int, ok bool, err error) {
 	l := s.Loc
 	name, isSys := strings.CutPrefix(l.Symbol, "sys_")
 	if !isSys || l.Module != "" || l.Offset != 0 || l.HasLine || l.HasFileOff || l.File != "" {
@@ -36,10 +37,10 @@ func (t *Tracer) syscallLoc(s *Spec) (name string, nr int, ok bool, err error) {
 }
 
 // installSyscall adds a probe on system call nr.
-func (t *Tracer) installSyscall(s *Spec, name string, nr int, h Handler) (*Probe, error) {
+func (t *Tracer) installSyscall(s *fetch.Spec, name string, nr int, h Handler) (*Probe, error) {
 	where := "sys_" + name
 	p := &Probe{Spec: s, Group: s.Group, Event: s.Event, Kind: s.Kind, Where: where, funcName: where, handler: h, syscall: nr, hits: new(atomic.Uint64)}
-	if s.Kind == KindOverride {
+	if s.Kind == fetch.KindOverride {
 		o := *s.Override
 		raw, err := syscallResult(&o)
 		if err != nil {
@@ -48,8 +49,8 @@ func (t *Tracer) installSyscall(s *Spec, name string, nr int, h Handler) (*Probe
 		p.override = newOverrideState(&o, s.Event)
 		p.override.raw = raw
 	}
-	if len(s.Args) > 0 || s.Kind == KindOverride {
-		args, err := CompileArgs(s.Args, CompileEnv{Return: s.Kind == KindReturn, Syscall: true, ResolveSymbol: t.resolveData})
+	if len(s.Args) > 0 || s.Kind == fetch.KindOverride {
+		args, err := fetch.Compile(s.Args, fetch.CompileEnv{Return: s.Kind == fetch.KindReturn, Syscall: true, ResolveSymbol: t.resolveData})
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +59,7 @@ func (t *Tracer) installSyscall(s *Spec, name string, nr int, h Handler) (*Probe
 	if t.sysProbes == nil {
 		t.sysProbes = map[sysKey][]*Probe{}
 	}
-	key := sysKey{nr, s.Kind == KindReturn}
+	key := sysKey{nr, s.Kind == fetch.KindReturn}
 	t.sysProbes[key] = append(t.sysProbes[key], p)
 	p.enabled.Store(true)
 	p.onEnable = t.syscallProbeToggled
@@ -74,7 +75,7 @@ type sysKey struct {
 }
 
 func (t *Tracer) uninstallSyscall(p *Probe) {
-	key := sysKey{p.syscall, p.Kind == KindReturn}
+	key := sysKey{p.syscall, p.Kind == fetch.KindReturn}
 	t.sysProbes[key] = without(t.sysProbes[key], p)
 	if len(t.sysProbes[key]) == 0 {
 		delete(t.sysProbes, key)

@@ -81,13 +81,14 @@ func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
 			return nil
 		}
 		pt := siteTally{p: p}
-		if p.args != nil && p.args.filter != nil {
-			if pt.filter = p.args.stubFilter(); pt.filter == nil {
+		low := p.args.Lower()
+		if p.args.Filter() != "" {
+			if pt.filter = low.Filter; pt.filter == nil {
 				return nil
 			}
 		}
 		for _, name := range ta.Hists {
-			v, ok := p.args.tallyValue(name)
+			v, ok := low.Values[name]
 			if !ok {
 				return nil
 			}
@@ -98,46 +99,6 @@ func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
 	return plan
 }
 
-// tallyValue is how a stub makes the value of the fetch-arg name for a
-// histogram: a register or one of the words at sp, an integer.
-func (a *Args) tallyValue(name string) (singlestep.TallyValue, bool) {
-	if a == nil {
-		return singlestep.TallyValue{}, false
-	}
-	i := slices.IndexFunc(a.args, func(f fetchArg) bool { return f.name == name })
-	if i < 0 {
-		return singlestep.TallyValue{}, false
-	}
-	return a.args[i].stubValue()
-}
-
-// stubValue is how a stub makes f's value: a register or one of the
-// words at sp, an integer.
-func (f *fetchArg) stubValue() (singlestep.TallyValue, bool) {
-	info := f.typ.info()
-	if len(f.derefs) > 0 || f.count > 0 || info.size == 0 || info.str || f.typ == TypeDwarf {
-		return singlestep.TallyValue{}, false
-	}
-	v := singlestep.TallyValue{Reg: -1, Word: -1, Bits: 64, Size: info.size, BitField: f.bf, Lsh: f.lsh, Rsh: f.rsh, Signed: info.signed}
-	switch f.base {
-	case baseReg:
-		off := int(f.reg.idx) * 8
-		if off == pcOff || !singlestep.RecordableReg(off) {
-			return v, false
-		}
-		v.Reg, v.Shift, v.Bits = off, f.reg.shift, f.reg.width
-	case baseStack:
-		if f.imm >= singlestep.RecordStackMax {
-			return v, false
-		}
-		v.Word = int(f.imm)
-	default:
-		return v, false
-	}
-	return v, true
-}
-
-// words is how many counters pt takes in each ring.
 func (pt *siteTally) words() int { return pt.histAt(len(pt.values)) - pt.at }
 
 // sameTallies reports whether two plans count the same things.
@@ -247,10 +208,10 @@ func (t *Tracer) handRejected(rs *recordSite, words, last []uint64) {
 func siteFilter(st *site) *singlestep.Filter {
 	var f *singlestep.Filter
 	for _, p := range st.probes {
-		if p.args == nil || p.args.filter == nil {
+		if p.args.Filter() == "" {
 			return nil
 		}
-		pf := p.args.stubFilter()
+		pf := p.args.Lower().Filter
 		if pf == nil {
 			return nil
 		}
@@ -261,55 +222,4 @@ func siteFilter(st *site) *singlestep.Filter {
 		}
 	}
 	return f
-}
-
-// stubFilter is a's filter as a stub tests it, or nil where it tests
-// other than numbers read from registers and the stack (strings, comm,
-// DWARF variables).
-func (a *Args) stubFilter() *singlestep.Filter {
-	f := a.filter
-	var node func(n int32) *singlestep.Filter
-	node = func(n int32) *singlestep.Filter {
-		nd := &f.nodes[n]
-		switch nd.kind {
-		case nodeAnd, nodeOr:
-			l, r := node(nd.l), node(nd.r)
-			if l == nil || r == nil {
-				return nil
-			}
-			kind := singlestep.FilterAnd
-			if nd.kind == nodeOr {
-				kind = singlestep.FilterOr
-			}
-			return &singlestep.Filter{Kind: kind, L: l, R: r}
-		case nodeNot:
-			if l := node(nd.l); l != nil {
-				return &singlestep.Filter{Kind: singlestep.FilterNot, L: l}
-			}
-			return nil
-		}
-		pr := &nd.pred
-		op, ok := stubOps[pr.op]
-		if !ok || pr.field < 0 || pr.field >= len(a.args) || pr.kind != cmpUnsigned && pr.kind != cmpSigned {
-			return nil
-		}
-		v, ok := a.args[pr.field].stubValue()
-		if !ok || v.Signed != (pr.kind == cmpSigned) {
-			return nil
-		}
-		c := pr.val
-		if v.Signed {
-			c = uint64(signExtend(pr.val, pr.size))
-		}
-		return &singlestep.Filter{Kind: singlestep.FilterCmp, Value: v, Op: op, Const: c}
-	}
-	if f == nil {
-		return nil
-	}
-	return node(f.root)
-}
-
-var stubOps = map[filterOp]singlestep.FilterOp{
-	opEQ: singlestep.OpEQ, opNE: singlestep.OpNE, opLT: singlestep.OpLT, opLE: singlestep.OpLE,
-	opGT: singlestep.OpGT, opGE: singlestep.OpGE, opBand: singlestep.OpBand,
 }

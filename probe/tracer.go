@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
@@ -173,10 +174,10 @@ type Tracer struct {
 	followed      map[int]*Tracer // on the root: followed processes by pid
 	bell          atomic.Int32    // the pid the doorbell rings at, if not ours (see moveBell)
 
-	env       HitEnv // scratch for fetching, reused every hit
-	fpTid     int    // the thread whose FP registers readFPRegs reads
+	env       fetch.HitEnv // scratch for fetching, reused every hit
+	fpTid     int          // the thread whose FP registers readFPRegs reads
 	fpRegs    [tracee.FPRegsSize]byte
-	fields    []Field                    // scratch for fetched fields
+	fields    []fetch.Field              // scratch for fetched fields
 	returning map[*Probe][]capturedValue // entry values of the frame returning now
 
 	errno errnoPlace // where the C library keeps errno (errno.go)
@@ -317,7 +318,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
 		t.place = tracee.NewPlacer(proc.Pid, true)
 		proc.Delivering = t.mailboxSignal
-		t.env = HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
+		t.env = fetch.HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
 		if !t.launched {
 			t.restoreLeftovers()
 			t.setupRescue()
@@ -518,7 +519,7 @@ func (t *Tracer) closeQueue() (ringing bool) {
 
 // Add parses spec, resolves and installs it with handler h.
 func (t *Tracer) Add(spec string, h Handler) (*Probe, error) {
-	s, err := ParseSpec(spec)
+	s, err := fetch.ParseSpec(spec)
 	if err != nil {
 		return nil, badInput(err)
 	}
@@ -526,7 +527,7 @@ func (t *Tracer) Add(spec string, h Handler) (*Probe, error) {
 }
 
 // AddSpec installs a parsed spec.
-func (t *Tracer) AddSpec(s *Spec, h Handler) (*Probe, error) {
+func (t *Tracer) AddSpec(s *fetch.Spec, h Handler) (*Probe, error) {
 	var p *Probe
 	err := t.do(func(anchor int) error {
 		var err error

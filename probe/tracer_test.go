@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/probedbg/probe/fetch"
 )
 
 // The library API on a real tracee: Launch, Add with pre- and
@@ -202,7 +204,7 @@ func TestAddBadInput(t *testing.T) {
 	bin := buildTraced(t)
 	tr, _ := launch(t, bin, "1")
 	for _, spec := range []string{"p:nosuch", "p:work+2", "p:g", "q:work", "p:libnope:x"} {
-		if _, err := tr.Add(spec, Handler{}); !errors.Is(err, ErrBadInput) {
+		if _, err := tr.Add(spec, Handler{}); !errors.Is(err, fetch.ErrBadInput) {
 			t.Errorf("Add(%q) = %v, want ErrBadInput", spec, err)
 		}
 	}

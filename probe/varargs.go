@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/fetch"
 )
 
 // The arguments a printf-like function takes after its format ("..."),
@@ -25,7 +27,7 @@ const maxVarArgs = 16
 // parameters: the registers and stack words taken so far.
 type varArgs struct {
 	regs *unix.PtraceRegs
-	mem  Memory
+	mem  fetch.Memory
 	fp   func() []byte
 	argsTaken
 }
@@ -69,30 +71,30 @@ func parseFormat(f string) []conversion {
 
 // formatArgs returns the values a call passed for format's conversions,
 // as ltrace shows them, read by a.
-func (a *varArgs) formatArgs(format string) []Value {
-	var vals []Value
+func (a *varArgs) formatArgs(format string) []fetch.Value {
+	var vals []fetch.Value
 	for _, c := range parseFormat(format) {
 		if len(vals) == maxVarArgs {
 			break
 		}
 		switch c.verb {
 		case 'd', 'i':
-			vals = append(vals, UintValue(TypeS64, uint64(signExtend(a.nextInt(), uint8(intBits(c.length)/8)))))
+			vals = append(vals, fetch.UintValue(fetch.TypeS64, uint64(signed(a.nextInt(), intBits(c.length)))))
 		case 'u':
-			vals = append(vals, UintValue(TypeU64, a.nextInt()&mask(intBits(c.length))))
+			vals = append(vals, fetch.UintValue(fetch.TypeU64, a.nextInt()&mask(intBits(c.length))))
 		case 'o', 'x', 'X':
-			vals = append(vals, UintValue(TypeX64, a.nextInt()&mask(intBits(c.length))))
+			vals = append(vals, fetch.UintValue(fetch.TypeX64, a.nextInt()&mask(intBits(c.length))))
 		case 'c':
-			vals = append(vals, DwarfValue(strconv.QuoteRune(rune(byte(a.nextInt())))))
+			vals = append(vals, fetch.DwarfValue(strconv.QuoteRune(rune(byte(a.nextInt())))))
 		case 's':
 			vals = append(vals, a.str(a.nextInt()))
 		case 'p', 'n':
-			vals = append(vals, UintValue(TypeX64, a.nextInt()))
+			vals = append(vals, fetch.UintValue(fetch.TypeX64, a.nextInt()))
 		case 'f', 'F', 'e', 'E', 'g', 'G', 'a', 'A':
 			if c.length == "L" {
-				return append(vals, DwarfValue("?")) // a long double: not placed here
+				return append(vals, fetch.DwarfValue("?")) // a long double: not placed here
 			}
-			vals = append(vals, DwarfValue(strconv.FormatFloat(a.nextFloat(), 'g', -1, 64)))
+			vals = append(vals, fetch.DwarfValue(strconv.FormatFloat(a.nextFloat(), 'g', -1, 64)))
 		default:
 			return vals // a conversion not known: where the rest are, is not
 		}
@@ -101,15 +103,15 @@ func (a *varArgs) formatArgs(format string) []Value {
 }
 
 // str reads the C string at addr, as a string fetch-arg reads it.
-func (a *varArgs) str(addr uint64) Value {
+func (a *varArgs) str(addr uint64) fetch.Value {
 	if addr == 0 {
-		return DwarfValue("NULL")
+		return fetch.DwarfValue("NULL")
 	}
-	s, ok := readCString(a.mem, addr)
+	s, ok := fetch.ReadString(a.mem, addr)
 	if !ok {
-		return FaultValue(TypeString)
+		return fetch.FaultValue(fetch.TypeString)
 	}
-	return StringValue(s)
+	return fetch.StringValue(s)
 }
 
 // stackWord reads the next word the caller left on the stack for the
@@ -164,6 +166,12 @@ func mask(bits int) uint64 {
 	return 1<<bits - 1
 }
 
+// signed is the low bits of x as a signed integer.
+func signed(x uint64, bits int) int64 {
+	shift := 64 - bits
+	return int64(x<<shift) >> shift
+}
+
 // formatParam is the index of a prototype's format parameter (its table
 // type "format"), or -1.
 func formatParam(fa *funcArgs) int {
@@ -178,12 +186,12 @@ func formatParam(fa *funcArgs) int {
 // variadicFields appends to fields the arguments a printf-like call
 // passed after its format, named argN after the fixed parameters; at a
 // stop only (hit's registers, memory and vector registers).
-func (t *Tracer) variadicFields(fa *funcArgs, hit *Hit, fields []Field) []Field {
+func (t *Tracer) variadicFields(fa *funcArgs, hit *Hit, fields []fetch.Field) []fetch.Field {
 	if fa.varFormat < 0 || fa.varFormat >= len(fields) {
 		return fields
 	}
 	format := fields[fa.varFormat].Value
-	if format.Faulted() || format.Type() != TypeString {
+	if format.Faulted() || format.Type() != fetch.TypeString {
 		return fields
 	}
 	env := t.envFor(hit)
@@ -193,7 +201,7 @@ func (t *Tracer) variadicFields(fa *funcArgs, hit *Hit, fields []Field) []Field 
 	}
 	a := &varArgs{regs: hit.Regs, mem: env.Mem, fp: fp, argsTaken: fa.fixed}
 	for i, v := range a.formatArgs(format.Str()) {
-		fields = append(fields, Field{Name: fmt.Sprintf("arg%d", len(fa.slots)+i+1), Value: v})
+		fields = append(fields, fetch.Field{Name: fmt.Sprintf("arg%d", len(fa.slots)+i+1), Value: v})
 	}
 	return fields
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/probedbg/probe/action"
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // fuzzValidator checks a probe text as the CLI does, minus the fetch-args
@@ -15,8 +15,8 @@ import (
 // the bad token.
 func fuzzValidator(text string) error {
 	specText, actText, _ := action.Split(text)
-	if _, err := probe.ParseSpec(specText); err != nil {
-		var se *probe.SpecError
+	if _, err := fetch.ParseSpec(specText); err != nil {
+		var se *fetch.SpecError
 		if errors.As(err, &se) {
 			return &TokenError{Token: se.Token, Err: err}
 		}

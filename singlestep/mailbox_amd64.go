@@ -26,19 +26,25 @@ const (
 	mbSP      = mbRedZone + mbSaved
 )
 
-// The registers' places in unix.PtraceRegs.
+// The registers' places in unix.PtraceRegs, by Offsetof. (Not as a
+// local's field's address less its own, as uintptrs: the stack may move
+// in between, and did under -race, every offset off by the move.)
 var regOff = func() map[int]int {
 	var r unix.PtraceRegs
-	base := uintptr(unsafe.Pointer(&r))
-	off := func(p *uint64) int { return int(uintptr(unsafe.Pointer(p)) - base) }
 	return map[int]int{
-		regRAX: off(&r.Rax), regRCX: off(&r.Rcx), regRDX: off(&r.Rdx), regRBX: off(&r.Rbx),
-		regRSP: off(&r.Rsp), regRBP: off(&r.Rbp), regRSI: off(&r.Rsi), regRDI: off(&r.Rdi),
-		regR8: off(&r.R8), regR9: off(&r.R9), regR10: off(&r.R10), regR11: off(&r.R11),
-		regR12: off(&r.R12), regR13: off(&r.R13), regR14: off(&r.R14), regR15: off(&r.R15),
-		regFlags: off(&r.Eflags), regCS: off(&r.Cs), regSS: off(&r.Ss), regDS: off(&r.Ds),
-		regES: off(&r.Es), regFS: off(&r.Fs), regGS: off(&r.Gs), regFSBase: off(&r.Fs_base),
-		regGSBase: off(&r.Gs_base),
+		regRAX: int(unsafe.Offsetof(r.Rax)), regRCX: int(unsafe.Offsetof(r.Rcx)),
+		regRDX: int(unsafe.Offsetof(r.Rdx)), regRBX: int(unsafe.Offsetof(r.Rbx)),
+		regRSP: int(unsafe.Offsetof(r.Rsp)), regRBP: int(unsafe.Offsetof(r.Rbp)),
+		regRSI: int(unsafe.Offsetof(r.Rsi)), regRDI: int(unsafe.Offsetof(r.Rdi)),
+		regR8: int(unsafe.Offsetof(r.R8)), regR9: int(unsafe.Offsetof(r.R9)),
+		regR10: int(unsafe.Offsetof(r.R10)), regR11: int(unsafe.Offsetof(r.R11)),
+		regR12: int(unsafe.Offsetof(r.R12)), regR13: int(unsafe.Offsetof(r.R13)),
+		regR14: int(unsafe.Offsetof(r.R14)), regR15: int(unsafe.Offsetof(r.R15)),
+		regFlags: int(unsafe.Offsetof(r.Eflags)), regCS: int(unsafe.Offsetof(r.Cs)),
+		regSS: int(unsafe.Offsetof(r.Ss)), regDS: int(unsafe.Offsetof(r.Ds)),
+		regES: int(unsafe.Offsetof(r.Es)), regFS: int(unsafe.Offsetof(r.Fs)),
+		regGS: int(unsafe.Offsetof(r.Gs)), regFSBase: int(unsafe.Offsetof(r.Fs_base)),
+		regGSBase: int(unsafe.Offsetof(r.Gs_base)),
 	}
 }()
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/probedbg/probe/action"
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/script"
@@ -20,7 +21,7 @@ const maxStackFrames = 64
 // it: 'SPEC [if FILTER] [=> ACTION ...]'.
 type probeDef struct {
 	Text    string
-	Spec    *probe.Spec
+	Spec    *fetch.Spec
 	Actions []action.Action
 	// fields are the fetch-arg names known before attaching; fieldsOpen
 	// when some are only known once compiled in the process (DWARF
@@ -34,7 +35,7 @@ type probeDef struct {
 // actions as far as can be done without a process (checkArgs).
 func parseProbeDef(text string) (*probeDef, error) {
 	specText, actText, hasActions := action.Split(text)
-	sp, err := probe.ParseSpec(specText)
+	sp, err := fetch.ParseSpec(specText)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func parseProbeDef(text string) (*probeDef, error) {
 }
 
 func (d *probeDef) target(fields []string) action.Probe {
-	return action.Probe{Event: d.Spec.Group + "/" + d.Spec.Event, Fields: fields, Return: d.Spec.Kind == probe.KindReturn}
+	return action.Probe{Event: d.Spec.Group + "/" + d.Spec.Event, Fields: fields, Return: d.Spec.Kind == fetch.KindReturn}
 }
 
 // parseSpecs parses the command line's probe texts; enable/disable must
@@ -166,7 +167,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 			Lane: lane, Goroutine: goroutine,
 			EntryTime: returnEntry(h),
 			// Fields live only during the handler: keep a copy.
-			Fields: append([]probe.Field(nil), h.Fields...),
+			Fields: append([]fetch.Field(nil), h.Fields...),
 		}
 		if pl.Stack() {
 			frames := h.Stack(maxStackFrames)

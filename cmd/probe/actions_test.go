@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 func TestParseProbeDef(t *testing.T) {
@@ -49,7 +49,7 @@ func TestParseProbeDefErrors(t *testing.T) {
 		{"p:work n=%di:u99", `"u99"`},
 	} {
 		_, err := parseProbeDef(tc.text)
-		if err == nil || !errors.Is(err, probe.ErrBadInput) || !strings.Contains(err.Error(), tc.token) {
+		if err == nil || !errors.Is(err, fetch.ErrBadInput) || !strings.Contains(err.Error(), tc.token) {
 			t.Errorf("parseProbeDef(%q) = %v; want a bad-input error naming %s", tc.text, err, tc.token)
 		}
 	}

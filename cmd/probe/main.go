@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/action"
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/ring"
@@ -317,7 +318,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.IntVar(&o.ringKiB, "ring-size", probe.DefaultRingSize>>10, "")
 	fs.BoolVar(&o.drop, "drop", false, "")
 	fs.BoolVar(&o.noDrop, "no-drop", false, "")
-	def := probe.DefaultFailAttr()
+	def := fetch.DefaultFailAttr()
 	fs.Uint64Var(&o.fail.every, "fail-every", def.Interval, "")
 	fs.Float64Var(&o.fail.probability, "fail-probability", def.Probability, "")
 	fs.Int64Var(&o.fail.times, "fail-times", def.Times, "")
@@ -419,7 +420,7 @@ func bad(format string, a ...any) (int, error) { return 2, fmt.Errorf(format, a.
 
 // failure maps an error to its exit status: 2 for the user's mistakes.
 func failure(err error) (int, error) {
-	if errors.Is(err, probe.ErrBadInput) {
+	if errors.Is(err, fetch.ErrBadInput) {
 		return 2, err
 	}
 	return 1, err
@@ -1033,7 +1034,7 @@ func cmdList(args []string) (int, error) {
 		// is ever touched there.
 		_, goModule := m.Lookup("runtime.main")
 		for _, fn := range m.Functions() {
-			if !probe.GlobMatch(glob, fn.Name) {
+			if !fetch.GlobMatch(glob, fn.Name) {
 				continue
 			}
 			fmt.Fprintf(w, "0x%016x 0x%x %s %s", fn.Addr+m.Bias, fn.Size, m.Name, fn.Name)

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // outputMode is the mode of the files probe creates: a trace shows
@@ -91,7 +91,7 @@ type outputError struct {
 }
 
 func (e outputError) Error() string        { return fmt.Sprintf("%s: %v", e.path, e.err) }
-func (e outputError) Is(target error) bool { return target == probe.ErrBadInput }
+func (e outputError) Is(target error) bool { return target == fetch.ErrBadInput }
 
 // openNoSymlinks opens path with flags (mode outputMode), following no
 // symbolic link in any of its components: openat2's RESOLVE_NO_SYMLINKS
@@ -194,7 +194,7 @@ func (e symlinkError) Error() string {
 	return fmt.Sprintf("%s is a symbolic link: probe does not write through one (give the path it points to)", string(e))
 }
 
-func (e symlinkError) Is(target error) bool { return target == probe.ErrBadInput }
+func (e symlinkError) Is(target error) bool { return target == fetch.ErrBadInput }
 
 // historyPath returns the REPL's history file, $XDG_STATE_HOME/probe/history
 // (default ~/.local/state), made ready for readline: its directory is

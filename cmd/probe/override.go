@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 )
 
 // failOptions are --fail-every, --fail-probability, --fail-times and
@@ -18,8 +18,8 @@ type failOptions struct {
 
 var failFlags = []string{"fail-every", "fail-probability", "fail-times", "fail-seed"}
 
-func (o *options) failAttr() (probe.FailAttr, error) {
-	a := probe.FailAttr{Interval: o.fail.every, Probability: o.fail.probability, Times: o.fail.times, Seed: o.fail.seed}
+func (o *options) failAttr() (fetch.FailAttr, error) {
+	a := fetch.FailAttr{Interval: o.fail.every, Probability: o.fail.probability, Times: o.fail.times, Seed: o.fail.seed}
 	return a, a.Check()
 }
 

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/probedbg/probe/action"
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/script"
@@ -512,7 +513,7 @@ func (s *session) functions(args []string) error {
 	var b strings.Builder
 	n := 0
 	for _, fn := range m.Functions() {
-		if probe.GlobMatch(glob, fn.Name) {
+		if fetch.GlobMatch(glob, fn.Name) {
 			fmt.Fprintf(&b, "%s\n", fn.Name)
 			n++
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/probedbg/probe/action"
-	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/script"
 	"github.com/probedbg/probe/symbols"
 )
@@ -93,7 +93,7 @@ func located(d *probeDef, err error) error {
 	}
 	token := ""
 	var us *symbols.UnknownSymbolError
-	var ae *probe.ArgError
+	var ae *fetch.ArgError
 	switch {
 	case errors.As(err, &us):
 		token = us.Name
@@ -109,8 +109,8 @@ func located(d *probeDef, err error) error {
 // the token at fault, so that the script can say where it is.
 func validateProbeText(text string) error {
 	_, err := parseProbeDef(text)
-	var se *probe.SpecError
-	var ae *probe.ArgError
+	var se *fetch.SpecError
+	var ae *fetch.ArgError
 	var acte *action.Error
 	switch {
 	case errors.As(err, &se):
@@ -132,18 +132,18 @@ func validateProbeText(text string) error {
 // the process: the name is resolved when the probe is added.
 type anyVar struct{}
 
-func (anyVar) Read(*probe.HitEnv) (uint64, string, error) { return 0, "", nil }
+func (anyVar) Read(*fetch.HitEnv) (uint64, string, error) { return 0, "", nil }
 
 // checkArgs compiles the fetch-args with stand-ins for symbols and DWARF,
 // which are resolved when the probe is added, and returns the field names
 // (nil when $params hides them until then; empty when there are none). A
 // filter is compiled too unless a field is a DWARF name, whose type
 // decides how it compares.
-func checkArgs(sp *probe.Spec) (fields []string, err error) {
+func checkArgs(sp *fetch.Spec) (fields []string, err error) {
 	args := sp.Args
 	for i, tok := range args {
 		if tok == "if" {
-			if dwarfNames(args[:i]) || sp.Kind == probe.KindOverride {
+			if dwarfNames(args[:i]) || sp.Kind == fetch.KindOverride {
 				// (An o: probe's filter may name its function's
 				// parameters, known once the function is found.)
 				args = args[:i]
@@ -152,17 +152,17 @@ func checkArgs(sp *probe.Spec) (fields []string, err error) {
 		}
 	}
 	params := false
-	env := probe.CompileEnv{
-		Return:        sp.Kind == probe.KindReturn,
+	env := fetch.CompileEnv{
+		Return:        sp.Kind == fetch.KindReturn,
 		ResolveSymbol: func(string) (uint64, error) { return 0x1000, nil },
-		DWARF:         func(string) (probe.DwarfVar, error) { return anyVar{}, nil },
+		DWARF:         func(string) (fetch.DwarfVar, error) { return anyVar{}, nil },
 		Params:        func() ([]string, error) { params = true; return nil, nil },
 	}
-	compiled, err := probe.CompileArgs(args, env)
+	compiled, err := fetch.Compile(args, env)
 	if err != nil {
 		return nil, err
 	}
-	if params || sp.Kind == probe.KindOverride {
+	if params || sp.Kind == fetch.KindOverride {
 		return nil, nil
 	}
 	return append([]string{}, compiled.Names()...), nil // known, even if none

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 )
@@ -159,11 +160,11 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 }
 
 // fieldsCopy keeps an event's fields, which live only during the handler.
-func fieldsCopy(fs []probe.Field) []probe.Field {
+func fieldsCopy(fs []fetch.Field) []fetch.Field {
 	if len(fs) == 0 {
 		return nil
 	}
-	return append([]probe.Field(nil), fs...)
+	return append([]fetch.Field(nil), fs...)
 }
 
 var recordKind = [...]output.Kind{

@@ -1,6 +1,6 @@
 //go:build amd64
 
-package probe
+package fetch
 
 import (
 	"strings"
@@ -21,7 +21,7 @@ func FuzzFilter(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	args, err := CompileArgs(strings.Fields(fxFilterArgs), fxEnv(false))
+	args, err := Compile(strings.Fields(fxFilterArgs), fxEnv(false))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import "strconv"
 
@@ -11,6 +11,7 @@ const (
 	regResult2 = 1  // x1: its second word
 	regSP      = 31 // sp
 	regPC      = 32
+	regFlags   = 33 // pstate
 )
 
 // firstStackArg: at a function's entry [sp] is the first argument not in
@@ -37,6 +38,6 @@ var fetchRegs = func() map[string]regDesc {
 	m["lr"] = m["x30"]
 	m["sp"] = regDesc{regSP, 0, 64}
 	m["pc"] = regDesc{regPC, 0, 64}
-	m["pstate"] = regDesc{33, 0, 64}
+	m["pstate"] = regDesc{regFlags, 0, 64}
 	return m
 }()

@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
-	"github.com/probedbg/probe/tracee"
 )
 
 // DWARF variables, in-process: at a function's entry a parameter of an
@@ -39,22 +38,23 @@ func (f *fetchArg) dwarfRecordable() bool {
 	if f.dwarfRec == 0 {
 		f.dwarfRec = -1
 		fp, _ := f.dwarf.(interface{ UsesFloat() bool })
-		if len(f.derefs) == 0 && f.count == 0 && f.dwarf != nil && (fp == nil || !fp.UsesFloat()) && dwarfTrial(f.dwarf) {
+		if len(f.derefs) == 0 && f.count == 0 && f.dwarf != nil && (fp == nil || !fp.UsesFloat()) && RecordableVar(f.dwarf) {
 			f.dwarfRec = 1
 		}
 	}
 	return f.dwarfRec > 0
 }
 
-// dwarfTrial reads v on made-up registers and stack words: true if it
+// RecordableVar reports whether v reads nothing but registers and the
+// words at sp a record holds: it reads v on made-up ones, and true if it
 // read nothing else.
-func dwarfTrial(v DwarfVar) bool {
+func RecordableVar(v DwarfVar) bool {
 	var regs unix.PtraceRegs
 	words := (*[fetchNumRegs]uint64)(unsafe.Pointer(&regs))
 	for i := range words {
 		words[i] = trialReg + uint64(i)<<20
 	}
-	tracee.SetSP(&regs, trialSP)
+	words[regSP] = trialSP
 	mem := &trialMemory{lo: trialSP, hi: trialSP + 8*singlestep.RecordStackMax}
 	v.Read(&HitEnv{Regs: &regs, Mem: mem})
 	return !mem.outside
@@ -87,7 +87,7 @@ func (m *trialMemory) WriteAt(p []byte, addr int64) (int, error) {
 var generalRegs = func() []int {
 	var offs []int
 	for off := 0; off < fetchNumRegs*8; off += 8 {
-		if singlestep.RecordableReg(off) && off != flagsOff {
+		if singlestep.RecordableReg(off) && off != int(regFlags)*8 {
 			offs = append(offs, off)
 		}
 	}

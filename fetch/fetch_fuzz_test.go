@@ -1,6 +1,6 @@
 //go:build amd64
 
-package probe
+package fetch
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ func FuzzCompileArgs(f *testing.F) {
 	}
 	f.Add("r=$retval:s8 +0($retval):string", true)
 	f.Fuzz(func(t *testing.T, s string, ret bool) {
-		a, err := CompileArgs(strings.Fields(s), fxEnv(ret))
+		a, err := Compile(strings.Fields(s), fxEnv(ret))
 		if err != nil {
 			fxCheckBadInput(t, s, err)
 			return

@@ -1,6 +1,6 @@
 //go:build amd64
 
-package probe
+package fetch
 
 import (
 	"encoding/binary"
@@ -165,9 +165,9 @@ func fxHit() (*HitEnv, *fxMem) {
 
 func fxRender(t *testing.T, tokens []string, ret bool) string {
 	t.Helper()
-	a, err := CompileArgs(tokens, fxEnv(ret))
+	a, err := Compile(tokens, fxEnv(ret))
 	if err != nil {
-		t.Fatalf("CompileArgs(%q): %v", tokens, err)
+		t.Fatalf("Compile(%q): %v", tokens, err)
 	}
 	h, _ := fxHit()
 	fields := a.Fetch(h, nil)
@@ -353,7 +353,7 @@ func TestFetchStringReads(t *testing.T) {
 		long := strings.Repeat("x", 5000)
 		mem.putStr(0x20000, long)
 		mem.put(0x30000, 'a', 'b') // no NUL before the hole
-		a, err := CompileArgs([]string{"s=@0x9ffc:string", "l=@0x20000:string", "f=@0x30000:string"}, fxEnv(false))
+		a, err := Compile([]string{"s=@0x9ffc:string", "l=@0x20000:string", "f=@0x30000:string"}, fxEnv(false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +373,7 @@ func TestFetchStringReads(t *testing.T) {
 // $stackN and $argN (N > 6) share one read of the stack.
 func TestFetchStackBatch(t *testing.T) {
 	h, mem := fxHit()
-	a, err := CompileArgs([]string{"$stack0", "$stack1", "$arg8", "$stack2"}, fxEnv(false))
+	a, err := Compile([]string{"$stack0", "$stack1", "$arg8", "$stack2"}, fxEnv(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestFetchStackBatch(t *testing.T) {
 
 // A hit without registers or memory faults instead of crashing.
 func TestFetchNoRegsNoMem(t *testing.T) {
-	a, err := CompileArgs(strings.Fields(`%di $stack1 +0(%si):string \0x10:u8 $comm @0x1000:u8[2] req`), fxEnv(false))
+	a, err := Compile(strings.Fields(`%di $stack1 +0(%si):string \0x10:u8 $comm @0x1000:u8[2] req`), fxEnv(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestFetchNoRegsNoMem(t *testing.T) {
 
 func TestFetchAllocs(t *testing.T) {
 	h, _ := fxHit()
-	a, err := CompileArgs(strings.Fields("x=%di:u32 y=+8(+0(%r8)):s32 z=$arg7 if x == 5 && y < 0"), fxEnv(false))
+	a, err := Compile(strings.Fields("x=%di:u32 y=+8(+0(%r8)):s32 z=$arg7 if x == 5 && y < 0"), fxEnv(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func TestFetchAllocs(t *testing.T) {
 		t.Errorf("got %q", buf)
 	}
 
-	s, err := CompileArgs([]string{"s=+0(%si):string"}, fxEnv(false))
+	s, err := Compile([]string{"s=+0(%si):string"}, fxEnv(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestFetchArgErrors(t *testing.T) {
 		if tt.env != nil {
 			env = *tt.env
 		}
-		_, err := CompileArgs(strings.Fields(tt.args), env)
+		_, err := Compile(strings.Fields(tt.args), env)
 		if err == nil {
 			t.Errorf("%q: no error, want %q", tt.args, tt.want)
 			continue
@@ -541,27 +541,27 @@ func TestFetchCallbackErrorsWrapped(t *testing.T) {
 	sentinel := errors.New("sentinel")
 	env := fxEnv(false)
 	env.DWARF = func(string) (DwarfVar, error) { return nil, sentinel }
-	_, err := CompileArgs([]string{"x=req->a"}, env)
+	_, err := Compile([]string{"x=req->a"}, env)
 	if !errors.Is(err, sentinel) || !errors.Is(err, ErrBadInput) {
 		t.Errorf("DWARF error: %v", err)
 	}
 	env.ResolveSymbol = func(string) (uint64, error) { return 0, sentinel }
-	_, err = CompileArgs([]string{"x=@foo"}, env)
+	_, err = Compile([]string{"x=@foo"}, env)
 	if !errors.Is(err, sentinel) || !errors.Is(err, ErrBadInput) {
 		t.Errorf("symbol error: %v", err)
 	}
 }
 
 func TestFetchHasRetval(t *testing.T) {
-	a, err := CompileArgs([]string{"$retval", "x=%di"}, fxEnv(true))
+	a, err := Compile([]string{"$retval", "x=%di"}, fxEnv(true))
 	if err != nil || !a.HasRetval() || a.Filter() != "" {
 		t.Fatalf("%v %v %q", err, a.HasRetval(), a.Filter())
 	}
-	a, err = CompileArgs([]string{"x=%di", "if", "x", ">", "1"}, fxEnv(false))
+	a, err = Compile([]string{"x=%di", "if", "x", ">", "1"}, fxEnv(false))
 	if err != nil || a.HasRetval() || a.Filter() != "x > 1" {
 		t.Fatalf("%v %v %q", err, a.HasRetval(), a.Filter())
 	}
-	a, err = CompileArgs(nil, fxEnv(false))
+	a, err = Compile(nil, fxEnv(false))
 	if err != nil || a.Len() != 0 || !a.Keep(nil) || len(a.Fetch(&HitEnv{}, nil)) != 0 {
 		t.Fatalf("empty args: %v", err)
 	}
@@ -569,7 +569,7 @@ func TestFetchHasRetval(t *testing.T) {
 	if none.Len() != 0 || none.Names() != nil || none.HasRetval() || none.Filter() != "" || !none.Keep(nil) || none.Fetch(nil, nil) != nil {
 		t.Fatal("nil Args")
 	}
-	a, err = CompileArgs(strings.Fields(`x=%di if comm == "x"`), fxEnv(false))
+	a, err = Compile(strings.Fields(`x=%di if comm == "x"`), fxEnv(false))
 	if err != nil || len(a.Fetch(nil, nil)) != 1 {
 		t.Fatalf("nil HitEnv: %v", err)
 	}

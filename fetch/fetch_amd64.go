@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"unsafe"
@@ -16,6 +16,8 @@ var (
 	regResult  = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rax))
 	regResult2 = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rdx))
 	regSP      = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
+	regPC      = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Rip))
+	regFlags   = regIndex(unsafe.Offsetof(unix.PtraceRegs{}.Eflags))
 )
 
 // fetchArgRegs are the SysV AMD64 integer argument registers, for $arg1-$arg6.

@@ -1,6 +1,6 @@
 //go:build amd64
 
-package probe
+package fetch
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ const fxFilterArgs = "x=%di:u32 s=+0(%si):string n=%al:s8 b=%r11:u8 c=+0(%si):ch
 
 func fxFilter(t *testing.T, expr string) (*Args, error) {
 	t.Helper()
-	return CompileArgs(append(strings.Fields(fxFilterArgs), append([]string{"if"}, strings.Fields(expr)...)...), fxEnv(false))
+	return Compile(append(strings.Fields(fxFilterArgs), append([]string{"if"}, strings.Fields(expr)...)...), fxEnv(false))
 }
 
 func TestFilterKeep(t *testing.T) {
@@ -130,7 +130,7 @@ func TestFilterKeep(t *testing.T) {
 
 // Keep sees the comm of the hit that was fetched last.
 func TestFilterCommPerHit(t *testing.T) {
-	a, err := CompileArgs(strings.Fields(`x=%di if comm == "loop"`), fxEnv(false))
+	a, err := Compile(strings.Fields(`x=%di if comm == "loop"`), fxEnv(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestFilterCommPerHit(t *testing.T) {
 	}
 	// An arg named comm is the field, as an event field shadows ftrace's
 	// generic one.
-	a, err = CompileArgs(strings.Fields(`comm=+0(%si):string if comm == "hi"`), fxEnv(false))
+	a, err = Compile(strings.Fields(`comm=+0(%si):string if comm == "hi"`), fxEnv(false))
 	if err != nil {
 		t.Fatal(err)
 	}

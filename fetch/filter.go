@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 // Event filters: the `if EXPR` suffix of a probe, in the syntax of ftrace
 // event filters (kernel/trace/trace_events_filter.c):

@@ -1,4 +1,16 @@
-package probe
+// Package fetch is the probe language, parsed once for every kind of
+// probe as the kernel's trace_probe.c parses it: a probe's definition
+// (ParseSpec), its fetch-args and filter compiled (Compile) and read at
+// a hit (Args.Fetch, Args.Keep), the values read (Field, Value, Type),
+// and what code run in the tracee must read for them (Args.Lower).
+//
+//	s, _ := fetch.ParseSpec("p:malloc size=%di:u64 if size > 4096")
+//	a, _ := fetch.Compile(s.Args, fetch.CompileEnv{})
+//	fields := a.Fetch(&fetch.HitEnv{Regs: regs, Mem: mem}, nil)
+//	if a.Keep(fields) { ... }
+//
+// Where a probe goes and how a hit is taken is the probe package's.
+package fetch
 
 // Fetch-args: the kprobe_events / uprobe_events argument grammar, compiled
 // once when a probe is added and evaluated at every hit.
@@ -12,7 +24,9 @@ package probe
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +34,17 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// ErrBadInput marks errors caused by what the user asked for (a malformed
+// spec, an unknown symbol, an unprobeable address), as opposed to runtime
+// failures. Test with errors.Is.
+var ErrBadInput = errors.New("bad input")
+
+// Memory is the tracee's memory.
+type Memory interface {
+	ReadAt(p []byte, addr int64) (int, error)
+	WriteAt(p []byte, addr int64) (int, error)
+}
 
 // CompileEnv is what compiling fetch-args needs from the tracer.
 type CompileEnv struct {
@@ -169,10 +194,10 @@ func wrapErr(tok, what string, err error) error {
 	return &ArgError{Token: tok, Reason: msg, Err: err}
 }
 
-// CompileArgs compiles a probe's fetch-arg tokens (Spec.Args): every token
+// Compile compiles a probe's fetch-arg tokens (Spec.Args): every token
 // up to one that is exactly "if" is a fetch-arg; the tokens after it,
 // joined by single spaces, are the filter.
-func CompileArgs(tokens []string, env CompileEnv) (*Args, error) {
+func Compile(tokens []string, env CompileEnv) (*Args, error) {
 	a := &Args{}
 	var filterText string
 	hasFilter := false
@@ -392,6 +417,16 @@ func perfArgName(expr, typ string, typed bool) string {
 		rest = rest[end:]
 	}
 	return good
+}
+
+// FieldName is s made a field's name, as $params names a parameter's
+// field: what a name cannot hold turned into "_", cut to the longest
+// name; "" where s cannot be one (empty, or a name the kernel keeps).
+func FieldName(s string) string {
+	if name := sanitizeArgName(s); !slices.Contains(reservedFieldNames, name) {
+		return name
+	}
+	return ""
 }
 
 // sanitizeArgName turns what cannot be in an event field name into "_".
@@ -1109,9 +1144,9 @@ func (sc *fetchScratch) readUint(addr uint64, size int) (uint64, bool) {
 	return valueLE(b), true
 }
 
-// readCString reads the NUL-terminated string at addr in mem as a string
-// fetch-arg does (readString).
-func readCString(mem Memory, addr uint64) (string, bool) {
+// ReadString reads the NUL-terminated string at addr in mem as a string
+// fetch-arg does: at most MaxStringSize-1 bytes; false if it faults.
+func ReadString(mem Memory, addr uint64) (string, bool) {
 	sc := fetchScratchPool.Get().(*fetchScratch)
 	defer fetchScratchPool.Put(sc)
 	sc.h = &HitEnv{Mem: mem}

@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ const (
 	KindEntry    Kind = iota // p: an instruction (entry) probe
 	KindReturn               // r: a return probe
 	KindDelete               // -: remove an event
-	KindOverride             // o: skip a function, returning a chosen value (override.go)
+	KindOverride             // o: skip a function, returning a chosen value (probe/override.go)
 )
 
 // DefaultGroup is the event group of probes that name none (kprobes use
@@ -156,7 +156,7 @@ func ParseSpec(text string) (*Spec, error) {
 		}
 		locTok = l
 	}
-	loc, err := parseLocation(locTok)
+	loc, err := ParseLocation(locTok)
 	if err != nil {
 		return nil, bad(locTok, "%v", err)
 	}
@@ -236,7 +236,8 @@ func moduleColon(tok string) int {
 	return -1
 }
 
-func parseLocation(tok string) (Location, error) {
+// ParseLocation parses a probe's location, as ParseSpec does.
+func ParseLocation(tok string) (Location, error) {
 	var loc Location
 	if tok == "" {
 		return loc, fmt.Errorf("empty location")

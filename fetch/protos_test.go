@@ -1,4 +1,4 @@
-package probe
+package fetch
 
 import (
 	"testing"
@@ -32,10 +32,10 @@ func TestPrototypeTable(t *testing.T) {
 	if f := table["free"]; f.Result.Class != symbols.ClassVoid || f.Params[0].Class != symbols.ClassPointer {
 		t.Errorf("free: %+v", f)
 	}
-	if s, ok := prototypeOf("__strlen_avx2"); !ok || s.Result.Size != 8 || s.Result.Signed {
+	if s, ok := Prototype("__strlen_avx2"); !ok || s.Result.Size != 8 || s.Result.Signed {
 		t.Errorf("__strlen_avx2 as strlen: %+v, %v", s, ok)
 	}
-	if _, ok := prototypeOf("__libc_malloc_impl_x"); ok {
+	if _, ok := Prototype("__libc_malloc_impl_x"); ok {
 		t.Errorf("__libc_malloc_impl_x found a prototype")
 	}
 	for _, c := range []struct {

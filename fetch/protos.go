@@ -1,7 +1,8 @@
-package probe
+package fetch
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -259,7 +260,7 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true}, nil
 	case "format":
 		// A printf format: a string, and what it says of the "..."
-		// arguments after it (varargs.go).
+		// arguments after it (probe/varargs.go).
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true, Format: "format"}, nil
 	case "ptr":
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8}, nil
@@ -273,6 +274,47 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		return v, nil
 	}
 	return symbols.ABIValue{}, fmt.Errorf("unknown type %q", t)
+}
+
+// HasPrototype reports whether the table has name.
+func HasPrototype(name string) bool {
+	_, ok := prototypes()[name]
+	return ok
+}
+
+// Prototype is name's signature in the table of prototypes; an IFUNC's
+// implementation has its function's (__strlen_avx2: strlen).
+func Prototype(name string) (symbols.Signature, bool) {
+	proto, ok := prototypes()[prototypeKey(name)]
+	// A copy: the caller names its parameters.
+	proto.Params = slices.Clone(proto.Params)
+	return proto, ok
+}
+
+// prototypeKey is the name name's prototype is under in the table.
+func prototypeKey(name string) string {
+	if _, ok := prototypes()[name]; !ok && strings.HasPrefix(name, "__") {
+		base, _, _ := strings.Cut(strings.TrimLeft(name, "_"), "_")
+		return base
+	}
+	return name
+}
+
+// FailsWithErrno reports whether the table says name's failure result
+// sets errno.
+func FailsWithErrno(name string) bool {
+	key := prototypeKey(name) // (after the table is read)
+	return errnoFailures[key]
+}
+
+// Decode is v, of table type format, as its decoder shows it (open's
+// flags by name, a mode in octal, a signal by name); v where format has
+// no decoder.
+func Decode(format string, v Value) Value {
+	if decode := decoders[format]; decode != nil {
+		return decode(v)
+	}
+	return v
 }
 
 // decoders turn a value of a table type into its text.
