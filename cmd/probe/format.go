@@ -119,24 +119,24 @@ func isTerminal(f *os.File) bool {
 func (o *options) textFormat() bool { return (o.format == "" || o.format == "text") && !o.record }
 
 // formatWriter returns the writer of a format other than text, or nil.
-func formatWriter(f0 io.Writer, ts tracers, o *options, probes bool) output.Writer {
+func formatWriter(w io.Writer, ts tracers, o *options, probes bool) output.Writer {
 	if o.record {
-		return output.NewRecorder(f0, recordingInfo(o, probes))
+		return output.NewRecorder(w, recordingInfo(o, probes))
 	}
-	f, ok := output.FormatNamed(o.format)
-	if !ok || f.New == nil {
+	format, ok := output.FormatNamed(o.format)
+	if !ok || format.New == nil {
 		return nil
 	}
 	opts := output.FormatOptions{Returns: ts.returns(), Clocks: output.NowClocks(), Program: programName(o), Target: o.out, Pid: o.pid}
 	if o.wallOffset != 0 {
 		opts.Clocks = output.PerfettoClocks{Wall: o.wallOffset, Boot: o.bootOffset} // a recording's
 	}
-	w, err := f.New(f0, opts)
+	fw, err := format.New(w, opts)
 	if err != nil {
 		// (checkFormat checked the target.) The first write says it.
 		return output.Failing(err)
 	}
-	return w
+	return fw
 }
 
 // cpuWidth is the digits of function_graph's CPU column: this machine's,
