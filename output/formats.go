@@ -87,12 +87,21 @@ func FormatNamed(name string) (*Format, bool) {
 // FormatNames lists the formats' names for a message: "text, json, ...
 // or otlp".
 func FormatNames() string {
-	names := make([]string, len(Formats))
-	for i, f := range Formats {
-		names[i] = f.Name
-	}
+	names := FormatsWhere(func(*Format) bool { return true })
 	last := len(names) - 1
 	return strings.Join(names[:last], ", ") + " or " + names[last]
+}
+
+// FormatsWhere is the names of the formats keep keeps, in the table's
+// order.
+func FormatsWhere(keep func(*Format) bool) []string {
+	var names []string
+	for i := range Formats {
+		if keep(&Formats[i]) {
+			names = append(names, Formats[i].Name)
+		}
+	}
+	return names
 }
 
 // FormatHelp is the formats' help, a format a line (or two): every line

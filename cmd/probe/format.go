@@ -63,7 +63,7 @@ func checkFormat(o *options, ts tracers) error {
 		return fmt.Errorf("--format %s: needs --tracer function_graph (calls and their returns)", f.Name)
 	case f.Name != "text" && onlyStacks:
 		return fmt.Errorf("--format %s: the stack tracer's report is text only", f.Name)
-	case f.Binary && !f.Collector && o.out == "" && isTerminal(os.Stdout):
+	case f.Binary && o.out == "" && isTerminal(os.Stdout):
 		return fmt.Errorf("--format %s: the trace is binary; give -o FILE or redirect the output", f.Name)
 	}
 	return nil

@@ -159,16 +159,14 @@ func commandNames(h helpSections) []string {
 // completion is the completion script of a shell: bash, zsh or fish.
 func completion(shell string) (string, error) {
 	h := parseHelp(usageText())
-	var flags, fileFlags, formats []string
+	var flags, fileFlags []string
 	for _, f := range h.flags {
 		flags = append(flags, f.name)
 		if strings.Contains(f.arg, "FILE") {
 			fileFlags = append(fileFlags, f.name)
 		}
 	}
-	for _, f := range output.Formats {
-		formats = append(formats, f.Name)
-	}
+	formats := output.FormatsWhere(func(*output.Format) bool { return true })
 	cmds := commandNames(h)
 	switch shell {
 	case "bash", "zsh":

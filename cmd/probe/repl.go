@@ -891,11 +891,5 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 
 // sectionedFormats names the formats the REPL can write: "text or json".
 func sectionedFormats() string {
-	var names []string
-	for _, f := range output.Formats {
-		if f.Sectioned {
-			names = append(names, f.Name)
-		}
-	}
-	return strings.Join(names, " or ")
+	return strings.Join(output.FormatsWhere(func(f *output.Format) bool { return f.Sectioned }), " or ")
 }
