@@ -45,6 +45,9 @@ const injectBlocked = ^uint64(0) &^ (1<<(unix.SIGTRAP-1) | 1<<(unix.SIGSEGV-1) |
 // ignores SIGTRAP, which that forced SIGTRAP would reset
 // (trapstate.go): then syscall stops too (injectSyscallNoStep).
 func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+	if err := p.leaveSyscall(tid); err != nil {
+		return 0, err
+	}
 	if err := p.settleRestart(tid); err != nil {
 		return 0, err
 	}
@@ -57,6 +60,19 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 }
 
 var errRestartPending = errors.New("the thread is in a system call to be restarted")
+
+// leaveSyscall takes a thread stopped inside a system call that has yet
+// to return (a clone event's stop) out of it, to an interrupt stop as it
+// returns. Run from there, ours would go wrong twice: the kernel stores
+// the call's result over the registers we set, and a step is reported at
+// the call's exit, before our instruction: a SIGTRAP that, kept for the
+// thread as its own, killed it when delivered.
+func (p *Process) leaveSyscall(tid int) error {
+	if t := p.threads[tid]; t == nil || !t.Stopped || !t.inSyscall {
+		return nil
+	}
+	return p.interruptAgain(tid)
+}
 
 // injectSyscallNoStep is InjectSyscall without a single-step: the thread
 // runs the call from its syscall-entry stop to its syscall-exit stop,
@@ -164,6 +180,9 @@ func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid 
 // Every register and the signal mask are put back after, as InjectSyscall
 // does.
 func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uint64) (regs unix.PtraceRegs, err error) {
+	if err := p.leaveSyscall(tid); err != nil {
+		return regs, err
+	}
 	err = p.withRegs(tid, func(r *unix.PtraceRegs) error {
 		set(r)
 		if err := p.SetRegs(tid, r); err != nil {
@@ -523,6 +542,9 @@ func gapsNear(maps []Mapping, near, size uint64) []uint64 {
 // held by one of them). A fault or the thread's end inside the function
 // is an error; its side effects stay.
 func (p *Process) InjectCall(tid int, fn, trap uint64, args ...uint64) (ret uint64, err error) {
+	if err := p.leaveSyscall(tid); err != nil {
+		return 0, err
+	}
 	if err := p.settleRestart(tid); err != nil {
 		return 0, err
 	}

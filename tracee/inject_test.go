@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -338,5 +339,66 @@ func runToExit(t *testing.T, p *Process) {
 			sig = ev.Sig
 		}
 		p.Cont(ev.Tid, sig)
+	}
+}
+
+// TestInjectAtCloneEvent injects a system call into a thread stopped at
+// its clone event, inside clone: the call returns its own result, clone
+// returns the new thread's id to the program, and no SIGTRAP of ours is
+// left for the thread (the kernel reported the step at clone's exit, and
+// that report, kept as the program's, killed it: status 133).
+func TestInjectAtCloneEvent(t *testing.T) {
+	bin := testProgram(t, "cloner")
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	runtime.LockOSThread() // for the test's life: this thread is the tracer
+	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Kill(p.Pid, unix.SIGKILL)
+	stuck := time.AfterFunc(30*time.Second*timeScale, func() { unix.Kill(p.Pid, unix.SIGKILL) })
+	defer stuck.Stop()
+	injected := false
+	if err := p.Cont(p.Pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := p.WaitAny()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := 0
+		switch {
+		case ev.Kind == EventExit && ev.Tid == p.Pid:
+			if !ev.Status.Exited() || ev.Status.ExitStatus() != 0 {
+				t.Fatalf("cloner ended with status %#x, want exit 0", int(ev.Status))
+			}
+			out, _ := io.ReadAll(stdout)
+			if string(out) != "thread\nmain\n" {
+				t.Fatalf("cloner printed %q", out)
+			}
+			if !injected {
+				t.Fatal("cloner never stopped at its clone event")
+			}
+			return
+		case ev.Kind == EventExit:
+			continue // a thread: nothing to resume
+		case ev.Kind == EventClone && !injected:
+			injected = true
+			ret, err := p.InjectSyscall(ev.Tid, unix.SYS_GETPID)
+			if err != nil || int(ret) != p.Pid {
+				t.Fatalf("getpid injected at the clone event: %d, %v; want %d", int(ret), err, p.Pid)
+			}
+		case ev.Kind == EventSignal && ev.Sig != int(unix.SIGSTOP), ev.Kind == EventTrap:
+			sig = ev.Sig
+		}
+		if err := p.Cont(ev.Tid, sig); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -111,6 +111,9 @@ type Thread struct {
 	owed *owedTrapState
 	// stop is the kind of stop it is in, while Stopped.
 	stop EventKind
+	// inSyscall: that stop is inside a system call that has yet to
+	// return (a clone, fork, exec or vfork-done event), see leaveSyscall.
+	inSyscall bool
 	// rewound: put back on the breakpoint it trapped on (rewind.go);
 	// stepped: resumed for one instruction last.
 	rewound, stepped bool

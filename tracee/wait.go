@@ -223,6 +223,10 @@ func (p *Process) classify(tid int, ws unix.WaitStatus) (Event, bool) {
 		ev.Kind = EventOther
 	}
 	t.stop = ev.Kind
+	// (A vfork's parent is not: it waits for the child next, and an
+	// interrupt would not stop it until then.)
+	t.inSyscall = ev.Kind == EventClone || ev.Kind == EventExec || ev.Kind == EventVforkDone ||
+		ev.Kind == EventFork && int(ws>>16)&0xff != unix.PTRACE_EVENT_VFORK
 	return ev, true
 }
 
