@@ -304,6 +304,18 @@ func TestGo(t *testing.T) {
 		evs := traced(t, nil, []string{"p:go/gw main.work"}, goworkBin, "500", "4")
 		wantEvents(t, evs, 2000, "gw", loc)
 	})
+	t.Run("verbose", func(t *testing.T) {
+		// -v says why each probe stops the thread, return probes too
+		// (they said "()": no reason).
+		t.Parallel()
+		r := probe(t, "run", "-v", "-o", "/dev/null", "p:main.work", "r:main.loop", "--", goworkBin, "10")
+		want := "probe: probe/p_main_work_0: stops the thread (Go program)\n" +
+			"probe: probe/r_main_loop_0: stops the thread (Go program)\n" +
+			"gowork: done\n"
+		if r.code != 0 || r.stderr != want {
+			t.Errorf("probe run -v: %v\nwant stderr\n%s", r, want)
+		}
+	})
 }
 
 // badSpec is a SPEC that probe must reject with exit status 2 and one

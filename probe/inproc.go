@@ -1302,7 +1302,7 @@ func (st *site) path() (inProcess bool, why string) {
 func notePaths(sites ...*site) {
 	for _, st := range sites {
 		rec, why := st.path()
-		for _, p := range slices.Concat(st.probes, st.returns, st.overrides) {
+		for _, p := range slices.Concat(st.probes, st.returns, st.retInsns, st.overrides) {
 			p.pathMu.Lock()
 			p.inProcess, p.trapWhy = rec, why
 			p.pathMu.Unlock()
