@@ -141,11 +141,59 @@ func killWhileStopping(t *testing.T, p *bg, i int, specs []string) {
 	waitStderr(t, pr, "stop", 30*time.Second)
 	time.Sleep(time.Duration(300+70*i) * time.Millisecond)
 	pr.cmd.Process.Kill()
-	pr.wait(t, 10*time.Second)
+	r := pr.wait(t, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	if p.exited() {
 		t.Fatalf("kill %d (%q): the program ended after probe's SIGKILL: %v", i, specs, p.res)
 	}
+	// What a later failure needs: what probe said, and the text its
+	// rescue has not put back yet (hot code is back by now).
+	t.Logf("kill %d (%q): probe said:\n%s; text still patched: %s", i, specs, r.stderr, textPatched(p.pid()))
+}
+
+// textPatched lists where the text of pid's executable mappings differs
+// from their files (at most 8 places), or says why it cannot tell.
+func textPatched(pid int) string {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return err.Error()
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return err.Error()
+	}
+	defer mem.Close()
+	var diffs []string
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "r-xp" || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		var lo, hi, off uint64
+		if _, err := fmt.Sscanf(f[0]+" "+f[2], "%x-%x %x", &lo, &hi, &off); err != nil {
+			continue
+		}
+		file, err := os.ReadFile(f[5])
+		if err != nil || off >= uint64(len(file)) {
+			continue
+		}
+		want := file[off:min(uint64(len(file)), off+hi-lo)]
+		got := make([]byte, len(want))
+		if n, _ := mem.ReadAt(got, int64(lo)); n != len(got) {
+			diffs = append(diffs, fmt.Sprintf("%s: unreadable", f[5]))
+			continue
+		}
+		for k := 0; k < len(got) && len(diffs) < 8; k++ {
+			if got[k] != want[k] {
+				diffs = append(diffs, fmt.Sprintf("%#x (%s+%#x) %x, file %x", lo+uint64(k), filepath.Base(f[5]), off+uint64(k), got[k:min(len(got), k+4)], want[k:min(len(want), k+4)]))
+				k += 3
+			}
+		}
+	}
+	if len(diffs) == 0 {
+		return "none"
+	}
+	return strings.Join(diffs, "; ")
 }
 
 // TestKill9OwnTrapHandler: a program with a SIGTRAP handler of its own,
