@@ -417,6 +417,30 @@ func TestOutputPprof(t *testing.T) {
 	}
 }
 
+// TestOutputFoldedOnlyStacks: a folded file holds stack lines alone
+// (flamegraph.pl ignores, with a warning, any other line); what probe
+// has to say of the trace, here that --args found no arguments to show
+// in a program without DWARF and that longjmp lost returns, goes to
+// stderr.
+func TestOutputFoldedOnlyStacks(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "ret_nodwarf", filepath.Join("testdata", "ret.c"), "-O2")
+	folded := filepath.Join(t.TempDir(), "out.folded")
+	r := probe(t, "run", "--args", "--tracer", "function_graph", "--filter", "mid,leaf", "--format", "folded", "-o", folded, "--", exe, "4")
+	want := "probe: --args: 2 functions traced without their arguments (no DWARF, no prototype): leaf, mid\n" +
+		"probe: 4 returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)\n"
+	if r.code != 0 || r.stderr != want {
+		t.Fatalf("probe run: %v\nwant stderr %q", r, want)
+	}
+	b, err := os.ReadFile(folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^(mid(;leaf)? \d+\n)+$`).Match(b) {
+		t.Errorf("folded file:\n%s\nwant lines of mid and mid;leaf and their times alone", b)
+	}
+}
+
 // TestOutputFoldedSumsToTracedTime: from one recording, the folded stacks
 // add up to the function_graph trace's time in outermost calls, exactly
 // in nanoseconds (against the JSON durations) and to the microsecond

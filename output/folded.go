@@ -18,20 +18,22 @@ import (
 //
 //	main;work;leaf 1200
 //
-// Lines are written by Finish; comments follow them as "# ..." lines,
-// which flamegraph.pl skips.
+// Lines are written by Finish. The file holds nothing else (flamegraph.pl
+// warns of any other line): comments go to notes, as "probe: ..." lines.
 //
 // With no traced calls, the stacks are those probe hits carry (the
 // stacktrace action), each line counting the hits of its stack.
 type Folded struct {
 	w      *bufio.Writer
+	notes  io.Writer // nil: comments are dropped
 	stacks *callStacks
 	hits   map[string]int64 // probe hit stacks, outermost first, joined with ";"
 }
 
-// NewFolded returns a folded-stacks writer.
-func NewFolded(w io.Writer) *Folded {
-	return &Folded{w: bufio.NewWriter(w), stacks: newCallStacks(), hits: map[string]int64{}}
+// NewFolded returns a folded-stacks writer that says its comments on
+// notes (stderr; nil: nowhere).
+func NewFolded(w, notes io.Writer) *Folded {
+	return &Folded{w: bufio.NewWriter(w), notes: notes, stacks: newCallStacks(), hits: map[string]int64{}}
 }
 
 func (f *Folded) Write(r *Record) error {
@@ -51,7 +53,10 @@ func (f *Folded) Write(r *Record) error {
 }
 
 func (f *Folded) Comment(s string) error {
-	_, err := fmt.Fprintf(f.w, "# %s\n", s)
+	if f.notes == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(f.notes, "probe: %s\n", s)
 	return err
 }
 

@@ -49,6 +49,9 @@ type FormatOptions struct {
 	// Target is the collector's URL (OTLP); Pid the traced process.
 	Target string
 	Pid    int
+	// Notes is where a format with no place for comments says them
+	// (folded: stderr).
+	Notes io.Writer
 }
 
 // Formats is every format, the default first.
@@ -63,7 +66,7 @@ var Formats = []Format{
 	{Name: "pprof", Help: "a pprof profile of the call stacks", Needs: CallStacks, Binary: true,
 		New: func(w io.Writer, _ FormatOptions) (Writer, error) { return NewPprof(w), nil }},
 	{Name: "folded", Help: "folded call stacks (flame graphs)", Needs: CallStacks,
-		New: func(w io.Writer, _ FormatOptions) (Writer, error) { return NewFolded(w), nil }},
+		New: func(w io.Writer, o FormatOptions) (Writer, error) { return NewFolded(w, o.Notes), nil }},
 	{Name: "graph", Help: "uftrace's call graph", Needs: CallsAndReturns,
 		New: func(w io.Writer, o FormatOptions) (Writer, error) { return NewCallGraph(w, o.Program), nil }},
 	{Name: "profile", Help: "uftrace report: calls and time by function", Needs: CallsAndReturns,

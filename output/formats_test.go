@@ -177,18 +177,22 @@ func TestChromeLostFrames(t *testing.T) {
 	}
 }
 
+// TestFolded: stacks and their self times, nothing else in the file (a
+// "# ..." line makes flamegraph.pl warn); the comments go to the notes.
 func TestFolded(t *testing.T) {
-	var b bytes.Buffer
-	writeAll(t, NewFolded(&b), graphRecords())
+	var b, notes bytes.Buffer
+	writeAll(t, NewFolded(&b, &notes), graphRecords())
 	want := `main 550
 main;leaf 50
 main;work 300
 main;work;leaf 100
 spin 800
-# 3 events lost (buffer full)
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	if want := "probe: 3 events lost (buffer full)\n"; notes.String() != want {
+		t.Errorf("notes %q, want %q", notes.String(), want)
 	}
 }
 

@@ -127,7 +127,7 @@ func formatWriter(w io.Writer, ts tracers, o *options, probes bool) output.Write
 	if !ok || format.New == nil {
 		return nil
 	}
-	opts := output.FormatOptions{Returns: ts.returns(), Clocks: output.NowClocks(), Program: programName(o), Target: o.out, Pid: o.pid}
+	opts := output.FormatOptions{Returns: ts.returns(), Clocks: output.NowClocks(), Program: programName(o), Target: o.out, Pid: o.pid, Notes: os.Stderr}
 	if o.wallOffset != 0 {
 		opts.Clocks = output.PerfettoClocks{Wall: o.wallOffset, Boot: o.bootOffset} // a recording's
 	}
