@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -148,12 +149,47 @@ func TestCallsVarargs(t *testing.T) {
 		`[pid N] fprintf(0xADDR, "%s %p\n", "  42|abc|-0.125", 0x1234) = 23`,
 		`[pid N] printf("%d %d %d %d %d %d %d %d\n", 1, 2, 3, 4, 5, 6, 7, 8) = 16`,
 		`[pid N] printf("%g %g %g %g %g %g %g %g %g %g\n", 1, 2, 3, 4, 5, 6, 7, 8, 9.5, 10.5) = 25`,
+		`[pid N] printf("%o %lo %#o\n", 0755, 01777, 010) = 13`, // octal, as C writes it
 	}
 	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
 		out := filepath.Join(t.TempDir(), "calls")
 		r := mustProbe(t, append(append([]string{"run", "-o", out}, engine...), "--calls", "libc:printf,libc:snprintf,libc:fprintf", "--", exe)...)
-		if r.stdout != "k=-3  2.50 z 7 ff 44%\n1 2 3 4 5 6 7 8\n1 2 3 4 5 6 7 8 9.5 10.5\n" || r.stderr != "  42|abc|-0.125 0x1234\n" {
+		if r.stdout != "k=-3  2.50 z 7 ff 44%\n1 2 3 4 5 6 7 8\n1 2 3 4 5 6 7 8 9.5 10.5\n755 1777 010\n" || r.stderr != "  42|abc|-0.125 0x1234\n" {
 			t.Errorf("%v: the program's output changed:\n%v", engine, r)
+		}
+		if got := callLines(readFile(t, out)); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%v: calls\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// TestCallsSyscallWrappers: glibc's assembly wrappers of system calls
+// show their parameters and results by the table (they showed
+// "umask() = <void>"), a mode in octal.
+func TestCallsSyscallWrappers(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "wrappers", "testdata/tracers/wrappers.c", "-O2", "-g")
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^Umask:\s*(\d+)$`).FindSubmatch(status)
+	if m == nil {
+		t.Fatalf("no Umask in /proc/self/status:\n%s", status)
+	}
+	old, _ := strconv.ParseUint(string(m[1]), 8, 32)
+	uid, euid := os.Getuid(), os.Geteuid()
+	want := []string{
+		fmt.Sprintf("[pid N] umask(027) = %#o", old),
+		fmt.Sprintf("[pid N] umask(%#o) = 027", old),
+		fmt.Sprintf("[pid N] getuid() = %d", uid),
+		fmt.Sprintf("[pid N] geteuid() = %d", euid),
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		out := filepath.Join(t.TempDir(), "calls")
+		r := mustProbe(t, append(append([]string{"run", "-o", out}, engine...), "--calls", "libc:umask,libc:getuid,libc:geteuid", "--", exe)...)
+		if want := fmt.Sprintf("%d %d\n", uid, euid); r.stdout != want {
+			t.Errorf("%v: the program printed %q, want %q", engine, r.stdout, want)
 		}
 		if got := callLines(readFile(t, out)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%v: calls\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))

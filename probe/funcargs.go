@@ -262,17 +262,19 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []fetch.Field {
 // show appends to dst the parameters as --args shows them, from vals,
 // their fetched values: every parameter, each by its slot.
 func (fa *funcArgs) show(vals, dst []fetch.Field) []fetch.Field {
-	var flags uint64
+	var flags *uint64 // open's, once seen
 	for _, s := range fa.slots {
 		v := fetch.DwarfValue(s.text)
 		if s.i >= 0 && s.i < len(vals) {
 			raw := vals[s.i].Value
 			if s.format == "oflags" {
-				flags = raw.Uint()
+				f := raw.Uint()
+				flags = &f
 			}
-			if s.format == "mode" && flags&(unix.O_CREAT|unix.O_TMPFILE&^unix.O_DIRECTORY) == 0 {
+			if s.format == "mode" && flags != nil && *flags&(unix.O_CREAT|unix.O_TMPFILE&^unix.O_DIRECTORY) == 0 {
 				// open's mode is passed only with O_CREAT or
 				// O_TMPFILE: else its register holds anything.
+				// (chmod's, mkdir's and umask's always are.)
 				continue
 			}
 			v = shown(raw, s.enum, s.format)

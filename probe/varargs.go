@@ -82,7 +82,9 @@ func (a *varArgs) formatArgs(format string) []fetch.Value {
 			vals = append(vals, fetch.UintValue(fetch.TypeS64, uint64(signed(a.nextInt(), intBits(c.length)))))
 		case 'u':
 			vals = append(vals, fetch.UintValue(fetch.TypeU64, a.nextInt()&mask(intBits(c.length))))
-		case 'o', 'x', 'X':
+		case 'o':
+			vals = append(vals, fetch.DwarfValue(fmt.Sprintf("%#o", a.nextInt()&mask(intBits(c.length)))))
+		case 'x', 'X':
 			vals = append(vals, fetch.UintValue(fetch.TypeX64, a.nextInt()&mask(intBits(c.length))))
 		case 'c':
 			vals = append(vals, fetch.DwarfValue(strconv.QuoteRune(rune(byte(a.nextInt())))))

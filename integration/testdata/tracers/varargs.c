@@ -11,5 +11,6 @@ int main(void)
 	fprintf(stderr, "%s %p\n", buf, (void *)0x1234);
 	printf("%d %d %d %d %d %d %d %d\n", 1, 2, 3, 4, 5, 6, 7, 8);
 	printf("%g %g %g %g %g %g %g %g %g %g\n", 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.5, 10.5);
+	printf("%o %lo %#o\n", 0755, 01777UL, 8);
 	return 0;
 }
