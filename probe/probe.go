@@ -1,9 +1,19 @@
 // Package probe places kprobe-style probes in a Linux user process through
 // ptrace: the register_kprobe of user space.
 //
-//	t, _ := probe.Attach(pid, nil)
-//	p, _ := t.Add("p:malloc", probe.Handler{Pre: func(h *probe.Hit) { ... }})
-//	t.Start(); defer t.Detach()
+//	t, err := probe.Attach(pid) // or probe.Launch(argv, nil)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer t.Detach()
+//	p, err := t.Add("p:malloc size=%di:u64", probe.Handler{
+//		Pre:  func(h *probe.Hit) { fmt.Println(h.Tid, h.Fields) /* h.Regs, h.Mem ... */ },
+//		Post: func(h *probe.Hit) { /* after the probed instruction */ },
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	t.Start()
 //
 // Handlers run on the tracer's ptrace thread while the hitting thread is
 // stopped, like kprobe handlers in trap context: keep them short and hand
