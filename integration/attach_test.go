@@ -79,8 +79,11 @@ func TestAttachSignal(t *testing.T) {
 			workers := s.workers(t)
 			ev := filepath.Join(t.TempDir(), "events")
 			w0 := monoMicros(t)
-			p := startProbe(t, "attach", "-o", ev, strconv.Itoa(s.pid()), "p:work")
-			waitTracedBy(t, s.pid(), p.pid(), 10*time.Second)
+			p := startProbe(t, "attach", "-v", "-o", ev, strconv.Itoa(s.pid()), "p:work")
+			// -v says how the probe's hits are taken once it is in: a
+			// second of hits from there (not from the seize, which a
+			// loaded machine may take most of the second to follow).
+			waitStderr(t, p, "p_work_0", 30*time.Second*timeScale)
 			time.Sleep(time.Second)
 			if p.exited() {
 				t.Fatalf("probe attach exited by itself:\n%v", p.res)

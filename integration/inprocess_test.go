@@ -235,7 +235,7 @@ func TestInProcessRingFull(t *testing.T) {
 	if lost != 0 || len(calls) != threads*n {
 		t.Fatalf("waiting for room: %d records and %d lost, want %d and none", len(calls), lost, threads*n)
 	}
-	if !regexp.MustCompile(`\n# [0-9.]+m?s waited by the threads for room in their rings \(--drop: never, losing events instead\)\n`).Match(trace) {
+	if !regexp.MustCompile(`\n# [0-9.hm]+[mµ]?s waited by the threads for room in their rings \(--drop: never, losing events instead\)\n`).Match(trace) {
 		t.Errorf("no note of the time waited in the trace's end:\n%s", limit(string(trace[max(0, len(trace)-300):])))
 	}
 }
