@@ -63,6 +63,23 @@ func (j *jobstop) waitStates(t *testing.T, st byte) {
 	}
 }
 
+// stoppedOutput waits until every thread is in stop state st and the
+// output has stopped coming (a line printed just before the stop may
+// still be in the pipe), and returns it.
+func (j *jobstop) stoppedOutput(t *testing.T, st byte) string {
+	t.Helper()
+	j.waitStates(t, st)
+	out := j.stdout.String()
+	for {
+		time.Sleep(100 * time.Millisecond)
+		now := j.stdout.String()
+		if now == out {
+			return out
+		}
+		out = now
+	}
+}
+
 // untraced checks that no thread is traced any more.
 func (j *jobstop) untraced(t *testing.T) {
 	t.Helper()
@@ -128,8 +145,7 @@ func TestAttachStoppedStaysStopped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j := startJobstop(t)
 			j.signal(t, syscall.SIGSTOP)
-			j.waitStates(t, 'T')
-			out := j.stdout.String()
+			out := j.stoppedOutput(t, 'T')
 			r := probe(t, append([]string{"attach", "--duration", "1s", strconv.Itoa(j.pid())}, tc.args...)...)
 			if r.code != 0 || r.stdout != tc.stdout || !strings.HasPrefix(r.stderr, tc.stderrPrefix) || (tc.stderrPrefix == "") != (r.stderr == "") {
 				t.Fatalf("probe attach: %v\nwant exit 0, stdout %q, stderr starting %q", r, tc.stdout, tc.stderrPrefix)
@@ -154,8 +170,7 @@ var probeCount = regexp.MustCompile(`# count of probe/p_work_0: (\d+) hits`)
 func TestAttachStoppedContinued(t *testing.T) {
 	j := startJobstop(t)
 	j.signal(t, syscall.SIGSTOP)
-	j.waitStates(t, 'T')
-	out := j.stdout.String()
+	out := j.stoppedOutput(t, 'T')
 	pr := startProbe(t, "attach", "-v", "--duration", "3s", strconv.Itoa(j.pid()), "p:work => count")
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(pr.stderr.String(), "in-process, counted in the tracee\n") {
@@ -194,8 +209,7 @@ func TestAttachStopWhileAttached(t *testing.T) {
 	pr := startProbe(t, "attach", "-v", "--duration", "3s", "--interval", "100ms", strconv.Itoa(j.pid()), "p:work => count")
 	pr.waitStdout(t, "# interval 2:", 10*time.Second)
 	j.signal(t, syscall.SIGSTOP)
-	j.waitStates(t, 't')
-	out := j.stdout.String()
+	out := j.stoppedOutput(t, 't')
 	// Every table printed from now on has the same count.
 	tables := len(probeCount.FindAllString(pr.stdout.String(), -1))
 	pr.waitStdout(t, fmt.Sprintf("# interval %d:", tables+3), 10*time.Second)

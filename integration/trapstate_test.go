@@ -88,8 +88,11 @@ func TestTrapStateAttach(t *testing.T) {
 			p.waitStdout(t, "ready\n", 10*time.Second)
 			for round := 0; round < 3; round++ {
 				tracing := trapstateTracing[round%len(trapstateTracing)]
-				args := append(append(append([]string{"attach", "-o", os.DevNull}, tracing.flags...), fmt.Sprint(p.pid())), tracing.specs...)
+				args := append(append(append([]string{"attach", "-v", "-o", os.DevNull}, tracing.flags...), fmt.Sprint(p.pid())), tracing.specs...)
 				pr := startBg(t, []string{"PROBE_DEBUG_MAILBOX=1"}, probeBin, args...)
+				// From -v's first line (the probes in: a loaded machine
+				// may take longer than the pause to attach).
+				waitStderr(t, pr, "probe: ", cmdTimeout)
 				time.Sleep(time.Duration(100+rng.Intn(300)) * time.Millisecond)
 				pr.signal(t, os.Interrupt)
 				r := pr.wait(t, cmdTimeout)
