@@ -76,24 +76,33 @@ func testProgram(t *testing.T, name string) string {
 	return bin
 }
 
-// TestInjectSyscallUnderSignals injects system calls into a thread that
-// queued signals keep reaching, stopped in its own code or inside a system
-// call of its own: each call returns its own result, every register is put
-// back, and every signal is delivered once, none lost and none doubled.
-func TestInjectSyscallUnderSignals(t *testing.T) {
-	bin := testProgram(t, "signals")
+// launchPiped launches test program name, held at its start, its stdout
+// a pipe; the calling goroutine's thread is the tracer for the test's
+// life, and the program is killed at its end.
+func launchPiped(t *testing.T, name string) (*Process, *os.File) {
+	t.Helper()
+	bin := testProgram(t, name)
 	stdout, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdout.Close()
-	runtime.LockOSThread() // for the test's life: this thread is the tracer
+	t.Cleanup(func() { stdout.Close() })
+	runtime.LockOSThread()
 	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
 	w.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Kill(p.Pid, unix.SIGKILL)
+	t.Cleanup(func() { unix.Kill(p.Pid, unix.SIGKILL) })
+	return p, stdout
+}
+
+// TestInjectSyscallUnderSignals injects system calls into a thread that
+// queued signals keep reaching, stopped in its own code or inside a system
+// call of its own: each call returns its own result, every register is put
+// back, and every signal is delivered once, none lost and none doubled.
+func TestInjectSyscallUnderSignals(t *testing.T) {
+	p, stdout := launchPiped(t, "signals")
 	lines := bufio.NewReader(stdout)
 	// Up to Launch's SIGCONT it stops; then it runs to "ready".
 	for sig := 0; sig != int(unix.SIGCONT); {
@@ -348,19 +357,7 @@ func runToExit(t *testing.T, p *Process) {
 // left for the thread (the kernel reported the step at clone's exit, and
 // that report, kept as the program's, killed it: status 133).
 func TestInjectAtCloneEvent(t *testing.T) {
-	bin := testProgram(t, "cloner")
-	stdout, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	runtime.LockOSThread() // for the test's life: this thread is the tracer
-	p, err := Launch([]string{bin}, nil, []*os.File{os.Stdin, w, os.Stderr})
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Kill(p.Pid, unix.SIGKILL)
+	p, stdout := launchPiped(t, "cloner")
 	stuck := time.AfterFunc(30*time.Second*timeScale, func() { unix.Kill(p.Pid, unix.SIGKILL) })
 	defer stuck.Stop()
 	injected := false
