@@ -87,7 +87,7 @@ type recordSite struct {
 	code      *singlestep.RecordStub
 	tallies   []siteTally // what the stub counts, if it counts instead of recording
 	// filtered: the stub tests its probes' filters and records only what
-	// one of them lets through; rejected is the word of RingTally that
+	// one of them lets through; rejected is the word of ring.TallyOff that
 	// counts the rest.
 	filtered bool
 	rejected int
@@ -360,7 +360,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		t.inprocWhy = err.Error()
 		return nil
 	}
-	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
+	l := ring.Layout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
 	if cpuFromRseq {
 		l.CPUOff = t.rseqCPUOffset()
 	}
@@ -515,7 +515,7 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
 		Reads: need.Reads, Rings: in.rings.Layout().Base}
 	rs := &recordSite{site: st, code: rec}
-	if need.filter != nil && in.tallyWords < singlestep.TallyWords {
+	if need.filter != nil && in.tallyWords < ring.TallyWords {
 		rec.Filter, rec.Rejected = need.filter, in.tallyWords
 		rs.filtered, rs.rejected = true, in.tallyWords
 		in.tallyWords++
@@ -988,7 +988,7 @@ func (s *stackWords) load(vals []uint64, c *singlestep.RecordStub) (hooked, ok b
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
 	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
-	if rec.CPU == singlestep.UnknownCPU {
+	if rec.CPU == ring.UnknownCPU {
 		in.hit.CPU = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
 	}
 	return &in.hit
@@ -1109,7 +1109,7 @@ func (t *Tracer) returnTo(tid int, slot uint64) uint64 {
 	frames := t.shadowOf(tid)
 	for i := len(frames) - 1; i >= 0; i-- {
 		if frames[i].Slot == slot {
-			return frames[i].Ret &^ singlestep.UnhookedBit
+			return frames[i].Ret &^ ring.UnhookedBit
 		}
 	}
 	return 0

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -494,7 +495,7 @@ func (t *Tracer) rescueReturn(tid int, slot, ret uint64) uint64 {
 		return ret
 	}
 	for _, f := range t.shadowOf(tid) {
-		if home := f.Ret &^ singlestep.UnhookedBit; f.Slot == slot && home != t.trampoline && home != t.inproc.trampoline {
+		if home := f.Ret &^ ring.UnhookedBit; f.Slot == slot && home != t.trampoline && home != t.inproc.trampoline {
 			return home
 		}
 	}

@@ -3,6 +3,7 @@ package probe
 import (
 	"slices"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 )
 
@@ -115,7 +116,7 @@ func (in *inproc) placeTallies(plan []siteTally) ([]singlestep.Tally, bool) {
 	for i := range plan {
 		n += plan[i].words()
 	}
-	if in.tallyWords+n > singlestep.TallyWords {
+	if in.tallyWords+n > ring.TallyWords {
 		return nil, false
 	}
 	var code []singlestep.Tally
