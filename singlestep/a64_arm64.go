@@ -287,7 +287,7 @@ func (a *a64) call(to uint64) { a.far(0x94000000, to) }
 func (a *a64) jump(to uint64) { a.far(0x14000000, to) }
 
 func (a *a64) far(op uint32, to uint64) {
-	w, err := branchTo(a.pc(), to)
+	w, err := BranchTo(a.pc(), to)
 	if err != nil {
 		a.fail("%v", err)
 	}

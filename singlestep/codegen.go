@@ -153,10 +153,6 @@ type Redirect struct {
 	Orig []byte
 }
 
-// TableReader reads n bytes of the module at link address addr: the
-// jump tables, in its read-only data.
-type TableReader func(addr, n uint64) ([]byte, error)
-
 // RecordRoutine is the code every record stub calls: given %r8 = site id
 // << 32 | record length, it returns in %rsi the record's address (0: not
 // recorded, and counted), in %r9 its commit stamp, with the header's

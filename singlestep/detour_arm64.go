@@ -43,7 +43,7 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 // or a branch's target).
 func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 	in := d.Insns[0]
-	w, pc := in.arch.word, in.Addr
+	w, pc := binary.LittleEndian.Uint32(in.Bytes), in.Addr
 	rt := w & 0x1f
 	a := &a64{at: at}
 	var orig []uint64
@@ -57,8 +57,8 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 		a.jump(pc + 4)
 		done(pc + 4)
 	}
-	switch in.arch.emu {
-	case emuADR:
+	switch in.Form() {
+	case FormADR:
 		imm := signExtend(uint64(w>>5&0x7ffff)<<2|uint64(w>>29&3), 21)
 		v := pc + uint64(imm)
 		if w&0x80000000 != 0 { // adrp
@@ -66,7 +66,7 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 		}
 		a.mov(rt, v)
 		back()
-	case emuLDRLit:
+	case FormLDRLit:
 		lit := pc + uint64(signExtend(uint64(w>>5&0x7ffff), 19)*4)
 		a.mov(rt, lit)
 		switch w >> 30 {
@@ -78,17 +78,17 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 			a.emit(0xb9800000 | rt<<5 | rt) // ldrsw xt, [xt]
 		}
 		back()
-	case emuB:
+	case FormB:
 		to := pc + uint64(signExtend(uint64(w&0x3ffffff), 26)*4)
 		if w&0x80000000 != 0 { // bl: the return, then the branch
 			a.mov(xLR, pc+4)
 		}
 		a.jump(to)
 		done(pc)
-	case emuBCond, emuCB, emuTB:
+	case FormBCond, FormCB, FormTB:
 		// The same test, aimed two words on: [test] b back; b target.
 		var to uint64
-		if in.arch.emu == emuTB {
+		if in.Form() == FormTB {
 			to = pc + uint64(signExtend(uint64(w>>5&0x3fff), 14)*4)
 			a.emit(w&^(0x3fff<<5) | 2<<5)
 		} else {
@@ -98,10 +98,10 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 		back()
 		a.jump(to)
 		done(to)
-	case emuBR:
+	case FormBR:
 		return nil, nil, fmt.Errorf("%s: a register branch cannot be covered by the jump", in)
 	default:
-		if in.arch.fix != fixFallThrough || in.arch.isPCRelative() {
+		if !in.FallsThrough() {
 			return nil, nil, fmt.Errorf("%s: cannot run from a copy", in)
 		}
 		a.emit(w)
@@ -150,7 +150,7 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 // Jump is the `b` written at the probe address, to detour (the code in
 // front of the detour's brk: a record stub).
 func (d *Detour) Jump(detour uint64) ([]byte, error) {
-	w, err := branchTo(d.Addr, detour)
+	w, err := BranchTo(d.Addr, detour)
 	if err != nil {
 		return nil, err
 	}
