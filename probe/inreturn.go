@@ -6,14 +6,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/ring"
-	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
 
 // In-process return hooks: a record stub whose site has return probes or
 // is traced with returns (function_graph) hooks the return itself
-// (singlestep's HookRoutine): the thread keeps its hooked calls on a
+// (codegen's HookRoutine): the thread keeps its hooked calls on a
 // shadow stack in its ring's header and returns through an in-process
 // trampoline that records the return. Neither stops the thread.
 //
@@ -96,7 +96,7 @@ func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 // replayReturn follows a return record: the frames at its slot return,
 // with %rax and %rdx as the function left them.
 func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
-	if len(rec.Values) < singlestep.ReturnValues {
+	if len(rec.Values) < codegen.ReturnValues {
 		return
 	}
 	slot := rec.Values[0]

@@ -3,13 +3,13 @@ package ring
 import "fmt"
 
 // The rings' layout in memory: what the code generated into the tracee
-// (singlestep's record routine, stubs and return hooks) and this
+// (codegen's record routine, stubs and return hooks) and this
 // package's reader agree on. The rings live in memory shared with the
 // tracer (tracee.MapShared), at Layout.Base in the tracee:
 //
 //	page 0:      NoSlotOff (hits of threads that found no ring free),
 //	             NoTidOff (hits where the thread id could not be read),
-//	             the table of readable memory (singlestep's memory reads)
+//	             the table of readable memory (codegen's memory reads)
 //	then the tid table (TidTableOff): the ring each thread was given
 //	then Slots rings from FirstRingOff, HeaderSize + RingSize bytes apart:
 //	  OwnerOff   the thread id that claimed it (lock cmpxchg from 0); the
@@ -21,9 +21,9 @@ import "fmt"
 //	  HeadOff    bytes reserved so far (the producer's, a cache line alone)
 //	  TailOff    bytes drained so far (the tracer's, a cache line alone)
 //	  ShadowTopOff, ShadowOff: the thread's shadow stack of hooked
-//	             returns (see singlestep.HookRoutine)
+//	             returns (see codegen.HookRoutine)
 //	  TallyOff   TallyWords counters that tallying stubs add to
-//	             (singlestep's tallies): counts kept in the tracee, no record
+//	             (codegen's tallies): counts kept in the tracee, no record
 //	  data       RingSize bytes from HeaderSize
 //
 // Each thread writes only its own ring, so nothing on the hot path
@@ -62,7 +62,7 @@ const (
 	FirstRingOff = TidTableOff + TidMax*2 // the first ring
 
 	// The readable memory of the process, as the tracer last saw it, for
-	// the stubs' reads (singlestep's memory reads): a generation, odd while
+	// the stubs' reads (codegen's memory reads): a generation, odd while
 	// the tracer writes the table; the TSC when it last looked (it
 	// lives) and how old that may be; the count of ranges and the
 	// ranges, start and end, sorted.

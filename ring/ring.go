@@ -1,5 +1,5 @@
 // Package ring reads the per-thread rings that in-process probes record
-// into (singlestep.RecordRoutine writes them, as layout.go lays them
+// into (codegen.RecordRoutine writes them, as layout.go lays them
 // out), from the tracer's own mapping of the memory it shares with the
 // tracee, and turns their TSC stamps into the tracer's clock.
 package ring

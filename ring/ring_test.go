@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// producer writes records as singlestep.RecordRoutine and a stub do, for
+// producer writes records as codegen.RecordRoutine and a stub do, for
 // the reader's tests: reserve (with padding to the ring's end), fill,
 // commit last.
 type producer struct {

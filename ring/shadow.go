@@ -6,7 +6,7 @@ import (
 )
 
 // ShadowFrame is one call on a thread's in-process shadow stack (see
-// singlestep's HookRoutine): the slot of its return address and the
+// codegen's HookRoutine): the slot of its return address and the
 // original. Ret has UnhookedBit set while the original is back
 // in the slot for an unwinder.
 type ShadowFrame struct{ Slot, Ret uint64 }

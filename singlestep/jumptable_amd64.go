@@ -7,10 +7,9 @@ import (
 )
 
 // A function with an indirect jump may jump anywhere, so FunctionBranches
-// refuses it (and PlanDetour with it), as kprobes' can_optimize does,
-// unless the jump is gcc's jump-table dispatch of a switch and the table
-// can be read: then its entries are branch targets like any other. The
-// dispatch it knows:
+// refuses it (and codegen.PlanDetour with it), as kprobes' can_optimize
+// does, unless the jump is gcc's jump-table dispatch of a switch and the
+// table can be read: then its entries are branch targets like any other. The dispatch it knows:
 //
 //	cmp  $N, %idx8 (or %idx32)    the bound: entries 0..N
 //	ja   default

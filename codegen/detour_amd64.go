@@ -1,9 +1,11 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // JumpSize is the length of the jmp rel32 a jump-optimised probe writes
@@ -39,9 +41,9 @@ var (
 // function's own jmps and jccs with a rel32 that land on a covered
 // instruction after the first are re-aimed at its copy (Redirects). The
 // error says why not.
-func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, error) {
+func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (*Detour, error) {
 	if addr < fnAddr || addr >= fnAddr+uint64(len(fn)) {
-		return nil, &OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
+		return nil, &singlestep.OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
 	}
 	d := &Detour{Addr: addr}
 	for d.Covered < JumpSize {
@@ -49,14 +51,14 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 		if at >= fnAddr+uint64(len(fn)) {
 			return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 		}
-		in, err := Analyze(fn[at-fnAddr:], at)
+		in, err := singlestep.Analyze(fn[at-fnAddr:], at)
 		if err != nil {
 			return nil, err
 		}
 		switch in.Form() {
-		case FormJcc, FormJmp:
+		case singlestep.FormJcc, singlestep.FormJmp:
 			// Re-aimed from the detour at the same target.
-		case FormCall:
+		case singlestep.FormCall:
 			// Its copy pushes the original return address: the
 			// callee must return past the jmp.
 			if d.Covered+in.Len < JumpSize {
@@ -73,7 +75,7 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 	if uint64(d.Covered) > fnAddr+uint64(len(fn))-addr {
 		return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 	}
-	branches, err := FunctionBranches(fn, fnAddr, tables)
+	branches, err := singlestep.FunctionBranches(fn, fnAddr, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +98,9 @@ func (d *Detour) redirect(fn []byte, fnAddr, from, target uint64) (Redirect, boo
 	if from >= d.Addr && from < d.Addr+uint64(d.Covered) {
 		return Redirect{}, false
 	}
-	k := slices.IndexFunc(d.Insns, func(in *Insn) bool { return in.Addr == target })
-	in, err := Analyze(fn[from-fnAddr:], from)
-	if k < 1 || err != nil || in.Form() != FormJcc && in.Form() != FormJmp || in.Len < 5 {
+	k := slices.IndexFunc(d.Insns, func(in *singlestep.Insn) bool { return in.Addr == target })
+	in, err := singlestep.Analyze(fn[from-fnAddr:], from)
+	if k < 1 || err != nil || in.Form() != singlestep.FormJcc && in.Form() != singlestep.FormJmp || in.Len < 5 {
 		return Redirect{}, false
 	}
 	code := fn[from-fnAddr : from-fnAddr+uint64(in.Len)]
@@ -125,7 +127,7 @@ func (d *Detour) Redirected(r Redirect, detour uint64) ([]byte, error) {
 	n := len(r.Orig)
 	disp, ok := rel32(r.From+uint64(n), to)
 	if !ok {
-		return nil, &OutOfRangeError{Addr: r.From, Slot: detour, Target: to}
+		return nil, &singlestep.OutOfRangeError{Addr: r.From, Slot: detour, Target: to}
 	}
 	b := slices.Clone(r.Orig)
 	binary.LittleEndian.PutUint32(b[n-4:], uint32(disp))
@@ -145,13 +147,13 @@ func (d *Detour) Size() int {
 // jmp rel32 for a branch; for a call, `push RET(%rip)` (the original
 // return address, kept after the jmp back) and a jmp rel32; else the
 // instruction.
-func copyLen(in *Insn) int {
+func copyLen(in *singlestep.Insn) int {
 	switch in.Form() {
-	case FormJcc:
+	case singlestep.FormJcc:
 		return 6
-	case FormJmp:
+	case singlestep.FormJmp:
 		return JumpSize
-	case FormCall:
+	case singlestep.FormCall:
 		return 6 + JumpSize
 	}
 	return in.Len
@@ -161,11 +163,18 @@ func copyLen(in *Insn) int {
 func (d *Detour) calls() int {
 	n := 0
 	for _, in := range d.Insns {
-		if in.Form() == FormCall {
+		if in.Form() == singlestep.FormCall {
 			n++
 		}
 	}
 	return n
+}
+
+// rel32 returns the displacement from "from" to "to" if it fits in int32
+// (as singlestep's own).
+func rel32(from, to uint64) (int32, bool) {
+	d := int64(to - from)
+	return int32(d), d == int64(int32(d))
 }
 
 // Trap is the address of the int3 of the detour placed at detour.
@@ -205,12 +214,12 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 	if d.SavesR11() {
 		out = append(append(out, hookSave...), hookLoad...)
 	}
-	out = append(out, BreakpointInsn...)
+	out = append(out, singlestep.BreakpointInsn...)
 	if d.ReturnHook != 0 {
 		out = append(out, hookLea...)
 		disp, ok := rel32(detour+uint64(len(out))+4, d.ReturnHook)
 		if !ok {
-			return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
+			return nil, &singlestep.OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
 		}
 		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
 		out = append(out, hookStore...)
@@ -225,7 +234,7 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 		out = append(out, op...)
 		disp, ok := rel32(detour+uint64(len(out))+4, target)
 		if !ok {
-			return &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: target}
+			return &singlestep.OutOfRangeError{Addr: d.Addr, Slot: detour, Target: target}
 		}
 		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
 		return nil
@@ -233,11 +242,11 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 	for _, in := range d.Insns {
 		var err error
 		switch in.Form() {
-		case FormJcc:
+		case singlestep.FormJcc:
 			err = branch([]byte{0x0f, 0x80 | in.Cond()}, in.Target())
-		case FormJmp:
+		case singlestep.FormJmp:
 			err = branch([]byte{0xe9}, in.Target())
-		case FormCall:
+		case singlestep.FormCall:
 			at := rets + uint64(len(retData))
 			retData = binary.LittleEndian.AppendUint64(retData, in.Addr+uint64(in.Len))
 			if err = branch([]byte{0xff, 0x35}, at); err == nil { // push RET(%rip)
@@ -262,7 +271,7 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 func (d *Detour) Jump(detour uint64) ([]byte, error) {
 	disp, ok := rel32(d.Addr+JumpSize, detour)
 	if !ok {
-		return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: detour}
+		return nil, &singlestep.OutOfRangeError{Addr: d.Addr, Slot: detour, Target: detour}
 	}
 	return binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(disp)), nil
 }
@@ -298,7 +307,7 @@ func (d *Detour) Original(rip, detour uint64) (orig uint64, savedR11, ok bool) {
 		if rip == at {
 			return in.Addr, false, true
 		}
-		if in.Form() == FormCall && rip == at+6 {
+		if in.Form() == singlestep.FormCall && rip == at+6 {
 			// Its return address pushed: as at the callee's entry.
 			return in.Target(), false, true
 		}

@@ -1,17 +1,31 @@
-package singlestep
+// Package codegen generates the machine code the tracer injects into a
+// tracee: the detours of jump-optimised probes, the mailbox's routines
+// and stubs, in-process record stubs and their routine (return hooks,
+// memory reads, tallies and filters included), and the rescue SIGTRAP
+// handler. Package singlestep decodes the instructions a detour covers;
+// the rings the records go to are laid out by package ring.
+//
+//	d, err := codegen.PlanDetour(fn, fnAddr, addr, nil) // nil: no jump tables read
+//	code, _ := d.Code(detour) // write code at detour, then d.Jump(detour) at addr
+//
+// Per-architecture code lives in files with a GOARCH suffix: x86-64 has
+// every generator (*_amd64.go; its assembler is mailbox_amd64.go's asm),
+// arm64 the record stubs (hooks, reads, tallies and filters included),
+// their detours and the rescue handler (*_arm64.go, assembled by
+// a64_arm64.go); codegen_arm64.go refuses the rest there.
+package codegen
 
 import (
 	"fmt"
 
 	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/singlestep"
 )
 
 // The data of the mechanisms whose code the tracer generates into the
 // tracee (mailbox, jump-optimised detours, in-process records, tallies,
-// filters): what the tracer and the generated code share. The code
-// generators are per architecture: x86-64 has them all (*_amd64.go),
-// arm64 the record stubs (hooks, reads, tallies and filters included)
-// and their detours (*_arm64.go).
+// filters): what the tracer and the generated code share; the rescue's
+// is rescue.go, the rings' package ring.
 
 // A mailbox is a page shared by the tracer and the tracee, where a thread
 // leaves its registers before it traps, so the tracer reads them from its
@@ -117,9 +131,9 @@ type RoutineLayout struct {
 // after them. A thread traps at the detour's int3 with rip already where
 // it must go on, so the tracer resumes it without writing its registers.
 type Detour struct {
-	Addr    uint64  // the probe address
-	Covered int     // bytes of original code the jmp displaces (>= JumpSize)
-	Insns   []*Insn // the instructions in [Addr, Addr+Covered)
+	Addr    uint64             // the probe address
+	Covered int                // bytes of original code the jmp displaces (>= JumpSize)
+	Insns   []*singlestep.Insn // the instructions in [Addr, Addr+Covered)
 	// ReturnHook, when set, is the address of a return trampoline, and
 	// the probe is at a function's entry: the detour then loads the
 	// return address into %r11 before its int3 (the tracer reads it from

@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ import (
 // the calling thread's ring, stamps the record with rdtscp (the TSC and
 // the CPU, from TSC_AUX), and the stub copies the values in and commits.
 // The tracer drains the rings from its own mapping of the same memory
-// (their layout: rings.go).
+// (their layout: ring/layout.go).
 
 // The code of a RecordRoutine, from its start: the record routine, the
 // tally routine, the hook routine, the return trampoline, an int3 (the trampoline's way
