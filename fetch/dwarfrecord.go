@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/codegen"
 )
 
 // DWARF variables, in-process: at a function's entry a parameter of an
@@ -55,7 +55,7 @@ func RecordableVar(v DwarfVar) bool {
 		words[i] = trialReg + uint64(i)<<20
 	}
 	words[regSP] = trialSP
-	mem := &trialMemory{lo: trialSP, hi: trialSP + 8*singlestep.RecordStackMax}
+	mem := &trialMemory{lo: trialSP, hi: trialSP + 8*codegen.RecordStackMax}
 	v.Read(&HitEnv{Regs: &regs, Mem: mem})
 	return !mem.outside
 }
@@ -87,7 +87,7 @@ func (m *trialMemory) WriteAt(p []byte, addr int64) (int, error) {
 var generalRegs = func() []int {
 	var offs []int
 	for off := 0; off < fetchNumRegs*8; off += 8 {
-		if singlestep.RecordableReg(off) && off != int(regFlags)*8 {
+		if codegen.RecordableReg(off) && off != int(regFlags)*8 {
 			offs = append(offs, off)
 		}
 	}

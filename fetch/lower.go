@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/codegen"
 )
 
 // The in-process back end of fetch-args: what code run in the tracee
-// (singlestep's record and tally stubs) must read at a hit so that a
+// (codegen's record and tally stubs) must read at a hit so that a
 // record of it replays through Fetch and Keep as a stop would, and what
 // of the fields and the filter a stub can work out itself.
 
@@ -22,11 +22,11 @@ type Lowered struct {
 	NoRecord string
 	// Values are the fields a stub can work out itself, by name:
 	// integers in a register or a word at sp (for a tally's histogram).
-	Values map[string]singlestep.TallyValue
+	Values map[string]codegen.TallyValue
 	// Filter is the filter as a stub tests it; nil when there is none,
 	// or it tests other than numbers in registers and at sp (strings,
 	// comm, DWARF variables).
-	Filter *singlestep.Filter
+	Filter *codegen.Filter
 }
 
 // Inputs is what a stub records: registers, the words at sp and copies
@@ -34,7 +34,7 @@ type Lowered struct {
 type Inputs struct {
 	Regs  []int // byte offsets in unix.PtraceRegs
 	Words int   // words at sp
-	Reads []singlestep.MemRead
+	Reads []codegen.MemRead
 }
 
 // Lower says what a stub must read for a (nil: nothing).
@@ -47,7 +47,7 @@ func (a *Args) Lower() Lowered {
 	for i := range a.args {
 		if v, ok := a.args[i].stubValue(); ok {
 			if l.Values == nil {
-				l.Values = map[string]singlestep.TallyValue{}
+				l.Values = map[string]codegen.TallyValue{}
 			}
 			l.Values[a.args[i].name] = v
 		}
@@ -70,7 +70,7 @@ func (in *Inputs) Add(o Inputs) {
 
 // addChain makes in copy the reads of chain (each Via one before it in
 // chain) too: a read in makes already is made once.
-func (in *Inputs) addChain(chain []singlestep.MemRead) {
+func (in *Inputs) addChain(chain []codegen.MemRead) {
 	at := make([]int, len(chain)) // where each of chain's reads is in in
 	for i, r := range chain {
 		if r.Via > 0 {
@@ -96,7 +96,7 @@ func (a *Args) recordInputs() (need Inputs, why string) {
 			if !f.dwarfRecordable() {
 				return need, fmt.Sprintf("%s reads a DWARF variable in memory or a floating-point register", f.name)
 			}
-			need.Add(Inputs{Regs: generalRegs, Words: singlestep.RecordStackMax})
+			need.Add(Inputs{Regs: generalRegs, Words: codegen.RecordStackMax})
 			continue
 		case len(f.derefs) > 0:
 			chain, why := f.memReads()
@@ -117,20 +117,20 @@ func (a *Args) recordInputs() (need Inputs, why string) {
 			if off == int(regPC)*8 {
 				continue // the site's address: no room needed
 			}
-			if !singlestep.RecordableReg(off) {
+			if !codegen.RecordableReg(off) {
 				return need, fmt.Sprintf("%s reads a segment register", f.name)
 			}
 			need.Add(Inputs{Regs: []int{off}})
 		case baseStack:
-			if f.imm >= singlestep.RecordStackMax {
-				return need, fmt.Sprintf("%s reads the stack beyond %d words", f.name, singlestep.RecordStackMax)
+			if f.imm >= codegen.RecordStackMax {
+				return need, fmt.Sprintf("%s reads the stack beyond %d words", f.name, codegen.RecordStackMax)
 			}
 			need.Add(Inputs{Words: int(f.imm) + 1})
 		}
 	}
 	// Fetch reads its stack words in one go from sp.
 	if need.Words > 0 {
-		if a.stackWords > singlestep.RecordStackMax {
+		if a.stackWords > codegen.RecordStackMax {
 			return need, "reads the stack beyond the words recorded"
 		}
 		need.Add(Inputs{Regs: []int{int(regSP) * 8}, Words: int(a.stackWords)})
@@ -142,13 +142,13 @@ func (a *Args) recordInputs() (need Inputs, why string) {
 // memory: one a dereference, from a whole general register or an
 // address (@SYM), each after the first based on the pointer the one
 // before it read; the last a scalar, an array of them (shorter than
-// singlestep.MemReadMax bytes) or a string (cut at MemReadMax). why says
+// codegen.MemReadMax bytes) or a string (cut at MemReadMax). why says
 // what else f reads.
-func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
+func (f *fetchArg) memReads() (chain []codegen.MemRead, why string) {
 	off := int(f.reg.idx) * 8
 	switch {
 	case f.base == baseImm:
-	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == int(regPC)*8 || off == int(regFlags)*8 || !singlestep.RecordableReg(off):
+	case f.base != baseReg || f.reg.width != 64 || f.reg.shift != 0 || off == int(regPC)*8 || off == int(regFlags)*8 || !codegen.RecordableReg(off):
 		return nil, "reads memory at other than a register or an address"
 	}
 	for _, d := range f.derefs {
@@ -161,15 +161,15 @@ func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
 	case f.typ.IsString() && f.count > 0:
 		return nil, "reads an array of strings"
 	case f.typ.IsString():
-		size = singlestep.MemReadMax
+		size = codegen.MemReadMax
 	case f.count > 0:
 		size *= int(f.count)
-		if size >= singlestep.MemReadMax {
-			return nil, fmt.Sprintf("reads an array of %d bytes, more than %d", size, singlestep.MemReadMax-1)
+		if size >= codegen.MemReadMax {
+			return nil, fmt.Sprintf("reads an array of %d bytes, more than %d", size, codegen.MemReadMax-1)
 		}
 	}
 	for i, d := range f.derefs {
-		r := singlestep.MemRead{Reg: off, Off: int32(d), Len: 8, Via: i}
+		r := codegen.MemRead{Reg: off, Off: int32(d), Len: 8, Via: i}
 		if i == 0 && f.base == baseImm {
 			r.Reg, r.Abs, r.Addr = -1, true, f.imm
 		}
@@ -184,21 +184,21 @@ func (f *fetchArg) memReads() (chain []singlestep.MemRead, why string) {
 
 // stubValue is how a stub makes f's value: a register or one of the
 // words at sp, an integer.
-func (f *fetchArg) stubValue() (singlestep.TallyValue, bool) {
+func (f *fetchArg) stubValue() (codegen.TallyValue, bool) {
 	info := f.typ.info()
 	if len(f.derefs) > 0 || f.count > 0 || info.size == 0 || info.str || f.typ == TypeDwarf {
-		return singlestep.TallyValue{}, false
+		return codegen.TallyValue{}, false
 	}
-	v := singlestep.TallyValue{Reg: -1, Word: -1, Bits: 64, Size: info.size, BitField: f.bf, Lsh: f.lsh, Rsh: f.rsh, Signed: info.signed}
+	v := codegen.TallyValue{Reg: -1, Word: -1, Bits: 64, Size: info.size, BitField: f.bf, Lsh: f.lsh, Rsh: f.rsh, Signed: info.signed}
 	switch f.base {
 	case baseReg:
 		off := int(f.reg.idx) * 8
-		if off == int(regPC)*8 || !singlestep.RecordableReg(off) {
+		if off == int(regPC)*8 || !codegen.RecordableReg(off) {
 			return v, false
 		}
 		v.Reg, v.Shift, v.Bits = off, f.reg.shift, f.reg.width
 	case baseStack:
-		if f.imm >= singlestep.RecordStackMax {
+		if f.imm >= codegen.RecordStackMax {
 			return v, false
 		}
 		v.Word = int(f.imm)
@@ -211,13 +211,13 @@ func (f *fetchArg) stubValue() (singlestep.TallyValue, bool) {
 // stubFilter is a's filter as a stub tests it, or nil where it tests
 // other than numbers read from registers and the stack (strings, comm,
 // DWARF variables).
-func (a *Args) stubFilter() *singlestep.Filter {
+func (a *Args) stubFilter() *codegen.Filter {
 	f := a.filter
 	if f == nil {
 		return nil
 	}
-	var node func(n int32) *singlestep.Filter
-	node = func(n int32) *singlestep.Filter {
+	var node func(n int32) *codegen.Filter
+	node = func(n int32) *codegen.Filter {
 		nd := &f.nodes[n]
 		switch nd.kind {
 		case nodeAnd, nodeOr:
@@ -225,14 +225,14 @@ func (a *Args) stubFilter() *singlestep.Filter {
 			if l == nil || r == nil {
 				return nil
 			}
-			kind := singlestep.FilterAnd
+			kind := codegen.FilterAnd
 			if nd.kind == nodeOr {
-				kind = singlestep.FilterOr
+				kind = codegen.FilterOr
 			}
-			return &singlestep.Filter{Kind: kind, L: l, R: r}
+			return &codegen.Filter{Kind: kind, L: l, R: r}
 		case nodeNot:
 			if l := node(nd.l); l != nil {
-				return &singlestep.Filter{Kind: singlestep.FilterNot, L: l}
+				return &codegen.Filter{Kind: codegen.FilterNot, L: l}
 			}
 			return nil
 		}
@@ -249,12 +249,12 @@ func (a *Args) stubFilter() *singlestep.Filter {
 		if v.Signed {
 			c = uint64(signExtend(pr.val, pr.size))
 		}
-		return &singlestep.Filter{Kind: singlestep.FilterCmp, Value: v, Op: op, Const: c}
+		return &codegen.Filter{Kind: codegen.FilterCmp, Value: v, Op: op, Const: c}
 	}
 	return node(f.root)
 }
 
-var stubOps = map[filterOp]singlestep.FilterOp{
-	opEQ: singlestep.OpEQ, opNE: singlestep.OpNE, opLT: singlestep.OpLT, opLE: singlestep.OpLE,
-	opGT: singlestep.OpGT, opGE: singlestep.OpGE, opBand: singlestep.OpBand,
+var stubOps = map[filterOp]codegen.FilterOp{
+	opEQ: codegen.OpEQ, opNE: codegen.OpNE, opLT: codegen.OpLT, opLE: codegen.OpLE,
+	opGT: codegen.OpGT, opGE: codegen.OpGE, opBand: codegen.OpBand,
 }

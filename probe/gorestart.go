@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/singlestep"
 )
 
@@ -96,7 +97,7 @@ func (t *Tracer) restartCopy(tid int, pc uint64) uint64 {
 	code, err := insn.XOL(slot)
 	if err == nil {
 		// (writeSlots fills the rest of the slot with breakpoints.)
-		t.rescuePC(slot+uint64(len(code)), pc+4, singlestep.RescueGoOn)
+		t.rescuePC(slot+uint64(len(code)), pc+4, codegen.RescueGoOn)
 		err = t.writeSlots([]slotWrite{{slot, code}})
 	}
 	if err != nil {

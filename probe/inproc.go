@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
-	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -23,7 +23,7 @@ import (
 // registers, the words at sp and memory at a register (Args.Lower),
 // and whose handlers only need the values (Handler.Recorded: print,
 // count, hist), gets a record stub instead of a trap
-// (singlestep.RecordStub); its return probes and function tracer hook
+// (codegen.RecordStub); its return probes and function tracer hook
 // the return in the tracee too (inreturn.go). The thread writes a record
 // into its own ring in memory shared with us and goes on: no stop. A
 // goroutine of ours drains the rings every few milliseconds and runs the
@@ -43,7 +43,7 @@ const defaultRings = 512
 type inproc struct {
 	rings    *ring.Rings
 	clock    *ring.Clock
-	routines []uint64 // copies of singlestep.RecordRoutine's code, one within a call's reach of each stub
+	routines []uint64 // copies of codegen.RecordRoutine's code, one within a call's reach of each stub
 	// The return trampoline the hooks write (the first copy's), and its
 	// int3.
 	trampoline, trap uint64
@@ -84,10 +84,10 @@ type inproc struct {
 type recordSite struct {
 	site      *site
 	stub, end uint64 // the stub's code
-	code      *singlestep.RecordStub
+	code      *codegen.RecordStub
 	tallies   []siteTally // what the stub counts, if it counts instead of recording
 	// filtered: the stub tests its probes' filters and records only what
-	// one of them lets through; rejected is the word of RingTally that
+	// one of them lets through; rejected is the word of ring.TallyOff that
 	// counts the rest.
 	filtered bool
 	rejected int
@@ -208,7 +208,7 @@ type recordNeeds struct {
 	tallies []siteTally
 	// filter, if not nil, is tested before the record: what none of the
 	// site's probes would let through is not recorded.
-	filter *singlestep.Filter
+	filter *codegen.Filter
 }
 
 // recordPlan says what st's stub must record, or why st traps.
@@ -360,7 +360,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		t.inprocWhy = err.Error()
 		return nil
 	}
-	l := singlestep.RecordLayout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
+	l := ring.Layout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
 	if cpuFromRseq {
 		l.CPUOff = t.rseqCPUOffset()
 	}
@@ -383,7 +383,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	if off, err := t.errnoOffset(); err == nil && int64(off) == int64(int32(off)) && off != 0 {
 		t.inproc.errnoOff = int32(off)
 	}
-	t.inproc.size = (&singlestep.RecordRoutine{Layout: l}).Size()
+	t.inproc.size = (&codegen.RecordRoutine{Layout: l}).Size()
 	t.lookAtMemory(true)
 	t.startWaiting(t.inproc)
 	// Records are read after their thread may be gone: the names now
@@ -491,7 +491,7 @@ func (t *Tracer) findTidOffset(tids []int) (int32, string) {
 // in, once its place is known), or nil
 // with the reason kept in st.trapWhy. The rings are made already
 // (prepareRings).
-func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
+func (t *Tracer) recordStub(st *site) (*codegen.RecordStub, *recordSite) {
 	need, why := t.recordPlan(st)
 	if why == "" && t.inproc == nil {
 		why = cmp.Or(t.inprocWhy, "no rings")
@@ -508,14 +508,14 @@ func (t *Tracer) recordStub(st *site) (*singlestep.RecordStub, *recordSite) {
 			return nil, nil
 		}
 		in.nextID++
-		rec := &singlestep.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base}
+		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base}
 		return rec, &recordSite{site: st, code: rec, tallies: need.tallies}
 	}
 	in.nextID++
-	rec := &singlestep.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
+	rec := &codegen.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
 		Reads: need.Reads, Rings: in.rings.Layout().Base}
 	rs := &recordSite{site: st, code: rec}
-	if need.filter != nil && in.tallyWords < singlestep.TallyWords {
+	if need.filter != nil && in.tallyWords < ring.TallyWords {
 		rec.Filter, rec.Rejected = need.filter, in.tallyWords
 		rs.filtered, rs.rejected = true, in.tallyWords
 		in.tallyWords++
@@ -549,7 +549,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("place the record routine: %w", err)
 	}
-	code, err := (&singlestep.RecordRoutine{Layout: in.rings.Layout(), Trampoline: in.trampoline, Errno: in.errnoOff}).Code(base)
+	code, err := (&codegen.RecordRoutine{Layout: in.rings.Layout(), Trampoline: in.trampoline, Errno: in.errnoOff}).Code(base)
 	if err == nil {
 		err = t.writeSlots([]slotWrite{{base, code}})
 	}
@@ -559,7 +559,7 @@ func (t *Tracer) routineNear(anchor int, at uint64) (uint64, error) {
 	}
 	in.routines = append(in.routines, base)
 	if in.trampoline == 0 {
-		in.trampoline, in.trap = singlestep.Trampoline(base), singlestep.TrampolineTrap(base)
+		in.trampoline, in.trap = codegen.Trampoline(base), codegen.TrampolineTrap(base)
 	}
 	return base, nil
 }
@@ -888,7 +888,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 		// does not report it (and uprobes do not).
 		return
 	}
-	if rec.Site == singlestep.ReturnRecord {
+	if rec.Site == codegen.ReturnRecord {
 		in.regs = unix.PtraceRegs{}
 		in.stack.sp, in.stack.words, in.stack.nsnips = 0, nil, 0
 		t.replayReturn(rec, t.replayHit(rec))
@@ -949,7 +949,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 // load takes a record's values after its registers: the stack words,
 // whether the return was hooked, the memory copied. false: the record is
 // short of what stub c records.
-func (s *stackWords) load(vals []uint64, c *singlestep.RecordStub) (hooked, ok bool) {
+func (s *stackWords) load(vals []uint64, c *codegen.RecordStub) (hooked, ok bool) {
 	at := len(c.Regs)
 	if len(vals) < at+c.StackWords {
 		return false, false
@@ -969,11 +969,11 @@ func (s *stackWords) load(vals []uint64, c *singlestep.RecordStub) (hooked, ok b
 			return false, false
 		}
 		if s.nsnips == len(s.snips) {
-			s.snips = append(s.snips, snippet{data: make([]byte, singlestep.MemReadMax+8)})
+			s.snips = append(s.snips, snippet{data: make([]byte, codegen.MemReadMax+8)})
 		}
 		sn := &s.snips[s.nsnips]
 		s.nsnips++
-		sn.addr, sn.want, sn.str = vals[at], r.Len, r.Len == singlestep.MemReadMax
+		sn.addr, sn.want, sn.str = vals[at], r.Len, r.Len == codegen.MemReadMax
 		sn.got = max(min(int(int64(vals[at+1])), r.Len), 0)
 		for w, v := range vals[at+2 : at+r.Words()] {
 			binary.LittleEndian.PutUint64(sn.data[8*w:], v)
@@ -988,7 +988,7 @@ func (s *stackWords) load(vals []uint64, c *singlestep.RecordStub) (hooked, ok b
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
 	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
-	if rec.CPU == singlestep.UnknownCPU {
+	if rec.CPU == ring.UnknownCPU {
 		in.hit.CPU = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
 	}
 	return &in.hit
@@ -1008,7 +1008,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		return
 	}
 	rip := t.regs.PC()
-	var rw singlestep.StubRewind
+	var rw codegen.StubRewind
 	to, back := uint64(0), false        // where the thread goes; back: a return
 	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
 		for _, rs := range in.sites {
@@ -1021,14 +1021,14 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	if r, ok := in.routineAt(rip); ok {
 		ret, ok := t.routineReturn(&t.regs)
 		switch {
-		case singlestep.Trampoline(r) != 0 && rip >= singlestep.Trampoline(r) && rip <= singlestep.TrampolineTrap(r):
-			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), false)
+		case codegen.Trampoline(r) != 0 && rip >= codegen.Trampoline(r) && rip <= codegen.TrampolineTrap(r):
+			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.regs), false)
 		case !ok:
 			return
-		case singlestep.Trampoline(r) != 0 && ret >= singlestep.Trampoline(r) && ret < singlestep.TrampolineTrap(r):
-			rw, back = singlestep.TrampolineRewind(r, rip, tracee.SP(&t.regs), true)
+		case codegen.Trampoline(r) != 0 && ret >= codegen.Trampoline(r) && ret < codegen.TrampolineTrap(r):
+			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.regs), true)
 		default:
-			rw, to = singlestep.RoutineRewind(tracee.SP(&t.regs)), stubAt(ret)
+			rw, to = codegen.RoutineRewind(tracee.SP(&t.regs)), stubAt(ret)
 		}
 	}
 	if to == 0 && !back {
@@ -1041,7 +1041,7 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	}
 	if rw.Saved {
 		words := regWords(&t.regs)
-		for i, off := range singlestep.SavedRegs() {
+		for i, off := range codegen.SavedRegs() {
 			v, ok := t.readWord(rw.Area + uint64(8*i))
 			if !ok {
 				return
@@ -1109,7 +1109,7 @@ func (t *Tracer) returnTo(tid int, slot uint64) uint64 {
 	frames := t.shadowOf(tid)
 	for i := len(frames) - 1; i >= 0; i-- {
 		if frames[i].Slot == slot {
-			return frames[i].Ret &^ singlestep.UnhookedBit
+			return frames[i].Ret &^ ring.UnhookedBit
 		}
 	}
 	return 0

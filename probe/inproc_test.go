@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
-	"github.com/probedbg/probe/singlestep"
 )
 
 // TestRecordedMemory: a record's memory reads as the stub copied it: a
@@ -47,8 +47,8 @@ func TestTallySplitLook(t *testing.T) {
 	p := &Probe{hits: new(atomic.Uint64), handler: Handler{Tally: &Tally{Add: func(d TallyDelta) { got = append(got, d) }}}}
 	p.enabled.Store(true)
 	tr := &Tracer{inproc: &inproc{quiet: map[int]bool{}}, comms: map[int]string{7: "w"}}
-	f := &singlestep.Filter{Kind: singlestep.FilterCmp, Value: singlestep.TallyValue{Reg: 0, Word: -1, Bits: 64, Size: 8}, Op: singlestep.OpLT}
-	pt := &siteTally{p: p, at: 0, filter: f, values: []singlestep.TallyValue{{}}}
+	f := &codegen.Filter{Kind: codegen.FilterCmp, Value: codegen.TallyValue{Reg: 0, Word: -1, Bits: 64, Size: 8}, Op: codegen.OpLT}
+	pt := &siteTally{p: p, at: 0, filter: f, values: []codegen.TallyValue{{}}}
 	words, last := make([]uint64, pt.words()), make([]uint64, pt.words())
 	hist := pt.histAt(0)
 	// A hit that passes, its histogram not yet added.
@@ -56,7 +56,7 @@ func TestTallySplitLook(t *testing.T) {
 	tr.handTally(7, pt, words, last)
 	// Its histogram added; then a hit the filter rejects.
 	words[hist+3] = 1
-	words[hist+singlestep.TallySum] = 5
+	words[hist+codegen.TallySum] = 5
 	tr.handTally(7, pt, words, last)
 	words[0] = 2
 	tr.handTally(7, pt, words, last)

@@ -6,14 +6,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/ring"
-	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
 
 // In-process return hooks: a record stub whose site has return probes or
 // is traced with returns (function_graph) hooks the return itself
-// (singlestep's HookRoutine): the thread keeps its hooked calls on a
+// (codegen's HookRoutine): the thread keeps its hooked calls on a
 // shadow stack in its ring's header and returns through an in-process
 // trampoline that records the return. Neither stops the thread.
 //
@@ -96,7 +96,7 @@ func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 // replayReturn follows a return record: the frames at its slot return,
 // with %rax and %rdx as the function left them.
 func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
-	if len(rec.Values) < singlestep.ReturnValues {
+	if len(rec.Values) < codegen.ReturnValues {
 		return
 	}
 	slot := rec.Values[0]
@@ -142,7 +142,7 @@ func (t *Tracer) restoreInprocReturns() {
 		t.unhookInprocLR(tid, frames)
 		home := t.slotHomes(tid, frames)
 		for _, f := range frames {
-			if f.Ret&singlestep.UnhookedBit == 0 {
+			if f.Ret&ring.UnhookedBit == 0 {
 				t.swapInproc(t.proc, tid, f, in.trampoline, cmp.Or(home[f.Slot], f.Ret))
 			}
 		}
@@ -174,7 +174,7 @@ func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64
 		}
 	}
 	for _, f := range frames {
-		note(f.Slot, f.Ret&^singlestep.UnhookedBit)
+		note(f.Slot, f.Ret&^ring.UnhookedBit)
 	}
 	for _, cs := range t.threadStacks(tid) {
 		for _, f := range cs.frames {
@@ -214,7 +214,7 @@ func (t *Tracer) unhijackInprocIn(child *tracee.Child, tid int) {
 // frames that thread tid hooked in the tracee.
 func (t *Tracer) unhookFrames(mem memory, tid int, frames []ring.ShadowFrame) {
 	for _, f := range frames {
-		if f.Ret&singlestep.UnhookedBit == 0 {
+		if f.Ret&ring.UnhookedBit == 0 {
 			t.swapInproc(mem, tid, f, t.inproc.trampoline, f.Ret)
 		}
 	}
@@ -246,8 +246,8 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 	case unwindRestore:
 		for i := range frames {
 			f := &frames[i]
-			if f.Slot > tracee.SP(regs) && f.Ret&singlestep.UnhookedBit == 0 && t.swapInproc(t.proc, tid, *f, tramp, f.Ret) {
-				f.Ret |= singlestep.UnhookedBit
+			if f.Slot > tracee.SP(regs) && f.Ret&ring.UnhookedBit == 0 && t.swapInproc(t.proc, tid, *f, tramp, f.Ret) {
+				f.Ret |= ring.UnhookedBit
 			}
 		}
 	case unwindRehook:
@@ -256,12 +256,12 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 		live := frames[:0]
 		for _, f := range frames {
 			if f.Slot <= tracee.SP(regs) {
-				if f.Ret&singlestep.UnhookedBit == 0 {
+				if f.Ret&ring.UnhookedBit == 0 {
 					t.swapInproc(t.proc, tid, f, tramp, f.Ret)
 				}
 				continue
 			}
-			if ret := f.Ret &^ singlestep.UnhookedBit; f.Ret != ret && t.swapInproc(t.proc, tid, f, ret, tramp) {
+			if ret := f.Ret &^ ring.UnhookedBit; f.Ret != ret && t.swapInproc(t.proc, tid, f, ret, tramp) {
 				f.Ret = ret
 			}
 			live = append(live, f)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -164,23 +165,23 @@ func (t *Tracer) unhookLeftoverReturns(files [][2]uint64, old []mappedRange) (n 
 		}
 		l.Base = f[0]
 		for slot := 0; slot < l.Slots; slot++ {
-			ring := l.Base + singlestep.RingsHeader + uint64(slot)*l.Stride()
-			owner, ok1 := t.readWord(ring + singlestep.RingOwner)
-			top, ok2 := t.readWord(ring + singlestep.RingShadowTop)
+			base := l.Base + ring.FirstRingOff + uint64(slot)*l.Stride()
+			owner, ok1 := t.readWord(base + ring.OwnerOff)
+			top, ok2 := t.readWord(base + ring.ShadowTopOff)
 			if !ok1 || !ok2 || owner == 0 || uint32(top) == 0 {
 				continue
 			}
 			if !returnInSlot {
 				return n, true
 			}
-			for i := uint64(0); i < uint64(min(uint32(top), singlestep.ShadowFrames)); i++ {
-				at := ring + singlestep.RingShadow + i*singlestep.ShadowFrameSize
+			for i := uint64(0); i < uint64(min(uint32(top), ring.ShadowFrames)); i++ {
+				at := base + ring.ShadowOff + i*ring.ShadowFrameSize
 				slotAddr, ok1 := t.readWord(at)
 				ret, ok2 := t.readWord(at + 8)
 				if !ok1 || !ok2 {
 					return n, true
 				}
-				if w, ok := t.readWord(slotAddr); ok && inAny(old, w) && ret&singlestep.UnhookedBit == 0 {
+				if w, ok := t.readWord(slotAddr); ok && inAny(old, w) && ret&ring.UnhookedBit == 0 {
 					if t.writeWord(slotAddr, ret) {
 						n++
 					}
@@ -193,16 +194,16 @@ func (t *Tracer) unhookLeftoverReturns(files [][2]uint64, old []mappedRange) (n 
 
 // leftoverLayout is the ring layout whose mapping is size bytes long, if
 // one is: the default count of rings, of a power of two's size.
-func leftoverLayout(size uint64) (singlestep.RecordLayout, bool) {
-	l := singlestep.RecordLayout{Slots: defaultRings}
-	if size <= singlestep.RingsHeader {
+func leftoverLayout(size uint64) (ring.Layout, bool) {
+	l := ring.Layout{Slots: defaultRings}
+	if size <= ring.FirstRingOff {
 		return l, false
 	}
-	stride := (size - singlestep.RingsHeader) / uint64(l.Slots)
-	if stride <= singlestep.RingHeaderSize {
+	stride := (size - ring.FirstRingOff) / uint64(l.Slots)
+	if stride <= ring.HeaderSize {
 		return l, false
 	}
-	l.RingSize = stride - singlestep.RingHeaderSize
+	l.RingSize = stride - ring.HeaderSize
 	page := uint64(os.Getpagesize())
 	return l, l.Check() == nil && (l.Size()+page-1)&^(page-1) == size
 }

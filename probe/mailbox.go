@@ -7,11 +7,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
 
-// The mailbox (singlestep.MailboxRoutine): memory shared with the tracee
+// The mailbox (codegen.MailboxRoutine): memory shared with the tracee
 // where a thread at a jump-optimised C entry or on the return trampoline
 // leaves its registers before it traps. The tracer then serves the hit
 // with no ptrace request but the PTRACE_CONT: registers come from the
@@ -40,7 +41,7 @@ type mailbox struct {
 	retTrap   uint64
 	// Where each routine has its trap and runs with SIGTRAP unblocked
 	// for a thread that had it blocked.
-	entryLayout, retLayout singlestep.RoutineLayout
+	entryLayout, retLayout codegen.RoutineLayout
 	retStub                uint64 // the return trampoline's stub
 	retID                  uint64 // and its id
 }
@@ -51,19 +52,19 @@ func (m *mailbox) word(slot uint64, off int) *uint64 {
 
 // slotOf is the offset of tid's slot.
 func slotOf(tid int) uint64 {
-	return uint64(tid&(singlestep.MailboxSlots-1)) * singlestep.MailboxSlotSize
+	return uint64(tid&(codegen.MailboxSlots-1)) * codegen.MailboxSlotSize
 }
 
 // slotAt is the offset of the slot at tracee address addr (a thread's
 // %rcx in the routine), if it is one.
 func (m *mailbox) slotAt(addr uint64) (uint64, bool) {
 	off := addr - m.addr
-	return off, addr >= m.addr && off < singlestep.MailboxSize && off%singlestep.MailboxSlotSize == 0
+	return off, addr >= m.addr && off < codegen.MailboxSize && off%codegen.MailboxSlotSize == 0
 }
 
 // owns reports whether tid holds slot.
 func (m *mailbox) owns(slot uint64, tid int) bool {
-	return atomic.LoadUint64(m.word(slot, singlestep.SlotOwner)) == uint64(tid)
+	return atomic.LoadUint64(m.word(slot, codegen.SlotOwner)) == uint64(tid)
 }
 
 // claimed returns the id of the stub whose trap tid stopped at, if its
@@ -73,14 +74,14 @@ func (m *mailbox) claimed(tid int) (slot, id uint64, ok bool) {
 	if !m.owns(slot, tid) {
 		return 0, 0, false
 	}
-	id = atomic.LoadUint64(m.word(slot, singlestep.SlotAt))
+	id = atomic.LoadUint64(m.word(slot, codegen.SlotAt))
 	return slot, id, id != 0
 }
 
 // regs copies the registers the thread left in slot into regs; rip is
 // its trap's, as PTRACE_GETREGS would show after the int3.
 func (m *mailbox) regs(slot uint64, regs *unix.PtraceRegs, trap uint64) {
-	*regs = *(*unix.PtraceRegs)(unsafe.Pointer(&m.mem[slot+singlestep.SlotRegs]))
+	*regs = *(*unix.PtraceRegs)(unsafe.Pointer(&m.mem[slot+codegen.SlotRegs]))
 	regs.SetPC(trap + singlestep.BreakpointPCAdjust)
 	tracee.NoRestart(regs)
 }
@@ -88,9 +89,9 @@ func (m *mailbox) regs(slot uint64, regs *unix.PtraceRegs, trap uint64) {
 // trapState is the signal state the thread in slot read just before its
 // int3, whose forced SIGTRAP may have changed it (tracee.TrapState).
 func (m *mailbox) trapState(slot uint64) tracee.TrapState {
-	s := tracee.TrapState{Mask: *m.word(slot, singlestep.SlotSigMask)}
+	s := tracee.TrapState{Mask: *m.word(slot, codegen.SlotSigMask)}
 	for i := range s.Action {
-		s.Action[i] = *m.word(slot, singlestep.SlotTrapAction+8*i)
+		s.Action[i] = *m.word(slot, codegen.SlotTrapAction+8*i)
 	}
 	return s
 }
@@ -107,7 +108,7 @@ func (t *Tracer) mailboxCPU(tid int) int {
 	if !ok {
 		return -1
 	}
-	v := atomic.LoadUint64(m.word(slot, singlestep.SlotCPU))
+	v := atomic.LoadUint64(m.word(slot, codegen.SlotCPU))
 	if v == ^uint64(0) {
 		return -1 // the kernel has no CPU segment for lsl to read
 	}
@@ -116,15 +117,15 @@ func (t *Tracer) mailboxCPU(tid int) int {
 
 // reply lets the thread in slot go on with the tracer's answer.
 func (m *mailbox) reply(slot, v uint64) {
-	atomic.StoreUint64(m.word(slot, singlestep.SlotReply), v)
-	atomic.StoreUint64(m.word(slot, singlestep.SlotAt), 0)
+	atomic.StoreUint64(m.word(slot, codegen.SlotReply), v)
+	atomic.StoreUint64(m.word(slot, codegen.SlotAt), 0)
 }
 
 // release frees slot for a thread that will not run the rest of the
 // routine.
 func (m *mailbox) release(slot uint64) {
-	atomic.StoreUint64(m.word(slot, singlestep.SlotAt), 0)
-	atomic.StoreUint64(m.word(slot, singlestep.SlotOwner), 0)
+	atomic.StoreUint64(m.word(slot, codegen.SlotAt), 0)
+	atomic.StoreUint64(m.word(slot, codegen.SlotOwner), 0)
 }
 
 // ensureMailbox maps the mailbox near near, once, if the process allows
@@ -140,30 +141,30 @@ func (t *Tracer) ensureMailbox(anchor int, near uint64) *mailbox {
 		isGo(t.space.Main()) || !hasFSGSBase() || !t.proc.SamePidNamespace() || t.proc.Seccomp() {
 		return nil
 	}
-	addr, mem, err := t.proc.MapShared(anchor, near, singlestep.MailboxSize)
+	addr, mem, err := t.proc.MapShared(anchor, near, codegen.MailboxSize)
 	if err != nil {
 		return nil
 	}
 	t.mbox = &mailbox{addr: addr, mem: mem}
-	t.mapped = append(t.mapped, mappedRange{addr, singlestep.MailboxSize})
+	t.mapped = append(t.mapped, mappedRange{addr, codegen.MailboxSize})
 	return t.mbox
 }
 
 // mailboxRoutine places the routine of kind in the XOL area, once, and
 // returns its address and its trap; 0 if it cannot.
-func (t *Tracer) mailboxRoutine(anchor int, kind singlestep.MailboxKind) (at, trap uint64) {
+func (t *Tracer) mailboxRoutine(anchor int, kind codegen.MailboxKind) (at, trap uint64) {
 	m := t.mbox
 	if m == nil {
 		return 0, 0
 	}
 	at, trap = m.entry, m.entryTrap
-	if kind == singlestep.MailboxReturn {
+	if kind == codegen.MailboxReturn {
 		at, trap = m.ret, m.retTrap
 	}
 	if at != 0 {
 		return at, trap
 	}
-	r := &singlestep.MailboxRoutine{Kind: kind, Box: m.addr, Tramp: t.trampoline}
+	r := &codegen.MailboxRoutine{Kind: kind, Box: m.addr, Tramp: t.trampoline}
 	base, slots, err := t.allocDetour(anchor, m.addr, r.Size())
 	if err != nil {
 		return 0, 0
@@ -173,12 +174,12 @@ func (t *Tracer) mailboxRoutine(anchor int, kind singlestep.MailboxKind) (at, tr
 		t.freeSlots(base, slots)
 		return 0, 0
 	}
-	if kind == singlestep.MailboxReturn {
+	if kind == codegen.MailboxReturn {
 		m.ret, m.retTrap, m.retLayout = base, l.Trap, l
-		t.rescuePC(l.Trap+singlestep.BreakpointPCAdjust, 0, singlestep.RescueMailboxReturn)
+		t.rescuePC(l.Trap+singlestep.BreakpointPCAdjust, 0, codegen.RescueMailboxReturn)
 	} else {
 		m.entry, m.entryTrap, m.entryLayout = base, l.Trap, l
-		t.rescuePC(l.Trap+singlestep.BreakpointPCAdjust, 0, singlestep.RescueMailboxEntry)
+		t.rescuePC(l.Trap+singlestep.BreakpointPCAdjust, 0, codegen.RescueMailboxEntry)
 	}
 	return base, l.Trap
 }
@@ -223,7 +224,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 	m.regs(slot, regs, o.at)
 	t.mailboxTrapState(tid, slot, false)
 	t.flight.slot = slot + 1
-	ret := *m.word(slot, singlestep.SlotStack)
+	ret := *m.word(slot, codegen.SlotStack)
 	var hookRet, loadedRet uint64
 	switch {
 	case t.inReturnHook(s, o):
@@ -233,9 +234,9 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 	}
 	regs.SetPC(s.addr)
 	_, hooked := t.serveEntry(tid, regs, s, hookRet, loadedRet)
-	swap := uint64(singlestep.ReplyKeep)
+	swap := uint64(codegen.ReplyKeep)
 	if hookRet != 0 && hooked {
-		swap = singlestep.ReplySwap
+		swap = codegen.ReplySwap
 		if swapFaultArmed {
 			// Past the swap, for the test of a detach that finds a
 			// thread there.
@@ -265,7 +266,7 @@ func (t *Tracer) settleMailbox(tid int, regs *unix.PtraceRegs) {
 		// been, and runs on from here with the answer. The slot is its
 		// own until it frees it, after the answer.
 		if slot, ok := m.slotAt(mailboxSlotReg(regs)); ok && m.owns(slot, tid) {
-			if id := atomic.LoadUint64(m.word(slot, singlestep.SlotAt)); t.settleable(id) {
+			if id := atomic.LoadUint64(m.word(slot, codegen.SlotAt)); t.settleable(id) {
 				m.regs(slot, regs, trap)
 				t.settleIn(tid, regs, slot, id)
 			}
@@ -295,7 +296,7 @@ func (t *Tracer) settleIn(tid int, regs *unix.PtraceRegs, slot, id uint64) {
 		if o.savesR11() {
 			// As the detour's own first two instructions leave it.
 			t.writeWord(tracee.SP(regs)-8, scratch(regs))
-			setScratch(regs, *m.word(slot, singlestep.SlotStack))
+			setScratch(regs, *m.word(slot, codegen.SlotStack))
 		}
 	}
 	if t.proc.SetRegs(tid, regs) == nil {
@@ -312,13 +313,13 @@ func (t *Tracer) inMailboxCode(rip uint64) bool {
 		return false
 	}
 	within := func(at uint64, size int) bool { return at != 0 && rip >= at && rip < at+uint64(size) }
-	if within(m.entry, (&singlestep.MailboxRoutine{}).Size()) ||
-		within(m.ret, (&singlestep.MailboxRoutine{Kind: singlestep.MailboxReturn}).Size()) ||
-		within(m.retStub, (&singlestep.MailboxStub{Kind: singlestep.MailboxReturn}).Size()) ||
+	if within(m.entry, (&codegen.MailboxRoutine{}).Size()) ||
+		within(m.ret, (&codegen.MailboxRoutine{Kind: codegen.MailboxReturn}).Size()) ||
+		within(m.retStub, (&codegen.MailboxStub{Kind: codegen.MailboxReturn}).Size()) ||
 		rip == t.trampTrap && m.retStub != 0 {
 		return true
 	}
-	stubSize := (&singlestep.MailboxStub{}).Size()
+	stubSize := (&codegen.MailboxStub{}).Size()
 	for _, o := range t.mboxStubs {
 		if within(o.stub, stubSize) {
 			return true

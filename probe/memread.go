@@ -9,7 +9,7 @@ import (
 )
 
 // A stub copies memory itself where the table of readable memory in the
-// rings' header says it may (singlestep's copyDirect): the drain writes
+// rings' header says it may (codegen's copyDirect): the drain writes
 // the table from /proc/PID/maps every mapsEvery, and notes at each turn
 // that it still looks (Beat), which the stubs trust for beatMaxAge. A
 // copy from memory unmapped since the last look faults; the fault stops

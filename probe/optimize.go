@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -29,7 +30,7 @@ import (
 // jmp back to the original code.
 
 // A return-hooked entry in C (a return probe, function_graph) gets a
-// detour that hijacks the return address itself (singlestep.Detour's
+// detour that hijacks the return address itself (codegen.Detour's
 // ReturnHook): the tracer reads the return address from r11 (the
 // thread's own r11 waits in the red zone) and, for a
 // call it hooks, resumes without any write; for one it does not, it sets
@@ -37,7 +38,7 @@ import (
 
 // jumpOpt is a site's jump optimisation.
 type jumpOpt struct {
-	detour *singlestep.Detour
+	detour *codegen.Detour
 	base   uint64      // where the detour's code starts
 	at     uint64      // the detour's int3
 	skip   uint64      // on from the int3 without the return hook (Detour.Skip)
@@ -69,7 +70,7 @@ func (s *site) origBytes() []byte {
 }
 
 // coveredBytes is the original code d's jmp covers.
-func coveredBytes(d *singlestep.Detour) []byte {
+func coveredBytes(d *codegen.Detour) []byte {
 	b := make([]byte, 0, d.Covered)
 	for _, in := range d.Insns {
 		b = append(b, in.Bytes...)
@@ -209,7 +210,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 		addrs = append(addrs, a)
 	}
 	slices.Sort(addrs)
-	plans := map[*site]*singlestep.Detour{}
+	plans := map[*site]*codegen.Detour{}
 	for _, st := range cands {
 		if d := t.planDetour(st, addrs); d != nil {
 			plans[st] = d
@@ -283,14 +284,14 @@ func (t *Tracer) noJumps() string {
 // planDetour returns st's detour if its function allows one, no other
 // site (addrs: every site's address, sorted) is inside the range its jmp
 // would cover, and nothing else in the module lands there (landsInside).
-func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
+func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 	fn, err := st.module.ReadCode(st.sym.Addr, st.sym.Size)
 	if err != nil {
 		return nil
 	}
 	m := st.module
 	tables := func(addr, n uint64) ([]byte, error) { return m.ReadCode(addr-m.Bias, n) }
-	d, err := singlestep.PlanDetour(fn, st.sym.Addr+m.Bias, st.addr, tables)
+	d, err := codegen.PlanDetour(fn, st.sym.Addr+m.Bias, st.addr, tables)
 	if err != nil {
 		return nil
 	}
@@ -329,7 +330,7 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *singlestep.Detour {
 // other direct branch of the module, or a function starting there, would
 // land in the middle of the jmp (glibc's __mempcpy_* jumps to +3 of
 // __memcpy_*). A module whose code cannot be swept may jump anywhere.
-func (t *Tracer) landsInside(st *site, d *singlestep.Detour) string {
+func (t *Tracer) landsInside(st *site, d *codegen.Detour) string {
 	if d.Covered == len(singlestep.BreakpointInsn) {
 		return "" // arm64: one word, and nothing lands inside a word
 	}
@@ -340,7 +341,7 @@ func (t *Tracer) landsInside(st *site, d *singlestep.Detour) string {
 	}
 	link := st.addr - m.Bias
 	for _, l := range bt.Landings(link, link+uint64(d.Covered)) {
-		redirected := slices.ContainsFunc(d.Redirects, func(r singlestep.Redirect) bool { return r.From == l.From+m.Bias })
+		redirected := slices.ContainsFunc(d.Redirects, func(r codegen.Redirect) bool { return r.From == l.From+m.Bias })
 		switch {
 		case l.Entry:
 			return fmt.Sprintf("%s: a function starts at %s", t.space.Describe(st.addr), t.space.Describe(l.At+m.Bias))
@@ -358,7 +359,7 @@ const redirectReach = 20
 // nearRedirect reports whether a site of addrs (sorted), other than the
 // detour's own at self, is at r's branch or close enough before it to
 // cover it with a jmp.
-func nearRedirect(addrs []uint64, r singlestep.Redirect, self uint64) bool {
+func nearRedirect(addrs []uint64, r codegen.Redirect, self uint64) bool {
 	i, _ := slices.BinarySearch(addrs, r.From-redirectReach)
 	for ; i < len(addrs) && addrs[i] < r.From+uint64(len(r.Orig)); i++ {
 		if addrs[i] != self {
@@ -371,7 +372,7 @@ func nearRedirect(addrs []uint64, r singlestep.Redirect, self uint64) bool {
 // redirectBranches returns what d's redirects write for the detour
 // placed at base, nil and false if a branch is in memory neither as in
 // the file nor as an earlier detour of the function re-aimed it.
-func (t *Tracer) redirectBranches(st *site, d *singlestep.Detour, base uint64) (map[uint64]redirect, bool) {
+func (t *Tracer) redirectBranches(st *site, d *codegen.Detour, base uint64) (map[uint64]redirect, bool) {
 	out := map[uint64]redirect{}
 	for _, r := range d.Redirects {
 		have := make([]byte, len(r.Orig))
@@ -455,7 +456,7 @@ func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool
 		if !inside(t.regs.PC()) {
 			return t.regs.PC(), true
 		}
-		if steps == 2*singlestep.JumpSize || !t.stepOnce(tid) {
+		if steps == 2*codegen.JumpSize || !t.stepOnce(tid) {
 			return 0, false
 		}
 	}
@@ -463,7 +464,7 @@ func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool
 
 // optimize writes st's detour d and its jmp, unless a thread's rip is
 // inside the range the jmp covers.
-func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uint64) {
+func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64) {
 	end := st.addr + uint64(d.Covered)
 	for _, rip := range rips {
 		if st.addr < rip && rip < end {
@@ -481,7 +482,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 	if rec == nil && !trapDetours {
 		return // the site's trapWhy says why it does not record
 	}
-	var stub *singlestep.MailboxStub
+	var stub *codegen.MailboxStub
 	if rec != nil {
 		// The stub hooks the return, or records the return address,
 		// itself.
@@ -533,7 +534,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 		return
 	}
 	t.rescueText(st.addr, coveredBytes(d))
-	t.rescuePC(d.Trap(base)+singlestep.BreakpointPCAdjust, d.Skip(base), singlestep.RescueGoOn)
+	t.rescuePC(d.Trap(base)+singlestep.BreakpointPCAdjust, d.Skip(base), codegen.RescueGoOn)
 	// Every thread is stopped: one write of the jmp over the int3 and
 	// the start of the tail is seen whole, and the branches re-aimed
 	// with it.
@@ -569,15 +570,15 @@ func (t *Tracer) optimize(anchor int, st *site, d *singlestep.Detour, rips []uin
 // entryStub returns a mailbox stub for the detour of st, to be filled in,
 // if st is a C function's entry (the stub uses the stack below the red
 // zone, free only there) and the process has a mailbox; else nil.
-func (t *Tracer) entryStub(anchor int, st *site) *singlestep.MailboxStub {
+func (t *Tracer) entryStub(anchor int, st *site) *codegen.MailboxStub {
 	if st.addr != st.sym.Addr+st.module.Bias || t.ensureMailbox(anchor, st.addr) == nil {
 		return nil
 	}
-	routine, _ := t.mailboxRoutine(anchor, singlestep.MailboxEntry)
+	routine, _ := t.mailboxRoutine(anchor, codegen.MailboxEntry)
 	if routine == 0 {
 		return nil
 	}
-	return &singlestep.MailboxStub{Kind: singlestep.MailboxEntry, Routine: routine}
+	return &codegen.MailboxStub{Kind: codegen.MailboxEntry, Routine: routine}
 }
 
 // allocDetour returns room for size bytes of detour near addr: adjacent
@@ -788,7 +789,7 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 }
 
 // restoreR11 puts into regs the %r11 a return-hook detour saved at
-// -8(%rsp) (see singlestep.Detour.ReturnHook).
+// -8(%rsp) (see codegen.Detour.ReturnHook).
 func (t *Tracer) restoreR11(regs *unix.PtraceRegs) {
 	if r11, ok := t.readWord(tracee.SP(regs) - 8); ok {
 		setScratch(regs, r11)
@@ -857,7 +858,7 @@ func (t *Tracer) unoptimize(sites []*site) {
 func (t *Tracer) unoptimizeAround(addr uint64) {
 	for _, o := range t.detours {
 		st := o.site
-		near := slices.ContainsFunc(o.detour.Redirects, func(r singlestep.Redirect) bool { return nearRedirect([]uint64{addr}, r, st.addr) })
+		near := slices.ContainsFunc(o.detour.Redirects, func(r codegen.Redirect) bool { return nearRedirect([]uint64{addr}, r, st.addr) })
 		if st.opt == o && (st.addr < addr && addr < st.addr+uint64(o.detour.Covered) || near) {
 			t.unoptimize([]*site{st})
 			st.opt = nil

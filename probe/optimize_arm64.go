@@ -1,7 +1,7 @@
 package probe
 
 import (
-	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/symbols"
 )
 
@@ -12,7 +12,7 @@ import (
 // ELF note): smaps is read once per module. A brk there takes the call
 // (its exception comes before the branch target check):
 // TestBTIGuardedEntries.
-func (t *Tracer) guardedPad(st *site, d *singlestep.Detour) string {
+func (t *Tracer) guardedPad(st *site, d *codegen.Detour) string {
 	if !d.LandingPad() {
 		return ""
 	}

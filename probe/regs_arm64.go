@@ -14,7 +14,7 @@ import (
 func goRegister(r *unix.PtraceRegs) uint64 { return r.Regs[28] }
 
 // The generated-code mechanisms arm64 has: record stubs, each behind a
-// `b` (singlestep/record_arm64.go), which hook returns, read memory,
+// `b` (codegen/record_arm64.go), which hook returns, read memory,
 // count and filter. No mailbox (its stand-ins below keep the code that
 // serves it compiling; none is reached), no detour that traps (a brk
 // leaves pc at itself: the tracer would write pc anyway, as for a plain

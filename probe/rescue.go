@@ -8,11 +8,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
 
-// The rescue (singlestep/rescue.go): a SIGTRAP handler of ours in an
+// The rescue (codegen/rescue.go): a SIGTRAP handler of ours in an
 // attached process, which never runs while we live, and the page it
 // reads if we are killed: every text patch of ours with its original
 // bytes, every pc a thread of ours can trap with and where it goes on,
@@ -120,7 +122,7 @@ func drop[K comparable](r *rescue, tb *rescueTable[K], key K, keyOff int) {
 // anchor; without one the process is as before (a kill -9 of ours kills
 // it where a probe stops threads).
 func (t *Tracer) setupRescue() {
-	sized, _, err := (&singlestep.RescueCode{}).Code(0)
+	sized, _, err := (&codegen.RescueCode{}).Code(0)
 	if err != nil || t.launched || t.anchor == 0 {
 		return
 	}
@@ -133,12 +135,12 @@ func (t *Tracer) setupRescue() {
 	if mask, err := t.proc.Sigmask(t.anchor); err != nil || mask&(1<<(unix.SIGTRAP-1)) != 0 {
 		return // the step that sets the action would reset it
 	}
-	addr, mem, err := t.proc.MapShared(t.anchor, 0, singlestep.RescueSize)
+	addr, mem, err := t.proc.MapShared(t.anchor, 0, codegen.RescueSize)
 	if err != nil {
 		return
 	}
-	t.mapped = append(t.mapped, mappedRange{addr, singlestep.RescueSize})
-	gen := &singlestep.RescueCode{Page: addr}
+	t.mapped = append(t.mapped, mappedRange{addr, codegen.RescueSize})
+	gen := &codegen.RescueCode{Page: addr}
 	base, slots, err := t.allocDetour(t.anchor, addr, len(sized))
 	if err != nil {
 		return
@@ -149,12 +151,12 @@ func (t *Tracer) setupRescue() {
 		return
 	}
 	r := &rescue{addr: addr, mem: mem, popped: map[int][]frameKey{}, checked: map[int]bool{}}
-	r.texts = newRescueTable[uint64](singlestep.RescueTextAt, singlestep.RescueTextSize, singlestep.RescueTextCap, singlestep.RescueTexts)
-	r.pcs = newRescueTable[uint64](singlestep.RescuePCAt, singlestep.RescuePCSize, singlestep.RescuePCCap, singlestep.RescuePCs)
-	r.frames = newRescueTable[frameKey](singlestep.RescueFrameAt, singlestep.RescueFrameSize, singlestep.RescueFrameCap, singlestep.RescueFrames)
-	copy(mem[singlestep.RescueMagic:], singlestep.RescueMagicBytes())
-	copy(mem[singlestep.RescueBreak:], singlestep.BreakpointInsn)
-	copy(mem[singlestep.RescuePath:], "/proc/self/mem\x00")
+	r.texts = newRescueTable[uint64](codegen.RescueTextAt, codegen.RescueTextSize, codegen.RescueTextCap, codegen.RescueTexts)
+	r.pcs = newRescueTable[uint64](codegen.RescuePCAt, codegen.RescuePCSize, codegen.RescuePCCap, codegen.RescuePCs)
+	r.frames = newRescueTable[frameKey](codegen.RescueFrameAt, codegen.RescueFrameSize, codegen.RescueFrameCap, codegen.RescueFrames)
+	copy(mem[codegen.RescueMagic:], codegen.RescueMagicBytes())
+	copy(mem[codegen.RescueBreak:], singlestep.BreakpointInsn)
+	copy(mem[codegen.RescuePath:], "/proc/self/mem\x00")
 	h := &trapHandler{ours: [4]uint64{base, 0, restorer, 0}}
 	r.follow(h, act)
 	if t.proc.SetTrapAction(t.anchor, h.ours) != nil {
@@ -178,7 +180,7 @@ func (r *rescue) follow(h *trapHandler, act [4]uint64) {
 	h.ours[1] = saSiginfo | saRestorer | saOnstack | act[1]&saRestart
 	h.ours[3] = act[3]
 	for i, w := range act {
-		atomic.StoreUint64(r.word(singlestep.RescueOldAct+8*i), w)
+		atomic.StoreUint64(r.word(codegen.RescueOldAct+8*i), w)
 	}
 }
 
@@ -223,7 +225,7 @@ func (t *Tracer) removeRescue(runner int) bool {
 	}
 	// A thread held now may be inside our handler, which goes on to the
 	// program's after the detach: no thread is ours to let go any more.
-	clear(t.rescue.mem[singlestep.RescueHeld : singlestep.RescueHeld+4*singlestep.RescueHeldSlots])
+	clear(t.rescue.mem[codegen.RescueHeld : codegen.RescueHeld+4*codegen.RescueHeldSlots])
 	t.rescue, t.ourTrap, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil
 	return true
 }
@@ -239,9 +241,9 @@ func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n i
 		if !isRescuePage(t.proc, f) {
 			continue
 		}
-		count, _ := t.readWord(f[0] + singlestep.RescueFrames)
-		for i := range min(count, singlestep.RescueFrameCap) {
-			at := f[0] + singlestep.RescueFrameAt + i*singlestep.RescueFrameSize
+		count, _ := t.readWord(f[0] + codegen.RescueFrames)
+		for i := range min(count, codegen.RescueFrameCap) {
+			at := f[0] + codegen.RescueFrameAt + i*codegen.RescueFrameSize
 			tid, ok1 := t.readWord(at)
 			slot, ok2 := t.readWord(at + 8)
 			ret, ok3 := t.readWord(at + 16)
@@ -278,7 +280,7 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 		}
 		var kept [4]uint64
 		for i := range kept {
-			kept[i], _ = t.readWord(f[0] + singlestep.RescueOldAct + 8*uint64(i))
+			kept[i], _ = t.readWord(f[0] + codegen.RescueOldAct + 8*uint64(i))
 		}
 		if !inAny(old, kept[0]) {
 			prev = kept
@@ -286,8 +288,8 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 		if !returnInSlot && t.hooksLeft(f[0]) {
 			// Its threads held are ours no more either.
 			keep = true
-			t.writeWord(f[0]+singlestep.RescueTexts, 0)
-			t.proc.WriteAt(make([]byte, 4*singlestep.RescueHeldSlots), int64(f[0]+singlestep.RescueHeld))
+			t.writeWord(f[0]+codegen.RescueTexts, 0)
+			t.proc.WriteAt(make([]byte, 4*codegen.RescueHeldSlots), int64(f[0]+codegen.RescueHeld))
 			t.keepOnlyReturns(f[0])
 		}
 	}
@@ -304,14 +306,14 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 // rescue serves; sent on there by this one, with no text to put back,
 // it would trap there for ever.
 func (t *Tracer) keepOnlyReturns(page uint64) {
-	count, _ := t.readWord(page + singlestep.RescuePCs)
-	b := make([]byte, min(count, singlestep.RescuePCCap)*singlestep.RescuePCSize)
-	if _, err := t.proc.ReadAt(b, int64(page+singlestep.RescuePCAt)); err != nil {
+	count, _ := t.readWord(page + codegen.RescuePCs)
+	b := make([]byte, min(count, codegen.RescuePCCap)*codegen.RescuePCSize)
+	if _, err := t.proc.ReadAt(b, int64(page+codegen.RescuePCAt)); err != nil {
 		return
 	}
-	for off := 0; off < len(b); off += singlestep.RescuePCSize {
-		if binary.LittleEndian.Uint64(b[off:]) != 0 && binary.LittleEndian.Uint64(b[off+16:]) != singlestep.RescueReturn {
-			t.writeWord(page+singlestep.RescuePCAt+uint64(off), 0)
+	for off := 0; off < len(b); off += codegen.RescuePCSize {
+		if binary.LittleEndian.Uint64(b[off:]) != 0 && binary.LittleEndian.Uint64(b[off+16:]) != codegen.RescueReturn {
+			t.writeWord(page+codegen.RescuePCAt+uint64(off), 0)
 		}
 	}
 }
@@ -319,9 +321,9 @@ func (t *Tracer) keepOnlyReturns(page uint64) {
 // hooksLeft reports whether the rescue page at page lists a return not
 // yet come home.
 func (t *Tracer) hooksLeft(page uint64) bool {
-	count, _ := t.readWord(page + singlestep.RescueFrames)
-	for i := range min(count, singlestep.RescueFrameCap) {
-		if tid, ok := t.readWord(page + singlestep.RescueFrameAt + i*singlestep.RescueFrameSize); ok && tid != 0 {
+	count, _ := t.readWord(page + codegen.RescueFrames)
+	for i := range min(count, codegen.RescueFrameCap) {
+		if tid, ok := t.readWord(page + codegen.RescueFrameAt + i*codegen.RescueFrameSize); ok && tid != 0 {
 			return true
 		}
 	}
@@ -339,12 +341,12 @@ func (t *Tracer) dropLeftoverRescue(runner int, gone []mappedRange) {
 
 // isRescuePage reports whether file mapping f is a rescue page.
 func isRescuePage(mem memory, f [2]uint64) bool {
-	magic := make([]byte, len(singlestep.RescueMagicBytes()))
-	if f[1]-f[0] != singlestep.RescueSize {
+	magic := make([]byte, len(codegen.RescueMagicBytes()))
+	if f[1]-f[0] != codegen.RescueSize {
 		return false
 	}
 	_, err := mem.ReadAt(magic, int64(f[0]))
-	return err == nil && string(magic) == string(singlestep.RescueMagicBytes())
+	return err == nil && string(magic) == string(codegen.RescueMagicBytes())
 }
 
 // rescueHeld marks tid held, or not; a stop also frees the frames it
@@ -365,7 +367,7 @@ func (t *Tracer) rescueHeld(tid int, held bool) {
 
 // held is tid's word among the held threads.
 func (r *rescue) held(tid int) *uint32 {
-	return (*uint32)(unsafe.Pointer(&r.mem[singlestep.RescueHeld+4*(tid%singlestep.RescueHeldSlots)]))
+	return (*uint32)(unsafe.Pointer(&r.mem[codegen.RescueHeld+4*(tid%codegen.RescueHeldSlots)]))
 }
 
 // dropPopped frees the frames tid has returned from.
@@ -388,7 +390,7 @@ func (t *Tracer) rescueThreadGone(tid int) {
 // and their originals.
 func (t *Tracer) rescueText(addr uint64, orig []byte) {
 	r := t.rescue
-	if r == nil || len(orig) > singlestep.RescueTextMax {
+	if r == nil || len(orig) > codegen.RescueTextMax {
 		return
 	}
 	off := entry(r, &r.texts, addr)
@@ -397,7 +399,7 @@ func (t *Tracer) rescueText(addr uint64, orig []byte) {
 	}
 	atomic.StoreUint64(r.word(off+8), 0)
 	atomic.StoreUint64(r.word(off), addr)
-	copy(r.mem[off+16:off+16+singlestep.RescueTextMax], orig)
+	copy(r.mem[off+16:off+16+codegen.RescueTextMax], orig)
 	atomic.StoreUint64(r.word(off+8), uint64(len(orig)))
 }
 
@@ -409,7 +411,7 @@ func (t *Tracer) rescueUntext(addr uint64) {
 }
 
 // rescuePC tells the handler what to do with a thread that traps with pc
-// from (singlestep.RescueGoOn and the rest).
+// from (codegen.RescueGoOn and the rest).
 func (t *Tracer) rescuePC(from, to uint64, kind int) {
 	r := t.rescue
 	if r == nil || from == 0 {
@@ -431,7 +433,7 @@ func (t *Tracer) rescueSite(st *site) {
 	t.rescueText(st.addr, st.origBytes())
 	for k := 0; k < len(st.orig); k += len(singlestep.BreakpointInsn) {
 		// (Every breakpoint of padBreakpoint's.)
-		t.rescuePC(st.addr+uint64(k)+singlestep.BreakpointPCAdjust, st.addr, singlestep.RescueGoOn)
+		t.rescuePC(st.addr+uint64(k)+singlestep.BreakpointPCAdjust, st.addr, codegen.RescueGoOn)
 	}
 	if singlestep.BreakpointPCAdjust > 0 && len(st.orig) == 1 {
 		// An int3 over a one-byte instruction would leave a thread
@@ -440,16 +442,16 @@ func (t *Tracer) rescueSite(st *site) {
 		// one we die before taking traps with pc at the int3.
 		t.proc.Rewind = t.rewindsTo
 		if _, ok := t.rescue.pcs.at[st.addr]; !ok {
-			t.rescuePC(st.addr, st.addr, singlestep.RescueGoOn)
+			t.rescuePC(st.addr, st.addr, codegen.RescueGoOn)
 		}
 	}
 	if st.slot != 0 {
 		// Sent to the copy, past it (the step's end), or on the
 		// breakpoint that follows a copy that has no jump back.
 		end, next := st.slot+uint64(st.insn.Len), st.addr+uint64(st.insn.Len)
-		t.rescuePC(st.slot, st.addr, singlestep.RescueGoOn)
-		t.rescuePC(end, next, singlestep.RescueGoOn)
-		t.rescuePC(end+singlestep.BreakpointPCAdjust, next, singlestep.RescueGoOn)
+		t.rescuePC(st.slot, st.addr, codegen.RescueGoOn)
+		t.rescuePC(end, next, codegen.RescueGoOn)
+		t.rescuePC(end+singlestep.BreakpointPCAdjust, next, codegen.RescueGoOn)
 	}
 }
 
@@ -463,7 +465,7 @@ func (t *Tracer) rewindsTo(pc uint64) bool {
 // rescueTrampoline tells the handler of the trampoline's traps at trap.
 func (t *Tracer) rescueTrampoline(trap uint64) {
 	for k := range 2 {
-		t.rescuePC(trap+uint64(k*len(singlestep.BreakpointInsn))+singlestep.BreakpointPCAdjust, 0, singlestep.RescueReturn)
+		t.rescuePC(trap+uint64(k*len(singlestep.BreakpointInsn))+singlestep.BreakpointPCAdjust, 0, codegen.RescueReturn)
 	}
 }
 
@@ -494,7 +496,7 @@ func (t *Tracer) rescueReturn(tid int, slot, ret uint64) uint64 {
 		return ret
 	}
 	for _, f := range t.shadowOf(tid) {
-		if home := f.Ret &^ singlestep.UnhookedBit; f.Slot == slot && home != t.trampoline && home != t.inproc.trampoline {
+		if home := f.Ret &^ ring.UnhookedBit; f.Slot == slot && home != t.trampoline && home != t.inproc.trampoline {
 			return home
 		}
 	}

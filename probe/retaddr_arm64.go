@@ -127,7 +127,7 @@ func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {
 		return
 	}
 	f := frames[len(frames)-1]
-	t.swapLR(tid, &t.regs, f.Slot, t.inproc.trampoline, f.Ret&^singlestep.UnhookedBit)
+	t.swapLR(tid, &t.regs, f.Slot, t.inproc.trampoline, f.Ret&^ring.UnhookedBit)
 }
 
 // hookInputs is what a record stub records for its return hook: sp, the
@@ -250,7 +250,7 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 	case t.inproc != nil && lr == t.inproc.trampoline:
 		if frames := t.shadowOf(tid); len(frames) > 0 {
 			f := frames[len(frames)-1]
-			sp, ret = f.Slot, f.Ret&^singlestep.UnhookedBit
+			sp, ret = f.Slot, f.Ret&^ring.UnhookedBit
 		}
 	}
 	if ret == 0 {

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
@@ -241,11 +242,11 @@ func (t *Tracer) mailboxTrampoline(anchor int, near uint64) bool {
 	if t.ensureMailbox(anchor, near) == nil {
 		return false
 	}
-	routine, _ := t.mailboxRoutine(anchor, singlestep.MailboxReturn)
+	routine, _ := t.mailboxRoutine(anchor, codegen.MailboxReturn)
 	if routine == 0 {
 		return false
 	}
-	stub := &singlestep.MailboxStub{Kind: singlestep.MailboxReturn, Routine: routine}
+	stub := &codegen.MailboxStub{Kind: codegen.MailboxReturn, Routine: routine}
 	base, slots, err := t.allocDetour(anchor, near, stub.Size()+len(trampolineTraps()))
 	if err != nil {
 		return false

@@ -3,13 +3,14 @@ package probe
 import (
 	"slices"
 
-	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/ring"
 )
 
 // Tallies: a probe whose handler only counts its hits and draws log2
 // histograms of fields read from registers or the stack (Handler.Tally)
 // is counted by the tracee itself, where it records in-process: its stub
-// adds to counters in the thread's ring header (singlestep.Tally) and
+// adds to counters in the thread's ring header (codegen.Tally) and
 // makes no record. The drain reads each thread's counters and hands the
 // handler what the thread added since the last look. Per hit that is a
 // few instructions in the tracee and nothing in the tracer; no ring
@@ -49,8 +50,8 @@ type Log2Hist struct {
 type siteTally struct {
 	p      *Probe
 	at     int
-	filter *singlestep.Filter
-	values []singlestep.TallyValue
+	filter *codegen.Filter
+	values []codegen.TallyValue
 }
 
 // passedAt is the word of the hits the filter let through (with none,
@@ -63,7 +64,7 @@ func (pt *siteTally) passedAt() int {
 }
 
 // histAt is the first word of the j'th histogram.
-func (pt *siteTally) histAt(j int) int { return pt.passedAt() + 1 + j*singlestep.TallyHistWords }
+func (pt *siteTally) histAt(j int) int { return pt.passedAt() + 1 + j*codegen.TallyHistWords }
 
 // tallyPlan returns what st's probes count in the tracee, without the
 // counters' places, or nil if st cannot be counted there: a probe of it
@@ -110,24 +111,24 @@ func sameTallies(a, b []siteTally) bool {
 
 // placeTallies gives plan its counters in the rings: the stub's
 // tallies, or false when the rings have no room left.
-func (in *inproc) placeTallies(plan []siteTally) ([]singlestep.Tally, bool) {
+func (in *inproc) placeTallies(plan []siteTally) ([]codegen.Tally, bool) {
 	n := 0
 	for i := range plan {
 		n += plan[i].words()
 	}
-	if in.tallyWords+n > singlestep.TallyWords {
+	if in.tallyWords+n > ring.TallyWords {
 		return nil, false
 	}
-	var code []singlestep.Tally
+	var code []codegen.Tally
 	for i := range plan {
 		pt := &plan[i]
 		pt.at = in.tallyWords
-		code = append(code, singlestep.Tally{At: pt.at})
+		code = append(code, codegen.Tally{At: pt.at})
 		if pt.filter != nil {
-			code = append(code, singlestep.Tally{At: pt.passedAt(), Filter: pt.filter})
+			code = append(code, codegen.Tally{At: pt.passedAt(), Filter: pt.filter})
 		}
 		for j := range pt.values {
-			code = append(code, singlestep.Tally{At: pt.histAt(j), Value: &pt.values[j], Filter: pt.filter})
+			code = append(code, codegen.Tally{At: pt.histAt(j), Value: &pt.values[j], Filter: pt.filter})
 		}
 		in.tallyWords += pt.words()
 	}
@@ -183,8 +184,8 @@ func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
 		for b := range h.Buckets {
 			h.Buckets[b] = words[at+b] - last[at+b]
 		}
-		h.Negative = words[at+singlestep.TallyNegative] - last[at+singlestep.TallyNegative]
-		h.Sum = int64(words[at+singlestep.TallySum] - last[at+singlestep.TallySum])
+		h.Negative = words[at+codegen.TallyNegative] - last[at+codegen.TallyNegative]
+		h.Sum = int64(words[at+codegen.TallySum] - last[at+codegen.TallySum])
 	}
 	copy(last[pt.at:end], words[pt.at:end])
 	p.hits.Add(hits)
@@ -205,8 +206,8 @@ func (t *Tracer) handRejected(rs *recordSite, words, last []uint64) {
 // siteFilter is what st's stub tests before it records: a hit none of
 // its probes' filters lets through needs no record. nil where a probe
 // has no filter, or one a stub cannot test.
-func siteFilter(st *site) *singlestep.Filter {
-	var f *singlestep.Filter
+func siteFilter(st *site) *codegen.Filter {
+	var f *codegen.Filter
 	for _, p := range st.probes {
 		if p.args.Filter() == "" {
 			return nil
@@ -218,7 +219,7 @@ func siteFilter(st *site) *singlestep.Filter {
 		if f == nil {
 			f = pf
 		} else {
-			f = &singlestep.Filter{Kind: singlestep.FilterOr, L: f, R: pf}
+			f = &codegen.Filter{Kind: codegen.FilterOr, L: f, R: pf}
 		}
 	}
 	return f

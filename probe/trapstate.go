@@ -3,7 +3,7 @@ package probe
 import (
 	"golang.org/x/sys/unix"
 
-	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -11,7 +11,7 @@ import (
 // says what an int3's forced SIGTRAP does to it). At a mailbox trap the
 // thread has read its signal mask and the SIGTRAP action just before its
 // int3, and had SIGTRAP unblocked for the trap itself if it was blocked
-// (singlestep.MailboxRoutine): the kernel then changes nothing, unless the
+// (codegen.MailboxRoutine): the kernel then changes nothing, unless the
 // process ignores SIGTRAP, whose SIG_IGN it resets to SIG_DFL, or we
 // blocked SIGTRAP again to deliver a signal in that stretch (a handler
 // must see the thread's mask). What it changed, the thread owes back.
@@ -123,7 +123,7 @@ func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
 		return
 	}
 	rip := regs.PC()
-	for _, l := range []singlestep.RoutineLayout{m.entryLayout, m.retLayout} {
+	for _, l := range []codegen.RoutineLayout{m.entryLayout, m.retLayout} {
 		if l.Unblocked == 0 || rip < l.Unblocked || rip >= l.Reblocked {
 			continue
 		}
@@ -140,7 +140,7 @@ func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
 // unblock it (and reset a handler). It reports whether it did.
 func (t *Tracer) reblockTrap(tid int, regs *unix.PtraceRegs) bool {
 	m := t.mbox
-	for _, l := range []singlestep.RoutineLayout{m.entryLayout, m.retLayout} {
+	for _, l := range []codegen.RoutineLayout{m.entryLayout, m.retLayout} {
 		if l.Reblocked == 0 || regs.PC() != l.Reblocked-2 {
 			continue
 		}

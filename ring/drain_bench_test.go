@@ -4,14 +4,12 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/probedbg/probe/singlestep"
 )
 
 // BenchmarkDrainBeforeIdle is what a stop pays to look, through the tid
 // table, at the rings of 64 threads that recorded nothing since.
 func BenchmarkDrainBeforeIdle(b *testing.B) {
-	l := singlestep.RecordLayout{Slots: 512, RingSize: 16 << 20, TidOff: 0x2d0}
+	l := Layout{Slots: 512, RingSize: 16 << 20, TidOff: 0x2d0}
 	mem, err := unix.Mmap(-1, 0, int(l.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
 		b.Fatal(err)
@@ -22,7 +20,7 @@ func BenchmarkDrainBeforeIdle(b *testing.B) {
 	for i := range 64 {
 		tid := 1000 + 3*i
 		p := &producer{mem: mem, l: l, base: r.ring(tid & (l.Slots - 1))}
-		p.put(p.base+singlestep.RingOwner, uint64(tid))
+		p.put(p.base+OwnerOff, uint64(tid))
 		tids = append(tids, tid)
 	}
 	for b.Loop() {

@@ -7,12 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"github.com/probedbg/probe/singlestep"
 )
 
 // The table of readable memory the stubs copy from themselves
-// (singlestep's RingsMaps): the tracer writes it from /proc/PID/maps, and
+// (MapsOff, layout.go): the tracer writes it from /proc/PID/maps, and
 // notes with a TSC that it still looks (Beat).
 
 // ReadableRanges is the memory of process pid that can be read, from its
@@ -53,30 +51,30 @@ func ReadableRanges(pid int) ([][2]uint64, error) {
 // SetReadable writes ranges as the table; with more than it holds, an
 // empty table (every read by a system call).
 func (r *Rings) SetReadable(ranges [][2]uint64) {
-	if len(ranges) > singlestep.RingsMapsMax {
+	if len(ranges) > MapsMax {
 		ranges = nil
 	}
-	gen := r.word(singlestep.RingsMapGen)
+	gen := r.word(MapGenOff)
 	atomic.AddUint64(gen, 1) // odd: being written
 	for i, rg := range ranges {
-		at := uint64(singlestep.RingsMaps + 16*i)
+		at := uint64(MapsOff + 16*i)
 		atomic.StoreUint64(r.word(at), rg[0])
 		atomic.StoreUint64(r.word(at+8), rg[1])
 	}
-	atomic.StoreUint64(r.word(singlestep.RingsMapCount), uint64(len(ranges)))
+	atomic.StoreUint64(r.word(MapCountOff), uint64(len(ranges)))
 	atomic.AddUint64(gen, 1)
 }
 
 // Beat notes that the tracer still looks, now; a stub trusts the table
 // for maxAge TSC ticks from then.
 func (r *Rings) Beat(maxAge uint64) {
-	atomic.StoreUint64(r.word(singlestep.RingsMapBeatMax), maxAge)
-	atomic.StoreUint64(r.word(singlestep.RingsMapBeat), rdtsc())
+	atomic.StoreUint64(r.word(MapBeatMaxOff), maxAge)
+	atomic.StoreUint64(r.word(MapBeatOff), rdtsc())
 }
 
 // StopBeating makes every stub copy by system call from now on: the
 // tracer is about to stop looking (detach).
 func (r *Rings) StopBeating() {
-	atomic.StoreUint64(r.word(singlestep.RingsMapBeat), 0)
-	atomic.StoreUint64(r.word(singlestep.RingsMapBeatMax), 0)
+	atomic.StoreUint64(r.word(MapBeatOff), 0)
+	atomic.StoreUint64(r.word(MapBeatMaxOff), 0)
 }

@@ -1,7 +1,7 @@
 // Package ring reads the per-thread rings that in-process probes record
-// into (singlestep.RecordRoutine has the layout), from the tracer's own
-// mapping of the memory it shares with the tracee, and turns their TSC
-// stamps into the tracer's clock.
+// into (codegen.RecordRoutine writes them, as layout.go lays them
+// out), from the tracer's own mapping of the memory it shares with the
+// tracee, and turns their TSC stamps into the tracer's clock.
 package ring
 
 import (
@@ -11,14 +11,12 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/probedbg/probe/singlestep"
 )
 
 // Rings is the tracer's view of one process's rings.
 type Rings struct {
 	mem    []byte
-	layout singlestep.RecordLayout
+	layout Layout
 	values []uint64 // one record's values, reused
 	tally  []uint64 // one ring's counters, reused
 	// tallyUsed is how many counters of each ring Tallies has read.
@@ -46,17 +44,17 @@ const pageSize = 4096
 const FaultWindow = 256 << 10
 
 // New reads the rings laid out as l in mem, the tracer's mapping of them.
-func New(mem []byte, l singlestep.RecordLayout) *Rings {
+func New(mem []byte, l Layout) *Rings {
 	return &Rings{mem: mem, layout: l, slotOf: map[int]int{}}
 }
 
 // Layout is the rings' layout.
-func (r *Rings) Layout() singlestep.RecordLayout { return r.layout }
+func (r *Rings) Layout() Layout { return r.layout }
 
 func (r *Rings) word(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
 
 func (r *Rings) ring(slot int) uint64 {
-	return singlestep.RingsHeader + uint64(slot)*r.layout.Stride()
+	return FirstRingOff + uint64(slot)*r.layout.Stride()
 }
 
 // Record is one record, valid only during the callback that receives it.
@@ -99,7 +97,7 @@ func (r *Rings) drain(stamp uint64, max int, fn func(*Record)) int {
 	r.cursors = r.cursors[:0]
 	for slot := range r.layout.Slots {
 		base := r.ring(slot)
-		if owner := atomic.LoadUint64(r.word(base + singlestep.RingOwner)); owner != 0 {
+		if owner := atomic.LoadUint64(r.word(base + OwnerOff)); owner != 0 {
 			r.openCursor(base, int(owner))
 			r.noteAhead(slot, base)
 		}
@@ -120,11 +118,11 @@ func (r *Rings) noteAhead(slot int, base uint64) {
 	if r.mapped[slot] >= size {
 		return
 	}
-	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
+	head := atomic.LoadUint64(r.word(base + HeadOff))
 	wrote := head - min(head, r.lastHead[slot]) // a ring given to a new thread starts again
 	r.lastHead[slot] = head
 	want := min(size, (head+max(FaultWindow, 4*wrote)+pageSize-1)&^(pageSize-1))
-	data := r.layout.Base + base + singlestep.RingHeaderSize
+	data := r.layout.Base + base + HeaderSize
 	for ; r.mapped[slot] < want; r.mapped[slot] += pageSize {
 		r.ahead = append(r.ahead, data+r.mapped[slot])
 	}
@@ -150,7 +148,7 @@ func (r *Rings) Ahead() []uint64 {
 func (r *Rings) OwnerPages() []uint64 {
 	pages := make([]uint64, r.layout.Slots)
 	for slot := range pages {
-		pages[slot] = (r.layout.Base + r.ring(slot) + singlestep.RingOwner) &^ (pageSize - 1)
+		pages[slot] = (r.layout.Base + r.ring(slot) + OwnerOff) &^ (pageSize - 1)
 	}
 	return pages
 }
@@ -253,8 +251,8 @@ func (r *Rings) open(base uint64, tid int) cursor {
 	c := cursor{
 		base: base,
 		tid:  tid,
-		head: atomic.LoadUint64(r.word(base + singlestep.RingHead)),
-		tail: atomic.LoadUint64(r.word(base + singlestep.RingTail)),
+		head: atomic.LoadUint64(r.word(base + HeadOff)),
+		tail: atomic.LoadUint64(r.word(base + TailOff)),
 	}
 	r.next(&c)
 	return c
@@ -264,11 +262,11 @@ func (r *Rings) open(base uint64, tid int) cursor {
 // committed.
 func (r *Rings) next(c *cursor) {
 	size := r.layout.RingSize
-	data := c.base + singlestep.RingHeaderSize
+	data := c.base + HeaderSize
 	c.ok = false
 	for c.tail < c.head {
 		off := c.tail & (size - 1)
-		if size-off < singlestep.PadHeader {
+		if size-off < PadHeader {
 			c.tail += size - off // too short for a header: the writer skipped it
 			continue
 		}
@@ -277,14 +275,14 @@ func (r *Rings) next(c *cursor) {
 		}
 		w1 := *r.word(data + off + 8)
 		length := w1 & 0xffff
-		if length < singlestep.PadHeader || length > size-off {
+		if length < PadHeader || length > size-off {
 			return // cannot be: stop here rather than read past it
 		}
 		if w1>>32 == 0 { // padding to the ring's end
 			c.tail += length
 			continue
 		}
-		if length < singlestep.RecordHeader {
+		if length < RecordHeader {
 			return
 		}
 		c.ok, c.length, c.tsc = true, length, *r.word(data + off + 16)
@@ -294,11 +292,11 @@ func (r *Rings) next(c *cursor) {
 
 // hand gives fn the record at c and moves c on.
 func (r *Rings) hand(c *cursor, fn func(*Record)) {
-	at := c.base + singlestep.RingHeaderSize + c.tail&(r.layout.RingSize-1)
+	at := c.base + HeaderSize + c.tail&(r.layout.RingSize-1)
 	w1 := *r.word(at + 8)
 	r.values = r.values[:0]
-	for i := range int(c.length-singlestep.RecordHeader) / 8 {
-		r.values = append(r.values, binary.LittleEndian.Uint64(r.mem[at+singlestep.RecordHeader+uint64(8*i):]))
+	for i := range int(c.length-RecordHeader) / 8 {
+		r.values = append(r.values, binary.LittleEndian.Uint64(r.mem[at+RecordHeader+uint64(8*i):]))
 	}
 	r.rec = Record{Tid: c.tid, Site: uint32(w1 >> 32), CPU: int(w1 >> 16 & 0xfff), TSC: c.tsc, Values: r.values}
 	fn(&r.rec)
@@ -309,7 +307,7 @@ func (r *Rings) hand(c *cursor, fn func(*Record)) {
 // close frees the room of the records read through c, and wakes its
 // thread if it waits for room.
 func (r *Rings) close(c *cursor) {
-	atomic.StoreUint64(r.word(c.base+singlestep.RingTail), c.tail)
+	atomic.StoreUint64(r.word(c.base+TailOff), c.tail)
 	r.wake(c.base)
 }
 
@@ -336,7 +334,7 @@ func (r *Rings) ringOf(tid int) (base uint64, ok bool) {
 // every thread's). Only a thread between the claim of a ring elsewhere
 // and its write of the table, before its first record, is missed.
 func (r *Rings) knownRing(tid int) (base uint64, ok bool) {
-	if slot := int(*(*uint16)(unsafe.Pointer(&r.mem[singlestep.RingsTidTable+2*(tid&(singlestep.TidMax-1))]))) - 1; slot >= 0 && slot < r.layout.Slots && r.owns(slot, tid) {
+	if slot := int(*(*uint16)(unsafe.Pointer(&r.mem[TidTableOff+2*(tid&(TidMax-1))]))) - 1; slot >= 0 && slot < r.layout.Slots && r.owns(slot, tid) {
 		return r.ring(slot), true
 	}
 	if home := tid & (r.layout.Slots - 1); r.owns(home, tid) {
@@ -347,7 +345,7 @@ func (r *Rings) knownRing(tid int) (base uint64, ok bool) {
 
 // owns reports whether ring slot is tid's.
 func (r *Rings) owns(slot, tid int) bool {
-	return atomic.LoadUint64(r.word(r.ring(slot)+singlestep.RingOwner)) == uint64(tid)
+	return atomic.LoadUint64(r.word(r.ring(slot)+OwnerOff)) == uint64(tid)
 }
 
 // Lost is what the rings could not record.
@@ -375,16 +373,16 @@ func (r *Rings) Lost(freed map[int]uint64) Lost {
 	}
 	for slot := range r.layout.Slots {
 		base := r.ring(slot)
-		owner := atomic.LoadUint64(r.word(base + singlestep.RingOwner))
+		owner := atomic.LoadUint64(r.word(base + OwnerOff))
 		// (A record left reserved is not counted: its thread was taken
 		// back to the function's entry at detach, and its call runs
 		// again untraced.)
-		if v := atomic.LoadUint64(r.word(base + singlestep.RingLost)); owner != 0 && v != 0 {
+		if v := atomic.LoadUint64(r.word(base + LostOff)); owner != 0 && v != 0 {
 			l.Full[int(owner)] += v
 		}
 	}
-	l.NoRing = atomic.LoadUint64(r.word(singlestep.RingsNoSlot))
-	l.NoTid = atomic.LoadUint64(r.word(singlestep.RingsNoTid))
+	l.NoRing = atomic.LoadUint64(r.word(NoSlotOff))
+	l.NoTid = atomic.LoadUint64(r.word(NoTidOff))
 	return l
 }
 
@@ -395,7 +393,7 @@ func (r *Rings) LostOf(tid int) uint64 {
 	if !ok {
 		return 0
 	}
-	return atomic.LoadUint64(r.word(base + singlestep.RingLost))
+	return atomic.LoadUint64(r.word(base + LostOff))
 }
 
 // Drained reports whether tid's ring has no record left that a drain
@@ -418,20 +416,20 @@ func (r *Rings) Free(tid int) (lost uint64, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	head := atomic.LoadUint64(r.word(base + singlestep.RingHead))
-	tail := atomic.LoadUint64(r.word(base + singlestep.RingTail))
-	lost = atomic.LoadUint64(r.word(base + singlestep.RingLost))
+	head := atomic.LoadUint64(r.word(base + HeadOff))
+	tail := atomic.LoadUint64(r.word(base + TailOff))
+	lost = atomic.LoadUint64(r.word(base + LostOff))
 	if head != tail {
 		lost++ // at most one: a thread commits in order, but for its signal handlers
 	}
-	atomic.StoreUint64(r.word(base+singlestep.RingLost), 0)
+	atomic.StoreUint64(r.word(base+LostOff), 0)
 	r.waitedFreed += r.waitedIn(base)
-	atomic.StoreUint64(r.word(base+singlestep.RingWaited), 0)
-	atomic.StoreUint64(r.word(base+singlestep.RingTail), head)
+	atomic.StoreUint64(r.word(base+WaitedOff), 0)
+	atomic.StoreUint64(r.word(base+TailOff), head)
 	// A thread gone leaves no calls for the next owner to return from.
-	atomic.StoreUint64(r.word(base+singlestep.RingShadowTop), 0)
+	atomic.StoreUint64(r.word(base+ShadowTopOff), 0)
 	r.clearTallies(base)
-	atomic.StoreUint64(r.word(base+singlestep.RingOwner), 0)
+	atomic.StoreUint64(r.word(base+OwnerOff), 0)
 	delete(r.slotOf, tid)
 	return lost, true
 }

@@ -5,16 +5,14 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/probedbg/probe/singlestep"
 )
 
-// producer writes records as singlestep.RecordRoutine and a stub do, for
+// producer writes records as codegen.RecordRoutine and a stub do, for
 // the reader's tests: reserve (with padding to the ring's end), fill,
 // commit last.
 type producer struct {
 	mem  []byte
-	l    singlestep.RecordLayout
+	l    Layout
 	base uint64 // the ring's header
 }
 
@@ -25,20 +23,20 @@ func (p *producer) put(off, v uint64)      { binary.LittleEndian.PutUint64(p.mem
 // false when the ring is full (counted, as the routine does).
 func (p *producer) reserve(n uint64) (at, stamp uint64, ok bool) {
 	size := p.l.RingSize
-	h := p.word(p.base + singlestep.RingHead)
+	h := p.word(p.base + HeadOff)
 	off := h & (size - 1)
 	need := n
 	if off+n > size {
 		need += size - off
 	}
-	if h+need-p.word(p.base+singlestep.RingTail) > size {
-		p.put(p.base+singlestep.RingLost, p.word(p.base+singlestep.RingLost)+1)
+	if h+need-p.word(p.base+TailOff) > size {
+		p.put(p.base+LostOff, p.word(p.base+LostOff)+1)
 		return 0, 0, false
 	}
-	p.put(p.base+singlestep.RingHead, h+need)
+	p.put(p.base+HeadOff, h+need)
 	pos := h + need - n
-	data := p.base + singlestep.RingHeaderSize
-	if pad := pos - h; pad >= singlestep.PadHeader {
+	data := p.base + HeaderSize
+	if pad := pos - h; pad >= PadHeader {
 		p.put(data+off+8, pad)
 		p.put(data+off, h+1)
 	}
@@ -46,7 +44,7 @@ func (p *producer) reserve(n uint64) (at, stamp uint64, ok bool) {
 }
 
 func (p *producer) record(site uint32, cpu int, tsc uint64, values ...uint64) (at, stamp uint64, ok bool) {
-	n := uint64(singlestep.RecordHeader + 8*len(values))
+	n := uint64(RecordHeader + 8*len(values))
 	at, stamp, ok = p.reserve(n)
 	if !ok {
 		return 0, 0, false
@@ -54,20 +52,20 @@ func (p *producer) record(site uint32, cpu int, tsc uint64, values ...uint64) (a
 	p.put(at+8, uint64(site)<<32|uint64(cpu)<<16|n)
 	p.put(at+16, tsc)
 	for i, v := range values {
-		p.put(at+singlestep.RecordHeader+uint64(8*i), v)
+		p.put(at+RecordHeader+uint64(8*i), v)
 	}
 	return at, stamp, true
 }
 
 func newRing(t *testing.T, ringSize uint64) (*Rings, *producer) {
 	t.Helper()
-	l := singlestep.RecordLayout{Slots: 2, RingSize: ringSize, TidOff: 0x2d0}
+	l := Layout{Slots: 2, RingSize: ringSize, TidOff: 0x2d0}
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
 	mem := make([]byte, l.Size())
-	p := &producer{mem: mem, l: l, base: singlestep.RingsHeader + l.Stride()} // the second ring
-	p.put(p.base+singlestep.RingOwner, 4242)
+	p := &producer{mem: mem, l: l, base: FirstRingOff + l.Stride()} // the second ring
+	p.put(p.base+OwnerOff, 4242)
 	return New(mem, l), p
 }
 
@@ -153,8 +151,8 @@ func TestDrainWaitsForCommit(t *testing.T) {
 // found from their ids; Drain at the moment it began, DrainAll nowhere.
 func TestDrainMerges(t *testing.T) {
 	r, b := newRing(t, 4096)
-	a := &producer{mem: b.mem, l: b.l, base: singlestep.RingsHeader} // the first ring
-	a.put(a.base+singlestep.RingOwner, 7)
+	a := &producer{mem: b.mem, l: b.l, base: FirstRingOff} // the first ring
+	a.put(a.base+OwnerOff, 7)
 	commit := func(p *producer, tsc uint64) (uint64, uint64) {
 		at, stamp, ok := p.record(1, 0, tsc, tsc)
 		if !ok {
@@ -202,14 +200,14 @@ func TestDrainMerges(t *testing.T) {
 // order between the rings (increasing in each) come out sorted by stamp,
 // in passes of random sizes, none lost or doubled.
 func TestDrainMergesMany(t *testing.T) {
-	l := singlestep.RecordLayout{Slots: 8, RingSize: 1 << 16, TidOff: 0x2d0}
+	l := Layout{Slots: 8, RingSize: 1 << 16, TidOff: 0x2d0}
 	mem := make([]byte, l.Size())
 	r := New(mem, l)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var producers []*producer
 	for slot := range l.Slots {
-		p := &producer{mem: mem, l: l, base: singlestep.RingsHeader + uint64(slot)*l.Stride()}
-		p.put(p.base+singlestep.RingOwner, uint64(100+slot))
+		p := &producer{mem: mem, l: l, base: FirstRingOff + uint64(slot)*l.Stride()}
+		p.put(p.base+OwnerOff, uint64(100+slot))
 		producers = append(producers, p)
 	}
 	const records = 2000
@@ -239,12 +237,12 @@ func TestDrainMergesMany(t *testing.T) {
 // what it wrote since the last look, never past the ring's end; a ring
 // nobody owns gets none. OwnerPages is each ring's first page.
 func TestAhead(t *testing.T) {
-	l := singlestep.RecordLayout{Base: 0x10000000, Slots: 2, RingSize: 1 << 20, TidOff: 0x2d0}
+	l := Layout{Base: 0x10000000, Slots: 2, RingSize: 1 << 20, TidOff: 0x2d0}
 	mem := make([]byte, l.Size())
 	r := New(mem, l)
-	p := &producer{mem: mem, l: l, base: singlestep.RingsHeader + l.Stride()}
-	p.put(p.base+singlestep.RingOwner, 4242)
-	data := l.Base + p.base + singlestep.RingHeaderSize
+	p := &producer{mem: mem, l: l, base: FirstRingOff + l.Stride()}
+	p.put(p.base+OwnerOff, 4242)
+	data := l.Base + p.base + HeaderSize
 	pages := func(from, to uint64) []uint64 {
 		var want []uint64
 		for a := from; a < to; a += 4096 {
@@ -254,7 +252,7 @@ func TestAhead(t *testing.T) {
 	}
 	look := func(head uint64, want []uint64) {
 		t.Helper()
-		p.put(p.base+singlestep.RingHead, head) // reserved, never committed: nothing to hand on
+		p.put(p.base+HeadOff, head) // reserved, never committed: nothing to hand on
 		if n := r.Drain(0, func(*Record) {}); n != 0 {
 			t.Fatalf("head %d: %d records handed on", head, n)
 		}
@@ -272,7 +270,7 @@ func TestAhead(t *testing.T) {
 	look(100<<10, pages(FaultWindow+4096, (100<<10+4*(100<<10-200)+4095)&^4095))
 	look(900<<10, pages((100<<10+4*(100<<10-200)+4095)&^4095, 1<<20))
 	look(5<<20, nil) // the ring's pages are all mapped: a wrapped ring faults no more
-	if got, want := r.OwnerPages(), []uint64{l.Base + singlestep.RingsHeader, l.Base + singlestep.RingsHeader + l.Stride()}; !slices.Equal(got, want) {
+	if got, want := r.OwnerPages(), []uint64{l.Base + FirstRingOff, l.Base + FirstRingOff + l.Stride()}; !slices.Equal(got, want) {
 		t.Errorf("owner pages %#x, want %#x", got, want)
 	}
 }

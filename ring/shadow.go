@@ -3,13 +3,11 @@ package ring
 import (
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/probedbg/probe/singlestep"
 )
 
 // ShadowFrame is one call on a thread's in-process shadow stack (see
-// singlestep's HookRoutine): the slot of its return address and the
-// original. Ret has singlestep.UnhookedBit set while the original is back
+// codegen's HookRoutine): the slot of its return address and the
+// original. Ret has UnhookedBit set while the original is back
 // in the slot for an unwinder.
 type ShadowFrame struct{ Slot, Ret uint64 }
 
@@ -20,10 +18,10 @@ func (r *Rings) Shadow(tid int) []ShadowFrame {
 	if !ok {
 		return nil
 	}
-	n := min(uint32(atomic.LoadUint64(r.word(base+singlestep.RingShadowTop))), singlestep.ShadowFrames)
+	n := min(uint32(atomic.LoadUint64(r.word(base+ShadowTopOff))), ShadowFrames)
 	frames := make([]ShadowFrame, n)
 	for i := range frames {
-		at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
+		at := base + ShadowOff + uint64(i)*ShadowFrameSize
 		frames[i] = ShadowFrame{Slot: atomic.LoadUint64(r.word(at)), Ret: atomic.LoadUint64(r.word(at + 8))}
 	}
 	return frames
@@ -38,8 +36,8 @@ func (r *Rings) ShadowReturns(tid int, slot uint64) bool {
 	if !ok {
 		return false
 	}
-	for i := min(uint32(atomic.LoadUint64(r.word(base+singlestep.RingShadowTop))), singlestep.ShadowFrames); i > 0; i-- {
-		at := atomic.LoadUint64(r.word(base + singlestep.RingShadow + uint64(i-1)*singlestep.ShadowFrameSize))
+	for i := min(uint32(atomic.LoadUint64(r.word(base+ShadowTopOff))), ShadowFrames); i > 0; i-- {
+		at := atomic.LoadUint64(r.word(base + ShadowOff + uint64(i-1)*ShadowFrameSize))
 		if at >= slot {
 			return at == slot
 		}
@@ -51,15 +49,15 @@ func (r *Rings) ShadowReturns(tid int, slot uint64) bool {
 // thread stopped outside the record code. False if tid has no ring.
 func (r *Rings) SetShadow(tid int, frames []ShadowFrame) bool {
 	base, ok := r.ringOf(tid)
-	if !ok || len(frames) > singlestep.ShadowFrames {
+	if !ok || len(frames) > ShadowFrames {
 		return false
 	}
 	for i, f := range frames {
-		at := base + singlestep.RingShadow + uint64(i)*singlestep.ShadowFrameSize
+		at := base + ShadowOff + uint64(i)*ShadowFrameSize
 		atomic.StoreUint64(r.word(at), f.Slot)
 		atomic.StoreUint64(r.word(at+8), f.Ret)
 	}
-	top := r.word(base + singlestep.RingShadowTop)
+	top := r.word(base + ShadowTopOff)
 	gen := atomic.LoadUint64(top)>>32 + 1
 	atomic.StoreUint64(top, gen<<32|uint64(len(frames)))
 	return true
@@ -69,15 +67,15 @@ func (r *Rings) SetShadow(tid int, frames []ShadowFrame) bool {
 func (r *Rings) Owners() []int {
 	var tids []int
 	for slot := range r.layout.Slots {
-		if owner := atomic.LoadUint64(r.word(r.ring(slot) + singlestep.RingOwner)); owner != 0 {
+		if owner := atomic.LoadUint64(r.word(r.ring(slot) + OwnerOff)); owner != 0 {
 			tids = append(tids, int(owner))
 		}
 	}
 	return tids
 }
 
-// SetPid tells the stubs the process's id (singlestep.RingsPid).
-func (r *Rings) SetPid(pid int) { atomic.StoreUint64(r.word(singlestep.RingsPid), uint64(pid)) }
+// SetPid tells the stubs the process's id (PidOff).
+func (r *Rings) SetPid(pid int) { atomic.StoreUint64(r.word(PidOff), uint64(pid)) }
 
 // Adopt claims a ring for thread tid, which has none yet, with frames as
 // its shadow stack: a fork child's thread, whose stack is a copy of the
@@ -88,11 +86,11 @@ func (r *Rings) Adopt(tid int, frames []ShadowFrame) bool {
 	for i := range r.layout.Slots {
 		slot := (tid + i) & (r.layout.Slots - 1)
 		base := r.ring(slot)
-		if !atomic.CompareAndSwapUint64(r.word(base+singlestep.RingOwner), 0, uint64(tid)) {
+		if !atomic.CompareAndSwapUint64(r.word(base+OwnerOff), 0, uint64(tid)) {
 			continue
 		}
 		r.slotOf[tid] = slot
-		r.SetShadow(tid, frames[:min(len(frames), singlestep.ShadowFrames)])
+		r.SetShadow(tid, frames[:min(len(frames), ShadowFrames)])
 		r.setTidTable(tid, slot)
 		return true
 	}
@@ -102,6 +100,6 @@ func (r *Rings) Adopt(tid int, frames []ShadowFrame) bool {
 // setTidTable gives tid ring slot in the tid table the record routine
 // looks in first.
 func (r *Rings) setTidTable(tid, slot int) {
-	entry := (*uint16)(unsafe.Pointer(&r.mem[singlestep.RingsTidTable+2*(tid&(singlestep.TidMax-1))]))
+	entry := (*uint16)(unsafe.Pointer(&r.mem[TidTableOff+2*(tid&(TidMax-1))]))
 	*entry = uint16(slot + 1) // a thread not running (a fork child stopped at birth) reads it
 }

@@ -394,14 +394,43 @@ func (in *Insn) CanBoost() bool {
 	return !in.arch.isPCRelative() && in.arch.fix == fixFallThrough
 }
 
+// Form says which pc-relative instruction or register branch the
+// instruction is, which a copy elsewhere must rebuild.
+func (in *Insn) Form() Form {
+	switch in.arch.emu {
+	case emuB:
+		return FormB
+	case emuBCond:
+		return FormBCond
+	case emuCB:
+		return FormCB
+	case emuTB:
+		return FormTB
+	case emuADR:
+		return FormADR
+	case emuLDRLit:
+		return FormLDRLit
+	case emuBR:
+		return FormBR
+	}
+	return FormPlain
+}
+
+// FallsThrough reports whether the instruction's copy (XOL), run
+// anywhere, does what the original does and goes on to what follows the
+// copy: not pc-relative, not a branch or return.
+func (in *Insn) FallsThrough() bool {
+	return in.arch.fix == fixFallThrough && !in.arch.isPCRelative() && in.arch.emu != emuBR
+}
+
 // jumpBack is the `b to` at from, false beyond ±128 MiB.
 func jumpBack(from, to uint64) ([]byte, bool) {
-	w, err := branchTo(from, to)
+	w, err := BranchTo(from, to)
 	return binary.LittleEndian.AppendUint32(nil, w), err == nil
 }
 
-// branchTo encodes `b to` placed at from.
-func branchTo(from, to uint64) (uint32, error) {
+// BranchTo encodes `b to` placed at from.
+func BranchTo(from, to uint64) (uint32, error) {
 	d := int64(to-from) / 4
 	if d < -(1<<25) || d >= 1<<25 {
 		return 0, fmt.Errorf("%#x is beyond a b's ±128 MiB from %#x", to, from)

@@ -2,21 +2,14 @@ package singlestep
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"strings"
 	"testing"
+
+	"github.com/probedbg/probe/internal/testhex"
 )
 
 // hx parses hex bytes written with spaces, e.g. "48 89 e5".
-func hx(t testing.TB, s string) []byte {
-	t.Helper()
-	b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
-	if err != nil {
-		t.Fatalf("bad hex %q: %v", s, err)
-	}
-	return b
-}
+var hx = testhex.Bytes
 
 // fakeMem is a sparse tracee address space: bytes not present are unmapped.
 type fakeMem struct {

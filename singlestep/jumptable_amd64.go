@@ -6,10 +6,10 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 )
 
-// A function with an indirect jump may jump anywhere, so PlanDetour
-// refuses it, as kprobes' can_optimize does, unless the jump is gcc's
-// jump-table dispatch of a switch and the table can be read: then its
-// entries are branch targets like any other. The dispatch it knows:
+// A function with an indirect jump may jump anywhere, so FunctionBranches
+// refuses it (and codegen.PlanDetour with it), as kprobes' can_optimize
+// does, unless the jump is gcc's jump-table dispatch of a switch and the
+// table can be read: then its entries are branch targets like any other. The dispatch it knows:
 //
 //	cmp  $N, %idx8 (or %idx32)    the bound: entries 0..N
 //	ja   default
@@ -111,6 +111,20 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 type located struct {
 	addr uint64
 	inst x86asm.Inst
+}
+
+// locateAll decodes the instructions of fn that start at starts (nil if
+// one does not).
+func locateAll(fn []byte, fnAddr uint64, starts []int) []located {
+	out := make([]located, 0, len(starts))
+	for _, off := range starts {
+		in, err := decodeInst(fn[off:])
+		if err != nil {
+			return nil
+		}
+		out = append(out, located{addr: fnAddr + uint64(off), inst: in})
+	}
+	return out
 }
 
 // plainOp reports whether op writes no register but its first operand

@@ -13,10 +13,12 @@
 // arm64). An architecture supplies BreakpointInsn, BreakpointPCAdjust,
 // SlotSize, XOLReach, the archInsn type held in Insn, insnLength (used by
 // Boundaries and CheckBoundary), Analyze, SweepBranches, GoStackCheckEnd,
-// jumpBack (for XOLBoosted) and the Insn methods Emulate, XOL, Fixup,
-// CanBoost and String. The code the tracer generates into the tracee (mailbox, detours,
-// in-process records) is x86-64's only: its data is codegen.go, and on
-// arm64 codegen_arm64.go refuses it.
+// DirectBranch, jumpBack (for XOLBoosted) and the Insn methods Emulate,
+// XOL, Fixup, CanBoost, Form, FallsThrough and String. The code the
+// tracer generates into the tracee (detours, the mailbox, in-process
+// records) is package codegen's; what it asks of an instruction it
+// copies is Form and FallsThrough (and on x86-64 Target, Cond and a
+// function's branches, FunctionBranches).
 package singlestep
 
 import (
@@ -65,6 +67,30 @@ func (k Kind) String() string {
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
+
+// Form names the instructions that a copy made elsewhere (a detour's, in
+// package codegen) must rebuild rather than copy: the relative branches
+// and, on arm64, the other pc-relative instructions and the register
+// branches. Insn.Form says which; FormPlain is any other.
+type Form int
+
+const (
+	FormPlain  Form = iota
+	FormJmp         // x86-64 jmp rel8, rel32
+	FormJcc         // x86-64 jcc rel8, rel32
+	FormCall        // x86-64 call rel32
+	FormB           // arm64 b, bl
+	FormBCond       // arm64 b.cond
+	FormCB          // arm64 cbz, cbnz
+	FormTB          // arm64 tbz, tbnz
+	FormADR         // arm64 adr, adrp
+	FormLDRLit      // arm64 ldr (literal), ldrsw (literal)
+	FormBR          // arm64 br, blr, ret
+)
+
+// TableReader reads n bytes of the module at link address addr: the
+// jump tables, in its read-only data.
+type TableReader func(addr, n uint64) ([]byte, error)
 
 // Insn is one analysed instruction at a probe site.
 type Insn struct {

@@ -2,6 +2,7 @@ package singlestep
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -52,6 +53,51 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 		}
 	}
 	return out
+}
+
+// FunctionBranches decodes a function's whole code, fn at fnAddr, and
+// returns its direct branches in order, then the entries of the jump
+// tables its indirect jumps dispatch through (each From the jmp), read
+// with tables (see jumptable_amd64.go). An indirect jump that is not such
+// a dispatch is an error: it may go anywhere, as are bytes that do not
+// decode (*DecodeError).
+func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader) ([]Branch, error) {
+	var starts []int           // every instruction's offset
+	var targets, from []uint64 // direct branches' targets, and where each is
+	var indirect []int         // indexes in starts of the indirect jmps
+	for off := 0; off < len(fn); {
+		n, rel, direct, indirectJmp, err := branchDecode(fn[off:])
+		if err != nil {
+			return nil, newDecodeError(fnAddr+uint64(off), fn[off:], err)
+		}
+		starts = append(starts, off)
+		off += n
+		switch {
+		case indirectJmp:
+			indirect = append(indirect, len(starts)-1)
+		case direct:
+			targets = append(targets, fnAddr+uint64(off)+uint64(rel))
+			from = append(from, fnAddr+uint64(starts[len(starts)-1]))
+		}
+		// (An indirect call returns after itself, not into the range.)
+	}
+	for _, j := range indirect {
+		whole := func() []located { return locateAll(fn, fnAddr, starts) }
+		near := locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
+		table, ok := jumpTableTargets(near, min(j, window), targets, tables, whole)
+		if !ok {
+			return nil, fmt.Errorf("%#x: the function has an indirect jump", fnAddr+uint64(starts[j]))
+		}
+		for _, t := range table {
+			targets = append(targets, t)
+			from = append(from, fnAddr+uint64(starts[j]))
+		}
+	}
+	out := make([]Branch, len(targets))
+	for i, to := range targets {
+		out[i] = Branch{From: from[i], To: to}
+	}
+	return out, nil
 }
 
 // branchDecode decodes the instruction at the start of code for a look at

@@ -91,7 +91,8 @@ func TestQuickDecodeForms(t *testing.T) {
 	}
 }
 
-// TestBranchDecode: what PlanDetour and the sweep ask of an instruction.
+// TestBranchDecode: what FunctionBranches (for codegen.PlanDetour) and
+// the sweep ask of an instruction.
 func TestBranchDecode(t *testing.T) {
 	tests := []struct {
 		name             string

@@ -437,6 +437,33 @@ func (in *Insn) CanBoost() bool {
 	return !in.arch.isRelBranch() && in.arch.fix != fixCall
 }
 
+// Form says whether the instruction is a relative jmp, jcc or call,
+// which a copy elsewhere must re-aim (Target, Cond).
+func (in *Insn) Form() Form {
+	switch in.arch.emu {
+	case emuJmp:
+		return FormJmp
+	case emuJcc:
+		return FormJcc
+	case emuCall:
+		return FormCall
+	}
+	return FormPlain
+}
+
+// Target is where a relative branch goes.
+func (in *Insn) Target() uint64 { return in.Addr + uint64(in.Len) + uint64(in.arch.rel) }
+
+// Cond is a jcc's condition: the low nibble of its opcode.
+func (in *Insn) Cond() byte { return in.arch.cond }
+
+// FallsThrough reports whether the instruction's copy (XOL), run
+// anywhere, goes on to what follows the copy: not a relative branch,
+// loop, indirect call or jmp, or return.
+func (in *Insn) FallsThrough() bool {
+	return !in.arch.isRelBranch() && in.arch.fix == fixFallThrough
+}
+
 // jumpBack is the jmp rel32 at from to to, false if it cannot reach.
 func jumpBack(from, to uint64) ([]byte, bool) {
 	disp, ok := rel32(from+5, to)

@@ -2,7 +2,7 @@
  * reloc_arm64.S: functions whose first instruction depends on where it
  * runs, for the arm64 jump optimisation, which runs the probed
  * instruction from the detour rebuilt with absolute values
- * (singlestep/detour_arm64.go). Each takes x0 and returns in x0 what
+ * (codegen/detour_arm64.go). Each takes x0 and returns in x0 what
  * reloc.c sums; the sums are the same traced and untraced only if every
  * rebuilt instruction does what the original does.
  */

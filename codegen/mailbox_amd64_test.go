@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // decodeAll disassembles code placed at at: every instruction's address
@@ -160,8 +162,8 @@ func TestMailboxRoutine(t *testing.T) {
 		}
 	}
 	// Out of reach of the mailbox: an error, never a wrong displacement.
-	var oor *OutOfRangeError
+	var oor *singlestep.OutOfRangeError
 	if _, _, err := (&MailboxRoutine{Box: 1 << 40}).Code(0x1000); !errors.As(err, &oor) {
-		t.Errorf("a mailbox 1 TiB away: %v, want an OutOfRangeError", err)
+		t.Errorf("a mailbox 1 TiB away: %v, want a singlestep.OutOfRangeError", err)
 	}
 }

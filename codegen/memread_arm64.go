@@ -1,6 +1,10 @@
-package singlestep
+package codegen
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/probedbg/probe/ring"
+)
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
 // +OFF(%REG):string, on arm64: each read is process_vm_readv on the
@@ -32,13 +36,13 @@ func (s *RecordStub) copyReads(a *a64) error {
 		if err := s.checkRead(i, RecordableReg(r.Reg)); err != nil {
 			return err
 		}
-		addr, res, data := uint64(RecordHeader+8*at), uint64(RecordHeader+8*at+8), uint64(RecordHeader+8*at+16)
+		addr, res, data := uint64(ring.RecordHeader+8*at), uint64(ring.RecordHeader+8*at+8), uint64(ring.RecordHeader+8*at+16)
 		skip := -1
 		switch {
 		case r.Via > 0:
 			// The pointer, if its read got all 8 bytes; else this read
 			// faults too, unread.
-			from := uint64(RecordHeader + 8*starts[r.Via-1])
+			from := uint64(ring.RecordHeader + 8*starts[r.Via-1])
 			a.str(xZR, x10, addr)
 			a.mov(regArg0, ^uint64(eFault-1)) // -EFAULT
 			a.ldr(x13, x10, from+8)
@@ -61,7 +65,7 @@ func (s *RecordStub) copyReads(a *a64) error {
 		a.str(x14, x10, iov+24)
 		call := len(a.w)
 		a.mov(x14, s.Rings)
-		a.ldrW(regArg0, x14, RingsPid)
+		a.ldrW(regArg0, x14, ring.PidOff)
 		a.addImm(1, x10, iov)
 		a.mov(2, 1)
 		a.addImm(3, x10, iov+16)

@@ -1,14 +1,16 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/probedbg/probe/ring"
 )
 
 // Tallies: a probe whose every action is a count of its hits or a log2
 // histogram of a value it reads from a register or the stack needs no
 // record at all. Its stub adds to counters in its thread's ring header
-// (RingTally) and goes on; the tracer reads the counters from its
+// (ring.TallyOff) and goes on; the tracer reads the counters from its
 // mapping and adds what each thread added since its last look. A hot
 // probe then costs the tracer nothing per hit, and no ring fills.
 //
@@ -43,7 +45,7 @@ func (s *RecordStub) tallyBody(a *asm, byOff map[int]int) {
 		if t.Filter != nil {
 			fails = s.filter(a, t.Filter, byOff)
 		}
-		at := int32(RingTally + 8*t.At)
+		at := int32(ring.TallyOff + 8*t.At)
 		if t.Value == nil {
 			a.incM(regR10, at)
 		} else {

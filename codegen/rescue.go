@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 // The rescue: what lets a tracee outlive a `kill -9` of its tracer while
 // a probe that stops threads is in. When a tracer dies, the kernel

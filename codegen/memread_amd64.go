@@ -1,13 +1,17 @@
-package singlestep
+package codegen
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/probedbg/probe/ring"
+)
 
 // Memory a record stub reads for a fetch-arg like +OFF(%REG) or
 // +OFF(%REG):string. Where the address lies in memory the tracer saw
-// readable (a table it keeps in the rings' header page, RingsMaps) the
+// readable (a table it keeps in the rings' header page, ring.MapsOff) the
 // stub copies it itself (rep movsb), as much of it as the readable range
 // holds. Else, or while the tracer writes the table, or when it has not
-// looked for a while (RingsMapBeat: it may be gone, killed), the stub
+// looked for a while (ring.MapBeatOff: it may be gone, killed), the stub
 // copies it with process_vm_readv on its own process, which faults
 // nothing: a bad address gives -EFAULT (and a read across into an
 // unmapped page, the bytes before it), the same answer the tracer's own
@@ -54,13 +58,13 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		if err := s.checkRead(i, ok && reg <= regR15); err != nil {
 			return err
 		}
-		addr, res, data := int32(RecordHeader+8*at), int32(RecordHeader+8*at+8), int32(RecordHeader+8*at+16)
+		addr, res, data := int32(ring.RecordHeader+8*at), int32(ring.RecordHeader+8*at+8), int32(ring.RecordHeader+8*at+16)
 		var skip int
 		switch {
 		case r.Via > 0:
 			// The pointer, if its read got all 8 bytes; else this read
 			// faults too, unread.
-			from := int32(RecordHeader + 8*starts[r.Via-1])
+			from := int32(ring.RecordHeader + 8*starts[r.Via-1])
 			a.mem([]byte{0xc7}, 0, regRSI, addr) // movq $0,addr(%rsi): no address, unless read
 			a.b = binary.LittleEndian.AppendUint32(a.b, 0)
 			a.raw(0x48, 0xc7, 0xc0, 0xf2, 0xff, 0xff, 0xff) // mov $-EFAULT,%rax
@@ -94,7 +98,7 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		call := len(a.b)
 		a.raw(0x48, 0xb8) // movabs $Rings,%rax
 		a.b = binary.LittleEndian.AppendUint64(a.b, s.Rings)
-		a.raw(0x8b, 0x78, RingsPid)    // mov RingsPid(%rax),%edi
+		a.raw(0x8b, 0x78, ring.PidOff) // mov ring.PidOff(%rax),%edi
 		a.leaM(regR10, regRSI, iov+16) // the remote iovec
 		a.leaM(regRSI, regRSI, iov)    // the local one
 		a.raw(0xba, 1, 0, 0, 0)        // mov $1,%edx
@@ -136,27 +140,27 @@ func (s *RecordStub) copyDirect(a *asm, r MemRead, data int32) (done int) {
 	a.raw(0x49, 0x89, 0xc2) // mov %rax,%r10: the address
 	a.raw(0x49, 0xb8)       // movabs $Rings,%r8
 	a.b = binary.LittleEndian.AppendUint64(a.b, s.Rings)
-	disp8([]byte{0x8b}, regR9, regR8, RingsMapGen) // mov Gen(%r8),%r9
-	a.raw(0x41, 0xf6, 0xc1, 0x01)                  // test $1,%r9b: being written
+	disp8([]byte{0x8b}, regR9, regR8, ring.MapGenOff) // mov Gen(%r8),%r9
+	a.raw(0x41, 0xf6, 0xc1, 0x01)                     // test $1,%r9b: being written
 	slows = append(slows, a.jcc(ccNE))
-	disp8([]byte{0x8b}, regRCX, regRSI, 16)             // mov 16(%rsi),%rcx: the record's TSC
-	disp8([]byte{0x2b}, regRCX, regR8, RingsMapBeat)    // sub Beat(%r8),%rcx
-	disp8([]byte{0x3b}, regRCX, regR8, RingsMapBeatMax) // cmp BeatMax(%r8),%rcx
-	slows = append(slows, a.jcc(ccG))                   // the tracer has not looked for too long
+	disp8([]byte{0x8b}, regRCX, regRSI, 16)                // mov 16(%rsi),%rcx: the record's TSC
+	disp8([]byte{0x2b}, regRCX, regR8, ring.MapBeatOff)    // sub Beat(%r8),%rcx
+	disp8([]byte{0x3b}, regRCX, regR8, ring.MapBeatMaxOff) // cmp BeatMax(%r8),%rcx
+	slows = append(slows, a.jcc(ccG))                      // the tracer has not looked for too long
 	// A binary search of the ranges for the address (%r10): lo %rdx,
 	// hi %rcx, mid %r11; the range found at (%rdx).
-	a.raw(0x31, 0xd2)                                 // xor %edx,%edx
-	disp8([]byte{0x8b}, regRCX, regR8, RingsMapCount) // mov Count(%r8),%rcx
+	a.raw(0x31, 0xd2)                                    // xor %edx,%edx
+	disp8([]byte{0x8b}, regRCX, regR8, ring.MapCountOff) // mov Count(%r8),%rcx
 	search := len(a.b)
 	a.raw(0x48, 0x39, 0xca) // cmp %rcx,%rdx
 	slows = append(slows, a.jcc(ccAE))
-	a.raw(0x4c, 0x8d, 0x1c, 0x0a)              // lea (%rdx,%rcx),%r11
-	a.raw(0x49, 0xd1, 0xeb)                    // shr $1,%r11
-	a.raw(0x4c, 0x89, 0xd8)                    // mov %r11,%rax
-	a.raw(0x48, 0xc1, 0xe0, 0x04)              // shl $4,%rax
-	a.raw(0x4d, 0x3b, 0x54, 0x00, RingsMaps+8) // cmp Maps+8(%r8,%rax),%r10: at or past its end?
+	a.raw(0x4c, 0x8d, 0x1c, 0x0a)                 // lea (%rdx,%rcx),%r11
+	a.raw(0x49, 0xd1, 0xeb)                       // shr $1,%r11
+	a.raw(0x4c, 0x89, 0xd8)                       // mov %r11,%rax
+	a.raw(0x48, 0xc1, 0xe0, 0x04)                 // shl $4,%rax
+	a.raw(0x4d, 0x3b, 0x54, 0x00, ring.MapsOff+8) // cmp Maps+8(%r8,%rax),%r10: at or past its end?
 	right := a.jcc(ccAE)
-	a.raw(0x4d, 0x3b, 0x54, 0x00, RingsMaps) // cmp Maps(%r8,%rax),%r10: at or past its start?
+	a.raw(0x4d, 0x3b, 0x54, 0x00, ring.MapsOff) // cmp Maps(%r8,%rax),%r10: at or past its start?
 	found := a.jcc(ccAE)
 	a.raw(0x4c, 0x89, 0xd9) // mov %r11,%rcx: below it
 	a.jccBack(0, search)
@@ -164,10 +168,10 @@ func (s *RecordStub) copyDirect(a *asm, r MemRead, data int32) (done int) {
 	a.raw(0x49, 0x8d, 0x53, 0x01) // lea 1(%r11),%rdx: above it
 	a.jccBack(0, search)
 	a.land(found)
-	a.raw(0x49, 0x8d, 0x54, 0x00, RingsMaps) // lea Maps(%r8,%rax),%rdx
-	a.raw(0x48, 0x8b, 0x4a, 0x08)            // mov 8(%rdx),%rcx
-	a.raw(0x4c, 0x29, 0xd1)                  // sub %r10,%rcx: what the range holds from there
-	a.raw(0xb8)                              // mov $Len,%eax
+	a.raw(0x49, 0x8d, 0x54, 0x00, ring.MapsOff) // lea Maps(%r8,%rax),%rdx
+	a.raw(0x48, 0x8b, 0x4a, 0x08)               // mov 8(%rdx),%rcx
+	a.raw(0x4c, 0x29, 0xd1)                     // sub %r10,%rcx: what the range holds from there
+	a.raw(0xb8)                                 // mov $Len,%eax
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(r.Len))
 	a.raw(0x48, 0x39, 0xc1)       // cmp %rax,%rcx
 	a.raw(0x48, 0x0f, 0x47, 0xc8) // cmova %rax,%rcx: no more than Len
@@ -176,10 +180,10 @@ func (s *RecordStub) copyDirect(a *asm, r MemRead, data int32) (done int) {
 	a.raw(0x4c, 0x89, 0xd6)       // mov %r10,%rsi
 	a.raw(0xfc)                   // cld (the entry's ABI has it clear; the stub's popfq puts it back)
 	s.fixups = append(s.fixups, fixup{copy: len(a.b)})
-	a.raw(0xf3, 0xa4)                              // rep movsb: faults where a range went away
-	a.loadM(regRSI, regRSP, rsSP-8)                // the record
-	disp8([]byte{0x3b}, regR9, regR8, RingsMapGen) // cmp Gen(%r8),%r9
-	slows = append(slows, a.jcc(ccNE))             // the table changed meanwhile: again, by the system call
+	a.raw(0xf3, 0xa4)                                 // rep movsb: faults where a range went away
+	a.loadM(regRSI, regRSP, rsSP-8)                   // the record
+	disp8([]byte{0x3b}, regR9, regR8, ring.MapGenOff) // cmp Gen(%r8),%r9
+	slows = append(slows, a.jcc(ccNE))                // the table changed meanwhile: again, by the system call
 	done = a.jmpFwd()
 	for _, at := range slows {
 		a.land(at)

@@ -1,8 +1,10 @@
-package singlestep
+package codegen
 
 import (
 	"fmt"
 	"slices"
+
+	"github.com/probedbg/probe/ring"
 )
 
 // In-process recording on arm64: the x86-64 design (record_amd64.go)
@@ -47,7 +49,7 @@ type routineOffsets struct{ trampoline, trampRet, trap, tally, record int }
 
 var routineAt = func() routineOffsets {
 	var o routineOffsets
-	(&RecordRoutine{Layout: RecordLayout{Slots: 1, RingSize: 4096}}).gen(&a64{}, &o)
+	(&RecordRoutine{Layout: ring.Layout{Slots: 1, RingSize: 4096}}).gen(&a64{}, &o)
 	return o
 }()
 
@@ -127,8 +129,8 @@ func (r *RecordRoutine) record(a *a64) {
 		a.madd(to, x13, x16, x15)
 	}
 	tableEntry := func(idx uint32) { // x14: the tid table, x[idx]: the thread's entry's index
-		a.andLow(idx, x11, log2(TidMax))
-		a.mov(x14, l.Base+RingsTidTable)
+		a.andLow(idx, x11, log2(ring.TidMax))
+		a.mov(x14, l.Base+ring.TidTableOff)
 	}
 	miss := func(counter uint64) { // counts a hit without a ring; x10 and x12 0
 		a.mov(x13, l.Base+counter)
@@ -145,10 +147,10 @@ func (r *RecordRoutine) record(a *a64) {
 	a.ldrW32Reg(x11, x13, x14)
 	noTid := a.branch(brCBZW, x11, 0, -1)
 	negTid := a.branch(brTBNZ, x11, 31, -1)
-	a.mov(x15, l.Base+RingsHeader)
+	a.mov(x15, l.Base+ring.FirstRingOff)
 	a.mov(x16, l.Stride())
 	isOwn := func() int { // branch to be landed if ring x10 is the thread's
-		a.ldr(x13, x10, RingOwner)
+		a.ldr(x13, x10, ring.OwnerOff)
 		a.eor(x13, x13, x11)
 		return a.branch(brCBZ, x13, 0, -1)
 	}
@@ -189,11 +191,11 @@ func (r *RecordRoutine) record(a *a64) {
 	a.addImm(x12, x12, 1)
 	a.subImm(x17, x17, 1)
 	a.branch(brCBNZ, x17, 0, try)
-	miss(RingsNoSlot)
+	miss(ring.NoSlotOff)
 	a.land(noTP)
 	a.land(noTid)
 	a.land(negTid)
-	miss(RingsNoTid)
+	miss(ring.NoTidOff)
 	// claimed: a signal handler that ran since the search may have
 	// claimed another ring for the thread and put it in the table; then
 	// that one is the thread's, and this one goes back.
@@ -205,10 +207,10 @@ func (r *RecordRoutine) record(a *a64) {
 	ringAt(x17, x17)
 	a.eor(x13, x17, x10)
 	keep2 := a.branch(brCBZ, x13, 0, -1) // this one
-	a.ldr(x13, x17, RingOwner)
+	a.ldr(x13, x17, ring.OwnerOff)
 	a.eor(x13, x13, x11)
 	keep3 := a.branch(brCBNZ, x13, 0, -1) // not the thread's
-	a.str(xZR, x10, RingOwner)            // given back
+	a.str(xZR, x10, ring.OwnerOff)        // given back
 	a.movReg(x10, x17)
 	handler := a.branch(brB, 0, 0, -1)
 	// store: the table gives the thread ring w12 from now on.
@@ -235,8 +237,8 @@ func (r *RecordRoutine) reserve(a *a64) {
 	sizeBits := uint32(log2(l.RingSize))
 	a.movReg(x12, x10)
 	retry := len(a.w)
-	a.ldr(x14, x12, RingTail) // before the exclusive load: no other access between it and its store
-	a.addImm(x17, x12, RingHead)
+	a.ldr(x14, x12, ring.TailOff) // before the exclusive load: no other access between it and its store
+	a.addImm(x17, x12, ring.HeadOff)
 	a.ldxr(x13, x17)      // h
 	a.andLow(x15, x9, 16) // the length
 	a.andLow(x16, x13, int(sizeBits))
@@ -259,11 +261,11 @@ func (r *RecordRoutine) reserve(a *a64) {
 	a.andLow(x15, x9, 16)
 	a.sub(x14, x16, x15) // the record's position
 	a.sub(x15, x14, x13) // the padding
-	a.subImm(x10, x15, PadHeader)
+	a.subImm(x10, x15, ring.PadHeader)
 	noPad := a.branch(brTBNZ, x10, 63, -1) // none, or too short for a header (the tracer skips it)
 	a.andLow(x10, x13, int(sizeBits))
 	a.add(x10, x12, x10)
-	a.addImm(x10, x10, RingHeaderSize)
+	a.addImm(x10, x10, ring.HeaderSize)
 	a.str(x15, x10, 8) // id 0, the padding's length
 	a.addImm(x13, x13, 1)
 	a.stlr(x13, x10) // committed
@@ -271,7 +273,7 @@ func (r *RecordRoutine) reserve(a *a64) {
 	a.addImm(x11, x14, 1) // the record's stamp
 	a.andLow(x14, x14, int(sizeBits))
 	a.add(x10, x12, x14)
-	a.addImm(x10, x10, RingHeaderSize) // the record
+	a.addImm(x10, x10, ring.HeaderSize) // the record
 	a.emit(a64Isb, a64MrsCntv|x13)
 	a.str(x13, x10, 16)
 	if l.CPUOff != 0 {
@@ -280,7 +282,7 @@ func (r *RecordRoutine) reserve(a *a64) {
 		a.ldrW32Reg(x13, x13, x14)
 		a.andLow(x13, x13, 12)
 	} else {
-		a.mov(x13, UnknownCPU)
+		a.mov(x13, ring.UnknownCPU)
 	}
 	a.orrShifted(x13, x9, x13, 16)
 	a.str(x13, x10, 8)
@@ -291,7 +293,7 @@ func (r *RecordRoutine) reserve(a *a64) {
 	for _, i := range drops {
 		a.land(i)
 	}
-	a.addImm(x13, x12, RingLost)
+	a.addImm(x13, x12, ring.LostOff)
 	a.atomicInc()
 	a.movReg(x10, xZR)
 	a.emit(a64Ret)
@@ -302,8 +304,8 @@ const sysFutex = 98
 
 // waitForRoom appends, at a full ring (x12; x14 the tail seen), the wait
 // for the drain to free room: when the tracer asks for waits
-// (RingsWaitMax) and still lives, the thread sleeps on its ring's tail
-// with futex, the time it waits added to RingWaited, and goes back to
+// (ring.WaitMaxOff) and still lives, the thread sleeps on its ring's tail
+// with futex, the time it waits added to ring.WaitedOff, and goes back to
 // retry. It returns the branches to take for a drop instead.
 //
 // No stack is used, and the system call clobbers only registers the
@@ -311,9 +313,9 @@ const sysFutex = 98
 func (r *RecordRoutine) waitForRoom(a *a64, retry int) []int {
 	l := r.Layout
 	a.mov(x13, l.Base)
-	a.ldr(x15, x13, RingsWaitMax)
+	a.ldr(x15, x13, ring.WaitMaxOff)
 	dropping := a.branch(brCBZ, x15, 0, -1) // the tracer drops
-	a.ldr(x16, x13, RingsAlive)
+	a.ldr(x16, x13, ring.AliveOff)
 	a.emit(a64Isb, a64MrsCntv|x17)
 	a.sub(x16, x17, x16) // the tracer's last sign of life, how old
 	a.sub(x16, x16, x15)
@@ -321,19 +323,19 @@ func (r *RecordRoutine) waitForRoom(a *a64, retry int) []int {
 	gone := a.branch(brCBNZ, x16, 0, -1) // older than WaitMax: gone (killed, stopped)
 	a.land(alive)
 	// From now on the thread waits: the drain, which stores the tail
-	// before it reads RingWaited, wakes it; the barrier makes the
+	// before it reads ring.WaitedOff, wakes it; the barrier makes the
 	// futex's read of the tail come after this.
 	a.movReg(2, x14) // sleep while the tail is the one seen
 	a.sub(x15, xZR, x17)
-	a.addImm(x13, x12, RingWaited)
+	a.addImm(x13, x12, ring.WaitedOff)
 	a.atomicAdd(x15)
 	a.emit(a64DmbIsh)
-	a.addImm(0, x12, RingTail)
+	a.addImm(0, x12, ring.TailOff)
 	a.mov(1, 0) // FUTEX_WAIT (shared: the tracer wakes)
-	a.mov(3, l.Base+RingsWaitTimeout)
+	a.mov(3, l.Base+ring.WaitTimeoutOff)
 	a.syscall(sysFutex)
 	a.emit(a64Isb, a64MrsCntv|x17)
-	a.addImm(x13, x12, RingWaited)
+	a.addImm(x13, x12, ring.WaitedOff)
 	a.atomicAdd(x17)
 	a.branch(brB, 0, 0, retry)
 	return []int{dropping, gone}
@@ -355,7 +357,7 @@ var stubSaves = 1 + len(rsSaved)/2
 // Code returns the stub's bytes for placement at at.
 func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
-	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax:
+	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > ring.RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
 	}
 	a := &a64{at: at}
@@ -383,11 +385,11 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 			return nil, fmt.Errorf("register at %d of the registers' struct: not recordable", off)
 		}
 		loadThreadReg(a, x13, off)
-		a.str(x13, x10, uint64(RecordHeader+8*i))
+		a.str(x13, x10, uint64(ring.RecordHeader+8*i))
 	}
 	for w := range s.StackWords {
 		a.ldr(x13, xSP, uint64(rsArea+8*w))
-		a.str(x13, x10, uint64(RecordHeader+8*(len(s.Regs)+w)))
+		a.str(x13, x10, uint64(ring.RecordHeader+8*(len(s.Regs)+w)))
 	}
 	if err := s.copyReads(a); err != nil {
 		return nil, err
@@ -396,7 +398,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		// After the values: the hook writes x30. No record, no hook
 		// (the ring is full): the return would not be recorded either.
 		a.call(HookRoutine(s.Routine))
-		a.str(x9, x10, uint64(RecordHeader+8*s.values()-8))
+		a.str(x9, x10, uint64(ring.RecordHeader+8*s.values()-8))
 	}
 	a.stlr(x11, x10) // committed, after the values
 	a.land(skip)
@@ -407,7 +409,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		}
 		a.call(TallyRoutine(s.Routine)) // the ring, to count the hit rejected
 		none := a.branch(brCBZ, x12, 0, -1)
-		a.addImm(x13, x12, uint64(RingTally+8*s.Rejected))
+		a.addImm(x13, x12, uint64(ring.TallyOff+8*s.Rejected))
 		a.atomicInc()
 		a.land(none)
 		a.land(out)

@@ -1,6 +1,10 @@
-package singlestep
+package codegen
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
+)
 
 // The arm64 ucontext's words the handler reads and writes: uc_mcontext
 // (a sigcontext: fault_address, x0-x30, sp, pc, pstate) begins at 176,
@@ -123,7 +127,7 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	textNext := a.branch(brCBZ, x9, 0, -1)
 	// In text_poke_bp's order, as the tracer writes: the breakpoint over
 	// the first instruction, the rest, then the first instruction.
-	brk := uint64(len(BreakpointInsn))
+	brk := uint64(len(singlestep.BreakpointInsn))
 	for _, w := range []struct {
 		src  int
 		rest bool

@@ -1,4 +1,6 @@
-package singlestep
+package codegen
+
+import "github.com/probedbg/probe/ring"
 
 // In-process return hooks on arm64: inreturn_amd64.go's design with the
 // link register. A call's frame is known by sp at its entry (its key, in
@@ -20,7 +22,7 @@ package singlestep
 // Neither writes NZCV: every test is a cbz, cbnz or tbnz.
 
 // topFrame appends, for the stack top word in x15 and the ring in x12:
-// in x14 the frame past the top (the top frame at x14 + RingShadow - 16).
+// in x14 the frame past the top (the top frame at x14 + ring.ShadowOff - 16).
 func (a *a64) topFrame() {
 	a.andLow(x14, x15, 32) // the depth
 	a.addShifted(x14, x12, x14, 4)
@@ -31,7 +33,7 @@ func (a *a64) topFrame() {
 // makes it fail), then a branch back to again either way. It uses x14
 // and x17.
 func (a *a64) casTop(again int) {
-	a.addImm(x14, x12, RingShadowTop)
+	a.addImm(x14, x12, ring.ShadowTopOff)
 	a.ldxr(x17, x14)
 	a.eor(x17, x17, x15)
 	changed := a.branch(brCBNZ, x17, 0, -1)
@@ -61,19 +63,19 @@ func (r *RecordRoutine) hook(a *a64) int {
 	konst := a.mov64(x16, 0)
 	again := len(a.w)
 	a.ldr(x17, xSP, rsLR) // the return address
-	a.ldr(x15, x12, RingShadowTop)
+	a.ldr(x15, x12, ring.ShadowTopOff)
 	a.topFrame()
 	a.eor(x9, x17, x16)
 	notTail := a.branch(brCBNZ, x9, 0, -1)
 	noCaller := a.branch(brCBZW, x15, 0, -1)
-	a.ldr(x9, x14, RingShadow-16)
+	a.ldr(x9, x14, ring.ShadowOff-16)
 	a.eor(x9, x9, x13)
 	notCaller := a.branch(brCBNZ, x9, 0, -1)
-	a.ldr(x17, x14, RingShadow-8) // the caller's return address
+	a.ldr(x17, x14, ring.ShadowOff-8) // the caller's return address
 	tail := a.branch(brB, 0, 0, -1)
 	a.land(notTail)
 	empty := a.branch(brCBZW, x15, 0, -1)
-	a.ldr(x9, x14, RingShadow-16)
+	a.ldr(x9, x14, ring.ShadowOff-16)
 	a.sub(x9, x13, x9)
 	live := a.branch(brTBNZ, x9, 63, -1) // the top frame's key is above ours: a caller
 	a.popTop(again)
@@ -81,13 +83,13 @@ func (r *RecordRoutine) hook(a *a64) int {
 		a.land(i)
 	}
 	a.andLow(x9, x15, 32)
-	a.lsr(x9, x9, uint32(log2(ShadowFrames)))
+	a.lsr(x9, x9, uint32(log2(ring.ShadowFrames)))
 	full := a.branch(brCBNZ, x9, 0, -1)
-	a.str(x13, x14, RingShadow)
-	a.str(x17, x14, RingShadow+8)
+	a.str(x13, x14, ring.ShadowOff)
+	a.str(x17, x14, ring.ShadowOff+8)
 	a.mov64(x9, 1<<32|1)
 	a.add(x9, x15, x9)
-	a.addImm(x14, x12, RingShadowTop)
+	a.addImm(x14, x12, ring.ShadowTopOff)
 	a.ldxr(x17, x14)
 	a.eor(x17, x17, x15)
 	changed := a.branch(brCBNZ, x17, 0, -1)
@@ -114,40 +116,40 @@ func (r *RecordRoutine) hook(a *a64) int {
 // o.
 func (r *RecordRoutine) trampoline(a *a64, o *routineOffsets) (call int, konsts []int) {
 	saves(a)
-	a.mov64(x9, uint64(ReturnRecord)<<32|uint64(RecordHeader+8*ReturnValues))
+	a.mov64(x9, uint64(ReturnRecord)<<32|uint64(ring.RecordHeader+8*ReturnValues))
 	call = a.branch(brBL, 0, 0, -1)
 	noRing := a.branch(brCBZ, x12, 0, -1)
 	a.addImm(x13, xSP, rsArea) // the key
 	again := len(a.w)
-	a.ldr(x15, x12, RingShadowTop)
+	a.ldr(x15, x12, ring.ShadowTopOff)
 	a.topFrame()
 	empty := a.branch(brCBZW, x15, 0, -1)
-	a.ldr(x9, x14, RingShadow-16)
+	a.ldr(x9, x14, ring.ShadowOff-16)
 	a.sub(x9, x13, x9)
 	above := a.branch(brTBNZ, x9, 63, -1) // a caller's: done
 	over := a.branch(brCBNZ, x9, 0, -1)   // below ours: over
 	// Ours: the return address goes to the save area before the frame
 	// goes, so a thread taken out of here goes home either way. Frames
 	// of tail calls share the key, and are popped with it.
-	a.ldr(x9, x14, RingShadow-8)
+	a.ldr(x9, x14, ring.ShadowOff-8)
 	a.str(x9, xSP, rsLR)
 	a.land(over)
 	a.popTop(again)
 	a.land(empty)
 	a.land(above)
 	noRecord := a.branch(brCBZ, x10, 0, -1)
-	a.str(x13, x10, RecordHeader)
+	a.str(x13, x10, ring.RecordHeader)
 	// x0 and x1 from the save area: the record routine may have made
 	// a system call (waitForRoom).
 	a.ldp(x15, x16, xSP, 0)
-	a.str(x15, x10, RecordHeader+8)
-	a.str(x16, x10, RecordHeader+16)
+	a.str(x15, x10, ring.RecordHeader+8)
+	a.str(x16, x10, ring.RecordHeader+16)
 	// errno: a thread with a ring has a thread pointer. (With no offset
 	// known, the word at it, which the tracer does not read.)
 	a.emit(a64MrsTP | x13)
 	a.mov64(x14, uint64(int64(r.Errno)))
 	a.ldrswReg(x13, x13, x14)
-	a.str(x13, x10, RecordHeader+24)
+	a.str(x13, x10, ring.RecordHeader+24)
 	a.stlr(x11, x10) // committed
 	a.land(noRecord)
 	a.ldr(x9, xSP, rsLR)

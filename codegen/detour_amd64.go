@@ -1,9 +1,11 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // JumpSize is the length of the jmp rel32 a jump-optimised probe writes
@@ -39,9 +41,9 @@ var (
 // function's own jmps and jccs with a rel32 that land on a covered
 // instruction after the first are re-aimed at its copy (Redirects). The
 // error says why not.
-func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, error) {
+func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (*Detour, error) {
 	if addr < fnAddr || addr >= fnAddr+uint64(len(fn)) {
-		return nil, &OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
+		return nil, &singlestep.OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
 	}
 	d := &Detour{Addr: addr}
 	for d.Covered < JumpSize {
@@ -49,21 +51,21 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 		if at >= fnAddr+uint64(len(fn)) {
 			return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 		}
-		in, err := Analyze(fn[at-fnAddr:], at)
+		in, err := singlestep.Analyze(fn[at-fnAddr:], at)
 		if err != nil {
 			return nil, err
 		}
-		switch in.arch.emu {
-		case emuJcc, emuJmp:
+		switch in.Form() {
+		case singlestep.FormJcc, singlestep.FormJmp:
 			// Re-aimed from the detour at the same target.
-		case emuCall:
+		case singlestep.FormCall:
 			// Its copy pushes the original return address: the
 			// callee must return past the jmp.
 			if d.Covered+in.Len < JumpSize {
 				return nil, fmt.Errorf("%s: the call would return into the jump", in)
 			}
 		default:
-			if in.arch.isRelBranch() || in.arch.fix != fixFallThrough || !in.CanBoost() {
+			if !in.FallsThrough() || !in.CanBoost() {
 				return nil, fmt.Errorf("%s: a branch cannot be covered by the jump", in)
 			}
 		}
@@ -73,42 +75,15 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 	if uint64(d.Covered) > fnAddr+uint64(len(fn))-addr {
 		return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 	}
-	var starts []int           // every instruction's offset
-	var targets, from []uint64 // direct branches' targets, and where each is
-	var indirect []int         // indexes in starts of the indirect jmps
-	for off := 0; off < len(fn); {
-		n, rel, direct, indirectJmp, err := branchDecode(fn[off:])
-		if err != nil {
-			return nil, newDecodeError(fnAddr+uint64(off), fn[off:], err)
-		}
-		starts = append(starts, off)
-		off += n
-		switch {
-		case indirectJmp:
-			indirect = append(indirect, len(starts)-1)
-		case direct:
-			targets = append(targets, fnAddr+uint64(off)+uint64(rel))
-			from = append(from, fnAddr+uint64(starts[len(starts)-1]))
-		}
-		// (An indirect call returns after itself, not into the range.)
+	branches, err := singlestep.FunctionBranches(fn, fnAddr, tables)
+	if err != nil {
+		return nil, err
 	}
-	for _, j := range indirect {
-		whole := func() []located { return locateAll(fn, fnAddr, starts) }
-		near := locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
-		table, ok := jumpTableTargets(near, min(j, window), targets, tables, whole)
-		if !ok {
-			return nil, fmt.Errorf("%#x: the function has an indirect jump", fnAddr+uint64(starts[j]))
-		}
-		for _, t := range table {
-			targets = append(targets, t)
-			from = append(from, fnAddr+uint64(starts[j]))
-		}
-	}
-	for i, target := range targets {
-		if addr < target && target < addr+uint64(d.Covered) {
-			r, ok := d.redirect(fn, fnAddr, from[i], target)
+	for _, b := range branches {
+		if addr < b.To && b.To < addr+uint64(d.Covered) {
+			r, ok := d.redirect(fn, fnAddr, b.From, b.To)
 			if !ok { // (a jump table's jmp is neither a jmp rel32 nor a jcc)
-				return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, from[i])
+				return nil, fmt.Errorf("%#x: a branch at %#x lands inside the jump", addr, b.From)
 			}
 			d.Redirects = append(d.Redirects, r)
 		}
@@ -123,13 +98,13 @@ func (d *Detour) redirect(fn []byte, fnAddr, from, target uint64) (Redirect, boo
 	if from >= d.Addr && from < d.Addr+uint64(d.Covered) {
 		return Redirect{}, false
 	}
-	k := slices.IndexFunc(d.Insns, func(in *Insn) bool { return in.Addr == target })
-	in, err := Analyze(fn[from-fnAddr:], from)
-	if k < 1 || err != nil || in.arch.emu != emuJcc && in.arch.emu != emuJmp || in.Len < 5 {
+	k := slices.IndexFunc(d.Insns, func(in *singlestep.Insn) bool { return in.Addr == target })
+	in, err := singlestep.Analyze(fn[from-fnAddr:], from)
+	if k < 1 || err != nil || in.Form() != singlestep.FormJcc && in.Form() != singlestep.FormJmp || in.Len < 5 {
 		return Redirect{}, false
 	}
 	code := fn[from-fnAddr : from-fnAddr+uint64(in.Len)]
-	if int64(int32(binary.LittleEndian.Uint32(code[in.Len-4:]))) != int64(in.arch.rel) {
+	if from+uint64(in.Len)+uint64(int64(int32(binary.LittleEndian.Uint32(code[in.Len-4:])))) != in.Target() {
 		return Redirect{}, false // a rel8, or a rel32 not at the end
 	}
 	return Redirect{From: from, Insn: k, Orig: slices.Clone(code)}, true
@@ -152,25 +127,11 @@ func (d *Detour) Redirected(r Redirect, detour uint64) ([]byte, error) {
 	n := len(r.Orig)
 	disp, ok := rel32(r.From+uint64(n), to)
 	if !ok {
-		return nil, &OutOfRangeError{Addr: r.From, Slot: detour, Target: to}
+		return nil, &singlestep.OutOfRangeError{Addr: r.From, Slot: detour, Target: to}
 	}
 	b := slices.Clone(r.Orig)
 	binary.LittleEndian.PutUint32(b[n-4:], uint32(disp))
 	return b, nil
-}
-
-// locateAll decodes the instructions of fn that start at starts (nil if
-// one does not).
-func locateAll(fn []byte, fnAddr uint64, starts []int) []located {
-	out := make([]located, 0, len(starts))
-	for _, off := range starts {
-		in, err := decodeInst(fn[off:])
-		if err != nil {
-			return nil
-		}
-		out = append(out, located{addr: fnAddr + uint64(off), inst: in})
-	}
-	return out
 }
 
 // Size is the length of the detour's code.
@@ -186,13 +147,13 @@ func (d *Detour) Size() int {
 // jmp rel32 for a branch; for a call, `push RET(%rip)` (the original
 // return address, kept after the jmp back) and a jmp rel32; else the
 // instruction.
-func copyLen(in *Insn) int {
-	switch in.arch.emu {
-	case emuJcc:
+func copyLen(in *singlestep.Insn) int {
+	switch in.Form() {
+	case singlestep.FormJcc:
 		return 6
-	case emuJmp:
+	case singlestep.FormJmp:
 		return JumpSize
-	case emuCall:
+	case singlestep.FormCall:
 		return 6 + JumpSize
 	}
 	return in.Len
@@ -202,15 +163,19 @@ func copyLen(in *Insn) int {
 func (d *Detour) calls() int {
 	n := 0
 	for _, in := range d.Insns {
-		if in.arch.emu == emuCall {
+		if in.Form() == singlestep.FormCall {
 			n++
 		}
 	}
 	return n
 }
 
-// target is where a direct branch goes.
-func (in *Insn) target() uint64 { return in.Addr + uint64(in.Len) + uint64(in.arch.rel) }
+// rel32 returns the displacement from "from" to "to" if it fits in int32
+// (as singlestep's own).
+func rel32(from, to uint64) (int32, bool) {
+	d := int64(to - from)
+	return int32(d), d == int64(int32(d))
+}
 
 // Trap is the address of the int3 of the detour placed at detour.
 func (d *Detour) Trap(detour uint64) uint64 {
@@ -249,12 +214,12 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 	if d.SavesR11() {
 		out = append(append(out, hookSave...), hookLoad...)
 	}
-	out = append(out, BreakpointInsn...)
+	out = append(out, singlestep.BreakpointInsn...)
 	if d.ReturnHook != 0 {
 		out = append(out, hookLea...)
 		disp, ok := rel32(detour+uint64(len(out))+4, d.ReturnHook)
 		if !ok {
-			return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
+			return nil, &singlestep.OutOfRangeError{Addr: d.Addr, Slot: detour, Target: d.ReturnHook}
 		}
 		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
 		out = append(out, hookStore...)
@@ -269,23 +234,23 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 		out = append(out, op...)
 		disp, ok := rel32(detour+uint64(len(out))+4, target)
 		if !ok {
-			return &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: target}
+			return &singlestep.OutOfRangeError{Addr: d.Addr, Slot: detour, Target: target}
 		}
 		out = binary.LittleEndian.AppendUint32(out, uint32(disp))
 		return nil
 	}
 	for _, in := range d.Insns {
 		var err error
-		switch in.arch.emu {
-		case emuJcc:
-			err = branch([]byte{0x0f, 0x80 | in.arch.cond}, in.target())
-		case emuJmp:
-			err = branch([]byte{0xe9}, in.target())
-		case emuCall:
+		switch in.Form() {
+		case singlestep.FormJcc:
+			err = branch([]byte{0x0f, 0x80 | in.Cond()}, in.Target())
+		case singlestep.FormJmp:
+			err = branch([]byte{0xe9}, in.Target())
+		case singlestep.FormCall:
 			at := rets + uint64(len(retData))
 			retData = binary.LittleEndian.AppendUint64(retData, in.Addr+uint64(in.Len))
 			if err = branch([]byte{0xff, 0x35}, at); err == nil { // push RET(%rip)
-				err = branch([]byte{0xe9}, in.target())
+				err = branch([]byte{0xe9}, in.Target())
 			}
 		default:
 			var b []byte
@@ -306,7 +271,7 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 func (d *Detour) Jump(detour uint64) ([]byte, error) {
 	disp, ok := rel32(d.Addr+JumpSize, detour)
 	if !ok {
-		return nil, &OutOfRangeError{Addr: d.Addr, Slot: detour, Target: detour}
+		return nil, &singlestep.OutOfRangeError{Addr: d.Addr, Slot: detour, Target: detour}
 	}
 	return binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(disp)), nil
 }
@@ -342,9 +307,9 @@ func (d *Detour) Original(rip, detour uint64) (orig uint64, savedR11, ok bool) {
 		if rip == at {
 			return in.Addr, false, true
 		}
-		if in.arch.emu == emuCall && rip == at+6 {
+		if in.Form() == singlestep.FormCall && rip == at+6 {
 			// Its return address pushed: as at the callee's entry.
-			return in.target(), false, true
+			return in.Target(), false, true
 		}
 		at += uint64(copyLen(in))
 	}

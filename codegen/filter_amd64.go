@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 import "encoding/binary"
 

@@ -1,4 +1,6 @@
-package singlestep
+package codegen
+
+import "github.com/probedbg/probe/ring"
 
 // Tallies on arm64 (tally_amd64.go's design): a probe whose every action
 // is a count of its hits or a log2 histogram of a value from a register
@@ -33,7 +35,7 @@ func (s *RecordStub) tallyBody(a *a64) {
 		if t.Filter != nil {
 			fails = s.filter(a, t.Filter)
 		}
-		at := uint64(RingTally + 8*t.At)
+		at := uint64(ring.TallyOff + 8*t.At)
 		if t.Value == nil {
 			a.addImm(x13, x12, at)
 			a.atomicInc()

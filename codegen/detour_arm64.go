@@ -1,9 +1,11 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // Jump optimisation on arm64: the probed instruction, one word, becomes
@@ -22,15 +24,15 @@ import (
 
 // PlanDetour decides whether the probe at addr, in the function whose
 // code is fn (at fnAddr), can be jump-optimised; the error says why not.
-func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, error) {
+func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (*Detour, error) {
 	if addr < fnAddr || addr+4 > fnAddr+uint64(len(fn)) {
-		return nil, &OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
+		return nil, &singlestep.OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
 	}
-	in, err := Analyze(fn[addr-fnAddr:], addr)
+	in, err := singlestep.Analyze(fn[addr-fnAddr:], addr)
 	if err != nil {
 		return nil, err
 	}
-	d := &Detour{Addr: addr, Covered: 4, Insns: []*Insn{in}}
+	d := &Detour{Addr: addr, Covered: 4, Insns: []*singlestep.Insn{in}}
 	if _, _, err := d.relocate(addr + 4); err != nil {
 		return nil, err
 	}
@@ -43,7 +45,7 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables TableReader) (*Detour, er
 // or a branch's target).
 func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 	in := d.Insns[0]
-	w, pc := in.arch.word, in.Addr
+	w, pc := binary.LittleEndian.Uint32(in.Bytes), in.Addr
 	rt := w & 0x1f
 	a := &a64{at: at}
 	var orig []uint64
@@ -57,8 +59,8 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 		a.jump(pc + 4)
 		done(pc + 4)
 	}
-	switch in.arch.emu {
-	case emuADR:
+	switch in.Form() {
+	case singlestep.FormADR:
 		imm := signExtend(uint64(w>>5&0x7ffff)<<2|uint64(w>>29&3), 21)
 		v := pc + uint64(imm)
 		if w&0x80000000 != 0 { // adrp
@@ -66,7 +68,7 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 		}
 		a.mov(rt, v)
 		back()
-	case emuLDRLit:
+	case singlestep.FormLDRLit:
 		lit := pc + uint64(signExtend(uint64(w>>5&0x7ffff), 19)*4)
 		a.mov(rt, lit)
 		switch w >> 30 {
@@ -78,17 +80,17 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 			a.emit(0xb9800000 | rt<<5 | rt) // ldrsw xt, [xt]
 		}
 		back()
-	case emuB:
+	case singlestep.FormB:
 		to := pc + uint64(signExtend(uint64(w&0x3ffffff), 26)*4)
 		if w&0x80000000 != 0 { // bl: the return, then the branch
 			a.mov(xLR, pc+4)
 		}
 		a.jump(to)
 		done(pc)
-	case emuBCond, emuCB, emuTB:
+	case singlestep.FormBCond, singlestep.FormCB, singlestep.FormTB:
 		// The same test, aimed two words on: [test] b back; b target.
 		var to uint64
-		if in.arch.emu == emuTB {
+		if in.Form() == singlestep.FormTB {
 			to = pc + uint64(signExtend(uint64(w>>5&0x3fff), 14)*4)
 			a.emit(w&^(0x3fff<<5) | 2<<5)
 		} else {
@@ -98,16 +100,21 @@ func (d *Detour) relocate(at uint64) (*a64, []uint64, error) {
 		back()
 		a.jump(to)
 		done(to)
-	case emuBR:
+	case singlestep.FormBR:
 		return nil, nil, fmt.Errorf("%s: a register branch cannot be covered by the jump", in)
 	default:
-		if in.arch.fix != fixFallThrough || in.arch.isPCRelative() {
+		if !in.FallsThrough() {
 			return nil, nil, fmt.Errorf("%s: cannot run from a copy", in)
 		}
 		a.emit(w)
 		back()
 	}
 	return a, orig, a.err
+}
+
+// signExtend is v's low bits as a signed number (as singlestep's own).
+func signExtend(v uint64, bits uint) int64 {
+	return int64(v<<(64-bits)) >> (64 - bits)
 }
 
 // LandingPad reports whether the detour's instruction is one an indirect
@@ -144,13 +151,13 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(slices.Clone(BreakpointInsn), a.bytes()...), nil
+	return append(slices.Clone(singlestep.BreakpointInsn), a.bytes()...), nil
 }
 
 // Jump is the `b` written at the probe address, to detour (the code in
 // front of the detour's brk: a record stub).
 func (d *Detour) Jump(detour uint64) ([]byte, error) {
-	w, err := branchTo(d.Addr, detour)
+	w, err := singlestep.BranchTo(d.Addr, detour)
 	if err != nil {
 		return nil, err
 	}

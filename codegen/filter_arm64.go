@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 // Filters in the tracee on arm64 (filter_amd64.go's design), tested
 // without touching NZCV, which the function about to run may read: an

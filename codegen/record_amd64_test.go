@@ -1,10 +1,12 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/probedbg/probe/ring"
 )
 
 // TestRecordCodeDecodes: the routine and a stub are whole x86-64 code,
@@ -12,7 +14,7 @@ import (
 // the probed instruction (Rewind knows every one), its sp back where it
 // was at the probe.
 func TestRecordCodeDecodes(t *testing.T) {
-	l := RecordLayout{Base: 0x7f0000000000, Slots: 256, RingSize: 4 << 20, TidOff: 0x2d0}
+	l := ring.Layout{Base: 0x7f0000000000, Slots: 256, RingSize: 4 << 20, TidOff: 0x2d0}
 	const routine = 0x10000
 	r := &RecordRoutine{Layout: l}
 	code, err := r.Code(routine)
@@ -57,7 +59,7 @@ func TestRecordCodeDecodes(t *testing.T) {
 		{Reg: regOff[regRDI], Off: 8, Len: 8}, {Reg: -1, Via: 3, Off: 16, Len: 2}, {Reg: -1, Abs: true, Addr: 0x601000, Len: 8}}
 	for _, hook := range []bool{false, true} {
 		s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: SavedRegs()[:3], StackWords: 2, Hook: hook, Reads: reads, Rings: l.Base}
-		if want := RecordHeader + 8*(3+2+map[bool]int{false: 0, true: 1}[hook]+3+34+3+3+3+iovWords); s.Len() != want {
+		if want := ring.RecordHeader + 8*(3+2+map[bool]int{false: 0, true: 1}[hook]+3+34+3+3+3+iovWords); s.Len() != want {
 			t.Fatalf("hook %v: records of %d bytes, want %d", hook, s.Len(), want)
 		}
 		const at, sp = 0x11000, 0x7ffe0000
@@ -162,7 +164,7 @@ func TestRecordCodeDecodes(t *testing.T) {
 		t.Errorf("a filter on a stub that hooks the return: no error")
 	}
 
-	s.Tallies = append(s.Tallies, Tally{At: TallyWords - 1, Value: &v[0]})
+	s.Tallies = append(s.Tallies, Tally{At: ring.TallyWords - 1, Value: &v[0]})
 	if _, err := s.Code(at); err == nil {
 		t.Errorf("a histogram past the counters: no error")
 	}

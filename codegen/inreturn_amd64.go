@@ -1,14 +1,16 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/probedbg/probe/ring"
 )
 
 // In-process return hooks: a record stub with Hook calls the hook
 // routine, which swaps the return address at the thread's sp for the
 // return trampoline and keeps the original on the thread's shadow stack
-// in its ring's header (RingShadow, RingShadowTop). The function returns
+// in its ring's header (ring.ShadowOff, ring.ShadowTopOff). The function returns
 // into the trampoline, which pops the frame, records the return (a
 // ReturnRecord) and goes home. No trap, no system call.
 //
@@ -104,7 +106,7 @@ func (a *asm) addRR(dst, src int) {
 
 // topFrame appends, for the stack top word in %rax: its depth in %rdx,
 // and in %rdi the frame past the top, so the top frame is at
-// RingShadow-16(%rdi) (the ring in %r10).
+// ring.ShadowOff-16(%rdi) (the ring in %r10).
 func (a *asm) topFrame() {
 	a.raw(0x89, 0xc2)             // mov %eax,%edx
 	a.raw(0x48, 0x89, 0xd7)       // mov %rdx,%rdi
@@ -117,18 +119,18 @@ func (a *asm) topFrame() {
 func (a *asm) popTop() {
 	a.raw(0xba, 0xff, 0xff, 0xff, 0xff) // mov $0xffffffff,%edx
 	a.addRR(regRDX, regRAX)             // generation + 1, depth - 1
-	a.cmpxchgM(regRDX, regR10, RingShadowTop)
+	a.cmpxchgM(regRDX, regR10, ring.ShadowTopOff)
 }
 
 // dropTop appends the drop of the top frame, whose return will not come:
 // its slot gets the return address back if it still holds the
 // trampoline (its address at konst).
 func (a *asm) dropTop(konst uint64) {
-	a.loadM(regR8, regRDI, RingShadow-16) // its slot
+	a.loadM(regR8, regRDI, ring.ShadowOff-16) // its slot
 	a.loadM(regRDX, regR8, 0)
 	a.ripMem([]byte{0x3b}, regRDX, konst) // cmp konst(%rip),%rdx
 	keep := a.jcc(ccNE)
-	a.loadM(regRDX, regRDI, RingShadow-8)
+	a.loadM(regRDX, regRDI, ring.ShadowOff-8)
 	a.storeM(regRDX, regR8, 0)
 	a.land(keep)
 	a.popTop()
@@ -143,35 +145,35 @@ func (r *RecordRoutine) hook(a *asm, konst uint64) {
 	a.leaM(regRCX, regRSP, 8+rsSP) // the thread's sp: the slot
 	again := len(a.b)
 	a.loadM(regR11, regRCX, 0) // the return address
-	a.loadM(regRAX, regR10, RingShadowTop)
+	a.loadM(regRAX, regR10, ring.ShadowTopOff)
 	a.topFrame()
 	a.ripMem([]byte{0x3b}, regR11, konst) // cmp konst(%rip),%r11: the trampoline?
 	notTail := a.jcc(ccNE)
 	a.raw(0x85, 0xd2) // test %edx,%edx
 	noCaller := a.jcc(ccE)
-	a.cmpMR(regRDI, RingShadow-16, regRCX)
+	a.cmpMR(regRDI, ring.ShadowOff-16, regRCX)
 	notCaller := a.jcc(ccNE)
-	a.loadM(regR11, regRDI, RingShadow-8) // the caller's return address
+	a.loadM(regR11, regRDI, ring.ShadowOff-8) // the caller's return address
 	toPush := a.jmpFwd()
 	a.land(notTail)
 	a.raw(0x85, 0xd2) // test %edx,%edx
 	empty := a.jcc(ccE)
-	a.cmpMR(regRDI, RingShadow-16, regRCX)
+	a.cmpMR(regRDI, ring.ShadowOff-16, regRCX)
 	live := a.jcc(ccA) // the top frame's slot is above ours: a caller
 	a.dropTop(konst)
 	a.jccBack(0, again)
 	a.land(toPush)
 	a.land(empty)
 	a.land(live)
-	a.raw(0x81, 0xfa) // cmp $ShadowFrames,%edx
-	a.b = binary.LittleEndian.AppendUint32(a.b, ShadowFrames)
+	a.raw(0x81, 0xfa) // cmp $ring.ShadowFrames,%edx
+	a.b = binary.LittleEndian.AppendUint32(a.b, ring.ShadowFrames)
 	full := a.jcc(ccAE)
-	a.storeM(regRCX, regRDI, RingShadow)
-	a.storeM(regR11, regRDI, RingShadow+8)
+	a.storeM(regRCX, regRDI, ring.ShadowOff)
+	a.storeM(regR11, regRDI, ring.ShadowOff+8)
 	a.raw(0x48, 0xba) // movabs $(1 << 32 | 1),%rdx
 	a.b = binary.LittleEndian.AppendUint64(a.b, 1<<32|1)
 	a.addRR(regRDX, regRAX)
-	a.cmpxchgM(regRDX, regR10, RingShadowTop)
+	a.cmpxchgM(regRDX, regR10, ring.ShadowTopOff)
 	a.jccBack(ccNE, again)
 	a.ripMem([]byte{0x8b}, regRDX, konst) // mov konst(%rip),%rdx
 	a.storeM(regRDX, regRCX, 0)           // hooked
@@ -190,7 +192,7 @@ func (r *RecordRoutine) trampoline(a *asm, konst uint64, o *routineOffsets) {
 	a.raw(0x48, 0x8d, 0x64, 0x24, 0xf8) // lea -8(%rsp),%rsp: sp at the slot
 	a.saveAll()
 	a.raw(0x49, 0xb8) // movabs $(ReturnRecord << 32 | its length),%r8
-	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(ReturnRecord)<<32|uint64(RecordHeader+8*ReturnValues))
+	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(ReturnRecord)<<32|uint64(ring.RecordHeader+8*ReturnValues))
 	a.raw(0xe8) // call the record routine
 	a.rel32(a.at)
 	a.raw(0x4d, 0x85, 0xd2) // test %r10,%r10
@@ -198,11 +200,11 @@ func (r *RecordRoutine) trampoline(a *asm, konst uint64, o *routineOffsets) {
 	a.leaM(regRCX, regRSP, rsArea) // the slot
 	a.raw(0x45, 0x31, 0xdb)        // xor %r11d,%r11d: no return address yet
 	again := len(a.b)
-	a.loadM(regRAX, regR10, RingShadowTop)
+	a.loadM(regRAX, regR10, ring.ShadowTopOff)
 	a.topFrame()
 	a.raw(0x85, 0xd2) // test %edx,%edx
 	empty := a.jcc(ccE)
-	a.cmpMR(regRDI, RingShadow-16, regRCX)
+	a.cmpMR(regRDI, ring.ShadowOff-16, regRCX)
 	above := a.jcc(ccA) // a caller's: done
 	pop := a.jcc(ccE)
 	a.dropTop(konst) // below the slot: over
@@ -211,7 +213,7 @@ func (r *RecordRoutine) trampoline(a *asm, konst uint64, o *routineOffsets) {
 	// The slot gets the return address back before the frame goes: a
 	// thread taken out of here goes home either way. Frames of tail
 	// calls share the slot, and are popped with it.
-	a.loadM(regR11, regRDI, RingShadow-8)
+	a.loadM(regR11, regRDI, ring.ShadowOff-8)
 	a.storeM(regR11, regRCX, 0)
 	a.popTop()
 	a.jccBack(0, again)
@@ -219,17 +221,17 @@ func (r *RecordRoutine) trampoline(a *asm, konst uint64, o *routineOffsets) {
 	a.land(above)
 	a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
 	noRecord := a.jcc(ccE)
-	a.storeM(regRCX, regRSI, RecordHeader)
+	a.storeM(regRCX, regRSI, ring.RecordHeader)
 	a.loadStack(8 * slices.Index(rsSaved, regRAX))
-	a.storeM(regRAX, regRSI, RecordHeader+8)
+	a.storeM(regRAX, regRSI, ring.RecordHeader+8)
 	a.loadStack(8 * slices.Index(rsSaved, regRDX))
-	a.storeM(regRAX, regRSI, RecordHeader+16)
+	a.storeM(regRAX, regRSI, ring.RecordHeader+16)
 	// errno: a thread with a ring has a thread pointer. (With no offset
 	// known, the word at %fs:0, not read by the tracer: the same code,
 	// the same length.)
 	a.raw(0x64, 0x48, 0x63, 0x04, 0x25) // movslq %fs:Errno,%rax
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(r.Errno))
-	a.storeM(regRAX, regRSI, RecordHeader+24)
+	a.storeM(regRAX, regRSI, ring.RecordHeader+24)
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
 	a.land(noRecord)
 	a.raw(0x4d, 0x85, 0xdb) // test %r11,%r11

@@ -1,9 +1,11 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // a64 assembles the few arm64 instructions the generated code uses, one
@@ -287,7 +289,7 @@ func (a *a64) call(to uint64) { a.far(0x94000000, to) }
 func (a *a64) jump(to uint64) { a.far(0x14000000, to) }
 
 func (a *a64) far(op uint32, to uint64) {
-	w, err := branchTo(a.pc(), to)
+	w, err := singlestep.BranchTo(a.pc(), to)
 	if err != nil {
 		a.fail("%v", err)
 	}

@@ -1,13 +1,31 @@
-package singlestep
+// Package codegen generates the machine code the tracer injects into a
+// tracee: the detours of jump-optimised probes, the mailbox's routines
+// and stubs, in-process record stubs and their routine (return hooks,
+// memory reads, tallies and filters included), and the rescue SIGTRAP
+// handler. Package singlestep decodes the instructions a detour covers;
+// the rings the records go to are laid out by package ring.
+//
+//	d, err := codegen.PlanDetour(fn, fnAddr, addr, nil) // nil: no jump tables read
+//	code, _ := d.Code(detour) // write code at detour, then d.Jump(detour) at addr
+//
+// Per-architecture code lives in files with a GOARCH suffix: x86-64 has
+// every generator (*_amd64.go; its assembler is mailbox_amd64.go's asm),
+// arm64 the record stubs (hooks, reads, tallies and filters included),
+// their detours and the rescue handler (*_arm64.go, assembled by
+// a64_arm64.go); codegen_arm64.go refuses the rest there.
+package codegen
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/singlestep"
+)
 
 // The data of the mechanisms whose code the tracer generates into the
 // tracee (mailbox, jump-optimised detours, in-process records, tallies,
-// filters): what the tracer and the generated code share. The code
-// generators are per architecture: x86-64 has them all (*_amd64.go),
-// arm64 the record stubs (hooks, reads, tallies and filters included)
-// and their detours (*_arm64.go).
+// filters): what the tracer and the generated code share; the rescue's
+// is rescue.go, the rings' package ring.
 
 // A mailbox is a page shared by the tracer and the tracee, where a thread
 // leaves its registers before it traps, so the tracer reads them from its
@@ -113,9 +131,9 @@ type RoutineLayout struct {
 // after them. A thread traps at the detour's int3 with rip already where
 // it must go on, so the tracer resumes it without writing its registers.
 type Detour struct {
-	Addr    uint64  // the probe address
-	Covered int     // bytes of original code the jmp displaces (>= JumpSize)
-	Insns   []*Insn // the instructions in [Addr, Addr+Covered)
+	Addr    uint64             // the probe address
+	Covered int                // bytes of original code the jmp displaces (>= JumpSize)
+	Insns   []*singlestep.Insn // the instructions in [Addr, Addr+Covered)
 	// ReturnHook, when set, is the address of a return trampoline, and
 	// the probe is at a function's entry: the detour then loads the
 	// return address into %r11 before its int3 (the tracer reads it from
@@ -149,10 +167,6 @@ type Redirect struct {
 	Orig []byte
 }
 
-// TableReader reads n bytes of the module at link address addr: the
-// jump tables, in its read-only data.
-type TableReader func(addr, n uint64) ([]byte, error)
-
 // RecordRoutine is the code every record stub calls: given %r8 = site id
 // << 32 | record length, it returns in %rsi the record's address (0: not
 // recorded, and counted), in %r9 its commit stamp, with the header's
@@ -160,7 +174,7 @@ type TableReader func(addr, n uint64) ([]byte, error)
 // the thread id cannot be read or every ring is taken). It uses %rax,
 // %rcx, %rdx, %rsi, %r8, %r9, %r10 and the flags, which the stub saves.
 type RecordRoutine struct {
-	Layout RecordLayout
+	Layout ring.Layout
 	// Trampoline is the return trampoline the hooks write (HookRoutine):
 	// one for the process, whichever copy of the code a stub calls. 0:
 	// this copy's own.
@@ -194,7 +208,7 @@ type RecordStub struct {
 	// bytes read, or -errno: a bad address faults nothing), and the
 	// bytes, in whole words.
 	Reads []MemRead
-	// Rings is the rings' address (RecordLayout.Base), where the reads
+	// Rings is the rings' address (ring.Layout.Base), where the reads
 	// find the process's id.
 	Rings uint64
 	// Tallies, if any, make the stub record nothing: it adds to its
@@ -203,7 +217,7 @@ type RecordStub struct {
 	Tallies []Tally
 	// Filter, if set, is tested first (filter_amd64.go): where it does
 	// not hold, no record is made, and the thread's counter Rejected
-	// (a word of RingTally) counts the hit. Not with Hook: the return
+	// (a word of ring.TallyOff) counts the hit. Not with Hook: the return
 	// is hooked whatever the entry's filter says.
 	Filter   *Filter
 	Rejected int
@@ -221,7 +235,7 @@ func (s *RecordStub) Len() int {
 	if len(s.Reads) > 0 {
 		n += iovWords
 	}
-	return RecordHeader + 8*n
+	return ring.RecordHeader + 8*n
 }
 
 // values is how many words the registers, stack words and hook flag
@@ -280,11 +294,6 @@ const ReturnRecord = ^uint32(0)
 // ReturnValues is how many values a ReturnRecord has.
 const ReturnValues = 4
 
-// UnhookedBit marks a frame whose original return address was put back
-// in its slot for an unwinder to read (the tracer sets it): the frame is
-// live, its return is not hooked.
-const UnhookedBit = 1 << 63
-
 // Filter is a test of numbers: a comparison of a value with a constant
 // (Cmp), or And, Or, Not of others.
 type Filter struct {
@@ -321,7 +330,7 @@ const (
 )
 
 // Tally is one block of counters a stub adds to, At words from
-// RingTally: with Value nil, one word, the hits; else TallyHistWords:
+// ring.TallyOff: with Value nil, one word, the hits; else TallyHistWords:
 // the log2 histogram of the value (word 0: value 0; word i, i in 1..64:
 // values in [2^(i-1), 2^i)), then the negative values' count, then the
 // values' sum (wrapping, as an int64 sum does). An unsigned value of
@@ -370,12 +379,12 @@ type fixup struct{ copy, slow int }
 
 // checkFilter reports whether s's filter can be coded: not with a
 // return hook (the return is hooked whatever the entry's filter says),
-// its rejections counted in a word of RingTally.
+// its rejections counted in a word of ring.TallyOff.
 func (s *RecordStub) checkFilter() error {
 	if err := s.Filter.check(); err != nil {
 		return err
 	}
-	if s.Hook || s.Rejected < 0 || s.Rejected >= TallyWords {
+	if s.Hook || s.Rejected < 0 || s.Rejected >= ring.TallyWords {
 		return fmt.Errorf("a filter with a return hook, or its count at word %d", s.Rejected)
 	}
 	return nil
@@ -398,8 +407,8 @@ func (s *RecordStub) checkRead(i int, regOK bool) error {
 // checkTallies reports whether s's tallies fit the rings' counters.
 func (s *RecordStub) checkTallies() error {
 	for _, t := range s.Tallies {
-		if t.At < 0 || t.At+t.Words() > TallyWords {
-			return fmt.Errorf("tally at word %d: past the ring's %d counters", t.At, TallyWords)
+		if t.At < 0 || t.At+t.Words() > ring.TallyWords {
+			return fmt.Errorf("tally at word %d: past the ring's %d counters", t.At, ring.TallyWords)
 		}
 		if t.Value != nil {
 			if err := t.Value.check(); err != nil {

@@ -1,29 +1,30 @@
-package singlestep
+package ring
 
 import "fmt"
 
-// The rings of in-process recording (record_amd64.go), as the tracer
-// (package ring) and the generated code share them. They live in memory
-// shared with the tracer (tracee.MapShared):
+// The rings' layout in memory: what the code generated into the tracee
+// (codegen's record routine, stubs and return hooks) and this
+// package's reader agree on. The rings live in memory shared with the
+// tracer (tracee.MapShared), at Layout.Base in the tracee:
 //
-//	page 0:      RingsNoSlot (hits of threads that found no ring free),
-//	             RingsNoTid (hits where the thread id could not be read),
-//	             the table of readable memory (memread_amd64.go)
-//	then the tid table (RingsTidTable): the ring each thread was given
-//	then Slots rings, RingHeaderSize + RingSize bytes apart:
-//	  RingOwner  the thread id that claimed it (lock cmpxchg from 0); the
+//	page 0:      NoSlotOff (hits of threads that found no ring free),
+//	             NoTidOff (hits where the thread id could not be read),
+//	             the table of readable memory (codegen's memory reads)
+//	then the tid table (TidTableOff): the ring each thread was given
+//	then Slots rings from FirstRingOff, HeaderSize + RingSize bytes apart:
+//	  OwnerOff   the thread id that claimed it (lock cmpxchg from 0); the
 //	             tracer frees it when the thread is gone
-//	  RingLost   records dropped because the ring was full
-//	  RingWaited TSC ticks the thread waited for room, less the start
+//	  LostOff    records dropped because the ring was full
+//	  WaitedOff  TSC ticks the thread waited for room, less the start
 //	             of a wait under way (then it is negative: the drain
 //	             wakes the thread when it frees room)
-//	  RingHead   bytes reserved so far (the producer's, a cache line alone)
-//	  RingTail   bytes drained so far (the tracer's, a cache line alone)
-//	  RingShadowTop, RingShadow: the thread's shadow stack of hooked
-//	             returns (see HookRoutine)
-//	  RingTally  TallyWords counters that tallying stubs add to
-//	             (tally_amd64.go): counts kept in the tracee, no record
-//	  data       RingSize bytes from RingHeaderSize
+//	  HeadOff    bytes reserved so far (the producer's, a cache line alone)
+//	  TailOff    bytes drained so far (the tracer's, a cache line alone)
+//	  ShadowTopOff, ShadowOff: the thread's shadow stack of hooked
+//	             returns (see codegen.HookRoutine)
+//	  TallyOff   TallyWords counters that tallying stubs add to
+//	             (codegen's tallies): counts kept in the tracee, no record
+//	  data       RingSize bytes from HeaderSize
 //
 // Each thread writes only its own ring, so nothing on the hot path
 // writes a cache line another thread writes. A record is RecordHeader
@@ -44,52 +45,60 @@ import "fmt"
 // The thread id is read from the thread's control block (%fs base +
 // TidOff: glibc's struct pthread keeps it there), not with gettid: no
 // system call on the hot path. A thread with no %fs base is counted in
-// RingsNoTid and not recorded.
+// NoTidOff and not recorded.
+
+// Offsets from the rings' base: the counters and tables of page 0, the
+// tid table, and where the first ring starts.
 const (
-	RingsNoSlot = 0
-	RingsNoTid  = 8
-	RingsPid    = 16 // the process's id, for the stubs' process_vm_readv
-	// RingsTidTable: TidMax 16-bit entries, one per thread id: the ring
+	NoSlotOff = 0
+	NoTidOff  = 8
+	PidOff    = 16 // the process's id, for the stubs' process_vm_readv
+	// TidTableOff: TidMax 16-bit entries, one per thread id: the ring
 	// the thread was given, + 1 (0: none yet). It is a hint, checked
 	// against the ring's owner: a thread gone and its ring given to
 	// another leaves its entry stale. Only the pages of ids in use are
 	// ever touched.
-	RingsTidTable = 4096
-	RingsHeader   = RingsTidTable + TidMax*2 // the first ring
+	TidTableOff  = 4096
+	FirstRingOff = TidTableOff + TidMax*2 // the first ring
 
 	// The readable memory of the process, as the tracer last saw it, for
-	// the stubs' reads (memread_amd64.go): a generation, odd while the
-	// tracer writes the table; the TSC when it last looked (it lives)
-	// and how old that may be; the count of ranges and the ranges,
-	// start and end, sorted.
-	RingsMapGen     = 24
-	RingsMapBeat    = 32
-	RingsMapBeatMax = 40
-	RingsMapCount   = 48
+	// the stubs' reads (codegen's memory reads): a generation, odd while
+	// the tracer writes the table; the TSC when it last looked (it
+	// lives) and how old that may be; the count of ranges and the
+	// ranges, start and end, sorted.
+	MapGenOff     = 24
+	MapBeatOff    = 32
+	MapBeatMaxOff = 40
+	MapCountOff   = 48
 
-	// Waiting for room (the record routine's full path): RingsWaitMax,
+	// Waiting for room (the record routine's full path): WaitMaxOff,
 	// 0 while full rings drop their records, else how many TSC ticks
-	// old RingsAlive (the tracer's last sign of life, written by a
+	// old AliveOff (the tracer's last sign of life, written by a
 	// goroutine of its own) may be for a thread to wait; a thread waits
-	// on its ring's RingTail with futex, at most RingsWaitTimeout (a
+	// on its ring's TailOff with futex, at most WaitTimeoutOff (a
 	// struct timespec) at a time.
-	RingsWaitMax     = 56
-	RingsAlive       = 64
-	RingsWaitTimeout = 80
+	WaitMaxOff     = 56
+	AliveOff       = 64
+	WaitTimeoutOff = 80
 
-	RingsMaps    = 96
-	RingsMapsMax = (RingsTidTable - RingsMaps) / 16
+	MapsOff = 96
+	MapsMax = (TidTableOff - MapsOff) / 16
+)
 
-	RingOwner      = 0
-	RingLost       = 8
-	RingWaited     = 16
-	RingHead       = 64
-	RingTail       = 128
-	RingShadowTop  = 192 // the shadow stack's generation << 32 | depth
-	RingShadow     = 4096
-	RingTally      = RingShadow + ShadowFrames*ShadowFrameSize
-	RingHeaderSize = RingTally + TallyWords*8
+// Offsets from a ring's start: its header, then its data at HeaderSize.
+const (
+	OwnerOff     = 0
+	LostOff      = 8
+	WaitedOff    = 16
+	HeadOff      = 64
+	TailOff      = 128
+	ShadowTopOff = 192 // the shadow stack's generation << 32 | depth
+	ShadowOff    = 4096
+	TallyOff     = ShadowOff + ShadowFrames*ShadowFrameSize
+	HeaderSize   = TallyOff + TallyWords*8
+)
 
+const (
 	// ShadowFrames bound a thread's in-process return hooks: a call
 	// deeper than that is recorded, its return not hooked.
 	ShadowFrames    = 1 << 15
@@ -106,8 +115,13 @@ const (
 	TidMax = 1 << 22
 )
 
-// RecordLayout is where the rings are and how they are cut.
-type RecordLayout struct {
+// UnhookedBit marks a frame whose original return address was put back
+// in its slot for an unwinder to read (the tracer sets it): the frame is
+// live, its return is not hooked.
+const UnhookedBit = 1 << 63
+
+// Layout is where the rings are and how they are cut.
+type Layout struct {
 	Base     uint64 // the rings' memory in the tracee
 	Slots    int    // rings, a power of two
 	RingSize uint64 // data bytes of each ring, a power of two
@@ -123,14 +137,14 @@ type RecordLayout struct {
 const UnknownCPU = 0xfff
 
 // Stride is the distance between two rings.
-func (l RecordLayout) Stride() uint64 { return RingHeaderSize + l.RingSize }
+func (l Layout) Stride() uint64 { return HeaderSize + l.RingSize }
 
 // Size is the bytes the rings take in all.
-func (l RecordLayout) Size() uint64 { return RingsHeader + uint64(l.Slots)*l.Stride() }
+func (l Layout) Size() uint64 { return FirstRingOff + uint64(l.Slots)*l.Stride() }
 
 // Check reports whether the layout can be coded: the ring sizes fit the
 // routine's 32-bit immediates.
-func (l RecordLayout) Check() error {
+func (l Layout) Check() error {
 	switch {
 	case l.Slots <= 0 || l.Slots&(l.Slots-1) != 0 || l.Slots > 1<<15:
 		return fmt.Errorf("%d rings: not a power of two up to 32768", l.Slots)

@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 func TestPlanDetour(t *testing.T) {
@@ -271,10 +273,11 @@ func FuzzDetour(f *testing.F) {
 		}
 		at := 1
 		for _, in := range d.Insns {
-			inst, _, err := decodeX86(out[at:])
-			if err != nil || inst.Len != in.Len || inst.Op != in.arch.inst.Op {
-				t.Fatalf("% x: copy of %v decodes as %v (%v)", code, in, inst, err)
+			c, err := singlestep.Analyze(out[at:], detour+uint64(at))
+			if err != nil || c.Len != in.Len || c.Mnemonic != in.Mnemonic {
+				t.Fatalf("% x: copy of %v decodes as %v (%v)", code, in, c, err)
 			}
+			inst, _ := x86asm.Decode(out[at:], 64)
 			if _, ok := inst.Args[0].(x86asm.Rel); ok || inst.Op == x86asm.RET || inst.Op == x86asm.JMP || inst.Op == x86asm.CALL {
 				t.Fatalf("% x: branch %v covered", code, inst)
 			}
@@ -284,9 +287,9 @@ func FuzzDetour(f *testing.F) {
 		if out[at] != 0xe9 || detour+uint64(at)+5+uint64(int64(disp)) != addr+uint64(d.Covered) {
 			t.Fatalf("% x: jmp back % x", code, out[at:])
 		}
-		starts, _ := Boundaries(code, fn)
+		starts, _ := singlestep.Boundaries(code, fn)
 		for _, s := range starts {
-			inst, _, _ := decodeX86(code[s-fn:])
+			inst, _ := x86asm.Decode(code[s-fn:], 64)
 			if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 				target := s + uint64(inst.Len) + uint64(int64(rel))
 				if addr < target && target < addr+uint64(d.Covered) {
@@ -320,7 +323,7 @@ func wantOriginal(t *testing.T, d *Detour, detour uint64, cases []originalCase) 
 func TestPlanDetourJumpTable(t *testing.T) {
 	const fn = 0x401000
 	code := hx(t, "0f b6 46 08 83 e8 04 3c 02 77 17 48 8d 15 ee 00 00 00 0f b6 c0 48 63 04 82 48 01 d0 ff e0 c3 c3 c3 c3 c3")
-	table := func(entries ...uint64) TableReader {
+	table := func(entries ...uint64) singlestep.TableReader {
 		return func(addr, n uint64) ([]byte, error) {
 			if addr != fn+0x100 || n != 3*4 {
 				t.Fatalf("read %d bytes at %#x, want the 3 entries at %#x", n, addr, fn+0x100)

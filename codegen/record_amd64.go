@@ -1,9 +1,11 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/probedbg/probe/ring"
 )
 
 // In-process recording: a probe whose handler only needs the values of
@@ -12,7 +14,7 @@ import (
 // the calling thread's ring, stamps the record with rdtscp (the TSC and
 // the CPU, from TSC_AUX), and the stub copies the values in and commits.
 // The tracer drains the rings from its own mapping of the same memory
-// (their layout: rings.go).
+// (their layout: ring/layout.go).
 
 // The code of a RecordRoutine, from its start: the record routine, the
 // tally routine, the hook routine, the return trampoline, an int3 (the trampoline's way
@@ -21,7 +23,7 @@ import (
 type routineOffsets struct{ tally, hook, trampoline, trampPops, trap, size int }
 
 var routineAt = func() routineOffsets {
-	r := &RecordRoutine{Layout: RecordLayout{Slots: 1, RingSize: 4096}}
+	r := &RecordRoutine{Layout: ring.Layout{Slots: 1, RingSize: 4096}}
 	var o routineOffsets
 	r.gen(&asm{}, 0, &o)
 	return o
@@ -113,14 +115,14 @@ func (r *RecordRoutine) findRing(a *asm) []int {
 		imm32(uint64(l.Slots - 1)) //
 		a.raw(0x48, 0x69, 0xf6)    // imul $Stride,%rsi,%rsi
 		imm32(l.Stride())
-		movabs(0, l.Base+RingsHeader)
+		movabs(0, l.Base+ring.FirstRingOff)
 		a.raw(0x48, 0x01, 0xc6) // add %rax,%rsi: the ring
 	}
 	tableEntry := func(base byte) { // %rax: the thread's entry's index; base: the table
 		a.raw(0x89, 0xd0) // mov %edx,%eax
-		a.raw(0x25)       // and $TidMax-1,%eax
-		imm32(TidMax - 1)
-		movabs(base, l.Base+RingsTidTable)
+		a.raw(0x25)       // and $ring.TidMax-1,%eax
+		imm32(ring.TidMax - 1)
+		movabs(base, l.Base+ring.TidTableOff)
 	}
 	probes := func(loop int) { // the next ring, from loop
 		a.raw(0xff, 0xc1)       // inc %ecx
@@ -165,15 +167,15 @@ func (r *RecordRoutine) findRing(a *asm) []int {
 	land(next)                          // next:
 	probes(try)
 	movabs(0, l.Base)
-	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoSlot) // lock incq RingsNoSlot(%rax)
-	a.raw(0x45, 0x31, 0xd2)                    // xor %r10d,%r10d: no ring
-	a.raw(0x31, 0xf6, 0xc3)                    // xor %esi,%esi; ret
+	a.raw(0xf0, 0x48, 0xff, 0x40, ring.NoSlotOff) // lock incq ring.NoSlotOff(%rax)
+	a.raw(0x45, 0x31, 0xd2)                       // xor %r10d,%r10d: no ring
+	a.raw(0x31, 0xf6, 0xc3)                       // xor %esi,%esi; ret
 	land(noTid)
 	land(noTid2)
 	movabs(0, l.Base)
-	a.raw(0xf0, 0x48, 0xff, 0x40, RingsNoTid) // lock incq RingsNoTid(%rax)
-	a.raw(0x45, 0x31, 0xd2)                   // xor %r10d,%r10d
-	a.raw(0x31, 0xf6, 0xc3)                   // xor %esi,%esi; ret
+	a.raw(0xf0, 0x48, 0xff, 0x40, ring.NoTidOff) // lock incq ring.NoTidOff(%rax)
+	a.raw(0x45, 0x31, 0xd2)                      // xor %r10d,%r10d
+	a.raw(0x31, 0xf6, 0xc3)                      // xor %esi,%esi; ret
 	// claimed: a signal handler that ran since the search may have
 	// claimed another ring for the thread and put it in the table; then
 	// that one is the thread's, and this one goes back.
@@ -187,7 +189,7 @@ func (r *RecordRoutine) findRing(a *asm) []int {
 	imm32(uint64(l.Slots - 1))          //
 	a.raw(0x48, 0x69, 0xc0)             // imul $Stride,%rax,%rax
 	imm32(l.Stride())                   //
-	movabs(9, l.Base+RingsHeader)       //
+	movabs(9, l.Base+ring.FirstRingOff) //
 	a.raw(0x49, 0x01, 0xc1)             // add %rax,%r9: the table's ring
 	a.raw(0x4c, 0x39, 0xce)             // cmp %r9,%rsi
 	keep2 := jcc(0x84)                  // je store: this one
@@ -222,45 +224,45 @@ func (r *RecordRoutine) record(a *asm) {
 	for _, at := range r.findRing(a) {
 		land(at)
 	}
-	a.raw(0x49, 0x89, 0xf2)                 // mov %rsi,%r10: the ring
-	retry := len(a.b)                       // retry:
-	a.raw(0x48, 0x8b, 0x46, RingHead)       // mov RingHead(%rsi),%rax: h
-	a.raw(0x48, 0x89, 0xc1)                 // mov %rax,%rcx
-	a.raw(0x48, 0x81, 0xe1)                 // and $mask,%rcx: its offset
-	imm32(mask)                             //
-	a.raw(0x41, 0x0f, 0xb7, 0xd0)           // movzwl %r8w,%edx: the length
-	a.raw(0x4c, 0x8d, 0x0c, 0x11)           // lea (%rcx,%rdx),%r9
-	a.raw(0x49, 0x81, 0xf9)                 // cmp $RingSize,%r9
-	imm32(l.RingSize)                       //
-	fits := jcc(0x86)                       // jbe fits
-	a.raw(0x41, 0xb9)                       // mov $RingSize,%r9d
-	imm32(l.RingSize)                       //
-	a.raw(0x49, 0x29, 0xc9)                 // sub %rcx,%r9: the padding to the end
-	a.raw(0x4c, 0x01, 0xca)                 // add %r9,%rdx
-	land(fits)                              // fits:
-	a.raw(0x4c, 0x8d, 0x0c, 0x10)           // lea (%rax,%rdx),%r9: the new head
-	a.raw(0x4c, 0x89, 0xc9)                 // mov %r9,%rcx
-	a.raw(0x48, 0x2b, 0x8e)                 // sub RingTail(%rsi),%rcx
-	imm32(RingTail)                         //
-	a.raw(0x48, 0x81, 0xf9)                 // cmp $RingSize,%rcx
-	imm32(l.RingSize)                       //
-	full := jcc(0x87)                       // ja full
-	a.raw(0x4c, 0x0f, 0xb1, 0x4e, RingHead) // cmpxchg %r9,RingHead(%rsi)
-	a.raw(0x0f, 0x85)                       // jne retry
+	a.raw(0x49, 0x89, 0xf2)                     // mov %rsi,%r10: the ring
+	retry := len(a.b)                           // retry:
+	a.raw(0x48, 0x8b, 0x46, ring.HeadOff)       // mov ring.HeadOff(%rsi),%rax: h
+	a.raw(0x48, 0x89, 0xc1)                     // mov %rax,%rcx
+	a.raw(0x48, 0x81, 0xe1)                     // and $mask,%rcx: its offset
+	imm32(mask)                                 //
+	a.raw(0x41, 0x0f, 0xb7, 0xd0)               // movzwl %r8w,%edx: the length
+	a.raw(0x4c, 0x8d, 0x0c, 0x11)               // lea (%rcx,%rdx),%r9
+	a.raw(0x49, 0x81, 0xf9)                     // cmp $RingSize,%r9
+	imm32(l.RingSize)                           //
+	fits := jcc(0x86)                           // jbe fits
+	a.raw(0x41, 0xb9)                           // mov $RingSize,%r9d
+	imm32(l.RingSize)                           //
+	a.raw(0x49, 0x29, 0xc9)                     // sub %rcx,%r9: the padding to the end
+	a.raw(0x4c, 0x01, 0xca)                     // add %r9,%rdx
+	land(fits)                                  // fits:
+	a.raw(0x4c, 0x8d, 0x0c, 0x10)               // lea (%rax,%rdx),%r9: the new head
+	a.raw(0x4c, 0x89, 0xc9)                     // mov %r9,%rcx
+	a.raw(0x48, 0x2b, 0x8e)                     // sub ring.TailOff(%rsi),%rcx
+	imm32(ring.TailOff)                         //
+	a.raw(0x48, 0x81, 0xf9)                     // cmp $RingSize,%rcx
+	imm32(l.RingSize)                           //
+	full := jcc(0x87)                           // ja full
+	a.raw(0x4c, 0x0f, 0xb1, 0x4e, ring.HeadOff) // cmpxchg %r9,ring.HeadOff(%rsi)
+	a.raw(0x0f, 0x85)                           // jne retry
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(retry-(len(a.b)+4))))
 	// Reserved [h, new head): the record ends there.
-	a.raw(0x41, 0x0f, 0xb7, 0xd0)      // movzwl %r8w,%edx
-	a.raw(0x4c, 0x89, 0xc9)            // mov %r9,%rcx
-	a.raw(0x48, 0x29, 0xd1)            // sub %rdx,%rcx: the record's position
-	a.raw(0x48, 0x89, 0xca)            // mov %rcx,%rdx
-	a.raw(0x48, 0x29, 0xc2)            // sub %rax,%rdx: the padding
-	a.raw(0x48, 0x83, 0xfa, PadHeader) // cmp $PadHeader,%rdx
-	noPad := jcc(0x82)                 // jb noPad: none, or too short for a header (the tracer skips it)
-	a.raw(0x49, 0x89, 0xc1)            // mov %rax,%r9
-	a.raw(0x49, 0x81, 0xe1)            // and $mask,%r9
-	imm32(mask)                        //
-	a.raw(0x4e, 0x8d, 0x8c, 0x0e)      // lea RingHeaderSize(%rsi,%r9),%r9
-	imm32(RingHeaderSize)
+	a.raw(0x41, 0x0f, 0xb7, 0xd0)           // movzwl %r8w,%edx
+	a.raw(0x4c, 0x89, 0xc9)                 // mov %r9,%rcx
+	a.raw(0x48, 0x29, 0xd1)                 // sub %rdx,%rcx: the record's position
+	a.raw(0x48, 0x89, 0xca)                 // mov %rcx,%rdx
+	a.raw(0x48, 0x29, 0xc2)                 // sub %rax,%rdx: the padding
+	a.raw(0x48, 0x83, 0xfa, ring.PadHeader) // cmp $ring.PadHeader,%rdx
+	noPad := jcc(0x82)                      // jb noPad: none, or too short for a header (the tracer skips it)
+	a.raw(0x49, 0x89, 0xc1)                 // mov %rax,%r9
+	a.raw(0x49, 0x81, 0xe1)                 // and $mask,%r9
+	imm32(mask)                             //
+	a.raw(0x4e, 0x8d, 0x8c, 0x0e)           // lea ring.HeaderSize(%rsi,%r9),%r9
+	imm32(ring.HeaderSize)
 	a.raw(0x49, 0x89, 0x51, 0x08) // mov %rdx,8(%r9): id 0, the padding's length
 	a.raw(0x48, 0xff, 0xc0)       // inc %rax
 	a.raw(0x49, 0x89, 0x01)       // mov %rax,(%r9): committed
@@ -268,8 +270,8 @@ func (r *RecordRoutine) record(a *asm) {
 	a.raw(0x4c, 0x8d, 0x49, 0x01) // lea 1(%rcx),%r9: the record's stamp
 	a.raw(0x48, 0x81, 0xe1)       // and $mask,%rcx
 	imm32(mask)                   //
-	a.raw(0x48, 0x8d, 0xb4, 0x0e) // lea RingHeaderSize(%rsi,%rcx),%rsi: the record
-	imm32(RingHeaderSize)
+	a.raw(0x48, 0x8d, 0xb4, 0x0e) // lea ring.HeaderSize(%rsi,%rcx),%rsi: the record
+	imm32(ring.HeaderSize)
 	a.raw(0x0f, 0x01, 0xf9)             // rdtscp: %edx:%eax the TSC, %ecx TSC_AUX (node << 12 | cpu)
 	a.raw(0x48, 0xc1, 0xe2, 0x20)       // shl $32,%rdx
 	a.raw(0x48, 0x09, 0xd0)             // or %rdx,%rax
@@ -284,8 +286,8 @@ func (r *RecordRoutine) record(a *asm) {
 	for _, at := range drops {
 		land(at)
 	}
-	a.raw(0x48, 0xff, 0x46, RingLost) // incq RingLost(%rsi): one instruction, whole against signals
-	a.raw(0x31, 0xf6, 0xc3)           // xor %esi,%esi; ret
+	a.raw(0x48, 0xff, 0x46, ring.LostOff) // incq ring.LostOff(%rsi): one instruction, whole against signals
+	a.raw(0x31, 0xf6, 0xc3)               // xor %esi,%esi; ret
 }
 
 // sysFutex is futex's number on x86-64.
@@ -293,9 +295,9 @@ const sysFutex = 202
 
 // waitForRoom appends, at a full ring (%rsi; %r9 the new head, %rcx
 // the new head less the tail), the wait for the drain to free room:
-// when the tracer asks for waits (RingsWaitMax) and still lives, the
+// when the tracer asks for waits (ring.WaitMaxOff) and still lives, the
 // thread sleeps on its ring's tail with futex, the time it waits added
-// to RingWaited, and goes back to retry. It returns the branches to
+// to ring.WaitedOff, and goes back to retry. It returns the branches to
 // take for a drop instead.
 //
 // No stack is used (a thread taken out of the routine is found by its
@@ -311,31 +313,31 @@ func (r *RecordRoutine) waitForRoom(a *asm, retry int) []int {
 	a.raw(0x48, 0x29, 0xcf) // sub %rcx,%rdi: the tail seen full
 	a.raw(0x49, 0xbb)       // movabs $Base,%r11
 	a.b = binary.LittleEndian.AppendUint64(a.b, r.Layout.Base)
-	a.raw(0x49, 0x83, 0x7b, RingsWaitMax, 0x00) // cmpq $0,WaitMax(%r11)
-	dropping := a.jcc(ccE)                      // je drop: the tracer drops
+	a.raw(0x49, 0x83, 0x7b, ring.WaitMaxOff, 0x00) // cmpq $0,WaitMax(%r11)
+	dropping := a.jcc(ccE)                         // je drop: the tracer drops
 	now()
-	a.raw(0x48, 0x89, 0xc1)               // mov %rax,%rcx
-	a.raw(0x49, 0x2b, 0x4b, RingsAlive)   // sub Alive(%r11),%rcx: its last sign of life, how old
-	a.raw(0x49, 0x3b, 0x4b, RingsWaitMax) // cmp WaitMax(%r11),%rcx
-	gone := a.jcc(ccG)                    // jg drop: the tracer is gone (killed, stopped)
+	a.raw(0x48, 0x89, 0xc1)                  // mov %rax,%rcx
+	a.raw(0x49, 0x2b, 0x4b, ring.AliveOff)   // sub Alive(%r11),%rcx: its last sign of life, how old
+	a.raw(0x49, 0x3b, 0x4b, ring.WaitMaxOff) // cmp WaitMax(%r11),%rcx
+	gone := a.jcc(ccG)                       // jg drop: the tracer is gone (killed, stopped)
 	// From now on the thread waits: the drain, which stores the tail
-	// before it reads RingWaited, wakes it; the lock makes the futex's
+	// before it reads ring.WaitedOff, wakes it; the lock makes the futex's
 	// read of the tail come after this.
-	a.raw(0xf0, 0x48, 0x29, 0x46, RingWaited) // lock sub %rax,RingWaited(%rsi)
-	a.raw(0x89, 0xfa)                         // mov %edi,%edx: sleep while the tail is the one seen
-	a.raw(0x48, 0x8d, 0xbe)                   // lea RingTail(%rsi),%rdi
-	a.b = binary.LittleEndian.AppendUint32(a.b, RingTail)
-	a.raw(0x49, 0x89, 0xf1)                   // mov %rsi,%r9: the ring, kept
-	a.raw(0x31, 0xf6)                         // xor %esi,%esi: FUTEX_WAIT (shared: the tracer wakes)
-	a.raw(0x4d, 0x8d, 0x53, RingsWaitTimeout) // lea Timeout(%r11),%r10
-	a.raw(0xb8)                               // mov $sysFutex,%eax
+	a.raw(0xf0, 0x48, 0x29, 0x46, ring.WaitedOff) // lock sub %rax,ring.WaitedOff(%rsi)
+	a.raw(0x89, 0xfa)                             // mov %edi,%edx: sleep while the tail is the one seen
+	a.raw(0x48, 0x8d, 0xbe)                       // lea ring.TailOff(%rsi),%rdi
+	a.b = binary.LittleEndian.AppendUint32(a.b, ring.TailOff)
+	a.raw(0x49, 0x89, 0xf1)                      // mov %rsi,%r9: the ring, kept
+	a.raw(0x31, 0xf6)                            // xor %esi,%esi: FUTEX_WAIT (shared: the tracer wakes)
+	a.raw(0x4d, 0x8d, 0x53, ring.WaitTimeoutOff) // lea Timeout(%r11),%r10
+	a.raw(0xb8)                                  // mov $sysFutex,%eax
 	a.b = binary.LittleEndian.AppendUint32(a.b, sysFutex)
 	a.raw(0x0f, 0x05)       // syscall
 	a.raw(0x4c, 0x89, 0xce) // mov %r9,%rsi
 	now()
-	a.raw(0xf0, 0x48, 0x01, 0x46, RingWaited) // lock add %rax,RingWaited(%rsi)
-	a.raw(0x49, 0x89, 0xf2)                   // mov %rsi,%r10
-	a.raw(0xe9)                               // jmp retry
+	a.raw(0xf0, 0x48, 0x01, 0x46, ring.WaitedOff) // lock add %rax,ring.WaitedOff(%rsi)
+	a.raw(0x49, 0x89, 0xf2)                       // mov %rsi,%r10
+	a.raw(0xe9)                                   // jmp retry
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(retry-(len(a.b)+4))))
 	return []int{dropping, gone}
 }
@@ -388,7 +390,7 @@ func (s *RecordStub) Size() int {
 
 // Code returns the stub's bytes for placement at at.
 func (s *RecordStub) Code(at uint64) ([]byte, error) {
-	if s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > RecordMax {
+	if s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > ring.RecordMax {
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
 	}
 	byOff := map[int]int{}
@@ -419,7 +421,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	a.rel32(s.Routine)
 	a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
 	skip := a.jcc(ccE)      // je out (or to the hook)
-	put := func(i int) { a.storeM(regRAX, regRSI, int32(RecordHeader+8*i)) }
+	put := func(i int) { a.storeM(regRAX, regRSI, int32(ring.RecordHeader+8*i)) }
 	for i, off := range s.Regs {
 		reg, ok := byOff[off]
 		if !ok || reg > regFlags {
@@ -430,7 +432,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		} else if reg == regRSP {
 			a.leaM(regRAX, regRSP, rsSP)
 		} else {
-			a.storeM(reg, regRSI, int32(RecordHeader+8*i))
+			a.storeM(reg, regRSI, int32(ring.RecordHeader+8*i))
 			continue
 		}
 		put(i)
@@ -455,7 +457,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.land(none)
 		a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
 		skip = a.jcc(ccE)
-		a.storeM(regR8, regRSI, int32(RecordHeader+8*(len(s.Regs)+s.StackWords)))
+		a.storeM(regR8, regRSI, int32(ring.RecordHeader+8*(len(s.Regs)+s.StackWords)))
 	}
 	a.raw(0x4c, 0x89, 0x0e) // mov %r9,(%rsi): committed
 	a.land(skip)
@@ -468,7 +470,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.rel32(TallyRoutine(s.Routine))
 		a.raw(0x4d, 0x85, 0xd2) // test %r10,%r10
 		none := a.jcc(ccE)
-		a.incM(regR10, int32(RingTally+8*s.Rejected))
+		a.incM(regR10, int32(ring.TallyOff+8*s.Rejected))
 		a.land(none)
 		a.land(out)
 	}

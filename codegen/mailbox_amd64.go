@@ -1,10 +1,12 @@
-package singlestep
+package codegen
 
 import (
 	"encoding/binary"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // The slot holds what the routine stores (this fails to compile if not).
@@ -93,7 +95,7 @@ func (a *asm) raw(b ...byte) { a.b = append(a.b, b...) }
 func (a *asm) rel32(target uint64) {
 	disp, ok := rel32(a.pc()+4, target)
 	if !ok && a.err == nil {
-		a.err = &OutOfRangeError{Addr: a.at, Slot: a.at, Target: target}
+		a.err = &singlestep.OutOfRangeError{Addr: a.at, Slot: a.at, Target: target}
 	}
 	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(disp))
 }
@@ -296,7 +298,7 @@ func (r *MailboxRoutine) Code(at uint64) (code []byte, l RoutineLayout, err erro
 	a.storeRAX(SlotCPU)
 	a.store(regRDX, SlotAt) // last: the slot is whole
 	l.Trap = a.pc()
-	a.raw(BreakpointInsn...)
+	a.raw(singlestep.BreakpointInsn...)
 	// Unanswered, back to the trap: a thread the tracer had taken the
 	// stop of when it was killed goes on from here with no signal, and
 	// must trap again, for the rescue (rescue.go) to answer.

@@ -1,4 +1,4 @@
-package singlestep
+package codegen
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/arch/arm64/arm64asm"
+
+	"github.com/probedbg/probe/ring"
 )
 
 // TestA64Encodings: each instruction the generated code uses is the
@@ -77,7 +79,7 @@ func TestA64Encodings(t *testing.T) {
 // every branch lands on one of their instructions, neither writes NZCV,
 // and Rewind knows every instruction of the stub.
 func TestRecordCodeArm64(t *testing.T) {
-	for _, l := range []RecordLayout{
+	for _, l := range []ring.Layout{
 		{Base: 0xffff80000000, Slots: 512, RingSize: 4 << 20, TidOff: -0x620, CPUOff: -0x5e0},
 		{Base: 0x7f0000000000, Slots: 1, RingSize: 4096, TidOff: 0xd0},
 	} {
@@ -114,7 +116,7 @@ func TestRecordCodeArm64(t *testing.T) {
 			t.Fatalf("reading stub: %v: %d bytes, Size %d", err, len(rstub), reads.Size())
 		}
 		checkA64(t, "reading stub", rstub, at)
-		if want := RecordHeader + 8*(2+1+(2+2)+(2+32)+(2+1)+(2+1)+iovWords); reads.Len() != want {
+		if want := ring.RecordHeader + 8*(2+1+(2+2)+(2+32)+(2+1)+(2+1)+iovWords); reads.Len() != want {
 			t.Errorf("reading stub: Len %d, want %d", reads.Len(), want)
 		}
 		for pc := at; pc < at+uint64(len(rstub)); pc += 4 {
@@ -142,7 +144,7 @@ func TestRecordCodeArm64(t *testing.T) {
 		}
 		hooked := &RecordStub{Routine: routine, Next: 0x20000, Site: 8, Regs: []int{31 * 8, 30 * 8}, Hook: true}
 		hstub, err := hooked.Code(at)
-		if err != nil || len(hstub) != hooked.Size() || hooked.Len() != RecordHeader+24 {
+		if err != nil || len(hstub) != hooked.Size() || hooked.Len() != ring.RecordHeader+24 {
 			t.Fatalf("hooking stub: %v: %d bytes, Size %d, Len %d", err, len(hstub), hooked.Size(), hooked.Len())
 		}
 		checkA64(t, "hooking stub", hstub, at)
