@@ -1,0 +1,320 @@
+package probe
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/probedbg/probe/tracee"
+)
+
+// The drain: how the records the tracee's stubs commit to the rings
+// reach the handlers. A goroutine drains every millisecond or so, and the
+// ptrace loop drains up to a stop's moment before it serves the stop
+// (drainUntil), under one lock (withHandlers); both go no faster than the
+// output takes records (RecordOutput), and wait for its room.
+
+// startDrain starts the goroutine that drains the rings, if there are
+// any, once Start is done with the tracer's state: from then on the
+// drain and the loop take turns (withHandlers).
+func (t *Tracer) startDrain() {
+	if t.inproc == nil && !t.follow || t.drainStop != nil {
+		return
+	}
+	t.drainStop, t.drainDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(t.drainDone)
+		defer func() {
+			if r := recover(); r != nil {
+				// A handler's panic (ours, or a library user's): the
+				// ptrace thread takes it over and detaches, as from its
+				// own (serve).
+				go t.do(func(int) error { panic(r) })
+			}
+		}()
+		wait := time.Millisecond
+		var taken <-chan struct{} // the output's room, when it had none
+		for {
+			select {
+			case <-t.drainStop:
+				return
+			case <-time.After(wait):
+			case <-taken:
+			}
+			n, woke := t.drainPass()
+			// Busy rings are drained every millisecond; idle ones
+			// less often, up to every 20.
+			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
+			if n > 0 {
+				wait = time.Millisecond
+			}
+			if n >= drainPassMax || woke {
+				wait = 0 // more waiting, or a thread that waits for room
+			}
+			if taken = t.noRoom(); taken != nil {
+				wait = 20 * time.Millisecond // (or when it makes room)
+			}
+		}
+	}()
+}
+
+// drainPassMax bounds a pass of the draining goroutine: between two,
+// the pages the threads are about to write are mapped for them.
+const drainPassMax = 1 << 14
+
+// drainPass drains at most drainPassMax records of each process of the
+// family, then has the pages of their rings that their threads are about
+// to write for the first time mapped in the tracee (ring.Rings.Ahead):
+// outside the lock, as it takes ~1 ms a megabyte. woke: it woke a
+// thread that waited for room.
+func (t *Tracer) drainPass() (n int, woke bool) {
+	var ahead []ringAhead
+	t.withHandlers(func() {
+		before := t.wakes()
+		n = t.drainFamily(drainPassMax)
+		woke = t.wakes() != before
+		ahead = t.ringsAhead()
+	})
+	for _, a := range ahead {
+		a.proc.Prefault(a.pages) // only a first write's fault is at stake
+	}
+	return n, woke
+}
+
+// wakes is ring.Rings.Wakes of t and the processes it follows. The
+// caller holds hmu.
+func (t *Tracer) wakes() uint64 {
+	var n uint64
+	for _, tr := range t.family() {
+		if tr.inproc != nil {
+			n += tr.inproc.rings.Wakes()
+		}
+	}
+	return n
+}
+
+// stopDrain stops the draining goroutine, drains what is left and gives
+// back the rings' memory.
+func (t *Tracer) stopDrain() {
+	if t.drainStop != nil {
+		close(t.drainStop)
+		<-t.drainDone
+		t.drainStop = nil
+	}
+	t.withHandlers(t.retireRings)
+}
+
+// withHandlers runs fn holding the lock under which handlers run: the
+// ptrace loop's and the drain's hits never run at once. A followed
+// process's are under the root's lock.
+func (t *Tracer) withHandlers(fn func()) {
+	mu := &t.top().hmu
+	mu.Lock()
+	defer mu.Unlock()
+	fn()
+}
+
+// RecordOutput is where the handlers of in-process probes' records send
+// them, as the drain sees it.
+type RecordOutput interface {
+	// Room is how many records it can take now.
+	Room() int
+	// Written is how many records it has written so far: its progress.
+	Written() uint64
+	// Taken is closed when it next makes room.
+	Taken() <-chan struct{}
+}
+
+// SetRecordOutput tells the tracer about its handlers' output: the drain
+// hands them no more records than it has room for, leaving the rest in
+// the rings, which hold them, rather than have them dropped downstream,
+// and waits for room as long as the output makes progress.
+func (t *Tracer) SetRecordOutput(out RecordOutput) error {
+	return t.do(func(int) error {
+		t.recordOut = out
+		return nil
+	})
+}
+
+// written is how many records the output has written so far.
+func (t *Tracer) written() uint64 {
+	if out := t.top().recordOut; out != nil {
+		return out.Written()
+	}
+	return 0
+}
+
+// room is how many records the handlers can take now; -1: no bound.
+func (t *Tracer) room() int {
+	out := t.top().recordOut
+	if out == nil {
+		return -1
+	}
+	return max(out.Room(), 0)
+}
+
+// noRoom is, when the output has no room, a channel closed when it
+// makes some; else nil.
+func (t *Tracer) noRoom() <-chan struct{} {
+	out := t.top().recordOut
+	if out == nil {
+		return nil
+	}
+	taken := out.Taken() // before the look: room made after it closes it
+	if out.Room() > 0 {
+		return nil
+	}
+	return taken
+}
+
+// waitRoom waits until the output has made room, or for at most d.
+func (t *Tracer) waitRoom(d time.Duration) {
+	taken := t.noRoom()
+	if taken == nil {
+		return // made since the caller looked
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-taken:
+	case <-timer.C:
+	}
+}
+
+// drainRecords runs the handlers of the committed records, as many as
+// the handlers have room for and at most limit (0: no bound) (all:
+// whenever stamped, as drainUpTo); the caller holds hmu.
+func (t *Tracer) drainRecords(all bool, limit int) int {
+	room := t.room()
+	if t.inproc == nil || room == 0 {
+		return 0
+	}
+	if limit > 0 && (room < 0 || room > limit) {
+		room = limit
+	}
+	return t.drainUpTo(max(room, 0), all)
+}
+
+// drainUpTo runs the handlers of at most limit committed records (0: no
+// bound), those stamped before the pass began unless all (ring.Drain,
+// DrainAll), and gives back the rings of gone threads it emptied.
+func (t *Tracer) drainUpTo(limit int, all bool) int {
+	in := t.inproc
+	in.clock.Refresh()
+	t.lookAtMemory(false)
+	drain := in.rings.Drain
+	if all {
+		drain = in.rings.DrainAll
+	}
+	n := drain(limit, t.deliverRecord)
+	t.collectTallies()
+	if len(in.gone) > 0 {
+		t.freeGone()
+	}
+	return n
+}
+
+// drainUntil runs the handlers of what the threads recorded before
+// stamp, in the order they recorded it, then of the rest of tid's
+// records: tid is stopped, or gone, at stamp, for a hit or an exit that
+// comes after them. It waits for the room.
+func (t *Tracer) drainUntil(tid int, stamp uint64) {
+	in := t.inproc
+	in.tids = t.proc.Tids(in.tids[:0])
+	if !slices.Contains(in.tids, tid) {
+		in.tids = append(in.tids, tid) // gone
+	}
+	t.untilDrained(func(limit int) bool {
+		return in.rings.DrainBefore(in.tids, stamp, limit, t.deliverRecord) == limit && limit != 0
+	})
+	t.drainThread(tid)
+}
+
+// drainThread runs the handlers of every record tid has committed: tid
+// is stopped for a hit that comes after them, and waits for the room.
+func (t *Tracer) drainThread(tid int) {
+	t.untilDrained(func(limit int) bool {
+		_, more := t.inproc.rings.DrainThread(tid, limit, t.deliverRecord)
+		return more
+	})
+}
+
+// DrainRecords runs the handlers of the records the tracee has
+// committed until now (in-process probes' hits are handed on a few
+// milliseconds late), one pass, as many as the output takes (a hot
+// probe must not keep the caller waiting): before a caller changes what
+// its handlers do with them, or reads what they counted.
+func (t *Tracer) DrainRecords() {
+	t.withHandlers(func() { t.drainFamily(0) })
+}
+
+// drainFamily is drainRecords of t and of every process it follows, at
+// most limit records each (0: no bound); it returns how many records it
+// handed on. The caller holds hmu.
+func (t *Tracer) drainFamily(limit int) int {
+	n := 0
+	for _, tr := range t.family() {
+		n += tr.drainRecords(false, limit)
+	}
+	return n
+}
+
+// ringAhead is the pages of a process's rings its threads are about to
+// write for the first time (ring.Rings.Ahead).
+type ringAhead struct {
+	proc  *tracee.Process
+	pages []uint64
+}
+
+// ringsAhead is ring.Rings.Ahead of t and the processes it follows. The
+// caller holds hmu.
+func (t *Tracer) ringsAhead() []ringAhead {
+	var all []ringAhead
+	for _, tr := range t.family() {
+		if tr.inproc == nil {
+			continue
+		}
+		if pages := tr.inproc.rings.Ahead(); len(pages) > 0 {
+			all = append(all, ringAhead{tr.proc, pages})
+		}
+	}
+	return all
+}
+
+// family is t, the root, and the processes it follows.
+func (t *Tracer) family() []*Tracer {
+	return append([]*Tracer{t}, slices.Collect(maps.Values(t.followed))...)
+}
+
+// drainAll runs the handlers of every committed record, waiting for
+// room. The caller holds hmu.
+func (t *Tracer) drainAll() {
+	if t.inproc != nil {
+		t.untilDrained(func(limit int) bool { return t.drainUpTo(limit, true) > 0 })
+	}
+}
+
+// untilDrained calls drain with how many records the handlers have room
+// for (0: no bound) until it says there are no more, waiting for room
+// while the output makes progress; after two seconds without any (a
+// reader that stopped reading) it goes on with no bound, and the output
+// drops and counts what it cannot take.
+func (t *Tracer) untilDrained(drain func(limit int) (more bool)) {
+	stuck, seen := time.Now(), t.written()
+	for {
+		room := t.room()
+		if room == 0 {
+			if w := t.written(); w != seen {
+				stuck, seen = time.Now(), w
+			}
+			if time.Since(stuck) < 2*time.Second {
+				t.waitRoom(10 * time.Millisecond)
+				continue
+			}
+		}
+		if !drain(max(room, 0)) {
+			return
+		}
+		stuck = time.Now()
+	}
+}

@@ -1,0 +1,344 @@
+package probe
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/probedbg/probe/fetch"
+	"github.com/probedbg/probe/symbols"
+)
+
+// Which functions a function tracer hooks: its globs (ftrace's
+// set_ftrace_filter and set_ftrace_notrace), what is unsafe to trace,
+// and for --calls the program's imports by the name it calls them.
+
+// candidate is a function selected for tracing.
+type candidate struct {
+	module *symbols.Mapped
+	sym    symbols.Symbol
+	fn     *traceFunc
+	skip   string   // why it cannot be traced, if it cannot
+	names  []string // every name of the function selected (an IFUNC's, not its implementation's): its symbol's and its aliases
+}
+
+// unsafeToTrace says why a function must not be traced, or "".
+func unsafeToTrace(name string, goMod, returns bool) string {
+	switch {
+	case name == "_start":
+		return "the entry point: [sp] is argc, not a return address"
+	case goMod && goInternal(name):
+		return "Go runtime internals"
+	case returns && unwinders[name] != 0:
+		return "an unwinder: the return addresses it reads must be real"
+	case returns && returnsTwice[name]:
+		return "returns twice: it saves its return address"
+	}
+	return ""
+}
+
+// goInternal reports Go functions the tracer must not touch: the runtime
+// (it runs on system stacks and in signal handlers, and the child of a
+// vfork-style fork runs syscall code with no tracer).
+func goInternal(name string) bool {
+	for _, p := range []string{"runtime.", "internal/", "syscall.", "sync/atomic.", "type:", "go:", "gosave", "gogo", "_rt0"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// funcGlob is one --filter/--notrace/--graph-function pattern.
+type funcGlob struct {
+	flag    string
+	text    string
+	modules []*symbols.Mapped
+	pattern string
+	matched bool
+	// anyModule: no MOD: was given; like p:SYM, the glob looks in the
+	// program, then in the first library where it matches.
+	anyModule bool
+}
+
+// parseGlobs splits comma lists and resolves "MOD:GLOB" (a C++ "a::b" is
+// not a module).
+func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
+	var gs []*funcGlob
+	for _, item := range list {
+		for _, text := range strings.Split(item, ",") {
+			text = strings.TrimSpace(text)
+			if text == "" {
+				continue
+			}
+			g := &funcGlob{flag: flag, text: text, pattern: text, modules: []*symbols.Mapped{t.space.Main()}, anyModule: true}
+			if i := strings.IndexByte(text, ':'); i > 0 && !strings.HasPrefix(text[i:], "::") {
+				m, err := t.space.FindModule(text[:i])
+				if err != nil {
+					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
+				}
+				g.modules, g.pattern, g.anyModule = []*symbols.Mapped{m}, text[i+1:], false
+			} else if m := t.firstMatching(g.pattern); m != nil {
+				g.modules = []*symbols.Mapped{m}
+			}
+			gs = append(gs, g)
+		}
+	}
+	return gs, nil
+}
+
+// firstMatching is the first module, the program then its libraries in
+// the order p:SYM looks in them, with a function that pattern matches.
+func (t *Tracer) firstMatching(pattern string) *symbols.Mapped {
+	for _, m := range t.space.Mapped {
+		if countMatching(m, pattern) > 0 {
+			return m
+		}
+	}
+	return nil
+}
+
+// countMatching counts the functions of m that pattern matches.
+func countMatching(m *symbols.Mapped, pattern string) int {
+	n := 0
+	for _, sym := range m.Functions() {
+		if sym.Size > 0 && (fetch.GlobMatch(pattern, sym.Name) || fetch.GlobMatch(pattern, displayName(sym.Name))) {
+			n++
+		}
+	}
+	return n
+}
+
+// noMatch is the error of a glob that matches nothing where it looked,
+// naming the modules where it does match.
+func (t *Tracer) noMatch(g *funcGlob) error {
+	where := g.modules[0].Name
+	if g.anyModule {
+		where += " or its libraries"
+	}
+	var elsewhere []string
+	for _, m := range t.space.Mapped {
+		if m == g.modules[0] {
+			continue
+		}
+		if n := countMatching(m, g.pattern); n > 0 {
+			elsewhere = append(elsewhere, fmt.Sprintf("%s: %d", m.Name, n))
+		}
+	}
+	if len(elsewhere) > 0 {
+		return badInput(fmt.Errorf("%s %q matches no function in %s (matches in %s; say MOD:GLOB)", g.flag, g.text, where, strings.Join(elsewhere, ", ")))
+	}
+	return badInput(fmt.Errorf("%s %q matches no function in %s", g.flag, g.text, where))
+}
+
+func matchAny(gs []*funcGlob, m *symbols.Mapped, name, display string, aliases []string) bool {
+	hit := false
+	for _, g := range gs {
+		if !g.covers(m) {
+			continue
+		}
+		if !fetch.GlobMatch(g.pattern, name) && !fetch.GlobMatch(g.pattern, display) &&
+			!slices.ContainsFunc(aliases, func(a string) bool { return fetch.GlobMatch(g.pattern, a) }) {
+			continue
+		}
+		g.matched, hit = true, true
+	}
+	return hit
+}
+
+func (g *funcGlob) covers(m *symbols.Mapped) bool {
+	for _, gm := range g.modules {
+		if gm == m {
+			return true
+		}
+	}
+	return false
+}
+
+// selectFunctions applies the filters to the functions of the modules
+// they name. Every pattern must match something, as writing a glob that
+// matches nothing to set_ftrace_filter fails.
+func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
+	flag := "--filter"
+	if opts.FromMain {
+		flag = "--calls" // (ltrace's selection is of the calls)
+	}
+	filter, err := t.parseGlobs(flag, opts.Filter)
+	if err != nil {
+		return nil, err
+	}
+	notrace, err := t.parseGlobs("--notrace", opts.Notrace)
+	if err != nil {
+		return nil, err
+	}
+	graph, err := t.parseGlobs("--graph-function", opts.GraphFunction)
+	if err != nil {
+		return nil, err
+	}
+	mods := []*symbols.Mapped{t.space.Main()}
+	for _, g := range append(append(append([]*funcGlob{}, filter...), notrace...), graph...) {
+		for _, m := range g.modules {
+			if !containsModule(mods, m) {
+				mods = append(mods, m)
+			}
+		}
+	}
+	var out []candidate
+	seen := map[uint64]int{} // by runtime address, its candidate: an IFUNC's implementation may match by name too
+	for _, m := range mods {
+		goMod := isGo(m)
+		for _, sym := range m.Functions() {
+			if sym.Size == 0 && !sym.IFunc {
+				continue
+			}
+			display := displayName(sym.Name)
+			aliases := m.Aliases(sym.Addr) // (glibc's strchr is index)
+			names := aliases
+			if names == nil {
+				names = []string{sym.Name}
+			}
+			var selected bool
+			if len(filter) == 0 {
+				selected = m == t.space.Main() && (goMod && strings.HasPrefix(sym.Name, "main.") || !goMod && !crtGlue[sym.Name])
+			} else {
+				// The toolchain's glue only by its own name, not a
+				// wildcard's (*e* is not a request for frame_dummy).
+				selected = matchAny(filter, m, sym.Name, display, aliases) &&
+					(goMod || !crtGlue[sym.Name] || namedExactly(filter, sym.Name))
+			}
+			inGraph := matchAny(graph, m, sym.Name, display, aliases)
+			noTrace := matchAny(notrace, m, sym.Name, display, aliases)
+			if !selected && !inGraph && !(noTrace && opts.Returns) {
+				continue
+			}
+			if noTrace && !opts.Returns {
+				continue
+			}
+			cm, csym, skip := m, sym, ""
+			if sym.IFunc {
+				// The resolver runs once, at load: trace the
+				// implementation it picked, as p:SYM does.
+				if r, why := t.ifuncImplementation(m, sym); why == "" {
+					cm, csym = r.module, r.sym
+					if !opts.FromMain {
+						// (ltrace names the function the program
+						// called: strlen, not __strlen_avx2.)
+						display = displayName(r.sym.Name)
+					}
+				} else if r, ok := t.boundImplementation(opts, sym, names); ok {
+					cm, csym = r.module, r.sym
+				} else if stub, ok := t.pltEntry(opts, names); ok {
+					// The program's calls of it all go through its
+					// PLT entry for it: hooked there, as ltrace
+					// does (glibc's time picks the vDSO's code).
+					cm, csym = t.space.Main(), stub
+				} else {
+					skip = why
+				}
+			}
+			if i, dup := seen[csym.Addr+cm.Bias]; dup {
+				if sym.IFunc && opts.FromMain {
+					out[i].fn.name = display // the name the program called
+				}
+				continue
+			}
+			seen[csym.Addr+cm.Bias] = len(out)
+			fn := &traceFunc{name: display, isGo: goMod, notrace: noTrace, graph: inGraph,
+				where: fmt.Sprintf("%s+0x0/%#x", csym.Name, csym.Size)}
+			if skip == "" {
+				skip = unsafeToTrace(csym.Name, goMod, opts.Returns)
+			}
+			if skip == "" && !goMod {
+				// Without returns too: the function tracer names the
+				// caller from the return address at [sp].
+				if ok, why := cm.CallEntry(csym); !ok {
+					skip = why
+				}
+			}
+			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip, names: names})
+		}
+	}
+	for _, gs := range [][]*funcGlob{filter, notrace, graph} {
+		for _, g := range gs {
+			if !g.matched {
+				return nil, t.noMatch(g)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, badInput(fmt.Errorf("no function of %s to trace", t.space.Main().Name))
+	}
+	return out, nil
+}
+
+// namedExactly reports whether one of globs is name itself, no wildcard.
+func namedExactly(globs []*funcGlob, name string) bool {
+	for _, g := range globs {
+		if g.pattern == name {
+			return true
+		}
+	}
+	return false
+}
+
+func containsModule(ms []*symbols.Mapped, m *symbols.Mapped) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// boundImplementation is, for FromMain, the implementation of IFUNC sym
+// (whose names are names) that the main executable's GOT slot for it
+// holds, bound already (as -fno-plt's slots are at load): where its calls
+// go.
+func (t *Tracer) boundImplementation(opts *FuncTraceOptions, sym symbols.Symbol, names []string) (resolved, bool) {
+	if !opts.FromMain {
+		return resolved{}, false
+	}
+	main := t.space.Main()
+	for _, name := range names {
+		slot, ok := main.ImportSlot(name)
+		if !ok {
+			continue
+		}
+		impl, ok := t.readWord(slot + main.Bias)
+		im := t.space.ModuleAt(impl)
+		if !ok || im == nil || im == main {
+			return resolved{}, false // (not bound yet: its PLT entry's, or the vDSO's)
+		}
+		fn, ok := im.Module.FunctionAt(impl-im.Bias, sym.Name)
+		if !ok {
+			return resolved{}, false
+		}
+		r, err := t.inFunction(im, fn, fn.Addr)
+		return r, err == nil
+	}
+	return resolved{}, false
+}
+
+// pltEntry is, for FromMain, the main executable's PLT entry for the
+// function of these names, to hook in its place.
+func (t *Tracer) pltEntry(opts *FuncTraceOptions, names []string) (symbols.Symbol, bool) {
+	if !opts.FromMain {
+		return symbols.Symbol{}, false
+	}
+	for _, name := range names {
+		if stub, ok := t.space.Main().PLTEntry(name); ok {
+			return stub, true
+		}
+	}
+	return symbols.Symbol{}, false
+}
+
+// imported reports whether the main executable imports c's function
+// under one of its names (a GOT slot of its is for it).
+func (t *Tracer) imported(c candidate) bool {
+	main := t.space.Main()
+	return slices.ContainsFunc(append([]string{c.fn.name}, c.names...), func(name string) bool {
+		_, ok := main.ImportSlot(name)
+		return ok
+	})
+}

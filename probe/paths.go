@@ -1,0 +1,74 @@
+package probe
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+)
+
+// Paths: whether each probe's hits are taken in the tracee or with a
+// stop, and why, as -v says.
+
+// Path says how p's hits are taken: in the tracee (inProcess), or with a
+// stop, and then why not in the tracee; in the tracee, why is
+// "counted in the tracee" for a probe whose hits make no record (tally.go).
+func (p *Probe) Path() (inProcess bool, why string) {
+	p.pathMu.Lock()
+	defer p.pathMu.Unlock()
+	return p.inProcess, p.trapWhy
+}
+
+// path says whether st's hits record in the tracee, or else why not.
+func (st *site) path() (inProcess bool, why string) {
+	if st.opt != nil && st.opt.record != nil {
+		if st.opt.record.tallies != nil {
+			return true, "counted in the tracee"
+		}
+		return true, ""
+	}
+	if len(st.overrides) > 0 {
+		return false, overrideStops
+	}
+	return false, cmp.Or(st.trapWhy, "not jump-optimised")
+}
+
+// notePaths records, for each probe at sites, whether it records in the
+// tracee or traps, and why.
+func notePaths(sites ...*site) {
+	for _, st := range sites {
+		rec, why := st.path()
+		for _, p := range slices.Concat(st.probes, st.returns, st.retInsns, st.overrides) {
+			p.pathMu.Lock()
+			p.inProcess, p.trapWhy = rec, why
+			p.pathMu.Unlock()
+		}
+	}
+}
+
+// FuncPaths says how the function tracer's entries are taken (read it
+// after Ready): how many functions record in the tracee, and how many
+// stop the thread, by why. As the jumps were placed: a program that has
+// ended since still has its answer.
+func (t *Tracer) FuncPaths() (inProcess int, stops map[string]int) {
+	t.funcPaths.mu.Lock()
+	defer t.funcPaths.mu.Unlock()
+	return t.funcPaths.in, maps.Clone(t.funcPaths.stops)
+}
+
+// noteFuncPaths keeps what FuncPaths says, once the jumps are placed.
+func (t *Tracer) noteFuncPaths() {
+	in, stops := 0, map[string]int{}
+	for _, st := range t.sites {
+		if st.fn == nil {
+			continue
+		}
+		if rec, why := st.path(); rec {
+			in++
+		} else {
+			stops[why]++
+		}
+	}
+	t.funcPaths.mu.Lock()
+	t.funcPaths.in, t.funcPaths.stops = in, stops
+	t.funcPaths.mu.Unlock()
+}
