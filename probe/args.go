@@ -7,6 +7,7 @@ import (
 
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // The glue between the fetch-arg compiler and the tracer: DWARF names
@@ -83,13 +84,13 @@ func (d dwarfVar) Read(h *fetch.HitEnv) (uint64, string, error) {
 // does not hold.
 func (d dwarfVar) UsesFloat() bool { return d.v.UsesFloat() }
 
-// readFPRegs reads the floating-point registers of t.fpTid, the thread
+// readFPRegs reads the floating-point registers of t.scratch.fpTid, the thread
 // of the hit being fetched; nil if it cannot.
 func (t *Tracer) readFPRegs() []byte {
-	if t.proc.GetFPRegs(t.fpTid, &t.fpRegs) != nil {
+	if t.proc.GetFPRegs(t.scratch.fpTid, &t.scratch.fpRegs) != nil {
 		return nil
 	}
-	return t.fpRegs[:]
+	return t.scratch.fpRegs[:]
 }
 
 // dwarfIntVar is a DWARF variable that is an integer (DwarfIntType): a
@@ -119,7 +120,7 @@ type capturedValue struct {
 var errNotCaptured = errors.New("value not captured at entry")
 
 func (c *capturedVar) Read(*fetch.HitEnv) (uint64, string, error) {
-	vals := c.t.returning[c.p]
+	vals := c.t.ret.returning[c.p]
 	if c.slot >= len(vals) {
 		return 0, "", errNotCaptured
 	}
@@ -130,7 +131,7 @@ func (c *capturedVar) Read(*fetch.HitEnv) (uint64, string, error) {
 // capture reads, at a return probe's capture site, the DWARF names of the
 // probes whose frame this thread has just pushed.
 func (t *Tracer) capture(tid int, s *site, hit *Hit) {
-	cs := t.shadow[tid]
+	cs := t.ret.shadow[tid]
 	if cs == nil || cs.top() == nil {
 		return
 	}
@@ -151,6 +152,14 @@ func (t *Tracer) capture(tid int, s *site, hit *Hit) {
 	}
 }
 
+// fetchScratch is reused by every stopped hit's fetch.
+type fetchScratch struct {
+	env    fetch.HitEnv
+	fpTid  int // the thread whose FP registers readFPRegs reads
+	fpRegs [tracee.FPRegsSize]byte
+	fields []fetch.Field
+}
+
 // envFor is the fetch environment of a hit: a record's, replayed, or a
 // stopped thread's. (Their Mem and Symbolize were set once: a method
 // value made here would allocate at every hit.)
@@ -159,8 +168,8 @@ func (t *Tracer) envFor(hit *Hit) *fetch.HitEnv {
 		in.env.Regs, in.env.Comm = hit.Regs, hit.Comm
 		return &in.env
 	}
-	t.env.Regs, t.env.Comm, t.fpTid = hit.Regs, hit.Comm, hit.Tid
-	return &t.env
+	t.scratch.env.Regs, t.scratch.env.Comm, t.scratch.fpTid = hit.Regs, hit.Comm, hit.Tid
+	return &t.scratch.env
 }
 
 // fetch evaluates p's fetch-args into hit.Fields and applies its filter.
@@ -169,9 +178,9 @@ func (t *Tracer) fetch(p *Probe, hit *Hit) bool {
 		hit.Fields = nil
 		return true
 	}
-	t.fields = p.args.Fetch(t.envFor(hit), t.fields[:0])
-	hit.Fields = t.fields
-	return p.args.Keep(t.fields)
+	t.scratch.fields = p.args.Fetch(t.envFor(hit), t.scratch.fields[:0])
+	hit.Fields = t.scratch.fields
+	return p.args.Keep(t.scratch.fields)
 }
 
 func (t *Tracer) symbolize(addr uint64) string {

@@ -154,9 +154,9 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 		// reports is not a return lost.) Counted in the root, for
 		// every process it follows.
 		if hit != nil && t.ringDropped(hit.Tid, &f) {
-			atomic.AddUint64(&t.top().unrecordedReturns, 1)
+			atomic.AddUint64(&t.top().ret.unrecorded, 1)
 		} else {
-			atomic.AddUint64(&t.top().lostReturns, 1)
+			atomic.AddUint64(&t.top().ret.lost, 1)
 		}
 	}
 	if restore && f.hijacked && !f.unhooked {
@@ -195,11 +195,11 @@ func (t *Tracer) writeWord(addr, v uint64) bool {
 }
 
 // threadStack returns tid's shadow stack, made on first use.
-func (t *Tracer) threadStack(tid int) *callStack {
-	cs := t.shadow[tid]
+func (r *returnState) threadStack(tid int) *callStack {
+	cs := r.shadow[tid]
 	if cs == nil {
 		cs = &callStack{lane: int64(tid)}
-		t.shadow[tid] = cs
+		r.shadow[tid] = cs
 	}
 	return cs
 }

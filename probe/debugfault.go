@@ -31,7 +31,7 @@ func (t *Tracer) describeFault(tid, sig int) {
 	switch {
 	case t.inRecordCode(regs.PC()):
 		where = " (in record code)"
-	case t.detours[regs.PC()] != nil || t.inDetour(regs.PC()):
+	case t.jumps.detours[regs.PC()] != nil || t.jumps.inDetour(regs.PC()):
 		where = " (in a detour)"
 	}
 	fmt.Fprintf(os.Stderr, "probe: debug: thread %d: signal %d (code %d) at %s%s, address %#x, sp %#x\n",
@@ -44,8 +44,8 @@ func (t *Tracer) describeFault(tid, sig int) {
 }
 
 // inDetour reports whether rip is inside some detour's code.
-func (t *Tracer) inDetour(rip uint64) bool {
-	for _, o := range t.detours {
+func (j *jumpState) inDetour(rip uint64) bool {
+	for _, o := range j.detours {
 		if rip >= o.base && rip < o.copies+uint64(o.detour.Size()) {
 			return true
 		}

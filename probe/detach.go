@@ -13,15 +13,15 @@ import (
 // come to the root's CallsInProgress.
 func (t *Tracer) countInProgress() {
 	n := 0
-	for tid := range t.shadow {
+	for tid := range t.ret.shadow {
 		if t.proc.Thread(tid) == nil {
 			continue
 		}
-		for _, cs := range t.threadStacks(tid) {
+		for _, cs := range t.ret.threadStacks(tid) {
 			n += len(cs.frames)
 		}
 	}
-	atomic.AddUint64(&t.top().inProgress, uint64(n))
+	atomic.AddUint64(&t.top().ret.inProgress, uint64(n))
 }
 
 // detachAll stops every thread, finishes or rewinds what each was doing
@@ -33,7 +33,7 @@ func (t *Tracer) detachAll(anchor int) {
 	}
 	t.detached = true
 	t.place.Release() // detach must not wait behind other tasks
-	ringing := t.closeQueue()
+	ringing := t.cmds.close()
 	held := map[int]int{} // tid -> signal to deliver when let go
 	if anchor != 0 && !t.proc.Dying(anchor) {
 		// (An anchor killed while held is waited for: its exit is how
@@ -58,7 +58,7 @@ func (t *Tracer) detachAll(anchor int) {
 		t.leaveRecordCode(tid)
 	}
 	// Every record a thread has committed is handed on before probe
-	// lets go (the caller holds hmu).
+	// lets go (the caller holds drain.mu).
 	t.drainAll()
 	t.countInProgress()
 	t.restoreInprocReturns()
@@ -79,12 +79,12 @@ func (t *Tracer) detachAll(anchor int) {
 		if t.proc.Thread(tid) == nil {
 			continue
 		}
-		if s := t.stepping[tid]; s != nil {
+		if s := t.step.threads[tid]; s != nil {
 			// Stopped before its copy ran: back to the original, which
 			// is now in place again.
-			if t.proc.GetRegs(tid, &t.regs) == nil && t.regs.PC() == s.slot {
-				t.regs.SetPC(s.addr)
-				t.proc.SetRegs(tid, &t.regs)
+			if t.proc.GetRegs(tid, &t.stop.regs) == nil && t.stop.regs.PC() == s.slot {
+				t.stop.regs.SetPC(s.addr)
+				t.proc.SetRegs(tid, &t.stop.regs)
 			}
 		}
 		t.leaveRestart(tid)
@@ -102,8 +102,8 @@ func (t *Tracer) detachAll(anchor int) {
 			t.proc.Detach(tid, sig)
 		}
 	}
-	t.stepping = map[int]*site{}
-	t.restarting = map[int]*restartState{}
+	t.step.threads = map[int]*site{}
+	t.step.restarting = map[int]*restartState{}
 }
 
 // heldThreads lists the held threads of the process (not children sharing
@@ -161,7 +161,7 @@ func (t *Tracer) swallowDoorbell(held map[int]int) {
 func (t *Tracer) canRun(held map[int]int, tid int) bool {
 	sig, ok := held[tid]
 	th := t.proc.Thread(tid)
-	return ok && sig == 0 && t.stepping[tid] == nil && th != nil && !th.GroupStopped
+	return ok && sig == 0 && t.step.threads[tid] == nil && th != nil && !th.GroupStopped
 }
 
 // holdAll waits until every thread is held or gone. A held thread that is
@@ -205,7 +205,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 	switch ev.Kind {
 	case tracee.EventExit:
 		delete(held, tid)
-		delete(t.stepping, tid)
+		delete(t.step.threads, tid)
 		if ev.Forked {
 			return
 		}
@@ -220,40 +220,40 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		}
 	case tracee.EventTrap:
 		held[tid] = 0
-		if t.proc.GetRegs(tid, &t.regs) != nil {
+		if t.proc.GetRegs(tid, &t.stop.regs) != nil {
 			return
 		}
-		t.settleMailbox(tid, &t.regs)
+		t.settleMailbox(tid, &t.stop.regs)
 		info, _ := t.proc.Siginfo(tid)
-		if s := t.stepping[tid]; s != nil {
+		if s := t.step.threads[tid]; s != nil {
 			if info.Code > 0 { // the step completed
-				delete(t.stepping, tid)
-				s.insn.Fixup(&t.regs, t.proc, s.slot)
-				t.proc.SetRegs(tid, &t.regs)
+				delete(t.step.threads, tid)
+				s.insn.Fixup(&t.stop.regs, t.proc, s.slot)
+				t.proc.SetRegs(tid, &t.stop.regs)
 			} else {
 				held[tid] = int(unix.SIGTRAP)
 			}
 			return
 		}
-		addr := t.regs.PC() - singlestep.BreakpointPCAdjust
-		if addr == t.trampTrap && t.trampTrap != 0 {
+		addr := t.stop.regs.PC() - singlestep.BreakpointPCAdjust
+		if addr == t.ret.trap && t.ret.trap != 0 {
 			// Returning through the trampoline: restoreReturns sends it
 			// on to its caller.
 			t.lostHits++
 			return
 		}
-		if addr == t.execEntry && addr != 0 {
+		if addr == t.follow.execEntry && addr != 0 {
 			// At a new program's entry: it starts there once the byte
 			// is back.
-			t.regs.SetPC(addr)
-			t.proc.SetRegs(tid, &t.regs)
+			t.stop.regs.SetPC(addr)
+			t.proc.SetRegs(tid, &t.stop.regs)
 			return
 		}
-		if t.sites[addr] != nil || t.detourSite(addr) != nil || info.Code == tracee.SIBreakpoint && t.isRemovedBreakpoint(addr) {
+		if t.sites[addr] != nil || t.jumps.detourSite(addr) != nil || info.Code == tracee.SIBreakpoint && t.isRemovedBreakpoint(addr) {
 			// Trapped on a probe too late to report it: the original
 			// instruction will run after detach.
-			t.regs.SetPC(addr)
-			t.proc.SetRegs(tid, &t.regs)
+			t.stop.regs.SetPC(addr)
+			t.proc.SetRegs(tid, &t.stop.regs)
 			t.lostHits++
 			return
 		}
@@ -264,19 +264,19 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			held[tid] = 0
 			return
 		}
-		if s := t.stepping[tid]; s != nil && isFault(ev.Sig, info) {
-			delete(t.stepping, tid)
-			if t.proc.GetRegs(tid, &t.regs) == nil {
-				t.regs.SetPC(s.addr)
-				t.proc.SetRegs(tid, &t.regs)
+		if s := t.step.threads[tid]; s != nil && isFault(ev.Sig, info) {
+			delete(t.step.threads, tid)
+			if t.proc.GetRegs(tid, &t.stop.regs) == nil {
+				t.stop.regs.SetPC(s.addr)
+				t.proc.SetRegs(tid, &t.stop.regs)
 			}
 		}
 		held[tid] = ev.Sig
 	case tracee.EventSyscall:
 		held[tid] = 0
-		if t.proc.GetRegs(tid, &t.regs) == nil {
+		if t.proc.GetRegs(tid, &t.stop.regs) == nil {
 			if entry, err := t.proc.SyscallEntry(tid); err == nil && !entry {
-				t.settleSkipped(tid, &t.regs)
+				t.settleSkipped(tid, &t.stop.regs)
 			}
 		}
 	default: // stops of every other kind: held as they are

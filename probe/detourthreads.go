@@ -22,11 +22,11 @@ import (
 // stepped (gone, or a stop other than the step's and a signal's).
 func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool) {
 	for steps := 0; ; steps++ {
-		if err := t.proc.GetRegs(tid, &t.regs); err != nil {
+		if err := t.proc.GetRegs(tid, &t.stop.regs); err != nil {
 			return 0, false
 		}
-		if !inside(t.regs.PC()) {
-			return t.regs.PC(), true
+		if !inside(t.stop.regs.PC()) {
+			return t.stop.regs.PC(), true
 		}
 		if steps == 2*codegen.JumpSize || !t.stepOnce(tid) {
 			return 0, false
@@ -37,8 +37,8 @@ func (t *Tracer) stepOut(tid int, inside func(uint64) bool) (rip uint64, ok bool
 // detourSite returns the site whose detour's int3 is at addr, or nil. A
 // removed site keeps its detour: a thread trapping there late finds no
 // probes and runs on through the copies.
-func (t *Tracer) detourSite(addr uint64) *site {
-	if o := t.detours[addr]; o != nil {
+func (j *jumpState) detourSite(addr uint64) *site {
+	if o := j.detours[addr]; o != nil {
 		return o.site
 	}
 	return nil
@@ -115,25 +115,25 @@ func (t *Tracer) passDetour(tid int, regs *unix.PtraceRegs, o *jumpOpt) {
 // leaveDetour moves a held thread whose rip is inside a detour to the
 // equivalent original instruction, once the original bytes are back.
 func (t *Tracer) leaveDetour(tid int) {
-	if len(t.detours) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
+	if len(t.jumps.detours) == 0 || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
-	rip := t.regs.PC()
-	for _, o := range t.detours {
+	rip := t.stop.regs.PC()
+	for _, o := range t.jumps.detours {
 		if rip < o.base || rip >= o.base+uint64(o.detour.Size()) {
 			continue
 		}
 		if orig, savedR11, ok := o.detour.Original(rip, o.base); ok {
 			if savedR11 {
-				t.restoreR11(&t.regs)
+				t.restoreR11(&t.stop.regs)
 			}
-			t.regs.SetPC(orig)
-			t.proc.SetRegs(tid, &t.regs)
-			t.detourExits.Add(1)
+			t.stop.regs.SetPC(orig)
+			t.proc.SetRegs(tid, &t.stop.regs)
+			t.jumps.detourExits.Add(1)
 			if o.hook() && rip >= o.skip {
 				// Its return address is swapped already: restoreReturns
 				// puts it back.
-				t.swappedExits.Add(1)
+				t.jumps.swappedExits.Add(1)
 			}
 		}
 		return
@@ -162,7 +162,7 @@ func (t *Tracer) unoptimize(sites []*site) {
 // too a jmp whose redirected branch is at addr or close after it: the
 // new site would run the branch's original bytes out of line.
 func (t *Tracer) unoptimizeAround(addr uint64) {
-	for _, o := range t.detours {
+	for _, o := range t.jumps.detours {
 		st := o.site
 		near := slices.ContainsFunc(o.detour.Redirects, func(r codegen.Redirect) bool { return nearRedirect([]uint64{addr}, r, st.addr) })
 		if st.opt == o && (st.addr < addr && addr < st.addr+uint64(o.detour.Covered) || near) {
@@ -175,15 +175,15 @@ func (t *Tracer) unoptimizeAround(addr uint64) {
 // copyDetours gives a followed child the parent's detours: its memory is
 // a copy, jmps and detours included.
 func (c *Tracer) copyDetours(parent *Tracer) {
-	for at, o := range parent.detours {
+	for at, o := range parent.jumps.detours {
 		cp := *o
 		if s := c.sites[o.site.addr]; s != nil && s.opt == o {
 			cp.site, s.opt = s, &cp
 		}
-		c.detours[at] = &cp
+		c.jumps.detours[at] = &cp
 	}
-	c.redirects = maps.Clone(parent.redirects)
-	for id, o := range parent.mboxStubs {
-		c.mboxStubs[id] = c.detours[o.at]
+	c.jumps.redirects = maps.Clone(parent.jumps.redirects)
+	for id, o := range parent.mail.stubs {
+		c.mail.stubs[id] = c.jumps.detours[o.at]
 	}
 }

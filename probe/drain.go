@@ -3,8 +3,10 @@ package probe
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/tracee"
 )
 
@@ -14,16 +16,26 @@ import (
 // (drainUntil), under one lock (withHandlers); both go no faster than the
 // output takes records (RecordOutput), and wait for its room.
 
+// drainState is the draining goroutine's.
+type drainState struct {
+	mu         sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
+	stop       chan struct{} // closed to stop the drain
+	done       chan struct{} // closed when it has stopped
+	out        RecordOutput  // SetRecordOutput
+	lostPast   ring.Lost     // what the rings of programs before an exec lost
+	waitedPast time.Duration // how long their threads waited for room
+}
+
 // startDrain starts the goroutine that drains the rings, if there are
 // any, once Start is done with the tracer's state: from then on the
 // drain and the loop take turns (withHandlers).
 func (t *Tracer) startDrain() {
-	if t.inproc == nil && !t.follow || t.drainStop != nil {
+	if t.inproc == nil && !t.follow.on || t.drain.stop != nil {
 		return
 	}
-	t.drainStop, t.drainDone = make(chan struct{}), make(chan struct{})
+	t.drain.stop, t.drain.done = make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(t.drainDone)
+		defer close(t.drain.done)
 		defer func() {
 			if r := recover(); r != nil {
 				// A handler's panic (ours, or a library user's): the
@@ -36,7 +48,7 @@ func (t *Tracer) startDrain() {
 		var taken <-chan struct{} // the output's room, when it had none
 		for {
 			select {
-			case <-t.drainStop:
+			case <-t.drain.stop:
 				return
 			case <-time.After(wait):
 			case <-taken:
@@ -51,7 +63,7 @@ func (t *Tracer) startDrain() {
 			if n >= drainPassMax || woke {
 				wait = 0 // more waiting, or a thread that waits for room
 			}
-			if taken = t.noRoom(); taken != nil {
+			if taken = t.top().drain.noRoom(); taken != nil {
 				wait = 20 * time.Millisecond // (or when it makes room)
 			}
 		}
@@ -82,7 +94,7 @@ func (t *Tracer) drainPass() (n int, woke bool) {
 }
 
 // wakes is ring.Rings.Wakes of t and the processes it follows. The
-// caller holds hmu.
+// caller holds drain.mu.
 func (t *Tracer) wakes() uint64 {
 	var n uint64
 	for _, tr := range t.family() {
@@ -96,10 +108,10 @@ func (t *Tracer) wakes() uint64 {
 // stopDrain stops the draining goroutine, drains what is left and gives
 // back the rings' memory.
 func (t *Tracer) stopDrain() {
-	if t.drainStop != nil {
-		close(t.drainStop)
-		<-t.drainDone
-		t.drainStop = nil
+	if t.drain.stop != nil {
+		close(t.drain.stop)
+		<-t.drain.done
+		t.drain.stop = nil
 	}
 	t.withHandlers(t.retireRings)
 }
@@ -108,7 +120,7 @@ func (t *Tracer) stopDrain() {
 // ptrace loop's and the drain's hits never run at once. A followed
 // process's are under the root's lock.
 func (t *Tracer) withHandlers(fn func()) {
-	mu := &t.top().hmu
+	mu := &t.top().drain.mu
 	mu.Lock()
 	defer mu.Unlock()
 	fn()
@@ -131,22 +143,22 @@ type RecordOutput interface {
 // and waits for room as long as the output makes progress.
 func (t *Tracer) SetRecordOutput(out RecordOutput) error {
 	return t.do(func(int) error {
-		t.recordOut = out
+		t.drain.out = out
 		return nil
 	})
 }
 
 // written is how many records the output has written so far.
-func (t *Tracer) written() uint64 {
-	if out := t.top().recordOut; out != nil {
+func (d *drainState) written() uint64 {
+	if out := d.out; out != nil {
 		return out.Written()
 	}
 	return 0
 }
 
 // room is how many records the handlers can take now; -1: no bound.
-func (t *Tracer) room() int {
-	out := t.top().recordOut
+func (d *drainState) room() int {
+	out := d.out
 	if out == nil {
 		return -1
 	}
@@ -155,8 +167,8 @@ func (t *Tracer) room() int {
 
 // noRoom is, when the output has no room, a channel closed when it
 // makes some; else nil.
-func (t *Tracer) noRoom() <-chan struct{} {
-	out := t.top().recordOut
+func (d *drainState) noRoom() <-chan struct{} {
+	out := d.out
 	if out == nil {
 		return nil
 	}
@@ -168,12 +180,12 @@ func (t *Tracer) noRoom() <-chan struct{} {
 }
 
 // waitRoom waits until the output has made room, or for at most d.
-func (t *Tracer) waitRoom(d time.Duration) {
-	taken := t.noRoom()
+func (d *drainState) waitRoom(wait time.Duration) {
+	taken := d.noRoom()
 	if taken == nil {
 		return // made since the caller looked
 	}
-	timer := time.NewTimer(d)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-taken:
@@ -183,9 +195,9 @@ func (t *Tracer) waitRoom(d time.Duration) {
 
 // drainRecords runs the handlers of the committed records, as many as
 // the handlers have room for and at most limit (0: no bound) (all:
-// whenever stamped, as drainUpTo); the caller holds hmu.
+// whenever stamped, as drainUpTo); the caller holds drain.mu.
 func (t *Tracer) drainRecords(all bool, limit int) int {
-	room := t.room()
+	room := t.top().drain.room()
 	if t.inproc == nil || room == 0 {
 		return 0
 	}
@@ -250,7 +262,7 @@ func (t *Tracer) DrainRecords() {
 
 // drainFamily is drainRecords of t and of every process it follows, at
 // most limit records each (0: no bound); it returns how many records it
-// handed on. The caller holds hmu.
+// handed on. The caller holds drain.mu.
 func (t *Tracer) drainFamily(limit int) int {
 	n := 0
 	for _, tr := range t.family() {
@@ -267,7 +279,7 @@ type ringAhead struct {
 }
 
 // ringsAhead is ring.Rings.Ahead of t and the processes it follows. The
-// caller holds hmu.
+// caller holds drain.mu.
 func (t *Tracer) ringsAhead() []ringAhead {
 	var all []ringAhead
 	for _, tr := range t.family() {
@@ -283,11 +295,11 @@ func (t *Tracer) ringsAhead() []ringAhead {
 
 // family is t, the root, and the processes it follows.
 func (t *Tracer) family() []*Tracer {
-	return append([]*Tracer{t}, slices.Collect(maps.Values(t.followed))...)
+	return append([]*Tracer{t}, slices.Collect(maps.Values(t.follow.children))...)
 }
 
 // drainAll runs the handlers of every committed record, waiting for
-// room. The caller holds hmu.
+// room. The caller holds drain.mu.
 func (t *Tracer) drainAll() {
 	if t.inproc != nil {
 		t.untilDrained(func(limit int) bool { return t.drainUpTo(limit, true) > 0 })
@@ -300,15 +312,16 @@ func (t *Tracer) drainAll() {
 // reader that stopped reading) it goes on with no bound, and the output
 // drops and counts what it cannot take.
 func (t *Tracer) untilDrained(drain func(limit int) (more bool)) {
-	stuck, seen := time.Now(), t.written()
+	d := &t.top().drain
+	stuck, seen := time.Now(), d.written()
 	for {
-		room := t.room()
+		room := d.room()
 		if room == 0 {
-			if w := t.written(); w != seen {
+			if w := d.written(); w != seen {
 				stuck, seen = time.Now(), w
 			}
 			if time.Since(stuck) < 2*time.Second {
-				t.waitRoom(10 * time.Millisecond)
+				d.waitRoom(10 * time.Millisecond)
 				continue
 			}
 		}

@@ -48,11 +48,11 @@ var errNoErrno = errors.New("no C library with a thread-local errno (glibc's lib
 // errnoOffset is errno's offset from the thread pointer in the address
 // space the process has now, found once for it.
 func (t *Tracer) errnoOffset() (uint64, error) {
-	if t.errno.space != t.space {
-		t.errno = errnoPlace{space: t.space}
-		t.errno.off, t.errno.err = t.findErrnoOffset()
+	if t.inject.errno.space != t.space {
+		t.inject.errno = errnoPlace{space: t.space}
+		t.inject.errno.off, t.inject.errno.err = t.findErrnoOffset()
 	}
-	return t.errno.off, t.errno.err
+	return t.inject.errno.off, t.inject.errno.err
 }
 
 // findErrnoOffset reads errno's offset from the thread pointer out of the

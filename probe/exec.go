@@ -25,7 +25,7 @@ import (
 // dropped at an exec are resolved again in the new program.
 func (t *Tracer) SetFollow(on bool) error {
 	return t.do(func(int) error {
-		t.follow = on
+		t.follow.on = on
 		return nil
 	})
 }
@@ -35,14 +35,14 @@ func (t *Tracer) SetFollow(on bool) error {
 // thread and must not call the Tracer.
 func (t *Tracer) SetNotify(fn func(msg string)) error {
 	return t.do(func(int) error {
-		t.notify = fn
+		t.follow.notify = fn
 		return nil
 	})
 }
 
 func (t *Tracer) note(format string, a ...any) {
-	if t.notify != nil {
-		t.notify(fmt.Sprintf(format, a...))
+	if t.follow.notify != nil {
+		t.follow.notify(fmt.Sprintf(format, a...))
 	}
 }
 
@@ -61,13 +61,13 @@ func (t *Tracer) onExec(ev tracee.Event) {
 		// leaves it (handler only: flags, restorer and mask cleared).
 		// Only this thread is left.
 		t.restoreTrapIgnored([4]uint64{1}, ev.Tid)
-		t.trapAct = trapAction{act: [4]uint64{1}, known: true}
+		t.traps.program = trapAction{act: [4]uint64{1}, known: true}
 	} else {
-		t.trapAct = trapAction{} // handlers are SIG_DFL in the new program
+		t.traps.program = trapAction{} // handlers are SIG_DFL in the new program
 	}
 	dropped := t.forgetProgram()
-	t.execDropped = append(t.execDropped, dropped...)
-	if len(dropped) > 0 && !t.follow {
+	t.follow.execDropped = append(t.follow.execDropped, dropped...)
+	if len(dropped) > 0 && !t.follow.on {
 		t.note("pid %d exec'd %s: its probes were dropped (-f re-resolves them)", t.pid, t.programPath())
 	}
 	if err := t.armExecEntry(); err != nil {
@@ -84,16 +84,16 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	// First the old program's records, under its threads' names,
 	// before anything of it is forgotten.
 	t.retireRings()
-	for tid := range t.shadow {
+	for tid := range t.ret.shadow {
 		t.threadGone(tid)
 	}
-	for id, cs := range t.goStacks {
+	for id, cs := range t.ret.goStacks {
 		t.retireStack(cs)
 		hit := Hit{Pid: t.pid, Comm: t.commOf(0), Time: t.now(), CPU: getcpu()}
 		for cs.top() != nil {
 			t.lose(cs, &hit, false)
 		}
-		delete(t.goStacks, id)
+		delete(t.ret.goStacks, id)
 	}
 	for name, p := range t.probes {
 		if p.onEnable != nil {
@@ -110,10 +110,10 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 		t.note("pid %d exec'd: the function tracer stops here", t.pid)
 	}
 	t.newAddressSpace()
-	t.xol, t.trampoline, t.trampTrap, t.signer, t.goidOff = nil, 0, 0, 0, 0
-	t.mbox, t.mboxTried = nil, false
-	t.rescue, t.ourTrap, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil // exec reset the action and unmapped the page
-	t.execEntry = 0
+	t.step.xol, t.ret.trampoline, t.ret.trap, t.ret.signer, t.ret.goidOff = nil, 0, 0, 0, 0
+	t.mail.box, t.mail.tried = nil, false
+	t.traps.rescue, t.traps.ours, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil // exec reset the action and unmapped the page
+	t.follow.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
 	return dropped
 }
@@ -131,21 +131,21 @@ func (t *Tracer) armExecEntry() error {
 	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(entry)); err != nil {
 		return err
 	}
-	t.execEntry, t.execEntryOrig = entry, orig
+	t.follow.execEntry, t.follow.execEntryOrig = entry, orig
 	return nil
 }
 
 // disarmExecEntry takes the entry breakpoint out, for detach.
 func (t *Tracer) disarmExecEntry() {
-	if t.execEntry != 0 {
-		t.proc.WriteAt(t.execEntryOrig, int64(t.execEntry))
-		t.execEntry = 0
+	if t.follow.execEntry != 0 {
+		t.proc.WriteAt(t.follow.execEntryOrig, int64(t.follow.execEntry))
+		t.follow.execEntry = 0
 	}
 }
 
 // onExecEntry serves the new program's arrival at its entry point.
 func (t *Tracer) onExecEntry(tid int, regs *unix.PtraceRegs) {
-	addr := t.execEntry
+	addr := t.follow.execEntry
 	t.disarmExecEntry()
 	regs.SetPC(addr)
 	t.proc.SetRegs(tid, regs)
@@ -159,9 +159,9 @@ func (t *Tracer) programReady(tid int) {
 	if space, err := symbols.LoadProcess(t.pid); err == nil {
 		t.setSpace(space)
 	}
-	dropped := t.execDropped
-	t.execDropped = nil
-	if !t.follow {
+	dropped := t.follow.execDropped
+	t.follow.execDropped = nil
+	if !t.follow.on {
 		return
 	}
 	for _, p := range dropped {

@@ -21,10 +21,21 @@ import (
 // child shares its parent's memory: it runs adopted, its hits unreported,
 // as without Follow; once it execs it is a new program, followed as any.
 
+// followState is what following forks and execs needs.
+type followState struct {
+	on            bool            // SetFollow: re-resolve probes after an exec
+	notify        func(string)    // SetNotify
+	execDropped   []*Probe        // probes of the old program, until the new one is ready
+	execEntry     uint64          // the new program's entry point, while a breakpoint is there
+	execEntryOrig []byte          // the bytes it replaced
+	root          *Tracer         // for a followed process: the tracer whose loop serves it
+	children      map[int]*Tracer // on the root: followed processes by pid
+}
+
 // top returns the tracer whose thread and loop serve this one.
 func (t *Tracer) top() *Tracer {
-	if t.root != nil {
-		return t.root
+	if t.follow.root != nil {
+		return t.follow.root
 	}
 	return t
 }
@@ -33,21 +44,24 @@ func (t *Tracer) top() *Tracer {
 func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	r := t.top()
 	c := &Tracer{
-		root: r, pid: proc.Pid, proc: proc, launched: proc.Launched,
-		kick: make(chan struct{}, 1), started: r.started, done: r.done,
+		pid: proc.Pid, proc: proc, launched: proc.Launched,
+		cmds:    commandQueue{kick: make(chan struct{}, 1)},
+		started: r.started, done: r.done,
 		probes: make(map[string]*Probe),
 		place:  tracee.NewPlacer(proc.Pid, false),
 		tuning: r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,
-		follow: true, notify: r.notify, space: t.space, pacMask: r.pacMask, ourTrap: t.ourTrap,
+		follow: followState{on: true, notify: r.follow.notify, root: r},
+		space:  t.space, pacMask: r.pacMask,
 	}
+	c.traps.ours = t.traps.ours
 	c.newAddressSpace()
 	c.shownSpace.Store(t.space)
 	proc.Delivering = c.mailboxSignal
-	c.env = fetch.HitEnv{Mem: proc, Symbolize: c.symbolize, FPRegs: c.readFPRegs}
-	if r.followed == nil {
-		r.followed = make(map[int]*Tracer)
+	c.scratch.env = fetch.HitEnv{Mem: proc, Symbolize: c.symbolize, FPRegs: c.readFPRegs}
+	if r.follow.children == nil {
+		r.follow.children = make(map[int]*Tracer)
 	}
-	r.followed[proc.Pid] = c
+	r.follow.children[proc.Pid] = c
 	return c
 }
 
@@ -69,11 +83,11 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		c.sites[addr] = &cp
 	}
 	c.copyDetours(t)
-	for _, a := range t.xol {
+	for _, a := range t.step.xol {
 		cp := *a
-		c.xol = append(c.xol, &cp)
+		c.step.xol = append(c.step.xol, &cp)
 	}
-	maps.Copy(c.restartSlots, t.restartSlots)
+	maps.Copy(c.step.restartSlots, t.step.restartSlots)
 	if t.inproc != nil {
 		c.forkRings(t, ev.Tid)
 	}
@@ -81,20 +95,20 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		c.probes[name] = p
 	}
 	c.sysProbes = copySysProbes(t.sysProbes)
-	c.trampoline, c.trampTrap, c.goidOff, c.ft = t.trampoline, t.trampTrap, t.goidOff, t.ft
-	c.mbox, c.mboxTried = t.mbox, true // shared with the child, as the memory
+	c.ret.trampoline, c.ret.trap, c.ret.goidOff, c.ft = t.ret.trampoline, t.ret.trap, t.ret.goidOff, t.ft
+	c.mail.box, c.mail.tried = t.mail.box, true // shared with the child, as the memory
 	if t.linker != nil {
 		// The r_brk breakpoint is among the sites copied.
 		c.linker = &linkerWatch{rDebug: t.linker.rDebug, unloading: map[int]bool{}, err: t.linker.err}
 	}
-	for i, cs := range t.threadStacks(ev.Tid) {
+	for i, cs := range t.ret.threadStacks(ev.Tid) {
 		cp := *cs
 		cp.frames = append([]shadowFrame(nil), cs.frames...)
 		cp.lane = int64(proc.Pid)
 		if i == 0 {
-			c.shadow[proc.Pid] = &cp
+			c.ret.shadow[proc.Pid] = &cp
 		} else {
-			c.parked[proc.Pid] = append(c.parked[proc.Pid], &cp)
+			c.ret.parked[proc.Pid] = append(c.ret.parked[proc.Pid], &cp)
 		}
 	}
 	proc.Cont(proc.Pid, sig)
@@ -108,18 +122,18 @@ func (t *Tracer) followExec(ev tracee.Event) bool {
 	if err != nil {
 		return false
 	}
-	delete(t.forkedReturns, ev.Tid)
+	delete(t.ret.forked, ev.Tid)
 	c := t.newFollowed(proc)
 	c.sysProbes = copySysProbes(t.sysProbes)
 	for name, p := range t.probes {
 		if p.onEnable != nil {
 			c.probes[name] = p
 		} else {
-			c.execDropped = append(c.execDropped, p)
+			c.follow.execDropped = append(c.follow.execDropped, p)
 		}
 	}
-	c.execDropped = append(c.execDropped, t.execDropped...)
-	sort.Slice(c.execDropped, func(i, j int) bool { return c.execDropped[i].Name() < c.execDropped[j].Name() })
+	c.follow.execDropped = append(c.follow.execDropped, t.follow.execDropped...)
+	sort.Slice(c.follow.execDropped, func(i, j int) bool { return c.follow.execDropped[i].Name() < c.follow.execDropped[j].Name() })
 	if err := c.armExecEntry(); err != nil {
 		c.programReady(proc.Pid)
 	}
@@ -141,14 +155,14 @@ func copySysProbes(m map[sysKey][]*Probe) map[sysKey][]*Probe {
 // serveEvent gives ev to the tracer of its process, and lets go of a
 // followed process that is gone.
 func (t *Tracer) serveEvent(ev tracee.Event) {
-	if t.followed == nil || ev.Pid == t.pid {
+	if t.follow.children == nil || ev.Pid == t.pid {
 		t.dispatch(ev)
-		if t.followed != nil && !t.proc.Alive() {
+		if t.follow.children != nil && !t.proc.Alive() {
 			t.moveBell()
 		}
 		return
 	}
-	c := t.followed[ev.Pid]
+	c := t.follow.children[ev.Pid]
 	if c == nil {
 		t.dispatch(ev)
 		return
@@ -158,13 +172,13 @@ func (t *Tracer) serveEvent(ev tracee.Event) {
 		c.retireRings()
 		c.retireAll()
 		c.proc.Leave()
-		delete(t.followed, ev.Pid)
+		delete(t.follow.children, ev.Pid)
 		t.moveBell()
 	}
 }
 
 // alive reports whether any traced process is left.
-func (t *Tracer) alive() bool { return t.proc.Alive() || len(t.followed) > 0 }
+func (t *Tracer) alive() bool { return t.proc.Alive() || len(t.follow.children) > 0 }
 
 // moveBell points the doorbell at a live process: the root, or once it is
 // gone, a followed one.
@@ -172,26 +186,18 @@ func (t *Tracer) moveBell() {
 	bell := t.pid
 	if !t.proc.Alive() {
 		bell = 0
-		for pid := range t.followed {
+		for pid := range t.follow.children {
 			bell = pid
 			break
 		}
 	}
-	t.bell.Store(int32(bell))
-}
-
-// bellPid is the process the doorbell rings at.
-func (t *Tracer) bellPid() int {
-	if b := int(t.bell.Load()); b != 0 {
-		return b
-	}
-	return t.pid
+	t.cmds.bell.Store(int32(bell))
 }
 
 // detachFamily detaches from every followed process, then from ours.
 // anchor is a held thread of any of them, or 0.
 func (t *Tracer) detachFamily(anchor int) {
-	for pid, c := range t.followed {
+	for pid, c := range t.follow.children {
 		a := 0
 		if c.proc.Thread(anchor) != nil {
 			a = anchor
@@ -199,7 +205,7 @@ func (t *Tracer) detachFamily(anchor int) {
 		c.detachAll(a)
 		c.retireRings()
 		c.proc.Leave()
-		delete(t.followed, pid)
+		delete(t.follow.children, pid)
 		t.lostHits += c.lostHits
 	}
 	if t.proc.Thread(anchor) == nil {

@@ -21,7 +21,7 @@ import (
 
 // onFork cleans or adopts the child of a fork, then resumes both.
 func (t *Tracer) onFork(ev tracee.Event) {
-	if t.follow && !ev.SharedMemory && t.followFork(ev) {
+	if t.follow.on && !ev.SharedMemory && t.followFork(ev) {
 		t.resume(ev.Tid)
 		return
 	}
@@ -42,14 +42,14 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 		// lead it to the trampoline, and must go home as the parent's
 		// would (the kernel copies the return instances for vfork).
 		var rets []forkedReturn
-		for _, cs := range t.threadStacks(ev.Tid) {
+		for _, cs := range t.ret.threadStacks(ev.Tid) {
 			for _, f := range cs.frames {
 				if f.hijacked && !f.unhooked {
 					rets = append(rets, forkedReturn{sp: f.sp, ret: f.ret})
 				}
 			}
 		}
-		t.forkedReturns[ev.NewTid] = rets
+		t.ret.forked[ev.NewTid] = rets
 		t.recordVfork(ev.Tid, ev.NewTid)
 		return true
 	}
@@ -67,7 +67,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 	// all (and on arm64 its x30, where a hooked leaf forked).
 	t.unhijackInprocIn(child, ev.Tid)
 	t.unhookChildLR(ev.NewTid, ev.Tid)
-	for _, cs := range t.threadStacks(ev.Tid) {
+	for _, cs := range t.ret.threadStacks(ev.Tid) {
 		for _, f := range cs.frames {
 			if f.hijacked && !f.unhooked {
 				t.unhijackChild(child, ev.Tid, &f)
@@ -103,13 +103,13 @@ func unhijackIn(child memory, sp, ret, trampoline uint64) bool {
 // displaced instruction runs, and nothing is reported.
 func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	addr := regs.PC() - singlestep.BreakpointPCAdjust
-	if addr == t.trampTrap && t.trampTrap != 0 {
+	if addr == t.ret.trap && t.ret.trap != 0 {
 		slot := tracee.SP(regs) - returnPops
-		rets := t.forkedReturns[tid]
+		rets := t.ret.forked[tid]
 		for i := len(rets) - 1; i >= 0; i-- {
 			if rets[i].sp == slot {
 				regs.SetPC(rets[i].ret)
-				t.forkedReturns[tid] = rets[:i]
+				t.ret.forked[tid] = rets[:i]
 				t.proc.SetRegs(tid, regs)
 				t.proc.Cont(tid, 0)
 				return
@@ -120,7 +120,7 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	}
 	s := t.sites[addr]
 	if s == nil {
-		if o := t.detours[addr]; o != nil {
+		if o := t.jumps.detours[addr]; o != nil {
 			t.passDetour(tid, regs, o) // on through the copies
 			return
 		}

@@ -160,7 +160,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 		t.ft = nil
 	}
 	if isGo(t.space.Main()) {
-		t.findGoid(t.space.Main())
+		t.ret.findGoid(t.space.Main())
 	}
 	needTrampoline := false
 	for _, c := range funcs {
@@ -234,14 +234,14 @@ func (t *Tracer) removeFuncTracer() error {
 	// The stack tracer's deepest points so far stay reported.
 	t.retireAll()
 	t.pastStacks = append(t.pastStacks, t.ft.stacks...)
-	for tid := range t.shadow {
-		for _, cs := range t.threadStacks(tid) {
+	for tid := range t.ret.shadow {
+		for _, cs := range t.ret.threadStacks(tid) {
 			t.forgetCalls(cs)
 		}
 	}
 	// Go calls are followed only for the function tracer, at entries and
 	// RETs that are going: nothing on those stacks is anyone's any more.
-	t.goStacks = make(map[int64]*callStack)
+	t.ret.goStacks = make(map[int64]*callStack)
 	t.ft = nil
 	return t.dropEmpty(used)
 }

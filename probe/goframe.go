@@ -27,7 +27,7 @@ const goStackTop = 1 << 62
 // is followed by thread instead.
 func (t *Tracer) goStack(tid int, regs *unix.PtraceRegs) (*callStack, uint64) {
 	key, lane, goid, pos, base := t.goroutineOf(tid, regs)
-	cs := t.goLane(key, lane, base)
+	cs := t.ret.goLane(key, lane, base)
 	cs.goroutine = goid
 	return cs, pos
 }
@@ -43,16 +43,16 @@ func (t *Tracer) goroutineOf(tid int, regs *unix.PtraceRegs) (key, lane, goid in
 		// One read for the stack bounds and, when its place is known,
 		// the goroutine id: a g is reused by later goroutines, an id
 		// is not.
-		b := t.gbuf[:16]
-		if t.goidOff > 0 {
-			b = t.gbuf[:t.goidOff+8]
+		b := t.ret.gbuf[:16]
+		if t.ret.goidOff > 0 {
+			b = t.ret.gbuf[:t.ret.goidOff+8]
 		}
 		if _, err := t.proc.ReadAt(b, int64(g)); err == nil {
 			lo, hi := binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
 			if lo < tracee.SP(regs) && tracee.SP(regs) <= hi && hi-lo <= 1<<30 {
 				lane = int64(g)
-				if t.goidOff > 0 {
-					goid = int64(binary.LittleEndian.Uint64(b[t.goidOff:]))
+				if t.ret.goidOff > 0 {
+					goid = int64(binary.LittleEndian.Uint64(b[t.ret.goidOff:]))
 					lane = goid
 				}
 				return lane, lane, goid, goStackTop - (hi - tracee.SP(regs)), goStackTop
@@ -78,18 +78,18 @@ func (h *Hit) Lane() (lane, goroutine int64) {
 const maxGoidOff = 512
 
 // findGoid learns where runtime.g keeps the goroutine id, from DWARF.
-func (t *Tracer) findGoid(m *symbols.Mapped) {
+func (r *returnState) findGoid(m *symbols.Mapped) {
 	if off, err := m.StructFieldOffset("runtime.g", "goid"); err == nil && off >= 16 && off <= maxGoidOff {
-		t.goidOff = int(off)
+		r.goidOff = int(off)
 	}
 }
 
-func (t *Tracer) goLane(key, lane int64, base uint64) *callStack {
-	cs := t.goStacks[key]
+func (r *returnState) goLane(key, lane int64, base uint64) *callStack {
+	cs := r.goStacks[key]
 	if cs == nil {
 		cs = &callStack{lane: lane}
 		cs.max.base = base
-		t.goStacks[key] = cs
+		r.goStacks[key] = cs
 	}
 	return cs
 }

@@ -42,10 +42,10 @@ type restartState struct {
 // the thread on when it stands in a restartable sequence just past a
 // probe's instruction (a word before it); false when it does not.
 func (t *Tracer) deferInRestart(tid int) bool {
-	if !restartSequences || t.proc.GetRegs(tid, &t.regs) != nil {
+	if !restartSequences || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return false
 	}
-	pc := t.regs.PC()
+	pc := t.stop.regs.PC()
 	s := t.sites[pc-4]
 	if s == nil || s.insn == nil || s.module == nil || !isGo(s.module) || t.sites[pc] != nil ||
 		!startsRestart(s.insn.Bytes) || !t.inRestart(pc) {
@@ -55,30 +55,30 @@ func (t *Tracer) deferInRestart(tid int) bool {
 	if err != nil {
 		return false
 	}
-	t.restarting[tid] = &restartState{info: info}
+	t.step.restarting[tid] = &restartState{info: info}
 	t.restartStep(tid, pc)
 	return true
 }
 
-// restartStep runs the instruction at pc of thread tid (in t.regs), from
+// restartStep runs the instruction at pc of thread tid (in t.stop.regs), from
 // its copy if it has one.
 func (t *Tracer) restartStep(tid int, pc uint64) {
-	st := t.restarting[tid]
+	st := t.step.restarting[tid]
 	st.steps++
 	st.slot, st.orig = t.restartCopy(tid, pc), pc
 	if st.slot == 0 {
 		t.proc.Step(tid, 0)
 		return
 	}
-	t.regs.SetPC(st.slot)
-	t.proc.SetRegs(tid, &t.regs)
+	t.stop.regs.SetPC(st.slot)
+	t.proc.SetRegs(tid, &t.stop.regs)
 	t.proc.Cont(tid, 0)
 }
 
 // restartCopy is the slot with a copy of the instruction at pc and a
 // breakpoint after it, made once; 0 if it cannot run out of line.
 func (t *Tracer) restartCopy(tid int, pc uint64) uint64 {
-	if slot, ok := t.restartSlots[pc]; ok {
+	if slot, ok := t.step.restartSlots[pc]; ok {
 		return slot
 	}
 	var b [4]byte
@@ -87,7 +87,7 @@ func (t *Tracer) restartCopy(tid int, pc uint64) uint64 {
 	}
 	insn, err := singlestep.Analyze(b[:], pc)
 	if err != nil || !insn.CanBoost() {
-		t.restartSlots[pc] = 0
+		t.step.restartSlots[pc] = 0
 		return 0
 	}
 	slot, err := t.allocSlot(tid, pc)
@@ -104,23 +104,23 @@ func (t *Tracer) restartCopy(tid int, pc uint64) uint64 {
 		t.freeSlot(slot)
 		return 0
 	}
-	t.restartSlots[pc] = slot
+	t.step.restartSlots[pc] = slot
 	return slot
 }
 
 // onRestartStep goes on after a step of the sequence: another while the
 // next instruction is still in it, else on with the deferred signal.
 func (t *Tracer) onRestartStep(tid int) {
-	st := t.restarting[tid]
-	if t.proc.GetRegs(tid, &t.regs) != nil {
-		delete(t.restarting, tid)
+	st := t.step.restarting[tid]
+	if t.proc.GetRegs(tid, &t.stop.regs) != nil {
+		delete(t.step.restarting, tid)
 		return
 	}
-	if st.slot != 0 && t.regs.PC() == st.slot+4 {
-		t.regs.SetPC(st.orig + 4)
-		t.proc.SetRegs(tid, &t.regs)
+	if st.slot != 0 && t.stop.regs.PC() == st.slot+4 {
+		t.stop.regs.SetPC(st.orig + 4)
+		t.proc.SetRegs(tid, &t.stop.regs)
 	}
-	if pc := t.regs.PC(); st.steps < maxRestartSteps && t.sites[pc] == nil && t.inRestart(pc) {
+	if pc := t.stop.regs.PC(); st.steps < maxRestartSteps && t.sites[pc] == nil && t.inRestart(pc) {
 		t.restartStep(tid, pc)
 		return
 	}
@@ -132,19 +132,19 @@ func (t *Tracer) onRestartStep(tid int) {
 // thread in a copy back at the original instruction, or past it, and
 // the signal that waited kept for its next resume.
 func (t *Tracer) leaveRestart(tid int) {
-	st := t.restarting[tid]
+	st := t.step.restarting[tid]
 	if st == nil {
 		return
 	}
-	delete(t.restarting, tid)
-	if st.slot != 0 && t.proc.GetRegs(tid, &t.regs) == nil {
-		switch t.regs.PC() {
+	delete(t.step.restarting, tid)
+	if st.slot != 0 && t.proc.GetRegs(tid, &t.stop.regs) == nil {
+		switch t.stop.regs.PC() {
 		case st.slot:
-			t.regs.SetPC(st.orig)
-			t.proc.SetRegs(tid, &t.regs)
+			t.stop.regs.SetPC(st.orig)
+			t.proc.SetRegs(tid, &t.stop.regs)
 		case st.slot + 4:
-			t.regs.SetPC(st.orig + 4)
-			t.proc.SetRegs(tid, &t.regs)
+			t.stop.regs.SetPC(st.orig + 4)
+			t.proc.SetRegs(tid, &t.stop.regs)
 		}
 	}
 	t.proc.Defer(tid, st.info)

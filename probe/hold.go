@@ -73,9 +73,9 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 			// (A group-stopped thread is parked again, not run, when
 			// let go.)
 		case tracee.EventTrap:
-			if t.proc.GetRegs(tid, &t.regs) == nil && t.sites[t.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
-				t.regs.SetPC(t.regs.PC() - singlestep.BreakpointPCAdjust)
-				t.proc.SetRegs(tid, &t.regs)
+			if t.proc.GetRegs(tid, &t.stop.regs) == nil && t.sites[t.stop.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
+				t.stop.regs.SetPC(t.stop.regs.PC() - singlestep.BreakpointPCAdjust)
+				t.proc.SetRegs(tid, &t.stop.regs)
 			} else if t.isReady() {
 				// Past the start, another int3 of ours (a detour's, a
 				// stub's, a trampoline's) or the program's own: served
@@ -89,8 +89,8 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 					// the attach puts back, or the program's own): run
 					// again, the thread meets what is there then, not
 					// a SIGTRAP delivered later far from it.
-					t.regs.SetPC(t.regs.PC() - singlestep.BreakpointPCAdjust)
-					t.proc.SetRegs(tid, &t.regs)
+					t.stop.regs.SetPC(t.stop.regs.PC() - singlestep.BreakpointPCAdjust)
+					t.proc.SetRegs(tid, &t.stop.regs)
 				} else {
 					t.proc.Defer(tid, info)
 				}

@@ -16,26 +16,26 @@ type inFlight struct {
 
 // handling notes that tid, stopped, resumes with regs at rip if we fail.
 func (t *Tracer) handling(tid int, regs *unix.PtraceRegs, rip uint64) {
-	t.flight.tid, t.flight.regs = tid, *regs
-	t.flight.regs.SetPC(rip)
+	t.stop.flight.tid, t.stop.flight.regs = tid, *regs
+	t.stop.flight.regs.SetPC(rip)
 }
 
 // handled notes that the stop handled has been resumed (or given up).
-func (t *Tracer) handled() { t.flight.tid, t.flight.slot = 0, 0 }
+func (t *Tracer) handled() { t.stop.flight.tid, t.stop.flight.slot = 0, 0 }
 
 // rewindInFlight puts the thread whose stop was being handled when we
 // failed where it can go on without us.
 func (t *Tracer) rewindInFlight() {
-	tid := t.flight.tid
-	t.flight.tid = 0
+	tid := t.stop.flight.tid
+	t.stop.flight.tid = 0
 	if th := t.proc.Thread(tid); tid == 0 || th == nil || !th.Stopped {
 		return
 	}
-	delete(t.stepping, tid)
-	if t.proc.SetRegs(tid, &t.flight.regs) == nil && t.flight.slot != 0 && t.mbox != nil && t.mbox.owns(t.flight.slot-1, tid) {
-		t.mbox.release(t.flight.slot - 1) // it will not run the rest of the routine
+	delete(t.step.threads, tid)
+	if t.proc.SetRegs(tid, &t.stop.flight.regs) == nil && t.stop.flight.slot != 0 && t.mail.box != nil && t.mail.box.owns(t.stop.flight.slot-1, tid) {
+		t.mail.box.release(t.stop.flight.slot - 1) // it will not run the rest of the routine
 	}
-	t.flight.slot = 0
+	t.stop.flight.slot = 0
 }
 
 // returnTarget is where a thread on the trampoline with its return slot at

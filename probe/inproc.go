@@ -267,7 +267,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		return nil
 	}
 	l.Base = addr
-	t.mapped = append(t.mapped, mappedRange{addr, l.Size()})
+	t.maps.made = append(t.maps.made, mappedRange{addr, l.Size()})
 	t.inproc = t.newInproc(ring.New(mem, l), clock)
 	t.proc.Prefault(t.inproc.rings.OwnerPages()) // only the first record's faults are at stake
 	if off, err := t.errnoOffset(); err == nil && int64(off) == int64(int32(off)) && off != 0 {
@@ -476,8 +476,8 @@ func (t *Tracer) retireRings() {
 	t.drainAll()
 	in.stopWaiting()
 	r := t.top()
-	r.lostPast = addLost(r.lostPast, in.rings.Lost(in.freed))
-	r.waitedPast += in.clock.Duration(in.rings.Waited())
+	r.drain.lostPast = addLost(r.drain.lostPast, in.rings.Lost(in.freed))
+	r.drain.waitedPast += in.clock.Duration(in.rings.Waited())
 	in.rings.Release()
 	t.inproc, t.inprocWhy = nil, ""
 }
@@ -499,7 +499,7 @@ func addLost(a, b ring.Lost) ring.Lost {
 func (t *Tracer) RecordsLost() ring.Lost {
 	var l ring.Lost
 	t.withHandlers(func() {
-		l = t.lostPast
+		l = t.drain.lostPast
 		for _, tr := range t.family() {
 			if in := tr.inproc; in != nil {
 				l = addLost(l, in.rings.Lost(in.freed))

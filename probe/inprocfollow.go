@@ -66,7 +66,7 @@ func (c *Tracer) forgetRecordSites(parent *Tracer, tid int) {
 	sts := c.recordSites()
 	c.unoptimize(sts)
 	for _, st := range sts {
-		delete(c.detours, st.opt.at)
+		delete(c.jumps.detours, st.opt.at)
 		st.opt, st.trapWhy = nil, c.inprocWhy
 	}
 	parent.unhookFrames(c.proc, tid, parent.inprocFrames(tid))

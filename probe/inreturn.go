@@ -57,7 +57,7 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 // return pops. ret is the return address the entry found at sp; hooked
 // says whether the stub hooked the return.
 func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
-	cs := t.threadStack(hit.Tid)
+	cs := t.ret.threadStack(hit.Tid)
 	sp := tracee.SP(hit.Regs)
 	f := shadowFrame{sp: sp, ret: ret, site: s, time: hit.Time}
 	if ret == t.inproc.trampoline {
@@ -75,7 +75,7 @@ func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 		// one the tracer hooked may be a coroutine's, parked on
 		// another stack: stackAt leaves it be.
 		pos := sp
-		if ret == t.trampoline && ret != 0 {
+		if ret == t.ret.trampoline && ret != 0 {
 			pos--
 		}
 		cs = t.stackAt(hit.Tid, cs, pos, hit)
@@ -176,7 +176,7 @@ func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64
 	for _, f := range frames {
 		note(f.Slot, f.Ret&^ring.UnhookedBit)
 	}
-	for _, cs := range t.threadStacks(tid) {
+	for _, cs := range t.ret.threadStacks(tid) {
 		for _, f := range cs.frames {
 			note(f.sp, f.ret)
 		}
@@ -186,14 +186,14 @@ func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64
 
 // isTrampoline reports whether ret is one of our return trampolines.
 func (t *Tracer) isTrampoline(ret uint64) bool {
-	return ret != 0 && (ret == t.trampoline || t.inproc != nil && ret == t.inproc.trampoline)
+	return ret != 0 && (ret == t.ret.trampoline || t.inproc != nil && ret == t.inproc.trampoline)
 }
 
 // retargetHijacked gives the tracer's hooked frames that kept the
 // in-process trampoline as their return address the address their slot
 // returns to in the end (slotHomes), for restoreReturns to put back.
 func (t *Tracer) retargetHijacked(tid int, home map[uint64]uint64) {
-	for _, cs := range t.threadStacks(tid) {
+	for _, cs := range t.ret.threadStacks(tid) {
 		for i := range cs.frames {
 			if f := &cs.frames[i]; f.hijacked && f.ret == t.inproc.trampoline && home[f.sp] != 0 {
 				f.ret = home[f.sp]
@@ -267,7 +267,7 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 			live = append(live, f)
 		}
 		frames = live
-		if cs := t.shadow[tid]; cs != nil {
+		if cs := t.ret.shadow[tid]; cs != nil {
 			t.dropDead(cs, tracee.SP(regs), false, hit)
 		}
 	}

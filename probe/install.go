@@ -12,6 +12,14 @@ import (
 	"github.com/probedbg/probe/symbols"
 )
 
+// stepState is the displaced instructions in flight, and where they run.
+type stepState struct {
+	threads      map[int]*site         // threads whose displaced instruction is in flight
+	restarting   map[int]*restartState // threads stepped out of a Go restartable sequence (gorestart.go)
+	restartSlots map[uint64]uint64     // the copies they step from, by the instruction's address
+	xol          []*xolArea
+}
+
 // xolArea is a page range injected into the tracee holding out-of-line
 // copies of displaced instructions, one slot each.
 type xolArea struct {
@@ -308,14 +316,14 @@ func (t *Tracer) newXOLArea(anchor int, addr uint64) (*xolArea, error) {
 	// (restoreLeftovers).
 	t.proc.WriteAt(xolMagic[:], int64(base))
 	a := &xolArea{base: base, size: xolAreaSize, used: singlestep.SlotSize}
-	t.xol = append(t.xol, a)
-	t.mapped = append(t.mapped, mappedRange{base, xolAreaSize})
+	t.step.xol = append(t.step.xol, a)
+	t.maps.made = append(t.maps.made, mappedRange{base, xolAreaSize})
 	return a, nil
 }
 
 // freeSlot returns the slot allocSlot just gave, unused.
 func (t *Tracer) freeSlot(slot uint64) {
-	for _, a := range t.xol {
+	for _, a := range t.step.xol {
 		if slot == a.base+a.used-singlestep.SlotSize {
 			a.used -= singlestep.SlotSize
 			return

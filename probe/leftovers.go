@@ -121,7 +121,7 @@ func (t *Tracer) restoreLeftovers() {
 	if keep || hooked || t.installHeld == nil || !t.unmapUnreached(t.anchor, append([]int{t.anchor}, t.installHeld...), old) {
 		// A thread in them (inside one of its stubs, say, which it
 		// leaves at once, the text back): again at the detach.
-		t.leftovers, t.leftoverFiles, removed = old, ms.files, "to be removed at the detach"
+		t.maps.left, t.maps.leftFiles, removed = old, ms.files, "to be removed at the detach"
 	}
 	if done+returns > 0 {
 		fmt.Fprintf(os.Stderr, "probe: pid %d: put back %d places in its text that an earlier probe left patched (killed before it could detach), %d return addresses it had hooked; its %d mappings %s\n", t.pid, done, returns, len(old), removed)

@@ -32,14 +32,14 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 	defer t.reringDoorbell()
 	switch ev.Kind {
 	case tracee.EventTrap:
-		t.stopTime, t.stopTid, t.stopCPU = t.now(), ev.Tid, t.mailboxCPU(ev.Tid)
+		t.stop.time, t.stop.tid, t.stop.cpu = t.now(), ev.Tid, t.mail.cpu(ev.Tid)
 		if t.inproc != nil {
-			t.stopStamp = t.inproc.clock.Stamp()
+			t.stop.stamp = t.inproc.clock.Stamp()
 		}
-		t.place.Hit(ev.Tid, t.stopTime, t.proc.Slept, t.stopCPU)
+		t.place.Hit(ev.Tid, t.stop.time, t.proc.Slept, t.stop.cpu)
 		t.onTrap(ev.Tid)
 		t.handled()
-		t.stopTime, t.stopTid, t.stopStamp = 0, 0, 0
+		t.stop.time, t.stop.tid, t.stop.stamp = 0, 0, 0
 	case tracee.EventSignal:
 		t.onSignal(ev.Tid, ev.Sig)
 	case tracee.EventGroupStop:
@@ -56,16 +56,16 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 		// A vfork child leaves our memory: what its parent's thread
 		// records from now on is the parent's.
 		t.recordVforkDone(ev.Tid)
-		if t.follow && t.followExec(ev) {
+		if t.follow.on && t.followExec(ev) {
 			return
 		}
-		delete(t.forkedReturns, ev.Tid)
+		delete(t.ret.forked, ev.Tid)
 		t.proc.Detach(ev.Tid, 0)
 	case tracee.EventExit:
-		delete(t.stepping, ev.Tid)
+		delete(t.step.threads, ev.Tid)
 		t.mailboxThreadGone(ev.Tid)
 		if ev.Forked {
-			delete(t.forkedReturns, ev.Tid)
+			delete(t.ret.forked, ev.Tid)
 			t.recordVforkDone(ev.Tid)
 			return
 		}
@@ -119,19 +119,19 @@ func exitStatus(ws unix.WaitStatus) ExitStatus {
 // onTrap handles a SIGTRAP stop: a probe hit, the end of an out-of-line
 // step, or a trap that belongs to the tracee.
 func (t *Tracer) onTrap(tid int) {
-	regs := &t.regs
-	if t.mbox != nil && t.mailboxTrap(tid, regs) {
+	regs := &t.stop.regs
+	if t.mail.box != nil && t.mailboxTrap(tid, regs) {
 		return
 	}
 	if err := t.proc.GetRegs(tid, regs); err != nil {
 		return // the thread died under us
 	}
 	t.settleMailbox(tid, regs)
-	if s := t.stepping[tid]; s != nil {
+	if s := t.step.threads[tid]; s != nil {
 		t.onStepDone(tid, s, regs)
 		return
 	}
-	if _, ok := t.restarting[tid]; ok {
+	if _, ok := t.step.restarting[tid]; ok {
 		t.onRestartStep(tid)
 		return
 	}
@@ -140,7 +140,7 @@ func (t *Tracer) onTrap(tid int) {
 		return
 	}
 	addr := regs.PC() - singlestep.BreakpointPCAdjust
-	if addr == t.trampTrap && t.trampTrap != 0 {
+	if addr == t.ret.trap && t.ret.trap != 0 {
 		t.onReturn(tid, regs)
 		return
 	}
@@ -150,7 +150,7 @@ func (t *Tracer) onTrap(tid int) {
 	}
 	s, via := t.sites[addr], (*jumpOpt)(nil)
 	if s == nil {
-		if via = t.detours[addr]; via == nil {
+		if via = t.jumps.detours[addr]; via == nil {
 			t.onForeignTrap(tid, regs)
 			return
 		}
@@ -261,7 +261,7 @@ func (t *Tracer) runDisplaced(tid int, s *site, regs *unix.PtraceRegs, hit *Hit)
 	}
 	regs.SetPC(s.slot)
 	t.proc.SetRegs(tid, regs)
-	t.stepping[tid] = s
+	t.step.threads[tid] = s
 	t.proc.Step(tid, 0)
 }
 
@@ -271,19 +271,19 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) *Hit {
 	if t.inproc != nil {
 		// What the threads recorded before this stop goes first: events
 		// stay in the order they happened.
-		stamp := t.stopStamp
+		stamp := t.stop.stamp
 		if stamp == 0 {
 			stamp = t.inproc.clock.Stamp()
 		}
 		t.drainUntil(tid, stamp)
 	}
 	comm := t.threadComm(tid)
-	now := t.stopTime
+	now := t.stop.time
 	if now == 0 {
 		now = t.now()
 	}
-	t.hit = Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
-	return &t.hit
+	t.stop.hit = Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
+	return &t.stop.hit
 }
 
 // threadComm is thread tid's name, read once and kept: a record may be
@@ -328,7 +328,7 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 		t.proc.Step(tid, 0)
 		return
 	}
-	delete(t.stepping, tid)
+	delete(t.step.threads, tid)
 	s.insn.Fixup(regs, t.proc, s.slot)
 	if s.post {
 		t.handling(tid, regs, regs.PC())
@@ -343,7 +343,7 @@ func (t *Tracer) onStepDone(tid int, s *site, regs *unix.PtraceRegs) {
 // instruction), or the tracee's own (deliver it).
 func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 	addr := regs.PC() - singlestep.BreakpointPCAdjust
-	if addr == t.execEntry && addr != 0 {
+	if addr == t.follow.execEntry && addr != 0 {
 		t.onExecEntry(tid, regs)
 		return
 	}
@@ -369,7 +369,7 @@ func (t *Tracer) onSignal(tid, sig int) {
 	if debugFaults && (sig == int(unix.SIGSEGV) || sig == int(unix.SIGBUS) || sig == int(unix.SIGILL)) {
 		t.describeFault(tid, sig)
 	}
-	s := t.stepping[tid]
+	s := t.step.threads[tid]
 	t.leaveRestart(tid) // a step of it faulted: the fault is the program's
 	if sig != int(unix.SIGSTOP) && s == nil && t.deferInRestart(tid) {
 		return
@@ -385,7 +385,7 @@ func (t *Tracer) onSignal(tid, sig int) {
 		return
 	}
 	if sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
-		t.top().answered()
+		t.top().cmds.answered()
 		t.top().runCommands(tid)
 		if !t.detached {
 			t.resume(tid)
@@ -397,10 +397,10 @@ func (t *Tracer) onSignal(tid, sig int) {
 		return
 	}
 	if isFault(sig, info) {
-		delete(t.stepping, tid)
-		if t.proc.GetRegs(tid, &t.regs) == nil {
-			t.regs.SetPC(s.addr)
-			t.proc.SetRegs(tid, &t.regs)
+		delete(t.step.threads, tid)
+		if t.proc.GetRegs(tid, &t.stop.regs) == nil {
+			t.stop.regs.SetPC(s.addr)
+			t.proc.SetRegs(tid, &t.stop.regs)
 		}
 		t.proc.Cont(tid, sig)
 		return
@@ -416,10 +416,10 @@ func (t *Tracer) onSignal(tid, sig int) {
 // at the jump back. A signal that comes before the copy has run leaves
 // the thread in the slot: sent back, it would hit the probe twice.
 func (t *Tracer) leaveSlot(tid, sig int) {
-	if t.proc.GetRegs(tid, &t.regs) != nil {
+	if t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
-	rip := t.regs.PC()
+	rip := t.stop.regs.PC()
 	st := t.slotAt(rip)
 	if st == nil {
 		return
@@ -430,19 +430,19 @@ func (t *Tracer) leaveSlot(tid, sig int) {
 		if err != nil || !isFault(sig, info) {
 			return
 		}
-		t.regs.SetPC(st.addr)
+		t.stop.regs.SetPC(st.addr)
 	case uint64(st.insn.Len):
-		t.regs.SetPC(st.addr + uint64(st.insn.Len))
+		t.stop.regs.SetPC(st.addr + uint64(st.insn.Len))
 	default:
 		return
 	}
-	t.proc.SetRegs(tid, &t.regs)
+	t.proc.SetRegs(tid, &t.stop.regs)
 }
 
 // slotAt returns the site whose out-of-line slot rip is in, or nil.
 func (t *Tracer) slotAt(rip uint64) *site {
 	inXOL := false
-	for _, a := range t.xol {
+	for _, a := range t.step.xol {
 		inXOL = inXOL || a.base <= rip && rip < a.base+a.size
 	}
 	if !inXOL {
@@ -459,7 +459,7 @@ func (t *Tracer) slotAt(rip uint64) *site {
 // resume restarts a thread held for commands: a thread in the middle of a
 // step goes on stepping.
 func (t *Tracer) resume(tid int) {
-	if t.stepping[tid] != nil {
+	if t.step.threads[tid] != nil {
 		t.proc.Step(tid, 0)
 		return
 	}
@@ -489,14 +489,14 @@ func (t *Tracer) pollWhileStopped() {
 		return
 	}
 	select {
-	case <-t.kick:
+	case <-t.cmds.kick:
 		tid, err := t.proc.Hold()
 		if err != nil {
 			return
 		}
 		// A doorbell rung now stays pending until SIGCONT flushes it, or
 		// is swallowed later: either way it is not owed any more.
-		t.answered()
+		t.cmds.answered()
 		t.withHandlers(func() { t.runCommands(tid) })
 		if !t.detached {
 			t.proc.Listen(tid)

@@ -30,6 +30,15 @@ import (
 // settled into the equivalent ordinary stop (settleMailbox), as is every
 // one met by detach and the other slow paths.
 
+// mailState is the mailbox of a process and what uses it.
+type mailState struct {
+	box   *mailbox            // or nil
+	tried bool                // ensureMailbox has run
+	stubs map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
+	dirty map[int]bool        // threads that took a signal holding their slot
+	stops atomic.Int64        // stops served from the mailbox
+}
+
 // mailbox is one process's shared page and the code that uses it. A
 // forked child shares it: thread ids are unique, so their slots are too.
 type mailbox struct {
@@ -96,12 +105,12 @@ func (m *mailbox) trapState(slot uint64) tracee.TrapState {
 	return s
 }
 
-// mailboxCPU returns the CPU tid stopped on, as it left it in its slot, if
+// cpu returns the CPU tid stopped on, as it left it in its slot, if
 // it stopped at a mailbox trap (its slot claimed and whole, and no signal
 // handler run inside the claim), else -1.
-func (t *Tracer) mailboxCPU(tid int) int {
-	m := t.mbox
-	if m == nil || t.mboxDirty[tid] {
+func (ms *mailState) cpu(tid int) int {
+	m := ms.box
+	if m == nil || ms.dirty[tid] {
 		return -1
 	}
 	slot, _, ok := m.claimed(tid)
@@ -133,10 +142,10 @@ func (m *mailbox) release(slot uint64) {
 // namespace (gettid must give the ids wait4 gives us), no seccomp filter
 // (gettid must not be refused or kill). nil if not.
 func (t *Tracer) ensureMailbox(anchor int, near uint64) *mailbox {
-	if t.mbox != nil || t.mboxTried {
-		return t.mbox
+	if t.mail.box != nil || t.mail.tried {
+		return t.mail.box
 	}
-	t.mboxTried = true
+	t.mail.tried = true
 	if !mailboxCode || t.tuning.NoBoost || t.tuning.NoOptimize || t.tuning.NoMailbox || anchor == 0 ||
 		isGo(t.space.Main()) || !hasFSGSBase() || !t.proc.SamePidNamespace() || t.proc.Seccomp() {
 		return nil
@@ -145,15 +154,15 @@ func (t *Tracer) ensureMailbox(anchor int, near uint64) *mailbox {
 	if err != nil {
 		return nil
 	}
-	t.mbox = &mailbox{addr: addr, mem: mem}
-	t.mapped = append(t.mapped, mappedRange{addr, codegen.MailboxSize})
-	return t.mbox
+	t.mail.box = &mailbox{addr: addr, mem: mem}
+	t.maps.made = append(t.maps.made, mappedRange{addr, codegen.MailboxSize})
+	return t.mail.box
 }
 
 // mailboxRoutine places the routine of kind in the XOL area, once, and
 // returns its address and its trap; 0 if it cannot.
 func (t *Tracer) mailboxRoutine(anchor int, kind codegen.MailboxKind) (at, trap uint64) {
-	m := t.mbox
+	m := t.mail.box
 	if m == nil {
 		return 0, 0
 	}
@@ -164,7 +173,7 @@ func (t *Tracer) mailboxRoutine(anchor int, kind codegen.MailboxKind) (at, trap 
 	if at != 0 {
 		return at, trap
 	}
-	r := &codegen.MailboxRoutine{Kind: kind, Box: m.addr, Tramp: t.trampoline}
+	r := &codegen.MailboxRoutine{Kind: kind, Box: m.addr, Tramp: t.ret.trampoline}
 	base, slots, err := t.allocDetour(anchor, m.addr, r.Size())
 	if err != nil {
 		return 0, 0
@@ -187,20 +196,20 @@ func (t *Tracer) mailboxRoutine(anchor int, kind codegen.MailboxKind) (at, trap 
 // MailboxStops counts the stops served from the mailbox, without a
 // ptrace request for registers, for tests and PROBE_DEBUG_MAILBOX. Read
 // it after Wait or Detach.
-func (t *Tracer) MailboxStops() int { return int(t.mboxStops.Load()) }
+func (t *Tracer) MailboxStops() int { return int(t.mail.stops.Load()) }
 
 // mailboxTrap serves a SIGTRAP stop of tid from the mailbox, if it is a
 // mailbox trap the fast path can take. Otherwise it returns false and the
 // caller reads the registers.
 func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
-	m := t.mbox
+	m := t.mail.box
 	slot, id, ok := m.claimed(tid)
-	if !ok || t.mboxDirty[tid] || t.stepping[tid] != nil || t.isForked(tid) {
+	if !ok || t.mail.dirty[tid] || t.step.threads[tid] != nil || t.isForked(tid) {
 		return false
 	}
 	if id == m.retID {
-		m.regs(slot, regs, t.trampTrap)
-		t.flight.slot = slot + 1
+		m.regs(slot, regs, t.ret.trap)
+		t.stop.flight.slot = slot + 1
 		ret, ok := t.returnFrom(tid, regs)
 		if !ok {
 			t.settleIn(tid, regs, slot, id)
@@ -210,10 +219,10 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 		t.mailboxTrapState(tid, slot, false)
 		m.reply(slot, ret)
 		t.proc.Cont(tid, 0)
-		t.mboxStops.Add(1)
+		t.mail.stops.Add(1)
 		return true
 	}
-	o := t.mboxStubs[id]
+	o := t.mail.stubs[id]
 	if o == nil {
 		return false
 	}
@@ -223,7 +232,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 	}
 	m.regs(slot, regs, o.at)
 	t.mailboxTrapState(tid, slot, false)
-	t.flight.slot = slot + 1
+	t.stop.flight.slot = slot + 1
 	ret := *m.word(slot, codegen.SlotStack)
 	var hookRet, loadedRet uint64
 	switch {
@@ -247,7 +256,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 	}
 	m.reply(slot, swap)
 	t.proc.Cont(tid, 0)
-	t.mboxStops.Add(1)
+	t.mail.stops.Add(1)
 	return true
 }
 
@@ -257,7 +266,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 // trampoline's. It also lifts the dirty mark of a thread that holds no
 // slot.
 func (t *Tracer) settleMailbox(tid int, regs *unix.PtraceRegs) {
-	m := t.mbox
+	m := t.mail.box
 	if m == nil {
 		return
 	}
@@ -266,32 +275,32 @@ func (t *Tracer) settleMailbox(tid int, regs *unix.PtraceRegs) {
 		// been, and runs on from here with the answer. The slot is its
 		// own until it frees it, after the answer.
 		if slot, ok := m.slotAt(mailboxSlotReg(regs)); ok && m.owns(slot, tid) {
-			if id := atomic.LoadUint64(m.word(slot, codegen.SlotAt)); t.settleable(id) {
+			if id := atomic.LoadUint64(m.word(slot, codegen.SlotAt)); t.mail.settleable(id) {
 				m.regs(slot, regs, trap)
 				t.settleIn(tid, regs, slot, id)
 			}
 		}
 	}
 	if !m.owns(slotOf(tid), tid) {
-		delete(t.mboxDirty, tid)
+		delete(t.mail.dirty, tid)
 	}
 }
 
 // settleable reports whether id names a stub of ours.
-func (t *Tracer) settleable(id uint64) bool {
-	return id != 0 && (id == t.mbox.retID || t.mboxStubs[id] != nil)
+func (ms *mailState) settleable(id uint64) bool {
+	return id != 0 && (id == ms.box.retID || ms.stubs[id] != nil)
 }
 
 // settleIn moves a thread stopped at a mailbox trap, regs holding what it
 // left in slot, to the equivalent ordinary stop of stub id, and frees the
 // slot.
 func (t *Tracer) settleIn(tid int, regs *unix.PtraceRegs, slot, id uint64) {
-	m := t.mbox
+	m := t.mail.box
 	t.mailboxTrapState(tid, slot, true)
 	if id == m.retID {
-		regs.SetPC(t.trampTrap + singlestep.BreakpointPCAdjust)
+		regs.SetPC(t.ret.trap + singlestep.BreakpointPCAdjust)
 	} else {
-		o := t.mboxStubs[id]
+		o := t.mail.stubs[id]
 		regs.SetPC(o.at + singlestep.BreakpointPCAdjust)
 		if o.savesR11() {
 			// As the detour's own first two instructions leave it.
@@ -308,7 +317,7 @@ func (t *Tracer) settleIn(tid int, regs *unix.PtraceRegs, slot, id uint64) {
 // on the trampoline's int3 not yet executed: where detach must not leave a
 // thread.
 func (t *Tracer) inMailboxCode(rip uint64) bool {
-	m := t.mbox
+	m := t.mail.box
 	if m == nil {
 		return false
 	}
@@ -316,11 +325,11 @@ func (t *Tracer) inMailboxCode(rip uint64) bool {
 	if within(m.entry, (&codegen.MailboxRoutine{}).Size()) ||
 		within(m.ret, (&codegen.MailboxRoutine{Kind: codegen.MailboxReturn}).Size()) ||
 		within(m.retStub, (&codegen.MailboxStub{Kind: codegen.MailboxReturn}).Size()) ||
-		rip == t.trampTrap && m.retStub != 0 {
+		rip == t.ret.trap && m.retStub != 0 {
 		return true
 	}
 	stubSize := (&codegen.MailboxStub{}).Size()
-	for _, o := range t.mboxStubs {
+	for _, o := range t.mail.stubs {
 		if within(o.stub, stubSize) {
 			return true
 		}
@@ -332,21 +341,21 @@ func (t *Tracer) inMailboxCode(rip uint64) bool {
 // a thread that traps in the routine is settled, and one past its trap
 // runs on with the answer it was given.
 func (t *Tracer) leaveMailbox(tid int) {
-	if t.mbox == nil {
+	if t.mail.box == nil {
 		return
 	}
 	for steps := 0; steps < 500; steps++ {
-		if t.proc.GetRegs(tid, &t.regs) != nil {
+		if t.proc.GetRegs(tid, &t.stop.regs) != nil {
 			return
 		}
-		t.settleMailbox(tid, &t.regs)
-		if !t.inMailboxCode(t.regs.PC()) {
+		t.settleMailbox(tid, &t.stop.regs)
+		if !t.inMailboxCode(t.stop.regs.PC()) {
 			if steps > 0 {
 				t.clearStepFlag(tid)
 			}
 			return
 		}
-		if t.reblockTrap(tid, &t.regs) {
+		if t.reblockTrap(tid, &t.stop.regs) {
 			continue
 		}
 		if !t.stepOnce(tid) {
@@ -360,16 +369,16 @@ func (t *Tracer) leaveMailbox(tid int) {
 // popfq that restores it makes it the thread's own, which would trap once
 // we are gone. Programs do not set TF themselves.
 func (t *Tracer) clearStepFlag(tid int) {
-	if t.proc.GetRegs(tid, &t.regs) == nil && clearTrapFlag(&t.regs) {
-		t.proc.SetRegs(tid, &t.regs)
+	if t.proc.GetRegs(tid, &t.stop.regs) == nil && clearTrapFlag(&t.stop.regs) {
+		t.proc.SetRegs(tid, &t.stop.regs)
 	}
 }
 
 // mailboxSignal marks a thread that takes a signal while it holds its
 // slot (tracee.Process.Delivering).
 func (t *Tracer) mailboxSignal(tid int) {
-	if m := t.mbox; m != nil && m.owns(slotOf(tid), tid) {
-		t.mboxDirty[tid] = true
+	if m := t.mail.box; m != nil && m.owns(slotOf(tid), tid) {
+		t.mail.dirty[tid] = true
 		t.keepTrapMaskForSignal(tid, slotOf(tid))
 	}
 }
@@ -377,9 +386,9 @@ func (t *Tracer) mailboxSignal(tid int) {
 // mailboxThreadGone frees the slot of a thread that exited holding it, so
 // that a new thread given its id does not find it claimed.
 func (t *Tracer) mailboxThreadGone(tid int) {
-	delete(t.mboxDirty, tid)
-	delete(t.trapReblocked, tid)
-	if m := t.mbox; m != nil && m.owns(slotOf(tid), tid) {
+	delete(t.mail.dirty, tid)
+	delete(t.traps.reblocked, tid)
+	if m := t.mail.box; m != nil && m.owns(slotOf(tid), tid) {
 		m.release(slotOf(tid))
 	}
 }

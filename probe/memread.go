@@ -45,10 +45,10 @@ func (t *Tracer) lookAtMemory(now bool) {
 // signal, or holds it so).
 func (t *Tracer) fixCopyFault(tid, sig int) bool {
 	in := t.inproc
-	if in == nil || sig != int(unix.SIGSEGV) && sig != int(unix.SIGBUS) || t.proc.GetRegs(tid, &t.regs) != nil {
+	if in == nil || sig != int(unix.SIGSEGV) && sig != int(unix.SIGBUS) || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return false
 	}
-	rip := t.regs.PC()
+	rip := t.stop.regs.PC()
 	for _, rs := range in.sites {
 		if rip < rs.stub || rip >= rs.end {
 			continue
@@ -57,8 +57,8 @@ func (t *Tracer) fixCopyFault(tid, sig int) bool {
 		if !ok {
 			return false
 		}
-		t.regs.SetPC(to)
-		if t.proc.SetRegs(tid, &t.regs) != nil {
+		t.stop.regs.SetPC(to)
+		if t.proc.SetRegs(tid, &t.stop.regs) != nil {
 			return false
 		}
 		t.copyFaults.Add(1)

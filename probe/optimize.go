@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/symbols"
 )
 
 // Jump optimisation, as the kernel's optprobes: a plain entry probe's int3
@@ -136,24 +139,24 @@ func (t *Tracer) loadedReturn(s *site, via *jumpOpt, regs *unix.PtraceRegs) uint
 // inReturnHook reports whether a thread trapped at s came through a
 // return-hook detour (via) that may do the hijack for enter.
 func (t *Tracer) inReturnHook(s *site, via *jumpOpt) bool {
-	return via != nil && via.hook() && via.detour.ReturnHook == t.trampoline && t.returnHookEntry(s)
+	return via != nil && via.hook() && via.detour.ReturnHook == t.ret.trampoline && t.returnHookEntry(s)
 }
 
 // JumpOptimized counts the probe sites given a jump instead of an int3,
 // for tests and PROBE_DEBUG_JUMPS.
-func (t *Tracer) JumpOptimized() int { return int(t.jumps.Load()) }
+func (t *Tracer) JumpOptimized() int { return int(t.jumps.placed.Load()) }
 
 // ReturnHookJumps counts those of them whose detour hooks the return.
-func (t *Tracer) ReturnHookJumps() int { return int(t.hookJumps.Load()) }
+func (t *Tracer) ReturnHookJumps() int { return int(t.jumps.hookJumps.Load()) }
 
 // SwappedExits counts the threads detach moved out of a return-hook
 // detour after its swap of the return address. Read it after Wait or
 // Detach.
-func (t *Tracer) SwappedExits() int { return int(t.swappedExits.Load()) }
+func (t *Tracer) SwappedExits() int { return int(t.jumps.swappedExits.Load()) }
 
 // DetourExits counts the threads detach moved out of a detour to the
 // original code. Read it after Wait or Detach.
-func (t *Tracer) DetourExits() int { return int(t.detourExits.Load()) }
+func (t *Tracer) DetourExits() int { return int(t.jumps.detourExits.Load()) }
 
 // optimizeSites turns the plain entry sites into jumps, with every thread
 // of the process stopped; anchor is already held. Where it cannot, the
@@ -182,7 +185,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 	var cands []*site
 	for _, st := range t.sites {
-		want := len(st.probes) > 0 && st.plainEntry() || t.trampoline != 0 && t.returnHookEntry(st) || t.callerEntry(st)
+		want := len(st.probes) > 0 && st.plainEntry() || t.ret.trampoline != 0 && t.returnHookEntry(st) || t.callerEntry(st)
 		if want && !trapDetours {
 			// (arm64) A detour only for a stub that records.
 			_, why := t.recordPlan(st)
@@ -248,14 +251,14 @@ func (t *Tracer) optimizeSites(anchor int) {
 // still to come): then the int3 stays, as it does where anything else
 // stands in the way.
 func (t *Tracer) optimizeLate(anchor int) {
-	if !t.isReady() || t.detached || anchor == 0 || len(t.stepping) > 0 {
+	if !t.isReady() || t.detached || anchor == 0 || len(t.step.threads) > 0 {
 		return
 	}
 	// The anchor stopped for the doorbell may have met an int3 of ours
 	// just before: its trap is still to be served, with rip one past it
 	// (a step out of the range a jmp covers would swallow the trap and
 	// run the bytes after the int3 as an instruction).
-	if t.trapPending(anchor) || t.proc.GetRegs(anchor, &t.regs) != nil || t.sites[t.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
+	if t.trapPending(anchor) || t.proc.GetRegs(anchor, &t.stop.regs) != nil || t.sites[t.stop.regs.PC()-singlestep.BreakpointPCAdjust] != nil {
 		return
 	}
 	t.optimizeSites(anchor)
@@ -296,7 +299,7 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 		if t.callerEntry(st) {
 			d.LoadReturn = true
 		} else {
-			d.ReturnHook = t.trampoline
+			d.ReturnHook = t.ret.trampoline
 		}
 	}
 	next, _ := slices.BinarySearch(addrs, st.addr+1)
@@ -310,9 +313,9 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 	}
 	if why := cmp.Or(t.guardedPad(st, d), t.landsInside(st, d)); why != "" {
 		st.trapWhy = why // (-v says it)
-		t.mu.Lock()
-		t.jumpsRefused = append(t.jumpsRefused, why)
-		t.mu.Unlock()
+		t.jumps.refused.mu.Lock()
+		t.jumps.refused.sites = append(t.jumps.refused.sites, why)
+		t.jumps.refused.mu.Unlock()
 		return nil
 	}
 	return d
@@ -346,13 +349,40 @@ func (t *Tracer) landsInside(st *site, d *codegen.Detour) string {
 	return ""
 }
 
+// jumpState is the sites jump-optimised, and what was done around them.
+type jumpState struct {
+	// refused: sites kept as int3s because something else lands inside
+	// their jmp's bytes, for JumpsRefused.
+	refused struct {
+		mu    sync.Mutex
+		sites []string
+	}
+	// btiText: whether a module's code is BTI-guarded (arm64), by the
+	// module, read from smaps once (optimize_arm64.go).
+	btiText      map[*symbols.Mapped]bool
+	detours      map[uint64]*jumpOpt // by the detour's address
+	placed       atomic.Int64        // sites jump-optimised
+	detourExits  atomic.Int64        // threads moved out of detours at detach
+	hookJumps    atomic.Int64        // jumps to return-hook detours
+	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
+	// funcPaths is what FuncPaths says, as the jumps were last placed.
+	funcPaths struct {
+		mu    sync.Mutex
+		in    int
+		stops map[string]int
+	}
+	// redirects are the branches re-aimed into detours, by address, put
+	// back at detach (putBackRedirects).
+	redirects map[uint64]redirect
+}
+
 // JumpsRefused says, for tests and PROBE_DEBUG_JUMPS, which sites kept
 // their int3 because something outside their function lands inside the
 // bytes a jmp would cover, one sorted line each. Read it after Start.
 func (t *Tracer) JumpsRefused() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Sorted(slices.Values(t.jumpsRefused))
+	t.jumps.refused.mu.Lock()
+	defer t.jumps.refused.mu.Unlock()
+	return slices.Sorted(slices.Values(t.jumps.refused.sites))
 }
 
 // optimize writes st's detour d and its jmp, unless a thread's rip is
@@ -441,7 +471,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 		return
 	}
 	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
-	t.detours[st.opt.at] = st.opt
+	t.jumps.detours[st.opt.at] = st.opt
 	if rs != nil {
 		rs.stub, rs.end = at, base
 		st.opt.record = rs
@@ -452,11 +482,11 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 	}
 	if stub != nil {
 		st.opt.stub = at
-		t.mboxStubs[id] = st.opt
+		t.mail.stubs[id] = st.opt
 	}
-	t.jumps.Add(1)
+	t.jumps.placed.Add(1)
 	if d.ReturnHook != 0 {
-		t.hookJumps.Add(1)
+		t.jumps.hookJumps.Add(1)
 	}
 }
 
@@ -485,7 +515,7 @@ func (t *Tracer) allocDetour(anchor int, addr uint64, size int) (base uint64, sl
 	if need > xolAreaSize-singlestep.SlotSize {
 		return 0, 0, fmt.Errorf("a detour of %d bytes: larger than an XOL area", size)
 	}
-	for _, a := range t.xol {
+	for _, a := range t.step.xol {
 		if a.used+need <= a.size && within(a.base, addr, xolReach) {
 			base = a.base + a.used
 			a.used += need

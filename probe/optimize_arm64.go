@@ -16,15 +16,15 @@ func (t *Tracer) guardedPad(st *site, d *codegen.Detour) string {
 	if !d.LandingPad() {
 		return ""
 	}
-	guarded, ok := t.btiText[st.module]
+	guarded, ok := t.jumps.btiText[st.module]
 	if !ok {
 		var err error
 		guarded, err = t.proc.BTIGuarded(st.addr)
 		guarded = guarded || err != nil
-		if t.btiText == nil {
-			t.btiText = map[*symbols.Mapped]bool{}
+		if t.jumps.btiText == nil {
+			t.jumps.btiText = map[*symbols.Mapped]bool{}
 		}
-		t.btiText[st.module] = guarded
+		t.jumps.btiText[st.module] = guarded
 	}
 	if guarded {
 		return t.space.Describe(st.addr) + ": a landing pad in a BTI-guarded page"

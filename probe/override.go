@@ -174,8 +174,8 @@ func (t *Tracer) pickOverride(probes []*Probe, hit *Hit) (*Probe, []fetch.Field)
 			continue
 		}
 		p.hits.Add(1)
-		vals := p.args.Fetch(t.envFor(hit), t.fields[:0])
-		t.fields = vals
+		vals := p.args.Fetch(t.envFor(hit), t.scratch.fields[:0])
+		t.scratch.fields = vals
 		if p.args.Keep(vals) && p.override.fail() {
 			return p, vals
 		}
@@ -246,10 +246,10 @@ func (t *Tracer) overrideSyscall(tid int, regs *unix.PtraceRegs, probes []*Probe
 		t.note("%s: the system call runs: %v", p.Name(), err)
 		return
 	}
-	if t.skipped == nil {
-		t.skipped = map[int]skippedCall{}
+	if t.inject.skipped == nil {
+		t.inject.skipped = map[int]skippedCall{}
 	}
-	t.skipped[tid] = skippedCall{nr: nr, result: p.override.raw}
+	t.inject.skipped[tid] = skippedCall{nr: nr, result: p.override.raw}
 	t.tellOverride(p, vals, hit, p.Where)
 }
 
@@ -264,11 +264,11 @@ type skippedCall struct {
 // o: probe skipped, the result the probe chose, and returns the call's
 // number; else -1.
 func (t *Tracer) settleSkipped(tid int, regs *unix.PtraceRegs) int {
-	c, ok := t.skipped[tid]
+	c, ok := t.inject.skipped[tid]
 	if !ok {
 		return -1
 	}
-	delete(t.skipped, tid)
+	delete(t.inject.skipped, tid)
 	tracee.SetResult(regs, c.result)
 	t.proc.SetRegs(tid, regs)
 	return c.nr

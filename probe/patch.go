@@ -73,6 +73,16 @@ type PatchOptions struct {
 	Inlined bool
 }
 
+// injectState is what calls and errors injected into the tracee need.
+type injectState struct {
+	errno errnoPlace // where the C library keeps errno (errno.go)
+	// trap is the breakpoint injected calls return to.
+	trap uint64
+	// skipped are the threads in a system call an o: probe skipped, and
+	// the result each gets at its exit stop (override.go).
+	skipped map[int]skippedCall
+}
+
 func (p Patch) String() string {
 	return fmt.Sprintf("%s (%#x) -> %s (%#x)", p.Func, p.Addr, p.With, p.NewAddr)
 }
@@ -388,8 +398,8 @@ func (t *Tracer) callLibc(anchor int, fn string, args ...uint64) (uint64, error)
 // callTrap returns a breakpoint instruction in an injected page near
 // near, for injected calls to return to.
 func (t *Tracer) callTrap(anchor int, near uint64) (uint64, error) {
-	if t.patchTrap != 0 {
-		return t.patchTrap, nil
+	if t.inject.trap != 0 {
+		return t.inject.trap, nil
 	}
 	slot, err := t.allocSlot(anchor, near)
 	if err != nil {
@@ -398,7 +408,7 @@ func (t *Tracer) callTrap(anchor int, near uint64) (uint64, error) {
 	if _, err := t.proc.WriteAt(singlestep.BreakpointInsn, int64(slot)); err != nil {
 		return 0, err
 	}
-	t.patchTrap = slot
+	t.inject.trap = slot
 	return slot, nil
 }
 

@@ -50,9 +50,9 @@ func notePaths(sites ...*site) {
 // stop the thread, by why. As the jumps were placed: a program that has
 // ended since still has its answer.
 func (t *Tracer) FuncPaths() (inProcess int, stops map[string]int) {
-	t.funcPaths.mu.Lock()
-	defer t.funcPaths.mu.Unlock()
-	return t.funcPaths.in, maps.Clone(t.funcPaths.stops)
+	t.jumps.funcPaths.mu.Lock()
+	defer t.jumps.funcPaths.mu.Unlock()
+	return t.jumps.funcPaths.in, maps.Clone(t.jumps.funcPaths.stops)
 }
 
 // noteFuncPaths keeps what FuncPaths says, once the jumps are placed.
@@ -68,7 +68,7 @@ func (t *Tracer) noteFuncPaths() {
 			stops[why]++
 		}
 	}
-	t.funcPaths.mu.Lock()
-	t.funcPaths.in, t.funcPaths.stops = in, stops
-	t.funcPaths.mu.Unlock()
+	t.jumps.funcPaths.mu.Lock()
+	t.jumps.funcPaths.in, t.jumps.funcPaths.stops = in, stops
+	t.jumps.funcPaths.mu.Unlock()
 }

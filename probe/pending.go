@@ -206,7 +206,7 @@ func (t *Tracer) onUnloadingSyscall(regs *unix.PtraceRegs) {
 		}
 	}
 	t.restoreSites(lifted) // still mapped: the last write there
-	t.forgetRedirects(start, end)
+	t.jumps.forgetRedirects(start, end)
 	var gone []*symbols.Mapped
 	var next *symbols.Space
 	next, gone = t.space.Without(start, end)
@@ -254,7 +254,7 @@ func (t *Tracer) librariesChanged(anchor int) {
 		p.placed.Store(true)
 		notePaths(p.sites...) // (what -v says of it)
 	}
-	if t.trampoline != 0 {
+	if t.ret.trampoline != 0 {
 		t.hookUnwinders(anchor) // the new libraries' own
 	}
 }

@@ -36,27 +36,39 @@ import (
 // instruction, back in place: it runs once) or at the jump back (past
 // it): the slot's page is about to go.
 func (t *Tracer) detachFromSlot(tid int) {
-	if t.proc.GetRegs(tid, &t.regs) != nil {
+	if t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
-	st := t.slotAt(t.regs.PC())
+	st := t.slotAt(t.stop.regs.PC())
 	if st == nil || st.run != runBoost {
 		return
 	}
-	switch t.regs.PC() - st.slot {
+	switch t.stop.regs.PC() - st.slot {
 	case 0:
-		t.regs.SetPC(st.addr)
+		t.stop.regs.SetPC(st.addr)
 	case uint64(st.insn.Len):
 		// (At the jump back only if the copy is the instruction's
 		// length: an arm64 copy may be several instructions.)
 		if code, err := st.insn.XOL(st.slot); err != nil || len(code) != st.insn.Len {
 			return
 		}
-		t.regs.SetPC(st.addr + uint64(st.insn.Len))
+		t.stop.regs.SetPC(st.addr + uint64(st.insn.Len))
 	default:
 		return
 	}
-	t.proc.SetRegs(tid, &t.regs)
+	t.proc.SetRegs(tid, &t.stop.regs)
+}
+
+// mappingState is what is mapped in the tracee by us.
+type mappingState struct {
+	// made are the tracee's mappings this session made (rings, mailbox,
+	// out-of-line pages): detach removes them (reclaimMappings).
+	made []mappedRange
+	// left are a killed probe's mappings the attach could not remove (a
+	// thread was in them), with its memory files (rings): detach tries
+	// again.
+	left      []mappedRange
+	leftFiles [][2]uint64
 }
 
 // mappedRange is a mapping of ours in the tracee.
@@ -69,12 +81,12 @@ const stackScan = 8 << 20
 // held thread can still reach them, and those an earlier, killed probe
 // left that the attach could not take back yet (a thread was in them).
 func (t *Tracer) reclaimMappings(held map[int]int) {
-	if len(t.mapped)+len(t.leftovers) == 0 || !t.proc.Alive() {
+	if len(t.maps.made)+len(t.maps.left) == 0 || !t.proc.Alive() {
 		return
 	}
 	runner := 0
 	for _, tid := range t.heldThreads(held) {
-		if held[tid] == 0 && t.stepping[tid] == nil && !t.proc.Dying(tid) {
+		if held[tid] == 0 && t.step.threads[tid] == nil && !t.proc.Dying(tid) {
 			runner = tid
 			break
 		}
@@ -83,17 +95,17 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 		return // (our SIGTRAP handler, still the action, needs its code)
 	}
 	tids := slices.Collect(maps.Keys(held)) // (vfork children too: they share the memory)
-	if len(t.leftovers) > 0 {
+	if len(t.maps.left) > 0 {
 		// (Hooks the killed probe's stubs made after the attach, a
 		// thread then inside one, are given back first.)
-		if _, hooked := t.unhookLeftoverReturns(t.leftoverFiles, t.leftovers); !hooked && t.unmapUnreached(runner, tids, t.leftovers) {
+		if _, hooked := t.unhookLeftoverReturns(t.maps.leftFiles, t.maps.left); !hooked && t.unmapUnreached(runner, tids, t.maps.left) {
 			// (Every thread held: none meets the action in between.)
-			t.dropLeftoverRescue(runner, t.leftovers)
-			t.leftovers, t.leftoverFiles = nil, nil
+			t.dropLeftoverRescue(runner, t.maps.left)
+			t.maps.left, t.maps.leftFiles = nil, nil
 		}
 	}
-	if t.unmapUnreached(runner, tids, t.mapped) {
-		t.mapped = nil
+	if t.unmapUnreached(runner, tids, t.maps.made) {
+		t.maps.made = nil
 	}
 }
 

@@ -24,10 +24,10 @@ import (
 // would save the trap flag for its popfq to set again once we are gone.
 func (t *Tracer) leaveRecordCode(tid int) {
 	in := t.inproc
-	if in == nil || t.proc.GetRegs(tid, &t.regs) != nil {
+	if in == nil || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
-	rip := t.regs.PC()
+	rip := t.stop.regs.PC()
 	var rw codegen.StubRewind
 	to, back := uint64(0), false        // where the thread goes; back: a return
 	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
@@ -39,28 +39,28 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		return 0
 	}
 	if r, ok := in.routineAt(rip); ok {
-		ret, ok := t.routineReturn(&t.regs)
+		ret, ok := t.routineReturn(&t.stop.regs)
 		switch {
 		case codegen.Trampoline(r) != 0 && rip >= codegen.Trampoline(r) && rip <= codegen.TrampolineTrap(r):
-			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.regs), false)
+			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.stop.regs), false)
 		case !ok:
 			return
 		case codegen.Trampoline(r) != 0 && ret >= codegen.Trampoline(r) && ret < codegen.TrampolineTrap(r):
-			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.regs), true)
+			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.stop.regs), true)
 		default:
-			rw, to = codegen.RoutineRewind(tracee.SP(&t.regs)), stubAt(ret)
+			rw, to = codegen.RoutineRewind(tracee.SP(&t.stop.regs)), stubAt(ret)
 		}
 	}
 	if to == 0 && !back {
 		for _, rs := range in.sites {
-			if r, ok := rs.code.Rewind(rs.stub, rip, tracee.SP(&t.regs)); ok {
+			if r, ok := rs.code.Rewind(rs.stub, rip, tracee.SP(&t.stop.regs)); ok {
 				rw, to = r, rs.site.addr
 				break
 			}
 		}
 	}
 	if rw.Saved {
-		words := regWords(&t.regs)
+		words := regWords(&t.stop.regs)
 		for i, off := range codegen.SavedRegs() {
 			v, ok := t.readWord(rw.Area + uint64(8*i))
 			if !ok {
@@ -72,23 +72,23 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	if back {
 		// (arm64: x30 is the return address once the trampoline has
 		// popped the frame, and as a ret leaves it.)
-		if lr := linkRegister(&t.regs); !returnInSlot && lr != in.trampoline {
+		if lr := linkRegister(&t.stop.regs); !returnInSlot && lr != in.trampoline {
 			to = lr
 		} else {
 			to = t.returnTo(tid, rw.SP-returnPops)
 		}
-		setLinkRegister(&t.regs, to)
+		setLinkRegister(&t.stop.regs, to)
 	}
 	if to == 0 {
 		return
 	}
-	tracee.SetSP(&t.regs, rw.SP)
-	t.regs.SetPC(to)
+	tracee.SetSP(&t.stop.regs, rw.SP)
+	t.stop.regs.SetPC(to)
 	// A thread stopped in a stub's process_vm_readv must not have the
 	// kernel restart it where it goes now.
-	tracee.NoRestart(&t.regs)
-	if t.proc.SetRegs(tid, &t.regs) == nil {
-		t.detourExits.Add(1)
+	tracee.NoRestart(&t.stop.regs)
+	if t.proc.SetRegs(tid, &t.stop.regs) == nil {
+		t.jumps.detourExits.Add(1)
 	}
 }
 
@@ -174,10 +174,10 @@ func (t *Tracer) freeGone() {
 // time as the parent (a program's returns sent to another thread's
 // callers).
 func (t *Tracer) onClone(parent, tid int) {
-	if t.inproc == nil || t.noRecordWhy != "" || t.proc.GetRegs(parent, &t.regs) != nil {
+	if t.inproc == nil || t.noRecordWhy != "" || t.proc.GetRegs(parent, &t.stop.regs) != nil {
 		return
 	}
-	if cloneSetsTLS(&t.regs, t.readWord) {
+	if cloneSetsTLS(&t.stop.regs, t.readWord) {
 		return
 	}
 	why := fmt.Sprintf("thread %d has no TLS of its own (clone without CLONE_SETTLS)", tid)

@@ -41,7 +41,7 @@ func (t *Tracer) redirectBranches(st *site, d *codegen.Detour, base uint64) (map
 	out := map[uint64]redirect{}
 	for _, r := range d.Redirects {
 		have := make([]byte, len(r.Orig))
-		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, r.Orig) && !bytes.Equal(have, t.redirects[r.From].code) {
+		if _, err := t.proc.ReadAt(have, int64(r.From)); err != nil || !bytes.Equal(have, r.Orig) && !bytes.Equal(have, t.jumps.redirects[r.From].code) {
 			return nil, false
 		}
 		code, err := d.Redirected(r, base)
@@ -76,7 +76,7 @@ func (t *Tracer) writeRedirects(rs map[uint64]redirect) error {
 		}
 		done = append(done, undo{at, was})
 	}
-	maps.Copy(t.redirects, rs)
+	maps.Copy(t.jumps.redirects, rs)
 	return nil
 }
 
@@ -86,7 +86,7 @@ func (t *Tracer) writeRedirects(rs map[uint64]redirect) error {
 // could read half of each. Until then a re-aimed branch goes to a copy
 // that does what the original does, with the jmp there or not.
 func (t *Tracer) putBackRedirects(mem io.WriterAt) {
-	for at, r := range t.redirects {
+	for at, r := range t.jumps.redirects {
 		mem.WriteAt(r.orig, int64(at)) // best effort, as the sites' bytes
 		if mem == io.WriterAt(t.proc) {
 			t.rescueUntext(at)
@@ -95,6 +95,6 @@ func (t *Tracer) putBackRedirects(mem io.WriterAt) {
 }
 
 // forgetRedirects forgets the re-aimed branches in [start, end), unmapped.
-func (t *Tracer) forgetRedirects(start, end uint64) {
-	maps.DeleteFunc(t.redirects, func(at uint64, _ redirect) bool { return at >= start && at < end })
+func (j *jumpState) forgetRedirects(start, end uint64) {
+	maps.DeleteFunc(j.redirects, func(at uint64, _ redirect) bool { return at >= start && at < end })
 }

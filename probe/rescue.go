@@ -38,6 +38,19 @@ const (
 	sigIgn = 1
 )
 
+// sigtrapState is the process's SIGTRAP action: ours and the program's.
+type sigtrapState struct {
+	rescue *rescue      // what a SIGTRAP handler of ours needs if we die, or nil
+	ours   *trapHandler // that handler, also in a followed child, which inherits it
+	// leftoverAct is the program's SIGTRAP action, for when a killed
+	// probe's handler, still its action, goes with its mappings.
+	leftoverAct [4]uint64
+	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
+	// in again while their routine had it unblocked (trapstate.go).
+	program   trapAction
+	reblocked map[int]bool
+}
+
 // trapHandler is our SIGTRAP action, and the program's before it.
 type trapHandler struct {
 	ours, old [4]uint64
@@ -139,7 +152,7 @@ func (t *Tracer) setupRescue() {
 	if err != nil {
 		return
 	}
-	t.mapped = append(t.mapped, mappedRange{addr, codegen.RescueSize})
+	t.maps.made = append(t.maps.made, mappedRange{addr, codegen.RescueSize})
 	gen := &codegen.RescueCode{Page: addr}
 	base, slots, err := t.allocDetour(t.anchor, addr, len(sized))
 	if err != nil {
@@ -162,7 +175,7 @@ func (t *Tracer) setupRescue() {
 	if t.proc.SetTrapAction(t.anchor, h.ours) != nil {
 		return
 	}
-	t.rescue, t.ourTrap = r, h
+	t.traps.rescue, t.traps.ours = r, h
 	t.proc.Held = t.rescueHeld
 	for _, th := range t.proc.Threads() {
 		if th.Stopped {
@@ -193,7 +206,7 @@ func (r *rescue) follow(h *trapHandler, act [4]uint64) {
 // thread in our registers. (So an action the program sets in place of
 // ours while we are attached stays, and the rescue with it: a gap.)
 func (t *Tracer) keepRescue(tid int) {
-	r, h := t.rescue, t.ourTrap
+	r, h := t.traps.rescue, t.traps.ours
 	if r == nil {
 		return
 	}
@@ -212,7 +225,7 @@ func (t *Tracer) keepRescue(tid int) {
 // held thread runner, if it is still ours; it reports whether the
 // rescue's code and page may go.
 func (t *Tracer) removeRescue(runner int) bool {
-	h := t.ourTrap
+	h := t.traps.ours
 	if h == nil {
 		return true
 	}
@@ -225,8 +238,8 @@ func (t *Tracer) removeRescue(runner int) bool {
 	}
 	// A thread held now may be inside our handler, which goes on to the
 	// program's after the detach: no thread is ours to let go any more.
-	clear(t.rescue.mem[codegen.RescueHeld : codegen.RescueHeld+4*codegen.RescueHeldSlots])
-	t.rescue, t.ourTrap, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil
+	clear(t.traps.rescue.mem[codegen.RescueHeld : codegen.RescueHeld+4*codegen.RescueHeldSlots])
+	t.traps.rescue, t.traps.ours, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil
 	return true
 }
 
@@ -267,7 +280,7 @@ func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n i
 // being back and the threads gone on. Else the
 // program gets back its own action, the first that a page kept and that
 // is not a handler of ours. Either way that action is the program's,
-// for when the mappings go (t.leftoverAct).
+// for when the mappings go (t.traps.leftoverAct).
 func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 	act, err := t.proc.TrapAction(t.anchor)
 	if err != nil || act[0] == 0 || !inAny(old, act[0]) {
@@ -293,7 +306,7 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 			t.keepOnlyReturns(f[0])
 		}
 	}
-	t.leftoverAct = prev
+	t.traps.leftoverAct = prev
 	if !keep {
 		t.proc.SetTrapAction(t.anchor, prev)
 	}
@@ -335,7 +348,7 @@ func (t *Tracer) hooksLeft(page uint64) bool {
 // now, through the held thread runner.
 func (t *Tracer) dropLeftoverRescue(runner int, gone []mappedRange) {
 	if act, err := t.proc.TrapAction(runner); err == nil && inAny(gone, act[0]) {
-		t.proc.SetTrapAction(runner, t.leftoverAct)
+		t.proc.SetTrapAction(runner, t.traps.leftoverAct)
 	}
 }
 
@@ -352,7 +365,7 @@ func isRescuePage(mem memory, f [2]uint64) bool {
 // rescueHeld marks tid held, or not; a stop also frees the frames it
 // returned from.
 func (t *Tracer) rescueHeld(tid int, held bool) {
-	r := t.rescue
+	r := t.traps.rescue
 	if r == nil {
 		return
 	}
@@ -380,7 +393,7 @@ func (r *rescue) dropPopped(tid int) {
 
 // rescueThreadGone frees what the page held for a thread that exited.
 func (t *Tracer) rescueThreadGone(tid int) {
-	if r := t.rescue; r != nil {
+	if r := t.traps.rescue; r != nil {
 		r.dropPopped(tid)
 		atomic.CompareAndSwapUint32(r.held(tid), uint32(tid), 0)
 	}
@@ -389,7 +402,7 @@ func (t *Tracer) rescueThreadGone(tid int) {
 // rescueText puts in the page, before they are patched, bytes at addr
 // and their originals.
 func (t *Tracer) rescueText(addr uint64, orig []byte) {
-	r := t.rescue
+	r := t.traps.rescue
 	if r == nil || len(orig) > codegen.RescueTextMax {
 		return
 	}
@@ -405,7 +418,7 @@ func (t *Tracer) rescueText(addr uint64, orig []byte) {
 
 // rescueUntext takes out of the page text put back.
 func (t *Tracer) rescueUntext(addr uint64) {
-	if r := t.rescue; r != nil {
+	if r := t.traps.rescue; r != nil {
 		drop(r, &r.texts, addr, 8)
 	}
 }
@@ -413,7 +426,7 @@ func (t *Tracer) rescueUntext(addr uint64) {
 // rescuePC tells the handler what to do with a thread that traps with pc
 // from (codegen.RescueGoOn and the rest).
 func (t *Tracer) rescuePC(from, to uint64, kind int) {
-	r := t.rescue
+	r := t.traps.rescue
 	if r == nil || from == 0 {
 		return
 	}
@@ -427,7 +440,7 @@ func (t *Tracer) rescuePC(from, to uint64, kind int) {
 // rescueSite puts in the page what a site's breakpoint needs: its text,
 // and where a thread trapped on it, or in its copy, goes on.
 func (t *Tracer) rescueSite(st *site) {
-	if t.rescue == nil {
+	if t.traps.rescue == nil {
 		return
 	}
 	t.rescueText(st.addr, st.origBytes())
@@ -441,7 +454,7 @@ func (t *Tracer) rescueSite(st *site) {
 		// the int3 before we take their stops (tracee/rewind.go), and
 		// one we die before taking traps with pc at the int3.
 		t.proc.Rewind = t.rewindsTo
-		if _, ok := t.rescue.pcs.at[st.addr]; !ok {
+		if _, ok := t.traps.rescue.pcs.at[st.addr]; !ok {
 			t.rescuePC(st.addr, st.addr, codegen.RescueGoOn)
 		}
 	}
@@ -472,7 +485,7 @@ func (t *Tracer) rescueTrampoline(trap uint64) {
 // rescueFrame mirrors a return the tracer has hooked: thread tid's
 // return address at slot, ret.
 func (t *Tracer) rescueFrame(tid int, slot, ret uint64) {
-	r := t.rescue
+	r := t.traps.rescue
 	if r == nil {
 		return
 	}
@@ -496,7 +509,7 @@ func (t *Tracer) rescueReturn(tid int, slot, ret uint64) uint64 {
 		return ret
 	}
 	for _, f := range t.shadowOf(tid) {
-		if home := f.Ret &^ ring.UnhookedBit; f.Slot == slot && home != t.trampoline && home != t.inproc.trampoline {
+		if home := f.Ret &^ ring.UnhookedBit; f.Slot == slot && home != t.ret.trampoline && home != t.inproc.trampoline {
 			return home
 		}
 	}
@@ -505,7 +518,7 @@ func (t *Tracer) rescueReturn(tid int, slot, ret uint64) uint64 {
 
 // rescueReturned notes that a hooked return of tid's at slot has come.
 func (t *Tracer) rescueReturned(tid int, slot uint64) {
-	if r := t.rescue; r != nil {
+	if r := t.traps.rescue; r != nil {
 		r.popped[tid] = append(r.popped[tid], frameKey{tid, slot})
 	}
 }

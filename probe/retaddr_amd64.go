@@ -29,19 +29,19 @@ func (t *Tracer) hookEntryReturn(regs *unix.PtraceRegs, to uint64) bool {
 // unhijack puts a frame's original return address back in its slot, if
 // the slot still holds the trampoline.
 func (t *Tracer) unhijack(tid int, f *shadowFrame) bool {
-	return unhijackIn(t.proc, f.sp, f.ret, t.trampoline)
+	return unhijackIn(t.proc, f.sp, f.ret, t.ret.trampoline)
 }
 
 // unhijackChild is unhijack in the memory of a fork child of thread tid.
 func (t *Tracer) unhijackChild(child memory, tid int, f *shadowFrame) {
-	unhijackIn(child, f.sp, f.ret, t.trampoline)
+	unhijackIn(child, f.sp, f.ret, t.ret.trampoline)
 }
 
 // rehook hooks again a frame unhijack gave its return address back: the
 // slot holds the trampoline again (or still).
 func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
 	w, ok := t.readWord(f.sp)
-	return ok && (w == t.trampoline || w == f.ret && t.writeWord(f.sp, t.trampoline))
+	return ok && (w == t.ret.trampoline || w == f.ret && t.writeWord(f.sp, t.ret.trampoline))
 }
 
 // unhijackLR: no link register.
@@ -91,5 +91,5 @@ func (t *Tracer) unhookChildLR(child, tid int) {}
 // slotHooked reports whether frame f's slot still holds the trampoline.
 func (t *Tracer) slotHooked(f *shadowFrame) bool {
 	w, ok := t.readWord(f.sp)
-	return ok && w == t.trampoline
+	return ok && w == t.ret.trampoline
 }

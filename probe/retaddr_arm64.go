@@ -38,22 +38,22 @@ func (t *Tracer) hookEntryReturn(regs *unix.PtraceRegs, to uint64) bool {
 // paciasp gets the original signed the same way, by thread tid (0: none
 // held, and a signed one stays).
 func (t *Tracer) unhijack(tid int, f *shadowFrame) bool {
-	return t.swapSaved(t.proc, tid, f, t.trampoline, f.ret)
+	return t.swapSaved(t.proc, tid, f, t.ret.trampoline, f.ret)
 }
 
 // unhijackChild is unhijack in the memory of a fork child of thread tid,
 // which has the parent's keys: tid signs for it.
 func (t *Tracer) unhijackChild(child memory, tid int, f *shadowFrame) {
-	t.swapSaved(child, tid, f, t.trampoline, f.ret)
+	t.swapSaved(child, tid, f, t.ret.trampoline, f.ret)
 }
 
 // rehook hooks again a frame unhijack gave its return address back: the
 // saved x30 holds the trampoline again (or still).
 func (t *Tracer) rehook(tid int, f *shadowFrame) bool {
-	if _, w, ok := t.savedReturn(t.proc, f); ok && t.stripPAC(w) == t.trampoline {
+	if _, w, ok := t.savedReturn(t.proc, f); ok && t.stripPAC(w) == t.ret.trampoline {
 		return true
 	}
-	return t.swapSaved(t.proc, tid, f, f.ret, t.trampoline)
+	return t.swapSaved(t.proc, tid, f, f.ret, t.ret.trampoline)
 }
 
 // swapSaved replaces from by to in the slot where the function of frame
@@ -100,7 +100,7 @@ func (t *Tracer) savedReturn(mem memory, f *shadowFrame) (slot, w uint64, ok boo
 // hooked frame of a thread stopped with x30 still the trampoline (in
 // the function's prologue or epilogue, or a leaf's body).
 func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool {
-	return t.swapLR(tid, regs, f.sp, t.trampoline, f.ret)
+	return t.swapLR(tid, regs, f.sp, t.ret.trampoline, f.ret)
 }
 
 // swapLR puts to, signed as from was, in the x30 of thread tid if it
@@ -123,11 +123,11 @@ func (t *Tracer) swapLR(tid int, regs *unix.PtraceRegs, sp, from, to uint64) boo
 // back (or in a leaf, which never does), or a stub had hooked the call
 // when the thread was taken back to the probe.
 func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {
-	if len(frames) == 0 || t.proc.GetRegs(tid, &t.regs) != nil {
+	if len(frames) == 0 || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
 	f := frames[len(frames)-1]
-	t.swapLR(tid, &t.regs, f.Slot, t.inproc.trampoline, f.Ret&^ring.UnhookedBit)
+	t.swapLR(tid, &t.stop.regs, f.Slot, t.inproc.trampoline, f.Ret&^ring.UnhookedBit)
 }
 
 // hookInputs is what a record stub records for its return hook: sp, the
@@ -139,7 +139,7 @@ func hookInputs() fetch.Inputs { return fetch.Inputs{Regs: []int{spOff, 30 * 8}}
 // was). The function is the one the tracer's newest frame at f's key
 // entered: the caller has drained the thread's records.
 func (t *Tracer) swapInproc(mem memory, tid int, f ring.ShadowFrame, from, to uint64) bool {
-	cs := t.shadow[tid]
+	cs := t.ret.shadow[tid]
 	if cs == nil {
 		return false
 	}
@@ -170,7 +170,7 @@ func (t *Tracer) signedLike(tid int, w, from, to, sp uint64, signed bool) (uint6
 	if tid == 0 || !t.signerReady(tid) {
 		return 0, false
 	}
-	for _, at := range []uint64{t.signer, t.signer + 4} {
+	for _, at := range []uint64{t.ret.signer, t.ret.signer + 4} {
 		if s, ok := t.sign(tid, at, from, sp); ok && s == w {
 			return t.sign(tid, at, to, sp)
 		}
@@ -189,10 +189,10 @@ func (t *Tracer) sign(tid int, at, v, sp uint64) (uint64, bool) {
 
 // signerReady puts pacia1716 and pacib1716 in a slot, once.
 func (t *Tracer) signerReady(tid int) bool {
-	if t.signer != 0 {
+	if t.ret.signer != 0 {
 		return true
 	}
-	slot, err := t.allocSlot(tid, t.trampoline)
+	slot, err := t.allocSlot(tid, t.ret.trampoline)
 	if err != nil {
 		return false
 	}
@@ -200,7 +200,7 @@ func (t *Tracer) signerReady(tid int) bool {
 		t.freeSlot(slot)
 		return false
 	}
-	t.signer = slot
+	t.ret.signer = slot
 	return true
 }
 
@@ -237,8 +237,8 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 	switch {
 	case lr == 0:
 		return
-	case lr == t.trampoline:
-		cs := t.shadow[tid]
+	case lr == t.ret.trampoline:
+		cs := t.ret.shadow[tid]
 		if cs == nil {
 			return
 		}
@@ -267,5 +267,5 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 // yet, a leaf): not known to be over.
 func (t *Tracer) slotHooked(f *shadowFrame) bool {
 	_, w, ok := t.savedReturn(t.proc, f)
-	return !ok || t.stripPAC(w) == t.trampoline
+	return !ok || t.stripPAC(w) == t.ret.trampoline
 }

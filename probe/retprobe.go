@@ -46,7 +46,7 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 	}
 	// A tail call jumps in with its caller's hijacked slot at [sp]: that
 	// caller is still live and returns along with it.
-	tail := ret == t.trampoline
+	tail := ret == t.ret.trampoline
 	cs := t.stackForEntry(tid, regs, ret, hit)
 	f := shadowFrame{sp: tracee.SP(regs), ret: ret, site: s, time: hit.Time, hijacked: true}
 	if s.fn != nil {
@@ -63,7 +63,7 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 		f.ret = caller.ret // a detour writes the trampoline again: harmless
 	}
 	t.rescueFrame(tid, f.sp, f.ret) // before the slot is ours
-	if !tail && !inHook && !t.hookEntryReturn(regs, t.trampoline) {
+	if !tail && !inHook && !t.hookEntryReturn(regs, t.ret.trampoline) {
 		return false
 	}
 	cs.push(f)
@@ -153,23 +153,46 @@ func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
 	}
 	hit.Return = &Return{Func: f.site.funcName, Caller: f.ret, EntryTime: f.time}
 	hit.Where = t.returnWhere(f.ret, f.site.funcName)
-	t.returning = f.vals
+	t.ret.returning = f.vals
 	for _, p := range f.site.returns {
 		t.fireReturn(p, hit)
 	}
-	t.returning = nil
+	t.ret.returning = nil
 }
 
 // returnWhere is kretprobe's "(caller+off/size <- func)", cached per
 // caller: return addresses repeat.
 func (t *Tracer) returnWhere(caller uint64, fn string) string {
 	key := whereKey{caller, fn}
-	if w, ok := t.wheres[key]; ok {
+	if w, ok := t.ret.wheres[key]; ok {
 		return w
 	}
 	w := t.space.Describe(caller) + " <- " + fn
-	t.wheres[key] = w
+	t.ret.wheres[key] = w
 	return w
+}
+
+// returnState is the returns the tracer hooked and the call stacks it
+// keeps.
+type returnState struct {
+	trampoline uint64               // where hijacked returns come back: its stub, with a mailbox
+	trap       uint64               // the trampoline's int3 (without a mailbox, the trampoline)
+	signer     uint64               // arm64: a slot with pacia1716, pacib1716 (retaddr_arm64.go), or 0
+	shadow     map[int]*callStack   // per thread, for hijacked returns: the stack it runs on
+	parked     map[int][]*callStack // per thread, the other stacks it has calls on (stackswitch.go)
+	goStacks   map[int64]*callStack // per goroutine, for Go's function tracer
+	goidOff    int                  // offset of runtime.g's goid; 0 if unknown
+	gbuf       [maxGoidOff + 8]byte
+	wheres     map[whereKey]string
+	lost       uint64
+	// unrecorded counts calls hooked in the tracee lost in a thread
+	// whose ring dropped records (their returns most likely were).
+	unrecorded uint64
+	// inProgress counts the calls entered and not returned when the
+	// tracer let the threads go (detachAll): their returns come after.
+	inProgress uint64
+	forked     map[int][]forkedReturn     // per adopted vfork child
+	returning  map[*Probe][]capturedValue // entry values of the frame returning now
 }
 
 type whereKey struct {
@@ -211,7 +234,7 @@ func (t *Tracer) fireReturn(p *Probe, hit *Hit) {
 // ensureTrampoline gives the tracer its return trampoline: one int3 in an
 // XOL slot, behind a mailbox stub when the process has a mailbox.
 func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
-	if t.trampoline != 0 {
+	if t.ret.trampoline != 0 {
 		return nil
 	}
 	if t.mailboxTrampoline(anchor, near) {
@@ -226,7 +249,7 @@ func (t *Tracer) ensureTrampoline(anchor int, near uint64) error {
 	if _, err := t.proc.WriteAt(trampolineTraps(), int64(slot)); err != nil {
 		return fmt.Errorf("write return trampoline: %w", err)
 	}
-	t.trampoline, t.trampTrap = slot, slot
+	t.ret.trampoline, t.ret.trap = slot, slot
 	t.hookUnwinders(anchor)
 	return nil
 }
@@ -258,8 +281,8 @@ func (t *Tracer) mailboxTrampoline(anchor int, near uint64) bool {
 		t.freeSlots(base, slots)
 		return false
 	}
-	t.trampoline, t.trampTrap = base, stub.Next
-	t.mbox.retStub, t.mbox.retID = base, id
+	t.ret.trampoline, t.ret.trap = base, stub.Next
+	t.mail.box.retStub, t.mail.box.retID = base, id
 	return true
 }
 
@@ -268,19 +291,19 @@ func (t *Tracer) mailboxTrampoline(anchor int, near uint64) bool {
 // longer holds the trampoline was overwritten (its frame abandoned) and is
 // not touched.
 func (t *Tracer) restoreReturns() {
-	for tid := range t.shadow {
-		for _, s := range t.threadStacks(tid) {
+	for tid := range t.ret.shadow {
+		for _, s := range t.ret.threadStacks(tid) {
 			t.retireStack(s)
 		}
-		if t.proc.Thread(tid) == nil || t.proc.GetRegs(tid, &t.regs) != nil {
+		if t.proc.Thread(tid) == nil || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 			continue
 		}
-		sp := tracee.SP(&t.regs)
-		if t.regs.PC() == t.trampTrap+singlestep.BreakpointPCAdjust {
+		sp := tracee.SP(&t.stop.regs)
+		if t.stop.regs.PC() == t.ret.trap+singlestep.BreakpointPCAdjust {
 			// Stopped on the trampoline itself: its frame has returned.
 			if c, i := t.frameAt(tid, sp-returnPops); c != nil {
-				t.regs.SetPC(c.frames[i].ret)
-				t.proc.SetRegs(tid, &t.regs)
+				t.stop.regs.SetPC(c.frames[i].ret)
+				t.proc.SetRegs(tid, &t.stop.regs)
 			}
 		}
 		// Which of its stacks the thread is on now is not known (it may
@@ -288,7 +311,7 @@ func (t *Tracer) restoreReturns() {
 		// holds the trampoline is ours wherever it is, and is put back,
 		// but for one in the red zone below sp, where a leaf function's
 		// data may sit now.
-		for _, s := range t.threadStacks(tid) {
+		for _, s := range t.ret.threadStacks(tid) {
 			for i := range s.frames {
 				if f := &s.frames[i]; f.hijacked && !f.unhooked && (f.sp >= sp || f.sp < sp-128) {
 					t.unhijack(tid, f)
@@ -297,12 +320,12 @@ func (t *Tracer) restoreReturns() {
 		}
 		// arm64: a function not past its prologue's save, or past its
 		// epilogue's load, has the trampoline in x30.
-		if f := t.shadow[tid].topOrNil(); f != nil && f.hijacked && !f.unhooked {
-			t.unhijackLR(tid, &t.regs, f)
+		if f := t.ret.shadow[tid].topOrNil(); f != nil && f.hijacked && !f.unhooked {
+			t.unhijackLR(tid, &t.stop.regs, f)
 		}
 	}
-	t.shadow = map[int]*callStack{}
-	t.parked = map[int][]*callStack{}
+	t.ret.shadow = map[int]*callStack{}
+	t.ret.parked = map[int][]*callStack{}
 }
 
 // goRetSites finds the RET instructions of a Go function, where its return

@@ -53,7 +53,7 @@ func (in *inproc) stopWaiting() {
 func (t *Tracer) RecordsWaited() time.Duration {
 	var d time.Duration
 	t.withHandlers(func() {
-		d = t.waitedPast
+		d = t.drain.waitedPast
 		for _, tr := range t.family() {
 			if in := tr.inproc; in != nil {
 				d += in.clock.Duration(in.rings.Waited())

@@ -40,12 +40,12 @@ func (h *Hit) walk(max int) (frames []Frame, outermost bool) {
 		return nil, false
 	}
 	pc, sp, bp := h.Regs.PC(), tracee.SP(h.Regs), tracee.FP(h.Regs)
-	if h.Return != nil && t.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.trampTrap {
+	if h.Return != nil && t.ret.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.ret.trap {
 		// At the trampoline the function has returned: the stack is
 		// the caller's, with the original return address as its pc.
 		pc = h.Return.Caller
 	}
-	cs := t.shadow[h.Tid]
+	cs := t.ret.shadow[h.Tid]
 	frames = make([]Frame, 0, min(max, 32))
 	caller := false // pc is a return address: look it up at pc-1, in the call
 	for len(frames) < max && pc != 0 {
@@ -96,7 +96,7 @@ func (h *Hit) walk(max int) (frames []Frame, outermost bool) {
 			return frames, false
 		}
 		switch {
-		case ret == t.trampoline && ret != 0:
+		case ret == t.ret.trampoline && ret != 0:
 			ret = cs.hijackedAt(u.frame)
 		case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
 			ret = t.returnTo(h.Tid, u.frame)

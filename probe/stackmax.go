@@ -94,12 +94,12 @@ func (t *Tracer) retireStack(cs *callStack) {
 
 // retireAll files every call stack left when tracing ends.
 func (t *Tracer) retireAll() {
-	for tid := range t.shadow {
-		for _, cs := range t.threadStacks(tid) {
+	for tid := range t.ret.shadow {
+		for _, cs := range t.ret.threadStacks(tid) {
 			t.retireStack(cs)
 		}
 	}
-	for _, cs := range t.goStacks {
+	for _, cs := range t.ret.goStacks {
 		t.retireStack(cs)
 	}
 }
@@ -109,7 +109,7 @@ func (t *Tracer) retireAll() {
 func (t *Tracer) threadGone(tid int) {
 	t.place.Forget(tid)
 	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: getcpu()} // it has no CPU any more
-	for _, cs := range append(t.threadStacks(tid), t.goStacks[-int64(tid)]) {
+	for _, cs := range append(t.ret.threadStacks(tid), t.ret.goStacks[-int64(tid)]) {
 		if cs == nil {
 			continue
 		}
@@ -119,9 +119,9 @@ func (t *Tracer) threadGone(tid int) {
 		}
 	}
 	t.rescueThreadGone(tid)
-	delete(t.shadow, tid)
-	delete(t.parked, tid)
-	delete(t.goStacks, -int64(tid))
+	delete(t.ret.shadow, tid)
+	delete(t.ret.parked, tid)
+	delete(t.ret.goStacks, -int64(tid))
 }
 
 func (t *Tracer) commOf(tid int) string {

@@ -9,7 +9,7 @@ import (
 
 // A thread may run on more than one stack: swapcontext coroutines, fibers,
 // a handler on sigaltstack. A call stack (callStack) is one stack's chain
-// of live calls; t.shadow holds the one the thread runs on, t.parked the
+// of live calls; t.ret.shadow holds the one the thread runs on, t.ret.parked the
 // others. A frame deeper than a return's on the same stack was abandoned
 // (longjmp, an exception), but one on another stack is live, waiting for
 // the thread to switch back: so a frame is only ever dropped from its own
@@ -34,19 +34,19 @@ const maxWalk = 256
 // registers regs, its return address ret at [sp], is on, made the running
 // one, with the frames it shows are dead dropped.
 func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *Hit) *callStack {
-	cs := t.threadStack(tid)
+	cs := t.ret.threadStack(tid)
 	sp := tracee.SP(regs)
 	if t.isTrampoline(ret) {
 		// A tail call: the caller's slot is [sp] itself.
 		if c, i := t.frameAt(tid, sp); c != nil {
-			t.runOn(tid, c)
+			t.ret.runOn(tid, c)
 			t.dropAbove(c, i+1, hit)
 			return c
 		}
 		return t.stackAt(tid, cs, sp, hit)
 	}
 	top := cs.top()
-	if top == nil && len(t.parked[tid]) == 0 {
+	if top == nil && len(t.ret.parked[tid]) == 0 {
 		return cs
 	}
 	if top != nil && top.sp > sp && t.callerSlot(ret, sp, tracee.FP(regs)) == top.sp {
@@ -62,7 +62,7 @@ func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *
 	if c != nil {
 		t.dropAbove(c, i+1, hit)
 	}
-	for _, s := range t.threadStacks(tid) {
+	for _, s := range t.ret.threadStacks(tid) {
 		for j := range s.frames {
 			if f := &s.frames[j]; f.sp >= sp && f.sp < end {
 				t.dropAbove(s, j, hit)
@@ -79,7 +79,7 @@ func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *
 			c = cs
 		}
 	}
-	t.runOn(tid, c)
+	t.ret.runOn(tid, c)
 	t.pruneParked(tid, hit)
 	return c
 }
@@ -88,8 +88,8 @@ func (t *Tracer) stackForEntry(tid int, regs *unix.PtraceRegs, ret uint64, hit *
 // return-address slot at slot, made the running one; the running stack if
 // none has.
 func (t *Tracer) stackForReturn(tid int, slot uint64) *callStack {
-	cs := t.shadow[tid]
-	if cs == nil || len(t.parked[tid]) == 0 {
+	cs := t.ret.shadow[tid]
+	if cs == nil || len(t.ret.parked[tid]) == 0 {
 		return cs
 	}
 	for i := len(cs.frames) - 1; i >= 0; i-- {
@@ -98,25 +98,25 @@ func (t *Tracer) stackForReturn(tid int, slot uint64) *callStack {
 		}
 	}
 	if c, _ := t.frameAt(tid, slot); c != nil {
-		t.runOn(tid, c)
+		t.ret.runOn(tid, c)
 		return c
 	}
 	return cs
 }
 
 // threadStacks lists every call stack of thread tid, the running one first.
-func (t *Tracer) threadStacks(tid int) []*callStack {
+func (r *returnState) threadStacks(tid int) []*callStack {
 	var out []*callStack
-	if cs := t.shadow[tid]; cs != nil {
+	if cs := r.shadow[tid]; cs != nil {
 		out = append(out, cs)
 	}
-	return append(out, t.parked[tid]...)
+	return append(out, r.parked[tid]...)
 }
 
 // frameAt finds the live frame of thread tid whose return-address slot is
 // slot: its stack and index, or nil.
 func (t *Tracer) frameAt(tid int, slot uint64) (*callStack, int) {
-	for _, s := range t.threadStacks(tid) {
+	for _, s := range t.ret.threadStacks(tid) {
 		for j := len(s.frames) - 1; j >= 0; j-- {
 			if s.frames[j].sp == slot {
 				return s, j
@@ -127,13 +127,13 @@ func (t *Tracer) frameAt(tid int, slot uint64) (*callStack, int) {
 }
 
 // runOn makes c thread tid's running stack, parking the one it was on.
-func (t *Tracer) runOn(tid int, c *callStack) {
-	cs := t.shadow[tid]
+func (r *returnState) runOn(tid int, c *callStack) {
+	cs := r.shadow[tid]
 	if cs == c {
 		return
 	}
-	parked := t.parked[tid][:0]
-	for _, s := range t.parked[tid] {
+	parked := r.parked[tid][:0]
+	for _, s := range r.parked[tid] {
 		if s != c {
 			parked = append(parked, s)
 		}
@@ -141,14 +141,14 @@ func (t *Tracer) runOn(tid int, c *callStack) {
 	if cs != nil && cs.top() != nil {
 		parked = append(parked, cs)
 	}
-	t.parked[tid] = parked
-	t.shadow[tid] = c
+	r.parked[tid] = parked
+	r.shadow[tid] = c
 }
 
 // pruneParked drops the oldest parked stacks of tid beyond maxParked, and
 // those left empty; their calls are lost.
 func (t *Tracer) pruneParked(tid int, hit *Hit) {
-	parked := t.parked[tid]
+	parked := t.ret.parked[tid]
 	kept := parked[:0]
 	for i, s := range parked {
 		if s.top() == nil || len(parked)-i > maxParked {
@@ -158,10 +158,10 @@ func (t *Tracer) pruneParked(tid int, hit *Hit) {
 		kept = append(kept, s)
 	}
 	if len(kept) == 0 {
-		delete(t.parked, tid)
+		delete(t.ret.parked, tid)
 		return
 	}
-	t.parked[tid] = kept
+	t.ret.parked[tid] = kept
 }
 
 // stackAt is the stack of an entry at sp whose caller chain is not known:
@@ -175,7 +175,7 @@ func (t *Tracer) stackAt(tid int, cs *callStack, sp uint64, hit *Hit) *callStack
 		return cs
 	}
 	c := &callStack{lane: int64(tid)}
-	t.runOn(tid, c)
+	t.ret.runOn(tid, c)
 	t.pruneParked(tid, hit)
 	return c
 }

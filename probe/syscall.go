@@ -106,7 +106,7 @@ func (t *Tracer) syscallProbeToggled() {
 
 // onSyscall serves a syscall-enter or syscall-exit stop.
 func (t *Tracer) onSyscall(tid int) {
-	regs := &t.regs
+	regs := &t.stop.regs
 	entry, err := t.proc.SyscallEntry(tid)
 	if err != nil || t.proc.GetRegs(tid, regs) != nil {
 		t.proc.Cont(tid, 0)

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/fetch"
-	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
 )
@@ -35,80 +34,47 @@ type Tracer struct {
 	started  chan struct{}
 	ready    chan struct{} // closed once Start has placed the jumps (Ready)
 	done     chan struct{} // closed when the loop has ended
-	kick     chan struct{} // wakes the ptrace thread when it is not in wait4
 	exit     ExitStatus
 	loopErr  error
 	startOne sync.Once
 
-	// Commands for the ptrace thread. Once it waits in wait4, a SIGSTOP to
-	// the process (the doorbell) makes some thread stop and report it.
-	mu        sync.Mutex
-	queue     []func(anchor int)
-	isStarted bool
-	rang      bool // a doorbell SIGSTOP is in flight
-	gone      bool // detached or exited: ring no more
-	// jumpsRefused: sites kept as int3s because something else lands
-	// inside their jmp's bytes (optimize.go), for JumpsRefused.
-	jumpsRefused []string
+	cmds commandQueue // what other goroutines ask of the ptrace thread
 
 	// Owned by the ptrace thread.
 	proc  *tracee.Process
 	space *symbols.Space
-	// btiText: whether a module's code is BTI-guarded (arm64), by the
-	// module, read from smaps once (optimize_arm64.go).
-	btiText map[*symbols.Mapped]bool
 	// shownSpace is space for other goroutines (Symbols): the ptrace
 	// thread replaces space when libraries come and go.
 	shownSpace atomic.Pointer[symbols.Space]
 	anchor     int // a thread held stopped while commands run, or 0
 	// installHeld are the other threads, held from the first breakpoint
 	// written before Start until Start (holdForInstall).
-	installHeld  []int
-	sites        map[uint64]*site
-	probes       map[string]*Probe
-	stepping     map[int]*site         // threads whose displaced instruction is in flight
-	restarting   map[int]*restartState // threads stepped out of a Go restartable sequence (gorestart.go)
-	restartSlots map[uint64]uint64     // the copies they step from, by the instruction's address
-	comms        map[int]string
-	xol          []*xolArea
-	detours      map[uint64]*jumpOpt // by the detour's address (optimize.go)
-	jumps        atomic.Int64        // sites jump-optimised
-	detourExits  atomic.Int64        // threads moved out of detours at detach
-	hookJumps    atomic.Int64        // jumps to return-hook detours (optimize.go)
-	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
-	copyFaults   atomic.Int64        // stubs' copies of memory that faulted (memread.go)
-	// funcPaths is what FuncPaths says, as the jumps were last placed.
-	funcPaths struct {
-		mu    sync.Mutex
-		in    int
-		stops map[string]int
-	}
-	regs     unix.PtraceRegs
-	hit      Hit // the stop's, handed to handlers (newHit)
-	place    *tracee.Placer
-	tuning   Tuning
-	monoBase int64
-	wallBase time.Time
-	detached bool
-	lostHits uint64
-	flight   inFlight // the stop being handled, for emergencyDetach
-	stopTime int64    // when the SIGTRAP stop being handled was seen, or 0
-	stopTid  int      // the thread of that stop
-	stopCPU  int      // the CPU it said it stopped on (mailboxCPU), or -1
-	// stopStamp is the rings' clock at that stop: records stamped
-	// before it come before its hit.
-	stopStamp uint64
+	installHeld []int
+	sites       map[uint64]*site
+	probes      map[string]*Probe
+	comms       map[int]string
+	place       *tracee.Placer
+	tuning      Tuning
+	monoBase    int64
+	wallBase    time.Time
+	detached    bool
+	lostHits    uint64
+	copyFaults  atomic.Int64 // stubs' copies of memory that faulted (memread.go)
+	// pacMask is the bits of a code address its pointer authentication
+	// code takes (arm64), or 0.
+	pacMask uint64
 
-	trampoline uint64              // where hijacked returns come back: its stub, with a mailbox
-	trampTrap  uint64              // the trampoline's int3 (without a mailbox, the trampoline)
-	signer     uint64              // arm64: a slot with pacia1716, pacib1716 (retaddr_arm64.go), or 0
-	pacMask    uint64              // the bits of a code address its pointer authentication code takes (arm64), or 0
-	mbox       *mailbox            // registers shared with the tracee (mailbox.go), or nil
-	rescue     *rescue             // what a SIGTRAP handler of ours needs if we die (rescue.go), or nil
-	ourTrap    *trapHandler        // that handler, also in a followed child, which inherits it
-	mboxTried  bool                // ensureMailbox has run
-	mboxStubs  map[uint64]*jumpOpt // detours with a mailbox stub, by stub id
-	mboxDirty  map[int]bool        // threads that took a signal holding their slot
+	stop    stopState    // the stop being handled
+	step    stepState    // displaced instructions run out of line
+	jumps   jumpState    // jump optimisation (optimize.go)
+	mail    mailState    // registers shared with the tracee (mailbox.go)
+	traps   sigtrapState // our SIGTRAP handler and the program's (rescue.go, trapstate.go)
+	maps    mappingState // what we mapped in the tracee (reclaim.go)
+	ret     returnState  // hooked returns and the call stacks (retprobe.go)
+	drain   drainState   // the rings' way to the handlers (drain.go)
+	follow  followState  // followed forks and execs (follow.go)
+	inject  injectState  // calls and errors injected (patch.go, override.go)
+	scratch fetchScratch // reused by every hit's fetch (args.go)
 
 	inproc    *inproc // the rings of in-process probes (inproc.go), or nil
 	inprocWhy string  // why there are none, once ensureRings found a reason
@@ -120,72 +86,25 @@ type Tracer struct {
 		m   *symbols.Module
 		yes bool
 	}
-	hmu        sync.Mutex    // held while handlers run: the loop's and the drain's (withHandlers)
-	drainStop  chan struct{} // closed to stop the drain
-	drainDone  chan struct{} // closed when it has stopped
-	recordOut  RecordOutput  // SetRecordOutput
-	lostPast   ring.Lost     // what the rings of programs before an exec lost
-	waitedPast time.Duration // how long their threads waited for room
-	// redirects are the branches re-aimed into detours, by address, put
-	// back at detach (putBackRedirects).
-	redirects map[uint64]redirect
-	// mapped are the tracee's mappings this session made (rings,
-	// mailbox, out-of-line pages): detach removes them (reclaimMappings).
-	mapped []mappedRange
-	// leftovers are a killed probe's mappings the attach could not
-	// remove (a thread was in them), with its memory files (rings):
-	// detach tries again.
-	leftovers     []mappedRange
-	leftoverFiles [][2]uint64
-	// leftoverAct is the program's SIGTRAP action, for when a killed
-	// probe's handler, still its action, goes with its mappings.
-	leftoverAct [4]uint64
-	// The program's SIGTRAP action, and the threads we blocked SIGTRAP
-	// in again while their routine had it unblocked (trapstate.go).
-	trapAct       trapAction
-	trapReblocked map[int]bool
-	mboxStops     atomic.Int64         // stops served from the mailbox
-	shadow        map[int]*callStack   // per thread, for hijacked returns: the stack it runs on
-	parked        map[int][]*callStack // per thread, the other stacks it has calls on (stackswitch.go)
-	goStacks      map[int64]*callStack // per goroutine, for Go's function tracer
-	goidOff       int                  // offset of runtime.g's goid; 0 if unknown
-	gbuf          [maxGoidOff + 8]byte
-	ft            *funcTracer
-	pastStacks    []StackUsage // the stack tracer's, from function tracers stopped
-	wheres        map[whereKey]string
-	lostReturns   uint64
-	// unrecordedReturns counts calls hooked in the tracee lost in a
-	// thread whose ring dropped records (their returns most likely were).
-	unrecordedReturns uint64
-	// inProgress counts the calls entered and not returned when the
-	// tracer let the threads go (detachAll): their returns come after.
-	inProgress uint64
 
-	forkedReturns map[int][]forkedReturn // per adopted vfork child
-	sysProbes     map[sysKey][]*Probe    // syscall probes, by system call entry or exit
-	linker        *linkerWatch           // libraries loaded and unloaded (pending.go)
+	ft         *funcTracer
+	pastStacks []StackUsage        // the stack tracer's, from function tracers stopped
+	sysProbes  map[sysKey][]*Probe // syscall probes, by system call entry or exit
+	linker     *linkerWatch        // libraries loaded and unloaded (pending.go)
+}
 
-	follow        bool            // SetFollow: re-resolve probes after an exec
-	notify        func(string)    // SetNotify
-	execDropped   []*Probe        // probes of the old program, until the new one is ready
-	execEntry     uint64          // the new program's entry point, while a breakpoint is there
-	execEntryOrig []byte          // the bytes it replaced
-	root          *Tracer         // for a followed process: the tracer whose loop serves it
-	followed      map[int]*Tracer // on the root: followed processes by pid
-	bell          atomic.Int32    // the pid the doorbell rings at, if not ours (see moveBell)
-
-	env       fetch.HitEnv // scratch for fetching, reused every hit
-	fpTid     int          // the thread whose FP registers readFPRegs reads
-	fpRegs    [tracee.FPRegsSize]byte
-	fields    []fetch.Field              // scratch for fetched fields
-	returning map[*Probe][]capturedValue // entry values of the frame returning now
-
-	errno errnoPlace // where the C library keeps errno (errno.go)
-	// patchTrap is the breakpoint injected calls return to (patch.go).
-	patchTrap uint64
-	// skipped are the threads in a system call an o: probe skipped, and
-	// the result each gets at its exit stop (override.go).
-	skipped map[int]skippedCall
+// stopState is the stop being handled.
+type stopState struct {
+	regs unix.PtraceRegs
+	hit  Hit // handed to handlers (newHit)
+	// flight is the stop's progress, for emergencyDetach.
+	flight inFlight
+	time   int64 // when the SIGTRAP stop was seen, or 0
+	tid    int   // its thread
+	cpu    int   // the CPU it said it stopped on (mailState.cpu), or -1
+	// stamp is the rings' clock at the stop: records stamped before it
+	// come before its hit.
+	stamp uint64
 }
 
 // ExitStatus is how the traced process ended, when it did.
@@ -265,28 +184,28 @@ func orDefault(f, def *os.File) *os.File {
 // space: at start, for a followed process, after an exec.
 func (t *Tracer) newAddressSpace() {
 	t.sites = make(map[uint64]*site)
-	t.detours = make(map[uint64]*jumpOpt)
-	t.redirects = make(map[uint64]redirect)
-	t.mapped, t.leftovers, t.leftoverFiles = nil, nil, nil
-	t.stepping = make(map[int]*site)
-	t.restarting = make(map[int]*restartState)
-	t.restartSlots = make(map[uint64]uint64)
+	t.jumps.detours = make(map[uint64]*jumpOpt)
+	t.jumps.redirects = make(map[uint64]redirect)
+	t.maps.made, t.maps.left, t.maps.leftFiles = nil, nil, nil
+	t.step.threads = make(map[int]*site)
+	t.step.restarting = make(map[int]*restartState)
+	t.step.restartSlots = make(map[uint64]uint64)
 	t.comms = make(map[int]string)
-	t.shadow = make(map[int]*callStack)
-	t.parked = make(map[int][]*callStack)
-	t.goStacks = make(map[int64]*callStack)
-	t.wheres = make(map[whereKey]string)
-	t.forkedReturns = make(map[int][]forkedReturn)
-	t.mboxStubs = make(map[uint64]*jumpOpt)
-	t.mboxDirty = make(map[int]bool)
-	t.trapReblocked = make(map[int]bool)
+	t.ret.shadow = make(map[int]*callStack)
+	t.ret.parked = make(map[int][]*callStack)
+	t.ret.goStacks = make(map[int64]*callStack)
+	t.ret.wheres = make(map[whereKey]string)
+	t.ret.forked = make(map[int][]forkedReturn)
+	t.mail.stubs = make(map[uint64]*jumpOpt)
+	t.mail.dirty = make(map[int]bool)
+	t.traps.reblocked = make(map[int]bool)
 }
 
 // newTracer starts the ptrace thread, which runs setup and then serves
 // commands until Start.
 func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 	t := &Tracer{
-		kick:    make(chan struct{}, 1),
+		cmds:    commandQueue{kick: make(chan struct{}, 1)},
 		started: make(chan struct{}),
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
@@ -318,7 +237,7 @@ func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 		t.monoBase, t.wallBase = monotonicNow(), time.Now()
 		t.place = tracee.NewPlacer(proc.Pid, true)
 		proc.Delivering = t.mailboxSignal
-		t.env = fetch.HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
+		t.scratch.env = fetch.HitEnv{Mem: proc, Symbolize: t.symbolize, FPRegs: t.readFPRegs}
 		if !t.launched {
 			t.restoreLeftovers()
 			t.setupRescue()
@@ -343,12 +262,12 @@ func (t *Tracer) serve() {
 		t.stopDrain()
 		t.place.Release()
 		t.retireAll()
-		t.closeQueue()
+		t.cmds.close()
 		t.proc.Close()
 	}()
 	for !t.detached {
 		select {
-		case <-t.kick:
+		case <-t.cmds.kick:
 			t.runCommands(t.anchor)
 			continue
 		case <-t.started:
@@ -446,75 +365,9 @@ func (t *Tracer) setSpace(s *symbols.Space) {
 // Start lets the held thread run and starts serving probe hits.
 func (t *Tracer) Start() {
 	t.startOne.Do(func() {
-		t.mu.Lock()
-		t.isStarted = true
-		t.mu.Unlock()
+		t.cmds.start()
 		close(t.started)
 	})
-}
-
-// do runs fn on the ptrace thread with a thread held stopped (anchor), and
-// waits for it. After Start it rings the doorbell: a SIGSTOP to the
-// process, which the loop recognises by its sender and swallows.
-func (t *Tracer) do(fn func(anchor int) error) error {
-	errc := make(chan error, 1)
-	t.mu.Lock()
-	if t.gone {
-		t.mu.Unlock()
-		return ErrDetached
-	}
-	t.queue = append(t.queue, func(anchor int) { errc <- fn(anchor) })
-	if t.isStarted && !t.rang {
-		t.rang = true
-		unix.Kill(t.bellPid(), unix.SIGSTOP)
-	}
-	t.mu.Unlock()
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-t.done:
-		return ErrDetached
-	}
-}
-
-// takeQueue hands the queued commands to the ptrace thread.
-func (t *Tracer) takeQueue() []func(int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	q := t.queue
-	t.queue = nil
-	return q
-}
-
-// answered notes that the doorbell's SIGSTOP has been swallowed (or, for a
-// process in group-stop, will never be needed): the next command rings anew.
-func (t *Tracer) answered() {
-	t.mu.Lock()
-	t.rang = false
-	t.mu.Unlock()
-}
-
-// runCommands runs every queued command with tid held stopped.
-func (t *Tracer) runCommands(tid int) {
-	for _, fn := range t.takeQueue() {
-		if t.detached {
-			return
-		}
-		fn(tid)
-	}
-}
-
-// closeQueue stops the doorbell for good; it reports whether one is still
-// in flight, to be swallowed before the threads are let go.
-func (t *Tracer) closeQueue() (ringing bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.gone = true
-	return t.rang
 }
 
 // Add parses spec, resolves and installs it with handler h.
@@ -618,17 +471,17 @@ func (t *Tracer) LostHits() uint64 { return atomic.LoadUint64(&t.lostHits) }
 
 // LostReturns counts return-probe frames abandoned by longjmp or an
 // exception, whose return was never seen. Read it after Wait or Detach.
-func (t *Tracer) LostReturns() uint64 { return atomic.LoadUint64(&t.lostReturns) }
+func (t *Tracer) LostReturns() uint64 { return atomic.LoadUint64(&t.ret.lost) }
 
 // UnrecordedReturns is how many calls hooked in the tracee were lost in
 // a thread whose ring had dropped records (full): their returns most
 // likely came, unrecorded. Not in LostReturns.
-func (t *Tracer) UnrecordedReturns() uint64 { return atomic.LoadUint64(&t.unrecordedReturns) }
+func (t *Tracer) UnrecordedReturns() uint64 { return atomic.LoadUint64(&t.ret.unrecorded) }
 
 // CallsInProgress is how many calls whose return was awaited (return
 // probes, the function tracers) were still in progress at the detach, in
 // this process and those it followed: their returns are not in the trace.
-func (t *Tracer) CallsInProgress() uint64 { return atomic.LoadUint64(&t.inProgress) }
+func (t *Tracer) CallsInProgress() uint64 { return atomic.LoadUint64(&t.ret.inProgress) }
 
 func monotonicNow() int64 {
 	var ts unix.Timespec
@@ -641,8 +494,8 @@ func (t *Tracer) now() int64 { return t.monoBase + int64(time.Since(t.wallBase))
 
 // cpuOf is the CPU thread tid stopped on, for the CPU column.
 func (t *Tracer) cpuOf(tid int) int {
-	if tid == t.stopTid && t.stopCPU >= 0 {
-		return t.stopCPU
+	if tid == t.stop.tid && t.stop.cpu >= 0 {
+		return t.stop.cpu
 	}
 	if cpu := t.place.CPUOf(tid, t.proc.Slept); cpu >= 0 {
 		return cpu

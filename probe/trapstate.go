@@ -34,13 +34,13 @@ type trapAction struct {
 // SIG_IGN discards the SIGTRAPs pending in every thread, and with them
 // the traps of other threads' int3s that they have yet to take.
 func (t *Tracer) mailboxTrapState(tid int, slot uint64, settled bool) {
-	s := t.mbox.trapState(slot)
+	s := t.mail.box.trapState(slot)
 	t.learnTrapAction(&s)
-	reblocked := t.trapReblocked[tid]
-	delete(t.trapReblocked, tid)
+	reblocked := t.traps.reblocked[tid]
+	delete(t.traps.reblocked, tid)
 	handlerReset := reblocked && !s.TrapDefault() && !s.TrapIgnored()
 	if handlerReset || s.TrapIgnored() {
-		t.trapAct.reset = true
+		t.traps.program.reset = true
 	}
 	t.proc.OweTrapState(tid, s, settled && s.TrapBlocked(), handlerReset)
 }
@@ -50,7 +50,7 @@ func (t *Tracer) mailboxTrapState(tid int, slot uint64, settled bool) {
 // reset's (not yet undone, or never for SIG_IGN): it is taken for the
 // action we know.
 func (t *Tracer) learnTrapAction(s *tracee.TrapState) {
-	a := &t.trapAct
+	a := &t.traps.program
 	switch {
 	case !s.TrapDefault():
 		a.act, a.known = s.Action, true
@@ -63,7 +63,7 @@ func (t *Tracer) learnTrapAction(s *tracee.TrapState) {
 // has told: a SIGTRAP for it is then dropped, not delivered, for the
 // kernel's action is the SIG_DFL of a reset until detach.
 func (t *Tracer) trapIgnored() bool {
-	return t.trapAct.known && t.trapAct.act[0] == 1 // SIG_IGN
+	return t.traps.program.known && t.traps.program.act[0] == 1 // SIG_IGN
 }
 
 // passTrap resumes a thread stopped for a SIGTRAP that is the program's,
@@ -82,7 +82,7 @@ func (t *Tracer) passTrap(tid int) {
 // as the kernel has it now (a step's forced SIGTRAP resets it).
 func (t *Tracer) trapIgnoredBefore(tids []int) (act [4]uint64, ignored bool) {
 	if t.trapIgnored() {
-		return t.trapAct.act, true
+		return t.traps.program.act, true
 	}
 	if !tracee.TrapIgnored(t.pid) {
 		return act, false
@@ -117,7 +117,7 @@ func (t *Tracer) restoreTrapIgnored(act [4]uint64, tids ...int) {
 // handler must run with the thread's own mask. If the thread has yet to
 // trap, that trap then finds SIGTRAP blocked, and what it resets is owed.
 func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
-	m := t.mbox
+	m := t.mail.box
 	var regs unix.PtraceRegs
 	if t.proc.GetRegs(tid, &regs) != nil {
 		return
@@ -128,7 +128,7 @@ func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
 			continue
 		}
 		if s := m.trapState(slot); s.TrapBlocked() && t.proc.SetSigmask(tid, s.Mask) == nil && rip <= l.Trap {
-			t.trapReblocked[tid] = true
+			t.traps.reblocked[tid] = true
 		}
 		return
 	}
@@ -139,7 +139,7 @@ func (t *Tracer) keepTrapMaskForSignal(tid int, slot uint64) {
 // the step's forced SIGTRAP would find SIGTRAP blocked by then, and
 // unblock it (and reset a handler). It reports whether it did.
 func (t *Tracer) reblockTrap(tid int, regs *unix.PtraceRegs) bool {
-	m := t.mbox
+	m := t.mail.box
 	for _, l := range []codegen.RoutineLayout{m.entryLayout, m.retLayout} {
 		if l.Reblocked == 0 || regs.PC() != l.Reblocked-2 {
 			continue

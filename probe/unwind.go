@@ -57,7 +57,7 @@ func (t *Tracer) hookUnwinders(anchor int) {
 // onUnwinder runs at an unwinder's entry on thread tid.
 func (t *Tracer) onUnwinder(tid int, regs *unix.PtraceRegs, action unwindAction, hit *Hit) {
 	t.onInprocUnwinder(tid, regs, action, hit)
-	cs := t.shadow[tid]
+	cs := t.ret.shadow[tid]
 	if cs == nil {
 		return
 	}
