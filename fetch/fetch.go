@@ -30,7 +30,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -719,15 +718,6 @@ func (c *compiler) parseVar(tok, s string, f *fetchArg) error {
 		return nil
 	}
 	return argErr(tok, "unknown variable %q (want $retval, $stack, $stackN, $argN, $comm or $params)", s)
-}
-
-// Registers are read as the words of unix.PtraceRegs, fetchNumRegs of
-// them (fetch_GOARCH.go); this fails to compile if the count is wrong.
-var _ [unsafe.Sizeof(unix.PtraceRegs{}) - fetchNumRegs*8]struct{}
-var _ [fetchNumRegs*8 - unsafe.Sizeof(unix.PtraceRegs{})]struct{}
-
-func fetchRegWord(r *unix.PtraceRegs, i uint8) uint64 {
-	return (*[fetchNumRegs]uint64)(unsafe.Pointer(r))[i%fetchNumRegs]
 }
 
 // regDesc is a register or a part of one: (word >> shift) cut to width bits.

@@ -9,20 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BreakpointInsn is `brk #0`, as gdb uses: brk #0x5 is the kernel's uprobes
-// immediate, and in a process that also has a kernel uprobe, a #0x5 that
-// is not the kernel's raises SIGTRAP as SI_KERNEL, not TRAP_BRKPT.
-var BreakpointInsn = []byte{0x00, 0x00, 0x20, 0xd4}
-
 // IsBreakpoint reports whether code starts with a breakpoint: a brk of
 // any immediate (ours is #0; a program's own may be any).
 func IsBreakpoint(code []byte) bool {
 	return len(code) >= 4 && binary.LittleEndian.Uint32(code)&0xffe0001f == 0xd4200000
 }
-
-// BreakpointPCAdjust is how far past the probe address the trap leaves the
-// PC: brk leaves pc at the brk.
-const BreakpointPCAdjust = 0
 
 // SlotSize is the space reserved per XOL slot: the copied instruction and
 // the `b` back that XOLBoosted appends, rounded up.

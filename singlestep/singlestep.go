@@ -10,8 +10,8 @@
 //	if in.Kind == singlestep.Emulate { err = in.Emulate(&regs, mem) } else { b, _ := in.XOL(slot); /* write b at slot, step it */ err = in.Fixup(&regs, mem, slot) }
 //
 // Per-architecture code lives in files with a GOARCH suffix (amd64 and
-// arm64). An architecture supplies BreakpointInsn, BreakpointPCAdjust,
-// SlotSize, XOLReach, the archInsn type held in Insn, insnLength (used by
+// arm64); its breakpoint comes from its table (arch.Host). An architecture
+// supplies SlotSize, XOLReach, the archInsn type held in Insn, insnLength (used by
 // Boundaries and CheckBoundary), Analyze, SweepBranches, GoStackCheckEnd,
 // DirectBranch, jumpBack (for XOLBoosted) and the Insn methods Emulate,
 // XOL, Fixup, CanBoost, Form, FallsThrough and String. The code the
@@ -26,7 +26,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/probedbg/probe/arch"
 )
+
+// BreakpointInsn is the software breakpoint probes write.
+var BreakpointInsn = arch.Host.Breakpoint
+
+// BreakpointPCAdjust is how far past the probe address the trap leaves the
+// pc.
+var BreakpointPCAdjust = arch.Host.BreakpointPCAdjust
 
 // Memory is the tracee's address space, as needed by emulation and fixups
 // (push, pop, call, ret touch the stack). Offsets are addresses.

@@ -10,15 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BreakpointInsn is the software breakpoint (int3).
-var BreakpointInsn = []byte{0xcc}
-
 // IsBreakpoint reports whether code starts with a breakpoint: int3.
 func IsBreakpoint(code []byte) bool { return len(code) > 0 && code[0] == 0xcc }
-
-// BreakpointPCAdjust is how far past the probe address the trap leaves the
-// PC: after int3, rip = probe address + 1.
-const BreakpointPCAdjust = 1
 
 // SlotSize is the space reserved per XOL slot: the longest instruction (15
 // bytes) plus the 5-byte jmp back appended by XOLBoosted, rounded up.
