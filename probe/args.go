@@ -165,10 +165,10 @@ type fetchScratch struct {
 // value made here would allocate at every hit.)
 func (t *Tracer) envFor(hit *Hit) *fetch.HitEnv {
 	if in := t.inproc; in != nil && hit.Mem == fetch.Memory(&in.stack) {
-		in.env.Regs, in.env.Comm = hit.Regs, hit.Comm
+		in.env.Regs, in.env.Comm = hit.regs, hit.Comm
 		return &in.env
 	}
-	t.scratch.env.Regs, t.scratch.env.Comm, t.scratch.fpTid = hit.Regs, hit.Comm, hit.Tid
+	t.scratch.env.Regs, t.scratch.env.Comm, t.scratch.fpTid = hit.regs, hit.Comm, hit.Tid
 	return &t.scratch.env
 }
 

@@ -31,7 +31,7 @@ func (t *Tracer) unsafeToCall(tid int) string {
 	if err := t.proc.GetRegs(tid, &regs); err != nil {
 		return "" // gone: the call fails and says so
 	}
-	frames, _ := (&Hit{tracer: t, Tid: tid, Regs: &regs}).walk(maxPatchFrames)
+	frames, _ := (&Hit{tracer: t, Tid: tid, regs: &regs}).walk(maxPatchFrames)
 	for i, f := range frames {
 		pc := f.PC
 		if i > 0 {

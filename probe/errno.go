@@ -118,6 +118,6 @@ func (t *Tracer) hitErrno(hit *Hit) (int32, bool) {
 	if t.replaying(hit) {
 		return t.inproc.errno, t.inproc.errnoOff != 0
 	}
-	e, err := t.readErrno(hit.Tid, hit.Regs)
+	e, err := t.readErrno(hit.Tid, hit.regs)
 	return e, err == nil
 }

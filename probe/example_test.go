@@ -26,7 +26,7 @@ func ExampleAttach() {
 	}
 	defer t.Detach()
 	p, err := t.Add("p:malloc size=%di:u64", probe.Handler{
-		Pre:  func(h *probe.Hit) { fmt.Println(h.Tid, h.Fields) /* h.Regs, h.Mem ... */ },
+		Pre:  func(h *probe.Hit) { fmt.Println(h.Tid, h.Fields) /* h.Reg("di"), h.Mem ... */ },
 		Post: func(h *probe.Hit) { /* after the probed instruction */ },
 	})
 	if err != nil {

@@ -132,7 +132,7 @@ func (t *Tracer) onForkedTrap(tid int, regs *unix.PtraceRegs) {
 	if t.resumeOptimized(tid, s, regs, nil, false) {
 		return
 	}
-	hit := Hit{Pid: t.pid, Tid: tid, Regs: regs, Mem: t.proc}
+	hit := Hit{Pid: t.pid, Tid: tid, regs: regs, Mem: t.proc}
 	t.runDisplaced(tid, s, regs, &hit)
 }
 

@@ -58,7 +58,7 @@ func (t *Tracer) returnRecordable(p *Probe) string {
 // says whether the stub hooked the return.
 func (t *Tracer) replayEnter(s *site, hit *Hit, ret uint64, hooked bool) {
 	cs := t.ret.threadStack(hit.Tid)
-	sp := tracee.SP(hit.Regs)
+	sp := tracee.SP(hit.regs)
 	f := shadowFrame{sp: sp, ret: ret, site: s, time: hit.Time}
 	if ret == t.inproc.trampoline {
 		// A tail call: it returns with its caller, whose frame has
@@ -109,10 +109,10 @@ func (t *Tracer) replayReturn(rec *ring.Record, hit *Hit) {
 	if top == nil || top.sp != slot {
 		return
 	}
-	tracee.SetResults(hit.Regs, rec.Values[1], rec.Values[2])
+	tracee.SetResults(hit.regs, rec.Values[1], rec.Values[2])
 	t.inproc.errno = int32(rec.Values[3])
-	tracee.SetSP(hit.Regs, slot+returnPops)
-	hit.Regs.SetPC(top.ret)
+	tracee.SetSP(hit.regs, slot+returnPops)
+	hit.regs.SetPC(top.ret)
 	// (A frame the tracer hooked at the slot returns at its own
 	// trampoline, next.)
 	for f := cs.top(); f != nil && f.sp == slot && !f.hijacked; f = cs.top() {

@@ -282,7 +282,7 @@ func (t *Tracer) newHit(tid int, regs *unix.PtraceRegs) *Hit {
 	if now == 0 {
 		now = t.now()
 	}
-	t.stop.hit = Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), Regs: regs, Mem: t.proc, tracer: t}
+	t.stop.hit = Hit{Pid: t.pid, Tid: tid, Comm: comm, Time: now, CPU: t.cpuOf(tid), regs: regs, Mem: t.proc, tracer: t}
 	return &t.stop.hit
 }
 

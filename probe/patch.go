@@ -469,7 +469,7 @@ func (t *Tracer) threadInside(tid int, inside func(pc uint64) bool) string {
 	if err := t.proc.GetRegs(tid, &regs); err != nil {
 		return "" // gone
 	}
-	frames, outermost := (&Hit{tracer: t, Tid: tid, Regs: &regs}).walk(maxPatchFrames)
+	frames, outermost := (&Hit{tracer: t, Tid: tid, regs: &regs}).walk(maxPatchFrames)
 	for i, f := range frames {
 		look := f.PC
 		if i > 0 {

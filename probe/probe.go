@@ -7,7 +7,7 @@
 //	}
 //	defer t.Detach()
 //	p, err := t.Add("p:malloc size=%di:u64", probe.Handler{
-//		Pre:  func(h *probe.Hit) { fmt.Println(h.Tid, h.Fields) /* h.Regs, h.Mem ... */ },
+//		Pre:  func(h *probe.Hit) { fmt.Println(h.Tid, h.Fields) /* h.Reg("di"), h.Mem ... */ },
 //		Post: func(h *probe.Hit) { /* after the probed instruction */ },
 //	})
 //	if err != nil {
@@ -24,12 +24,15 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/arch"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
+	"github.com/probedbg/probe/tracee"
 )
 
 // ErrDetached is returned by calls on a Tracer that has let its process go.
@@ -47,7 +50,7 @@ type Handler struct {
 	Pre  func(*Hit)
 	Post func(*Hit)
 	// Recorded says Pre reads of its Hit only Probe, Pid, Tid, Comm,
-	// Time, CPU, Where and Fields (no Regs, Mem or Stack), and may run
+	// Time, CPU, Where and Fields (no Reg, PC, SP, Mem or Stack), and may run
 	// on another goroutine than the tracer's, any time after the hit:
 	// the probe may then record in the tracee and never stop it
 	// (in-process probes, inproc.go).
@@ -65,7 +68,6 @@ type Hit struct {
 	Comm  string // the thread's name
 	Time  int64  // CLOCK_MONOTONIC nanoseconds
 	CPU   int    // the CPU that handled the stop
-	Regs  *unix.PtraceRegs
 	Mem   fetch.Memory
 	// Where is the location as ftrace prints it: "work+0x0/0x12" for an
 	// entry probe, "main+0x3c/0x80 <- work" for a return.
@@ -76,7 +78,50 @@ type Hit struct {
 	// post-handler).
 	Fields []fetch.Field
 
-	tracer *Tracer // for Stack
+	regs   *unix.PtraceRegs // the thread's, as Reg reads them
+	tracer *Tracer          // for Stack
+}
+
+// Reg returns the register %name reads (the names fetch-args accept:
+// "di", "rax", "eax", "x0", "w1", "sp", "pc", ...), and whether name is
+// one of the CPU's. In a post-handler it is the register after the
+// probed instruction ran.
+func (h *Hit) Reg(name string) (uint64, bool) {
+	r, ok := arch.Host.Regs[name]
+	if !ok || h.regs == nil {
+		return 0, false
+	}
+	v := unsafe.Slice((*uint64)(unsafe.Pointer(h.regs)), arch.Host.Words)[r.Word] >> r.Shift
+	if r.Bits < 64 {
+		v &= 1<<r.Bits - 1
+	}
+	return v, true
+}
+
+// Byte offsets in unix.PtraceRegs of the stack pointer, a function's
+// result and its second word.
+var (
+	spOff      = int(arch.Host.SP) * 8
+	resultOff  = int(arch.Host.Result) * 8
+	result2Off = int(arch.Host.Result2) * 8
+)
+
+// PC returns the program counter: at an entry probe its address (a
+// trap's pc past the breakpoint is taken back), in a post-handler the
+// next instruction's.
+func (h *Hit) PC() uint64 {
+	if h.regs == nil {
+		return 0
+	}
+	return h.regs.PC()
+}
+
+// SP returns the stack pointer.
+func (h *Hit) SP() uint64 {
+	if h.regs == nil {
+		return 0
+	}
+	return tracee.SP(h.regs)
 }
 
 // Probe is one installed probe.

@@ -3,7 +3,6 @@ package probe
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -69,13 +68,6 @@ func clearTrapFlag(r *unix.PtraceRegs) bool {
 	r.Eflags &^= tf
 	return set
 }
-
-// Byte offsets in unix.PtraceRegs.
-var (
-	spOff      = int(unsafe.Offsetof(unix.PtraceRegs{}.Rsp))
-	resultOff  = int(unsafe.Offsetof(unix.PtraceRegs{}.Rax)) // a function's result
-	result2Off = int(unsafe.Offsetof(unix.PtraceRegs{}.Rdx)) // its second word
-)
 
 // restartSequences: none in Go's amd64 code (gorestart.go).
 const restartSequences = false

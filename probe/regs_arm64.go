@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/fetch"
@@ -58,13 +56,6 @@ func reblockSlotReg(r *unix.PtraceRegs) uint64 { return 0 }
 func returnFromSyscall(r *unix.PtraceRegs, pc uint64) { r.Pc, r.Regs[0] = pc, 0 }
 
 func clearTrapFlag(r *unix.PtraceRegs) bool { return false }
-
-// Byte offsets in unix.PtraceRegs.
-var (
-	spOff      = int(unsafe.Offsetof(unix.PtraceRegs{}.Sp))
-	resultOff  = 0 // x0: a function's result
-	result2Off = 8 // x1: its second word
-)
 
 // restartSequences: Go's arm64 code has them (gorestart.go).
 const restartSequences = true

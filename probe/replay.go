@@ -232,7 +232,7 @@ func (s *stackWords) load(vals []uint64, c *codegen.RecordStub) (hooked, ok bool
 // in.regs and in.stack.
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
-	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, Regs: &in.regs, Mem: &in.stack, tracer: t}
+	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, regs: &in.regs, Mem: &in.stack, tracer: t}
 	if rec.CPU == ring.UnknownCPU {
 		in.hit.CPU = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
 	}

@@ -204,7 +204,7 @@ type whereKey struct {
 // instructions: the return address is where it was at the entry (x86-64:
 // at [sp]; arm64: in x30), the results in registers.
 func (t *Tracer) onRetInsn(s *site, hit *Hit) {
-	caller, ok := t.entryReturn(hit.Regs)
+	caller, ok := t.entryReturn(hit.regs)
 	if !ok {
 		return
 	}

@@ -36,10 +36,10 @@ func (h *Hit) Stack(max int) []Frame {
 // clone), not cut short.
 func (h *Hit) walk(max int) (frames []Frame, outermost bool) {
 	t := h.tracer
-	if t == nil || h.Regs == nil || max <= 0 {
+	if t == nil || h.regs == nil || max <= 0 {
 		return nil, false
 	}
-	pc, sp, bp := h.Regs.PC(), tracee.SP(h.Regs), tracee.FP(h.Regs)
+	pc, sp, bp := h.regs.PC(), tracee.SP(h.regs), tracee.FP(h.regs)
 	if h.Return != nil && t.ret.trampoline != 0 && pc-singlestep.BreakpointPCAdjust == t.ret.trap {
 		// At the trampoline the function has returned: the stack is
 		// the caller's, with the original return address as its pc.
@@ -91,7 +91,7 @@ func (h *Hit) walk(max int) (frames []Frame, outermost bool) {
 			}
 			ret = t.stripPAC(w)
 		case len(frames) == 1:
-			ret = linkRegister(h.Regs) // the hit's function, before it saves it
+			ret = linkRegister(h.regs) // the hit's function, before it saves it
 		default:
 			return frames, false
 		}

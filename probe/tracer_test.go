@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,17 +88,27 @@ func TestPrePostHandlers(t *testing.T) {
 	bin := buildTraced(t)
 	tr, _ := launch(t, bin, "100")
 	var pre, post atomic.Int64
-	var badPost atomic.Value
+	var badPost, badPre atomic.Value
 	_, err := tr.Add("p:work", Handler{
 		Pre: func(h *Hit) {
 			pre.Add(1)
+			// The registers by their names, as fetch-args name them;
+			// the pc is the probe's address.
+			ip, okIP := h.Reg("ip")
+			sp, okSP := h.Reg("rsp")
+			di, _ := h.Reg("rdi")
+			edi, _ := h.Reg("edi")
+			_, okBad := h.Reg("nosuch")
+			if !okIP || !okSP || okBad || ip != h.PC() || sp != h.SP() || edi != di&0xffffffff || h.SP() == 0 || h.PC() != h.Probe.Addr {
+				badPre.Store(fmt.Sprintf("probe at %#x: ip %#x (%v) pc %#x, rsp %#x (%v) sp %#x, rdi %#x edi %#x, nosuch %v", h.Probe.Addr, ip, okIP, h.PC(), sp, okSP, h.SP(), di, edi, okBad))
+			}
 		},
 		Post: func(h *Hit) {
 			post.Add(1)
 			// After the emulated push %rbp, rip is on the next
 			// instruction, one byte on.
-			if h.Regs.PC() != h.Probe.Addr+1 {
-				badPost.Store(h.Regs.PC())
+			if h.PC() != h.Probe.Addr+1 {
+				badPost.Store(h.PC())
 			}
 		},
 	})
@@ -117,6 +128,9 @@ func TestPrePostHandlers(t *testing.T) {
 	}
 	if v := badPost.Load(); v != nil {
 		t.Errorf("post-handler saw rip %#x", v)
+	}
+	if v := badPre.Load(); v != nil {
+		t.Errorf("pre-handler's registers: %s", v)
 	}
 }
 

@@ -201,7 +201,7 @@ func (t *Tracer) variadicFields(fa *funcArgs, hit *Hit, fields []fetch.Field) []
 	if fp == nil {
 		fp = func() []byte { return nil }
 	}
-	a := &varArgs{regs: hit.Regs, mem: env.Mem, fp: fp, argsTaken: fa.fixed}
+	a := &varArgs{regs: hit.regs, mem: env.Mem, fp: fp, argsTaken: fa.fixed}
 	for i, v := range a.formatArgs(format.Str()) {
 		fields = append(fields, fetch.Field{Name: fmt.Sprintf("arg%d", len(fa.slots)+i+1), Value: v})
 	}
