@@ -10,7 +10,7 @@ import (
 )
 
 // countInProgress adds the calls of live threads whose returns have not
-// come to the root's CallsInProgress.
+// come to the root's Stats().CallsInProgress.
 func (t *Tracer) countInProgress() {
 	n := 0
 	for tid := range t.ret.shadow {

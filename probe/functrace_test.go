@@ -63,8 +63,8 @@ func TestTraceFunctionsGraph(t *testing.T) {
 	if want := map[string]int{"main": 1, "work": 50, "other": 50}; !equalCounts(counts, want) {
 		t.Errorf("entries %v, want %v", counts, want)
 	}
-	if entries != 101 || returns != 101 || lost != 0 || tr.LostReturns() != 0 {
-		t.Errorf("entries %d returns %d lost %d (counted %d), want 101 101 0", entries, returns, lost, tr.LostReturns())
+	if entries != 101 || returns != 101 || lost != 0 || tr.Stats().LostReturns != 0 {
+		t.Errorf("entries %d returns %d lost %d (counted %d), want 101 101 0", entries, returns, lost, tr.Stats().LostReturns)
 	}
 	if got, want := output(), untraced(t, bin, "50"); got != want {
 		t.Errorf("output %q, want %q", got, want)
@@ -212,7 +212,7 @@ func TestStopTracingFunctions(t *testing.T) {
 	if len(depths) != 1 || !depths[0] {
 		t.Errorf("second tracer depths %v, want only 0: main's old frame is not its", depths)
 	}
-	if lost := tr.LostReturns(); lost != 0 {
+	if lost := tr.Stats().LostReturns; lost != 0 {
 		t.Errorf("%d lost returns", lost)
 	}
 }

@@ -193,11 +193,6 @@ func (t *Tracer) mailboxRoutine(anchor int, kind codegen.MailboxKind) (at, trap 
 	return base, l.Trap
 }
 
-// MailboxStops counts the stops served from the mailbox, without a
-// ptrace request for registers, for tests and PROBE_DEBUG_MAILBOX. Read
-// it after Wait or Detach.
-func (t *Tracer) MailboxStops() int { return int(t.mail.stops.Load()) }
-
 // mailboxTrap serves a SIGTRAP stop of tid from the mailbox, if it is a
 // mailbox trap the fast path can take. Otherwise it returns false and the
 // caller reads the registers.

@@ -66,7 +66,3 @@ func (t *Tracer) fixCopyFault(tid, sig int) bool {
 	}
 	return false
 }
-
-// CopyFaults counts the stubs' copies of memory that faulted and went to
-// the system call (read it after Wait or Detach).
-func (t *Tracer) CopyFaults() int { return int(t.copyFaults.Load()) }

@@ -142,22 +142,6 @@ func (t *Tracer) inReturnHook(s *site, via *jumpOpt) bool {
 	return via != nil && via.hook() && via.detour.ReturnHook == t.ret.trampoline && t.returnHookEntry(s)
 }
 
-// JumpOptimized counts the probe sites given a jump instead of an int3,
-// for tests and PROBE_DEBUG_JUMPS.
-func (t *Tracer) JumpOptimized() int { return int(t.jumps.placed.Load()) }
-
-// ReturnHookJumps counts those of them whose detour hooks the return.
-func (t *Tracer) ReturnHookJumps() int { return int(t.jumps.hookJumps.Load()) }
-
-// SwappedExits counts the threads detach moved out of a return-hook
-// detour after its swap of the return address. Read it after Wait or
-// Detach.
-func (t *Tracer) SwappedExits() int { return int(t.jumps.swappedExits.Load()) }
-
-// DetourExits counts the threads detach moved out of a detour to the
-// original code. Read it after Wait or Detach.
-func (t *Tracer) DetourExits() int { return int(t.jumps.detourExits.Load()) }
-
 // optimizeSites turns the plain entry sites into jumps, with every thread
 // of the process stopped; anchor is already held. Where it cannot, the
 // int3 stays: the result is the same, only slower.
@@ -352,7 +336,7 @@ func (t *Tracer) landsInside(st *site, d *codegen.Detour) string {
 // jumpState is the sites jump-optimised, and what was done around them.
 type jumpState struct {
 	// refused: sites kept as int3s because something else lands inside
-	// their jmp's bytes, for JumpsRefused.
+	// their jmp's bytes, for Stats().JumpsRefused.
 	refused struct {
 		mu    sync.Mutex
 		sites []string
@@ -374,15 +358,6 @@ type jumpState struct {
 	// redirects are the branches re-aimed into detours, by address, put
 	// back at detach (putBackRedirects).
 	redirects map[uint64]redirect
-}
-
-// JumpsRefused says, for tests and PROBE_DEBUG_JUMPS, which sites kept
-// their int3 because something outside their function lands inside the
-// bytes a jmp would cover, one sorted line each. Read it after Start.
-func (t *Tracer) JumpsRefused() []string {
-	t.jumps.refused.mu.Lock()
-	defer t.jumps.refused.mu.Unlock()
-	return slices.Sorted(slices.Values(t.jumps.refused.sites))
 }
 
 // optimize writes st's detour d and its jmp, unless a thread's rip is

@@ -465,24 +465,6 @@ func (t *Tracer) Wait() (ExitStatus, error) {
 // Done is closed when the tracer has finished.
 func (t *Tracer) Done() <-chan struct{} { return t.done }
 
-// LostHits counts hits seen while detaching, which were not reported.
-// Read it after Wait or Detach.
-func (t *Tracer) LostHits() uint64 { return atomic.LoadUint64(&t.lostHits) }
-
-// LostReturns counts return-probe frames abandoned by longjmp or an
-// exception, whose return was never seen. Read it after Wait or Detach.
-func (t *Tracer) LostReturns() uint64 { return atomic.LoadUint64(&t.ret.lost) }
-
-// UnrecordedReturns is how many calls hooked in the tracee were lost in
-// a thread whose ring had dropped records (full): their returns most
-// likely came, unrecorded. Not in LostReturns.
-func (t *Tracer) UnrecordedReturns() uint64 { return atomic.LoadUint64(&t.ret.unrecorded) }
-
-// CallsInProgress is how many calls whose return was awaited (return
-// probes, the function tracers) were still in progress at the detach, in
-// this process and those it followed: their returns are not in the trace.
-func (t *Tracer) CallsInProgress() uint64 { return atomic.LoadUint64(&t.ret.inProgress) }
-
 func monotonicNow() int64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)

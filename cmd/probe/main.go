@@ -806,7 +806,8 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 		}
 	}
 	s.pendingSummary()
-	if lost := t.LostHits(); lost > 0 {
+	stats := t.Stats()
+	if lost := stats.LostHits; lost > 0 {
 		s.writer.Comment(fmt.Sprintf("%d hits lost while detaching", lost))
 	}
 	if lost := s.stream.Lost(); lost > 0 {
@@ -818,13 +819,13 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 	if d := t.RecordsWaited(); d >= time.Millisecond {
 		s.writer.Comment(fmt.Sprintf("%s waited by the threads for room in their rings (--drop: never, losing events instead)", d.Round(time.Millisecond)))
 	}
-	if lost := t.LostReturns(); lost > 0 && !s.calls { // (--calls shows each: "<no return ...>")
+	if lost := stats.LostReturns; lost > 0 && !s.calls { // (--calls shows each: "<no return ...>")
 		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
 	}
-	if n := t.UnrecordedReturns(); n > 0 {
+	if n := stats.UnrecordedReturns; n > 0 {
 		s.writer.Comment(fmt.Sprintf("%d returns not recorded (calls in threads whose ring was full at times: their returns were most likely among the events lost; --ring-size)", n))
 	}
-	if n := t.CallsInProgress(); n > 0 {
+	if n := stats.CallsInProgress; n > 0 {
 		s.writer.Comment(fmt.Sprintf("%d calls in progress at the detach (their returns come after it: not in the trace)", n))
 	}
 }
@@ -913,15 +914,16 @@ func pathLines(added []*probe.Probe) []string {
 // jump-optimised (PROBE_DEBUG_JUMPS), the stops served from the mailbox
 // (PROBE_DEBUG_MAILBOX).
 func debugCounts(t *probe.Tracer) {
+	stats := t.Stats()
 	if os.Getenv("PROBE_DEBUG_JUMPS") != "" {
-		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", t.JumpOptimized(), t.DetourExits())
-		if n := t.CopyFaults(); n > 0 {
+		fmt.Fprintf(os.Stderr, "probe: %d sites jump-optimised, %d threads moved out of detours\n", stats.JumpOptimized, stats.DetourExits)
+		if n := stats.CopyFaults; n > 0 {
 			fmt.Fprintf(os.Stderr, "probe: %d copies of memory by stubs faulted and went to the system call\n", n)
 		}
-		if n := t.ReturnHookJumps(); n > 0 {
-			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, t.SwappedExits())
+		if n := stats.ReturnHookJumps; n > 0 {
+			fmt.Fprintf(os.Stderr, "probe: %d of them hook returns in the detour, %d threads moved out after the swap\n", n, stats.SwappedExits)
 		}
-		if refused := t.JumpsRefused(); len(refused) > 0 {
+		if refused := stats.JumpsRefused; len(refused) > 0 {
 			fmt.Fprintf(os.Stderr, "probe: %d sites keep their int3, something else lands inside the jump:\n", len(refused))
 			for _, why := range refused {
 				fmt.Fprintf(os.Stderr, "probe:   %s\n", why)
@@ -929,7 +931,7 @@ func debugCounts(t *probe.Tracer) {
 		}
 	}
 	if os.Getenv("PROBE_DEBUG_MAILBOX") != "" {
-		fmt.Fprintf(os.Stderr, "probe: %d stops served from the mailbox\n", t.MailboxStops())
+		fmt.Fprintf(os.Stderr, "probe: %d stops served from the mailbox\n", stats.MailboxStops)
 	}
 }
 

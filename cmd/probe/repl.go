@@ -683,7 +683,7 @@ func (s *session) stats() error {
 	}
 	fmt.Fprintf(&b, "probe hits: %d\n", total)
 	fmt.Fprintf(&b, "tracer: %s\n", s.ts.name())
-	fmt.Fprintf(&b, "lost returns: %d\n", s.t.LostReturns())
+	fmt.Fprintf(&b, "lost returns: %d\n", s.t.Stats().LostReturns)
 	s.gate.mu.Lock()
 	fmt.Fprintf(&b, "events not printed (paused): %d\n", s.gate.unprinted)
 	s.gate.mu.Unlock()
