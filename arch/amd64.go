@@ -18,6 +18,7 @@ var AMD64 = &Arch{
 
 	ArgRegs:        []uint8{amd64RDI, amd64RSI, amd64RDX, amd64RCX, amd64R8, amd64R9},
 	SyscallArgRegs: []uint8{amd64RDI, amd64RSI, amd64RDX, amd64R10, amd64R8, amd64R9},
+	SyscallNr:      amd64OrigRAX,
 	FirstStackArg:  1, // [sp] is the return address
 
 	Dwarf: Dwarf{

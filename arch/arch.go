@@ -35,6 +35,9 @@ type Arch struct {
 
 	ArgRegs        []uint8 // a function's integer arguments, in order
 	SyscallArgRegs []uint8 // a system call's, at its entry
+	// SyscallNr holds the number of the system call a thread is stopped
+	// in, kept across the call (orig_rax, which is -1 outside one; x8).
+	SyscallNr uint8
 	// FirstStackArg is the stack word, at a function's entry, of its
 	// first argument not in a register.
 	FirstStackArg uint64

@@ -15,7 +15,7 @@ func TestTables(t *testing.T) {
 				t.Errorf("%s: %%%s is %+v, out of its %d words", a.Name, name, r, a.Words)
 			}
 		}
-		for _, w := range append(append([]uint8{a.PC, a.SP, a.FP, a.Result, a.Result2, a.Flags, a.LR}, a.ArgRegs...), a.SyscallArgRegs...) {
+		for _, w := range append(append([]uint8{a.PC, a.SP, a.FP, a.Result, a.Result2, a.Flags, a.LR, a.SyscallNr}, a.ArgRegs...), a.SyscallArgRegs...) {
 			if int(w) >= a.Words {
 				t.Errorf("%s: word %d out of its %d", a.Name, w, a.Words)
 			}
@@ -39,7 +39,7 @@ func TestTables(t *testing.T) {
 	}{
 		{AMD64, "di", AMD64.ArgRegs[0]}, {AMD64, "rsi", AMD64.ArgRegs[1]}, {AMD64, "r10", AMD64.SyscallArgRegs[3]},
 		{AMD64, "ip", AMD64.PC}, {AMD64, "sp", AMD64.SP}, {AMD64, "rbp", AMD64.FP}, {AMD64, "ax", AMD64.Result},
-		{AMD64, "dx", AMD64.Result2}, {AMD64, "eflags", AMD64.Flags}, {AMD64, "r9", AMD64.ArgRegs[5]},
+		{AMD64, "dx", AMD64.Result2}, {AMD64, "eflags", AMD64.Flags}, {AMD64, "orig_rax", AMD64.SyscallNr}, {ARM64, "x8", ARM64.SyscallNr}, {AMD64, "r9", AMD64.ArgRegs[5]},
 		{ARM64, "x0", ARM64.ArgRegs[0]}, {ARM64, "lr", ARM64.LR}, {ARM64, "fp", ARM64.FP}, {ARM64, "sp", ARM64.SP},
 		{ARM64, "pc", ARM64.PC}, {ARM64, "pstate", ARM64.Flags},
 	} {

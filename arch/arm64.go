@@ -22,6 +22,7 @@ var ARM64 = &Arch{
 
 	ArgRegs:        []uint8{0, 1, 2, 3, 4, 5, 6, 7},
 	SyscallArgRegs: []uint8{0, 1, 2, 3, 4, 5},
+	SyscallNr:      8,
 	FirstStackArg:  0,
 
 	LinkRegister: true,

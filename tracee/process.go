@@ -25,8 +25,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/probedbg/probe/singlestep"
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/singlestep"
 )
 
 // Errors a caller can test with errors.Is; they are the caller's bad input,

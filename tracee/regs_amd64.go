@@ -8,33 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The x86-64 register set by role; the program counter is unix.PtraceRegs'
-// own PC and SetPC.
-
-// SP returns the stack pointer.
-func SP(r *unix.PtraceRegs) uint64 { return r.Rsp }
-
-// SetSP sets the stack pointer.
-func SetSP(r *unix.PtraceRegs, v uint64) { r.Rsp = v }
-
-// FP returns the frame pointer (rbp).
-func FP(r *unix.PtraceRegs) uint64 { return r.Rbp }
-
-// Result returns a function's or a system call's return value (rax).
-func Result(r *unix.PtraceRegs) uint64 { return r.Rax }
-
-// SetResults sets a function's two return words (rax, rdx).
-func SetResults(r *unix.PtraceRegs, a, b uint64) { r.Rax, r.Rdx = a, b }
-
-// SyscallNr returns the number of the system call a thread is stopped in
-// (orig_rax: rax is the result by its exit), negative when none.
-func SyscallNr(r *unix.PtraceRegs) int64 { return int64(r.Orig_rax) }
-
-// SyscallArg returns argument i (0-5) of the system call at its entry.
-func SyscallArg(r *unix.PtraceRegs, i int) uint64 {
-	return [6]uint64{r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9}[i]
-}
-
 // NoRestart keeps the kernel from restarting, over registers we set, a
 // system call the thread was stopped in (orig_rax -1).
 func NoRestart(r *unix.PtraceRegs) { r.Orig_rax = ^uint64(0) }
@@ -127,6 +100,3 @@ func (p *Process) SkipSyscall(tid int, regs *unix.PtraceRegs) error {
 	regs.Orig_rax = ^uint64(0)
 	return p.SetRegs(tid, regs)
 }
-
-// SetResult sets the result register (a function's or a system call's).
-func SetResult(r *unix.PtraceRegs, v uint64) { r.Rax = v }

@@ -6,32 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The arm64 register set by role; the program counter is unix.PtraceRegs'
-// own PC and SetPC.
-
-// SP returns the stack pointer.
-func SP(r *unix.PtraceRegs) uint64 { return r.Sp }
-
-// SetSP sets the stack pointer.
-func SetSP(r *unix.PtraceRegs, v uint64) { r.Sp = v }
-
-// FP returns the frame pointer (x29).
-func FP(r *unix.PtraceRegs) uint64 { return r.Regs[29] }
-
-// Result returns a function's or a system call's return value (x0).
-func Result(r *unix.PtraceRegs) uint64 { return r.Regs[0] }
-
-// SetResults sets a function's two return words (x0, x1).
-func SetResults(r *unix.PtraceRegs, a, b uint64) { r.Regs[0], r.Regs[1] = a, b }
-
-// SyscallNr returns the number of the system call a thread is stopped in:
-// x8, which the kernel leaves alone across the call.
-func SyscallNr(r *unix.PtraceRegs) int64 { return int64(r.Regs[8]) }
-
-// SyscallArg returns argument i (0-5) of the system call at its entry (x0
-// is the result by its exit).
-func SyscallArg(r *unix.PtraceRegs, i int) uint64 { return r.Regs[i] }
-
 // NoRestart does nothing on arm64: the kernel rewinds a system call to be
 // restarted (pc back to the svc, x0 its first argument) before it stops
 // the thread for the signal, so registers put back restart it and
@@ -141,6 +115,3 @@ func (p *Process) SkipSyscall(tid int, regs *unix.PtraceRegs) error {
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&nr)), Len: 4}
 	return ptracePtr(unix.PTRACE_SETREGSET, tid, ntARMSystemCall, unsafe.Pointer(&iov))
 }
-
-// SetResult sets the result register (a function's or a system call's).
-func SetResult(r *unix.PtraceRegs, v uint64) { r.Regs[0] = v }
