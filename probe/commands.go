@@ -89,7 +89,7 @@ func (t *Tracer) do(fn func(anchor int) error) error {
 	select {
 	case err := <-errc:
 		return err
-	case <-t.done:
+	case <-t.life.done:
 		return ErrDetached
 	}
 }

@@ -211,7 +211,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		}
 		t.threadGone(tid)
 		if tid == t.pid || !t.proc.Alive() {
-			t.exit = exitStatus(ev.Status)
+			t.life.exit = exitStatus(ev.Status)
 		}
 	case tracee.EventFork:
 		held[tid] = 0

@@ -45,8 +45,8 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	r := t.top()
 	c := &Tracer{
 		pid: proc.Pid, proc: proc, launched: proc.Launched,
-		cmds:    commandQueue{kick: make(chan struct{}, 1)},
-		started: r.started, done: r.done,
+		cmds:   commandQueue{kick: make(chan struct{}, 1)},
+		life:   lifecycle{started: r.life.started, done: r.life.done},
 		probes: make(map[string]*Probe),
 		place:  tracee.NewPlacer(proc.Pid, false),
 		tuning: r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/symbols"
 )
 
 // In-process probes: a jump-optimised entry whose probes only read
@@ -34,6 +36,21 @@ const DefaultRingSize = 16 << 20
 
 // defaultRings is how many threads get a ring; the rest count as lost.
 const defaultRings = 512
+
+// recordingState is why sites do not record in the tracee, and what
+// their stubs counted.
+type recordingState struct {
+	noRingsWhy string // why there are no rings, once ensureRings found a reason
+	// stoppedWhy is why no site records in the tracee any more, once a
+	// thread came that would share a ring (stopRecording).
+	stoppedWhy string
+	// switcher: whether program m calls swapcontext (switchesStacks).
+	switcher struct {
+		m   *symbols.Module
+		yes bool
+	}
+	copyFaults atomic.Int64 // stubs' copies of memory that faulted (memread.go)
+}
 
 // inproc is one process's rings and the code that writes them.
 type inproc struct {
@@ -107,8 +124,8 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	switch {
 	case t.tuning.NoInProcess:
 		return need, "--no-inprocess"
-	case t.noRecordWhy != "":
-		return need, t.noRecordWhy
+	case t.recording.stoppedWhy != "":
+		return need, t.recording.stoppedWhy
 	case st.module == nil || isGo(st.module):
 		return need, "Go code"
 	case st.addr != st.sym.Addr+st.module.Bias:
@@ -179,10 +196,10 @@ func (t *Tracer) switchesStacks() string {
 	if m == nil {
 		return ""
 	}
-	if t.switcher.m != m.Module { // (read once a program)
-		t.switcher.m, t.switcher.yes = m.Module, m.Imports("swapcontext", "setcontext")
+	if t.recording.switcher.m != m.Module { // (read once a program)
+		t.recording.switcher.m, t.recording.switcher.yes = m.Module, m.Imports("swapcontext", "setcontext")
 	}
-	if t.switcher.yes {
+	if t.recording.switcher.yes {
 		return fmt.Sprintf("%s switches stacks (swapcontext): returns are hooked by the tracer", m.Name)
 	}
 	return ""
@@ -214,11 +231,11 @@ func (t *Tracer) recordFits(st *site, rs *recordSite) bool {
 	return true
 }
 
-// ensureRings maps the rings, once; nil (with t.inprocWhy set) where
+// ensureRings maps the rings, once; nil (with t.recording.noRingsWhy set) where
 // in-process probes cannot work here. The routine goes near each stub
 // (routineNear).
 func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
-	if t.inproc != nil || t.inprocWhy != "" {
+	if t.inproc != nil || t.recording.noRingsWhy != "" {
 		return t.inproc
 	}
 	why := func() string {
@@ -237,17 +254,17 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		return ""
 	}()
 	if why != "" {
-		t.inprocWhy = why
+		t.recording.noRingsWhy = why
 		return nil
 	}
 	tidOff, why := t.findTidOffset(append([]int{anchor}, held...))
 	if why != "" {
-		t.inprocWhy = why
+		t.recording.noRingsWhy = why
 		return nil
 	}
 	clock, err := ring.NewClock(t.now)
 	if err != nil {
-		t.inprocWhy = err.Error()
+		t.recording.noRingsWhy = err.Error()
 		return nil
 	}
 	l := ring.Layout{Slots: defaultRings, RingSize: uint64(t.ringSize()), TidOff: tidOff}
@@ -255,7 +272,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 		l.CPUOff = t.rseqCPUOffset()
 	}
 	if err := l.Check(); err != nil {
-		t.inprocWhy = err.Error()
+		t.recording.noRingsWhy = err.Error()
 		return nil
 	}
 	// Anywhere the kernel likes: the stubs reach the rings by their
@@ -263,7 +280,7 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	// cover an address it holds unmapped.
 	addr, mem, err := t.proc.MapShared(anchor, 0, l.Size())
 	if err != nil {
-		t.inprocWhy = fmt.Sprintf("map the rings: %v", err)
+		t.recording.noRingsWhy = fmt.Sprintf("map the rings: %v", err)
 		return nil
 	}
 	l.Base = addr
@@ -384,7 +401,7 @@ func (t *Tracer) findTidOffset(tids []int) (int32, string) {
 func (t *Tracer) recordStub(st *site) (*codegen.RecordStub, *recordSite) {
 	need, why := t.recordPlan(st)
 	if why == "" && t.inproc == nil {
-		why = cmp.Or(t.inprocWhy, "no rings")
+		why = cmp.Or(t.recording.noRingsWhy, "no rings")
 	}
 	if why != "" {
 		st.trapWhy = why
@@ -470,7 +487,7 @@ func (t *Tracer) prepareRings(anchor int, held []int, sites func(func(*site) boo
 func (t *Tracer) retireRings() {
 	in := t.inproc
 	if in == nil {
-		t.inprocWhy = ""
+		t.recording.noRingsWhy = ""
 		return
 	}
 	t.drainAll()
@@ -479,7 +496,7 @@ func (t *Tracer) retireRings() {
 	r.drain.lostPast = addLost(r.drain.lostPast, in.rings.Lost(in.freed))
 	r.drain.waitedPast += in.clock.Duration(in.rings.Waited())
 	in.rings.Release()
-	t.inproc, t.inprocWhy = nil, ""
+	t.inproc, t.recording.noRingsWhy = nil, ""
 }
 
 func addLost(a, b ring.Lost) ring.Lost {

@@ -28,7 +28,7 @@ func (c *Tracer) forkRings(parent *Tracer, tid int) {
 	mem, err := c.proc.MapSharedAt(c.pid, l.Base, l.Size())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe: pid %d: its probes stop it: rings of its own: %v\n", c.pid, err)
-		c.inprocWhy = fmt.Sprintf("rings of its own: %v", err)
+		c.recording.noRingsWhy = fmt.Sprintf("rings of its own: %v", err)
 		c.forgetRecordSites(parent, tid)
 		return
 	}
@@ -67,7 +67,7 @@ func (c *Tracer) forgetRecordSites(parent *Tracer, tid int) {
 	c.unoptimize(sts)
 	for _, st := range sts {
 		delete(c.jumps.detours, st.opt.at)
-		st.opt, st.trapWhy = nil, c.inprocWhy
+		st.opt, st.trapWhy = nil, c.recording.noRingsWhy
 	}
 	parent.unhookFrames(c.proc, tid, parent.inprocFrames(tid))
 }

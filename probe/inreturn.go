@@ -278,6 +278,6 @@ func (t *Tracer) onInprocUnwinder(tid int, regs *unix.PtraceRegs, action unwindA
 // returned through the trampoline, and its shadow stack has no frame for
 // the slot. Nowhere to send it.
 func (t *Tracer) onInprocTrap(tid int, regs *unix.PtraceRegs) {
-	t.loopErr = fmt.Errorf("thread %d returned through the in-process trampoline with no frame (sp %#x)", tid, tracee.SP(regs))
+	t.life.err = fmt.Errorf("thread %d returned through the in-process trampoline with no frame (sp %#x)", tid, tracee.SP(regs))
 	t.passTrap(tid)
 }

@@ -20,7 +20,7 @@ func (t *Tracer) loop() {
 		}
 		ev, err := t.proc.WaitAny()
 		if err != nil {
-			t.loopErr = err
+			t.life.err = err
 			t.withHandlers(t.emergencyDetach)
 			return
 		}
@@ -79,7 +79,7 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 			delete(t.comms, ev.Tid) // else once its records are handed on
 		}
 		if ev.Tid == t.pid || !t.proc.Alive() {
-			t.exit = exitStatus(ev.Status)
+			t.life.exit = exitStatus(ev.Status)
 		}
 	case tracee.EventVforkDone:
 		// The parent has not run since its vfork: what its ring got
@@ -481,7 +481,7 @@ func (t *Tracer) allGroupStopped() bool { return t.proc.AllGroupStopped() }
 // SIGSTOP), so commands are polled for instead.
 func (t *Tracer) pollWhileStopped() {
 	if ev, ok, err := t.proc.WaitAnyNonBlocking(); err != nil {
-		t.loopErr = err
+		t.life.err = err
 		t.withHandlers(t.emergencyDetach)
 		return
 	} else if ok {

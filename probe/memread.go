@@ -61,7 +61,7 @@ func (t *Tracer) fixCopyFault(tid, sig int) bool {
 		if t.proc.SetRegs(tid, &t.stop.regs) != nil {
 			return false
 		}
-		t.copyFaults.Add(1)
+		t.recording.copyFaults.Add(1)
 		return true
 	}
 	return false

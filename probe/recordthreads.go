@@ -174,7 +174,7 @@ func (t *Tracer) freeGone() {
 // time as the parent (a program's returns sent to another thread's
 // callers).
 func (t *Tracer) onClone(parent, tid int) {
-	if t.inproc == nil || t.noRecordWhy != "" || t.proc.GetRegs(parent, &t.stop.regs) != nil {
+	if t.inproc == nil || t.recording.stoppedWhy != "" || t.proc.GetRegs(parent, &t.stop.regs) != nil {
 		return
 	}
 	if cloneSetsTLS(&t.stop.regs, t.readWord) {
@@ -191,7 +191,7 @@ func (t *Tracer) onClone(parent, tid int) {
 // returns hooked in the tracee come back through its trampoline, each
 // thread's from its own ring. No site records in the tracee after.
 func (t *Tracer) stopRecording(why string) {
-	t.noRecordWhy = why
+	t.recording.stoppedWhy = why
 	sts := t.recordSites()
 	t.unoptimize(sts)
 	for _, st := range sts {

@@ -108,7 +108,7 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 		}
 		// No frame of ours returns here (a stack switched under us):
 		// nowhere to send the thread, which would die of the trap.
-		t.loopErr = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, tracee.SP(regs))
+		t.life.err = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, tracee.SP(regs))
 		return 0, false
 	}
 	through := t.inproc != nil && t.inproc.rings.ShadowReturns(tid, slot)

@@ -134,7 +134,7 @@ func (t *Tracer) commOf(tid int) string {
 // StackUsage returns the deepest stack of each thread, by thread id. Call
 // it after Wait or Detach.
 func (t *Tracer) StackUsage() []StackUsage {
-	<-t.done
+	<-t.life.done
 	out := append([]StackUsage(nil), t.pastStacks...)
 	if t.ft != nil {
 		out = append(out, t.ft.stacks...)

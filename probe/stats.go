@@ -60,6 +60,6 @@ func (t *Tracer) Stats() Stats {
 		DetourExits:       int(t.jumps.detourExits.Load()),
 		SwappedExits:      int(t.jumps.swappedExits.Load()),
 		MailboxStops:      int(t.mail.stops.Load()),
-		CopyFaults:        int(t.copyFaults.Load()),
+		CopyFaults:        int(t.recording.copyFaults.Load()),
 	}
 }

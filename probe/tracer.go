@@ -31,12 +31,7 @@ type Tracer struct {
 	pid      int
 	launched bool
 
-	started  chan struct{}
-	ready    chan struct{} // closed once Start has placed the jumps (Ready)
-	done     chan struct{} // closed when the loop has ended
-	exit     ExitStatus
-	loopErr  error
-	startOne sync.Once
+	life lifecycle // started, ready, done
 
 	cmds commandQueue // what other goroutines ask of the ptrace thread
 
@@ -59,7 +54,6 @@ type Tracer struct {
 	wallBase    time.Time
 	detached    bool
 	lostHits    uint64
-	copyFaults  atomic.Int64 // stubs' copies of memory that faulted (memread.go)
 	// pacMask is the bits of a code address its pointer authentication
 	// code takes (arm64), or 0.
 	pacMask uint64
@@ -76,21 +70,23 @@ type Tracer struct {
 	inject  injectState  // calls and errors injected (patch.go, override.go)
 	scratch fetchScratch // reused by every hit's fetch (args.go)
 
-	inproc    *inproc // the rings of in-process probes (inproc.go), or nil
-	inprocWhy string  // why there are none, once ensureRings found a reason
-	// noRecordWhy is why no site records in the tracee any more, once a
-	// thread came that would share a ring (stopRecording).
-	noRecordWhy string
-	// switcher: whether program m calls swapcontext (switchesStacks).
-	switcher struct {
-		m   *symbols.Module
-		yes bool
-	}
+	inproc    *inproc        // the rings of in-process probes (inproc.go), or nil
+	recording recordingState // why sites do not record, and what the stubs counted
 
 	ft         *funcTracer
 	pastStacks []StackUsage        // the stack tracer's, from function tracers stopped
 	sysProbes  map[sysKey][]*Probe // syscall probes, by system call entry or exit
 	linker     *linkerWatch        // libraries loaded and unloaded (pending.go)
+}
+
+// lifecycle is the tracer's life, as other goroutines wait on it.
+type lifecycle struct {
+	started  chan struct{} // closed by Start
+	ready    chan struct{} // closed once Start has placed the jumps (Ready)
+	done     chan struct{} // closed when the loop has ended
+	exit     ExitStatus
+	err      error // the loop's
+	startOne sync.Once
 }
 
 // stopState is the stop being handled.
@@ -205,17 +201,15 @@ func (t *Tracer) newAddressSpace() {
 // commands until Start.
 func newTracer(setup func() (*tracee.Process, int, error)) (*Tracer, error) {
 	t := &Tracer{
-		cmds:    commandQueue{kick: make(chan struct{}, 1)},
-		started: make(chan struct{}),
-		ready:   make(chan struct{}),
-		done:    make(chan struct{}),
-		probes:  make(map[string]*Probe),
+		cmds:   commandQueue{kick: make(chan struct{}, 1)},
+		life:   lifecycle{started: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})},
+		probes: make(map[string]*Probe),
 	}
 	t.newAddressSpace()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // for ever: this thread is the tracer
-		defer close(t.done)
+		defer close(t.life.done)
 		proc, anchor, err := setup()
 		if err != nil {
 			errc <- err
@@ -256,7 +250,7 @@ func (t *Tracer) serve() {
 	defer func() {
 		if r := recover(); r != nil {
 			// Our bug must not become the tracee's problem.
-			t.loopErr = fmt.Errorf("internal error: %v", r)
+			t.life.err = fmt.Errorf("internal error: %v", r)
 			t.withHandlers(t.emergencyDetach)
 		}
 		t.stopDrain()
@@ -270,7 +264,7 @@ func (t *Tracer) serve() {
 		case <-t.cmds.kick:
 			t.runCommands(t.anchor)
 			continue
-		case <-t.started:
+		case <-t.life.started:
 		}
 		break
 	}
@@ -282,7 +276,7 @@ func (t *Tracer) serve() {
 	t.anchor = 0
 	t.optimizeSites(anchor)
 	t.startDrain()
-	close(t.ready)
+	close(t.life.ready)
 	t.proc.Cont(anchor, 0)
 	t.loop()
 }
@@ -290,12 +284,12 @@ func (t *Tracer) serve() {
 // Ready is closed once Start has decided which probes are jump-optimised
 // and which record in the tracee (Probe.Path); it may never be, if the
 // process ends first (Done).
-func (t *Tracer) Ready() <-chan struct{} { return t.ready }
+func (t *Tracer) Ready() <-chan struct{} { return t.life.ready }
 
 // isReady reports whether Start has placed the jumps.
 func (t *Tracer) isReady() bool {
 	select {
-	case <-t.ready:
+	case <-t.life.ready:
 		return true
 	default:
 		return false
@@ -364,9 +358,9 @@ func (t *Tracer) setSpace(s *symbols.Space) {
 
 // Start lets the held thread run and starts serving probe hits.
 func (t *Tracer) Start() {
-	t.startOne.Do(func() {
+	t.life.startOne.Do(func() {
 		t.cmds.start()
-		close(t.started)
+		close(t.life.started)
 	})
 }
 
@@ -428,7 +422,7 @@ func (t *Tracer) Detach() error {
 	if errors.Is(err, ErrDetached) {
 		err = nil
 	}
-	<-t.done
+	<-t.life.done
 	return err
 }
 
@@ -443,13 +437,13 @@ func (t *Tracer) Kill() error {
 				return err
 			}
 			if ev.Kind == tracee.EventExit && ev.Tid == t.pid {
-				t.exit = exitStatus(ev.Status)
+				t.life.exit = exitStatus(ev.Status)
 			}
 		}
 		t.detached = true
 		return nil
 	})
-	<-t.done
+	<-t.life.done
 	if errors.Is(err, ErrDetached) {
 		err = nil
 	}
@@ -458,12 +452,12 @@ func (t *Tracer) Kill() error {
 
 // Wait blocks until the process has exited or the tracer has detached.
 func (t *Tracer) Wait() (ExitStatus, error) {
-	<-t.done
-	return t.exit, t.loopErr
+	<-t.life.done
+	return t.life.exit, t.life.err
 }
 
 // Done is closed when the tracer has finished.
-func (t *Tracer) Done() <-chan struct{} { return t.done }
+func (t *Tracer) Done() <-chan struct{} { return t.life.done }
 
 func monotonicNow() int64 {
 	var ts unix.Timespec
