@@ -16,9 +16,11 @@ example: build
 # integration/otlp (probe against the OpenTelemetry collector's receiver)
 # runs without -race: it shares no state between goroutines of ours, and
 # the collector under the race detector would take minutes to build.
+# The end-to-end tests take ~7 minutes on 2 CPUs: -timeout leaves room
+# for a loaded machine (go test's own is 10 minutes).
 test:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration/otlp)
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /integration/otlp)
 	$(GO) test -count=1 ./integration/otlp
 
 # The end-to-end tests against arm64 tracees, in an arm64 Linux guest under

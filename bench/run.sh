@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Per-hit cost of probe against the ptrace floor, measured in the same run.
 #   bench/run.sh [HITS [RUNS]]
+# PROBE=BINARY times that build of probe instead of this tree's (bin/probe,
+# built here), and PEERS=0 leaves out the peers and the attached process:
+# bench/compare.sh uses both.
 # Builds bench/work.c (the tracee) and bench/floor.c (the floor tracer:
 # trap + wait4 + PTRACE_CONT, nothing else), times each variant RUNS times
 # and prints medians in microseconds per hit and as ratios to the floor.
@@ -16,13 +19,13 @@ hits=${1:-20000}
 runs=${2:-5}
 out=bin/bench
 mkdir -p "$out"
-make -s build
+[ -n "${PROBE:-}" ] || make -s build
 gcc -O2 -o "$out/floor" bench/floor.c
 gcc -O0 -g -pthread -o "$out/work" bench/work.c
 if command -v uftrace >/dev/null; then
 	gcc -O0 -g -pg -pthread -o "$out/work-pg" bench/work.c
 fi
-probe=bin/probe
+probe=${PROBE:-bin/probe}
 work=$out/work
 
 # elapsed CMD...: wall time of one run in nanoseconds.
@@ -158,6 +161,7 @@ cost "floor, 4 threads (per hit)" 4 "$out/floor" "$work" @N@ 4 floor
 four=$(cost "probe p:leaf stopping, 4 threads (per hit)" 4 "$probe" run --no-inprocess -o /dev/null 'p:leaf a=%di b=%si' -- "$work" @N@ 4)
 echo "$four"
 ratio "  4 threads per hit / 1 thread per hit" "$entry" "$four"
+[ "${PEERS:-1}" = 0 ] && exit 0
 # An attached 8-thread process with a hot probe: calls a second from 0.5 s
 # to 2.5 s after its start, probe attached at 0.1 s (median of RUNS).
 gcc -O0 -pthread -o "$out/rate" bench/rate.c
