@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -262,6 +264,9 @@ func (t *Tracer) noJumps() string {
 	return ""
 }
 
+// branchAt is where PlanDetour's reasons name a branch's address.
+var branchAt = regexp.MustCompile(` at 0x[0-9a-f]+`)
+
 // planDetour returns st's detour if its function allows one, no other
 // site (addrs: every site's address, sorted) is inside the range its jmp
 // would cover, and nothing else in the module lands there (landsInside).
@@ -274,6 +279,13 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 	tables := func(addr, n uint64) ([]byte, error) { return m.ReadCode(addr-m.Bias, n) }
 	d, err := codegen.PlanDetour(fn, st.sym.Addr+m.Bias, st.addr, tables)
 	if err != nil {
+		// (-v says it, counted by why: without the address or
+		// instruction the error starts with)
+		why := err.Error()
+		if i := strings.LastIndex(why, ": "); i >= 0 {
+			why = why[i+2:]
+		}
+		st.trapWhy = "no jump fits: " + branchAt.ReplaceAllString(why, "")
 		return nil
 	}
 	if !st.plainEntry() {
@@ -288,11 +300,15 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 	}
 	next, _ := slices.BinarySearch(addrs, st.addr+1)
 	if next < len(addrs) && addrs[next] < st.addr+uint64(d.Covered) {
+		st.trapWhy = "another probe's site is inside the bytes its jump would cover"
 		return nil
 	}
 	for _, r := range d.Redirects {
 		if nearRedirect(addrs, r, st.addr) {
-			return nil // another site's int3 or jmp would take the branch's original bytes out of line
+			// Another site's int3 or jmp would take the branch's
+			// original bytes out of line.
+			st.trapWhy = "a branch its jump needs re-aimed is at another probe's site"
+			return nil
 		}
 	}
 	if why := cmp.Or(t.guardedPad(st, d), t.landsInside(st, d)); why != "" {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -151,11 +152,35 @@ func main() {
 	// exec, in the program we launch) the write fails with EPIPE and the
 	// sink says so.
 	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
+	stopProfile := startProfile()
 	code, err := run(os.Args[1:])
+	stopProfile()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", oneLine(err))
 	}
 	os.Exit(code)
+}
+
+// startProfile writes a CPU profile of this run to $PROBE_CPUPROFILE, if
+// set (for the work on probe's own speed: docs/speed.md); it returns what
+// ends it.
+func startProfile() func() {
+	path := os.Getenv("PROBE_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probe: PROBE_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 func oneLine(err error) string {
