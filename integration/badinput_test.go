@@ -101,7 +101,7 @@ func TestBadInput(t *testing.T) {
 		{"invalid YAML", []string{"--script", badYAML, "{pid}"}, q("probe: " + badYAML + ":2:1: bad YAML: found character '\t' that cannot start any token"), nil},
 		{"unknown script key", []string{"--script", unknownKey, "{pid}"}, q("probe: " + unknownKey + `:3:5: probes[0]: unknown key "filter" (want "at", "return", "spec", "event", "args", "if", "actions")`), nil},
 		// Flags.
-		{"unknown tracer", []string{"--tracer", "bogus", "{pid}"}, q(`probe: --tracer: unknown tracer "bogus" (want nop, function, function_graph, profile or stack)`), nil},
+		{"unknown tracer", []string{"--tracer", "bogus", "{pid}"}, q(`probe: --tracer: unknown tracer "bogus" (want nop, function, function_graph, profile, stack)`), nil},
 		{"bad format", []string{"--format", "xml", "{pid}", "p:work"}, q(`probe: --format: unknown format "xml" (want text, json, chrome, perfetto, pprof, folded, graph, profile or otlp)`), nil},
 		{"unknown flag", []string{"--bogus", "{pid}", "p:work"}, q(`probe: flag provided but not defined: -bogus`), nil},
 		// (-: deletes an event defined before it: a spec, not a flag.)

@@ -93,7 +93,8 @@ type Output struct {
 	Pos    Pos // the output section (Line 0: not given)
 }
 
-// Tracers are the tracer names a script may give.
+// Tracers are the tracers' names, for scripts, --tracer, the help, the
+// man page and the completions.
 var Tracers = []string{"nop", "function", "function_graph", "profile", "stack"}
 
 // Pos is a place in a script.

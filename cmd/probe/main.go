@@ -35,7 +35,8 @@ import (
 	"github.com/probedbg/probe/tracee"
 )
 
-// usage is the help; {{formats}} stands for the formats' (usageText).
+// usage is the help; {{formats}} and {{tracers}} stand for the formats'
+// and the tracers' tables (usageText).
 const usage = `usage:
   probe run [flags] [SPEC ...] -- CMD [ARGS ...]
         launch CMD and trace it
@@ -87,7 +88,7 @@ flags:
   --format F                the trace's format:
                             {{formats}}
   --duration D              detach after D (attach), e.g. 5s
-  --tracer T[,T]            nop, function, function_graph, profile, stack
+  --tracer T[,T]            {{tracers}}
   --filter GLOB             functions to trace (MOD:GLOB for a library's);
                             default: every function of the main executable
   --notrace GLOB            functions not to trace (function_graph: nor
@@ -258,7 +259,8 @@ func version() string {
 
 // usageText is the help, the formats' lines from their table.
 func usageText() string {
-	return strings.Replace(usage, "{{formats}}", output.FormatHelp(helpColumn), 1)
+	u := strings.Replace(usage, "{{formats}}", output.FormatHelp(helpColumn), 1)
+	return strings.Replace(u, "{{tracers}}", strings.Join(script.Tracers, ", "), 1)
 }
 
 type options struct {

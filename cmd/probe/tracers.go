@@ -9,6 +9,7 @@ import (
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
+	"github.com/probedbg/probe/script"
 )
 
 // tracers is what --tracer and the filter flags asked for.
@@ -22,7 +23,8 @@ func (ts tracers) returns() bool { return ts.graph || ts.profile || ts.stack || 
 
 // parseTracers checks --tracer and the flags that go with it, as ftrace
 // has one current tracer: function or function_graph, with the profile
-// and the stack tracer beside either.
+// and the stack tracer beside either. The names are script.Tracers':
+// a tracer is added there, here and in probe.FuncTraceOptions.
 func parseTracers(o *options) (tracers, error) {
 	var ts tracers
 	for _, name := range strings.Split(o.tracers, ",") {
@@ -37,7 +39,7 @@ func parseTracers(o *options) (tracers, error) {
 		case "stack":
 			ts.stack = true
 		default:
-			return ts, fmt.Errorf("--tracer: unknown tracer %q (want nop, function, function_graph, profile or stack)", name)
+			return ts, fmt.Errorf("--tracer: unknown tracer %q (want %s)", name, strings.Join(script.Tracers, ", "))
 		}
 	}
 	if ts.function && ts.graph {
