@@ -19,13 +19,14 @@ tree=$(mktemp -d)
 trap 'git worktree remove --force "$tree" >/dev/null 2>&1 || true; rm -rf "$tree"' EXIT
 git worktree add -q --detach "$tree" "$rev"
 (cd "$tree" && go build -o "$OLDPWD/$old" ./cmd/probe)
+new=$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +) # as built
 make -s build
 for ((r = 0; r < rounds; r++)); do
 	PEERS=0 PROBE="$old" bench/run.sh "$hits" "$runs" >"$out/compare-old-$r.txt"
 	PEERS=0 PROBE=bin/probe bench/run.sh "$hits" "$runs" >"$out/compare-new-$r.txt"
 done
 printf '# bench/compare.sh %s: %s (old) against %s (new), us/hit, median of %d rounds of %d runs\n' \
-	"$rev" "$(git rev-parse --short "$rev")" "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +)" "$rounds" "$runs"
+	"$rev" "$(git rev-parse --short "$rev")" "$new" "$rounds" "$runs"
 printf '%-44s %10s %10s %8s\n' variant old new new/old
 # Rows are "NAME  US/HIT  X_FLOOR  ONCE": the name is all but the last three fields.
 awk -v rounds="$rounds" '
@@ -37,8 +38,8 @@ awk -v rounds="$rounds" '
 	FNR == 1 { which = (FILENAME ~ /compare-old/) ? "old" : "new" }
 	/^#/ || NF < 4 || $(NF - 2) !~ /^[0-9.]+$/ { next }
 	{
-		name = $1
-		for (i = 2; i <= NF - 3; i++) name = name " " $i
+		name = $0
+		sub(/ +[^ ]+ +[^ ]+ +[^ ]+ *$/, "", name)
 		if (!(name in seen)) { seen[name] = 1; order[++rows] = name }
 		v[name, which] = v[name, which] " " $(NF - 2)
 	}

@@ -98,14 +98,6 @@ func (h *Hit) Reg(name string) (uint64, bool) {
 	return v, true
 }
 
-// Byte offsets in unix.PtraceRegs of the stack pointer, a function's
-// result and its second word.
-var (
-	spOff      = int(arch.Host.SP) * 8
-	resultOff  = int(arch.Host.Result) * 8
-	result2Off = int(arch.Host.Result2) * 8
-)
-
 // PC returns the program counter: at an entry probe its address (a
 // trap's pc past the breakpoint is taken back), in a post-handler the
 // next instruction's.
@@ -123,6 +115,14 @@ func (h *Hit) SP() uint64 {
 	}
 	return tracee.SP(h.regs)
 }
+
+// Byte offsets in unix.PtraceRegs of the stack pointer, a function's
+// result and its second word.
+var (
+	spOff      = int(arch.Host.SP) * 8
+	resultOff  = int(arch.Host.Result) * 8
+	result2Off = int(arch.Host.Result2) * 8
+)
 
 // Probe is one installed probe.
 type Probe struct {
