@@ -34,7 +34,8 @@ var (
 // whole code is fn (at fnAddr), can be jump-optimised, as kprobes'
 // can_optimize: every instruction the jmp covers runs out of line without
 // a single-step, or is a direct jcc, jmp or call (re-aimed from the
-// detour; a call only last, so that its callee returns past the jmp), the
+// detour, and a call through a pointer at a rip-relative address; a call
+// only last, so that its callee returns past the jmp), the
 // covered range lies in the function, no direct branch in the function
 // lands inside the range (a branch to addr itself is fine), and the
 // function has no indirect jump (a jump table might land there). The
@@ -58,7 +59,7 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (
 		switch in.Form() {
 		case singlestep.FormJcc, singlestep.FormJmp:
 			// Re-aimed from the detour at the same target.
-		case singlestep.FormCall:
+		case singlestep.FormCall, singlestep.FormCallMem:
 			// Its copy pushes the original return address: the
 			// callee must return past the jmp.
 			if d.Covered+in.Len < JumpSize {
@@ -145,8 +146,8 @@ func (d *Detour) Size() int {
 
 // copyLen is the length of a covered instruction's copy: a jcc rel32 or
 // jmp rel32 for a branch; for a call, `push RET(%rip)` (the original
-// return address, kept after the jmp back) and a jmp rel32; else the
-// instruction.
+// return address, kept after the jmp back) and a jmp rel32, or for a
+// call through memory `jmp *SLOT(%rip)`; else the instruction.
 func copyLen(in *singlestep.Insn) int {
 	switch in.Form() {
 	case singlestep.FormJcc:
@@ -155,6 +156,8 @@ func copyLen(in *singlestep.Insn) int {
 		return JumpSize
 	case singlestep.FormCall:
 		return 6 + JumpSize
+	case singlestep.FormCallMem:
+		return 6 + 6
 	}
 	return in.Len
 }
@@ -163,7 +166,7 @@ func copyLen(in *singlestep.Insn) int {
 func (d *Detour) calls() int {
 	n := 0
 	for _, in := range d.Insns {
-		if in.Form() == singlestep.FormCall {
+		if f := in.Form(); f == singlestep.FormCall || f == singlestep.FormCallMem {
 			n++
 		}
 	}
@@ -252,6 +255,12 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 			if err = branch([]byte{0xff, 0x35}, at); err == nil { // push RET(%rip)
 				err = branch([]byte{0xe9}, in.Target())
 			}
+		case singlestep.FormCallMem:
+			at := rets + uint64(len(retData))
+			retData = binary.LittleEndian.AppendUint64(retData, in.Addr+uint64(in.Len))
+			if err = branch([]byte{0xff, 0x35}, at); err == nil { // push RET(%rip)
+				err = branch([]byte{0xff, 0x25}, in.MemOperand()) // jmp *SLOT(%rip)
+			}
 		default:
 			var b []byte
 			b, err = in.XOL(detour + uint64(len(out)))
@@ -265,6 +274,20 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 		return nil, err
 	}
 	return append(out, retData...), nil
+}
+
+// CallSlot says, for rip inside the detour placed at detour, whether it
+// is the jmp of a FormCallMem's copy, its return address pushed: the
+// thread is as at the entry of the function the pointer at slot names.
+func (d *Detour) CallSlot(rip, detour uint64) (slot uint64, ok bool) {
+	at := d.Copies(detour)
+	for _, in := range d.Insns {
+		if in.Form() == singlestep.FormCallMem && rip == at+6 {
+			return in.MemOperand(), true
+		}
+		at += uint64(copyLen(in))
+	}
+	return 0, false
 }
 
 // Jump returns the JumpSize bytes written at Addr: jmp rel32 to detour.
@@ -310,6 +333,11 @@ func (d *Detour) Original(rip, detour uint64) (orig uint64, savedR11, ok bool) {
 		if in.Form() == singlestep.FormCall && rip == at+6 {
 			// Its return address pushed: as at the callee's entry.
 			return in.Target(), false, true
+		}
+		if in.Form() == singlestep.FormCallMem && rip == at+6 {
+			// As at the callee's entry too, but the callee is in
+			// memory: CallSlot says where.
+			return 0, false, false
 		}
 		at += uint64(copyLen(in))
 	}

@@ -32,6 +32,9 @@ func TestPlanDetour(t *testing.T) {
 		{name: "indirect jump", code: "55 48 89 e5 5d ff e0", refused: "indirect jump"},
 		{name: "ret covered", code: "55 c3 90 90 90 90", refused: "branch"},
 		{name: "call covered, last", code: "55 e8 00 00 00 00 c3", covered: 6},
+		{name: "call through memory covered (-mfentry)", code: "ff 15 0a 2c 00 00 48 89 f8 c3", covered: 6},
+		{name: "call through memory, not last", code: "90 ff 15 0a 2c 00 00 c3", covered: 7},
+		{name: "call through a register", code: "ff d0 90 90 90 c3", refused: "branch"},
 		{name: "jcc covered", code: "48 85 f6 74 04 48 89 f0 c3 31 c0 c3", covered: 5},
 		{name: "jmp covered", code: "eb 02 90 90 90 c3", refused: "lands inside"},
 		{name: "jmp covered, out", code: "eb 04 90 90 90 90 c3", covered: 5},
@@ -56,6 +59,58 @@ func TestPlanDetour(t *testing.T) {
 				t.Fatalf("covered %d, want %d", d.Covered, tc.covered)
 			}
 		})
+	}
+}
+
+// TestDetourCallMem: -mfentry's first instruction, `call
+// *__fentry__@GOTPCREL(%rip)`, is copied as `push RET(%rip)` (the original
+// return address, kept after the jmp back) and `jmp *SLOT(%rip)` through
+// the same pointer; a thread between the two is at the entry of the
+// function the pointer names (CallSlot), not at an original instruction.
+func TestDetourCallMem(t *testing.T) {
+	var fn, detour uint64 = 0x401000, 0x7f0000
+	code := hx(t, "ff 15 0a 2c 00 00 48 89 f8 c3") // call *0x2c0a(%rip); mov %rdi,%rax; ret
+	slot := fn + 6 + 0x2c0a
+	d, err := PlanDetour(code, fn, fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Code(detour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != d.Size() {
+		t.Fatalf("code of %d bytes, Size says %d", len(out), d.Size())
+	}
+	at := d.Copies(detour)
+	c := out[at-detour:]
+	rets := detour + uint64(d.Size()-8)
+	want := []byte{0xff, 0x35}
+	want = binary.LittleEndian.AppendUint32(want, uint32(rets-(at+6)))
+	want = append(want, 0xff, 0x25)
+	want = binary.LittleEndian.AppendUint32(want, uint32(slot-(at+12)))
+	want = append(want, 0xe9)
+	want = binary.LittleEndian.AppendUint32(want, uint32(fn+6-(at+17)))
+	if !bytes.Equal(c[:17], want) {
+		t.Fatalf("copies % x, want % x", c[:17], want)
+	}
+	if ret := binary.LittleEndian.Uint64(out[rets-detour:]); ret != fn+6 {
+		t.Errorf("the return address kept is %#x, want %#x", ret, fn+6)
+	}
+	if s, ok := d.CallSlot(at+6, detour); !ok || s != slot {
+		t.Errorf("CallSlot(at the jmp) = %#x, %v; want %#x, true", s, ok, slot)
+	}
+	if _, _, ok := d.Original(at+6, detour); ok {
+		t.Error("Original(at the jmp) is ok: the callee's entry is in memory")
+	}
+	if orig, _, ok := d.Original(at, detour); !ok || orig != fn {
+		t.Errorf("Original(at the push) = %#x, %v; want %#x", orig, ok, fn)
+	}
+	if orig, _, ok := d.Original(at+12, detour); !ok || orig != fn+6 {
+		t.Errorf("Original(at the jmp back) = %#x, %v; want %#x", orig, ok, fn+6)
+	}
+	if _, ok := d.CallSlot(at, detour); ok {
+		t.Error("CallSlot(at the push) is ok")
 	}
 }
 

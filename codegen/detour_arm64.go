@@ -125,8 +125,9 @@ func (d *Detour) LandingPad() bool {
 	return w&0xffffff3f == 0xd503241f || w == 0xd503233f || w == 0xd503237f
 }
 
-func (d *Detour) SavesR11() bool                     { return false }
-func (d *Detour) CopyOf(k int, detour uint64) uint64 { return detour + 4 }
+func (d *Detour) SavesR11() bool                             { return false }
+func (d *Detour) CallSlot(rip, detour uint64) (uint64, bool) { return 0, false }
+func (d *Detour) CopyOf(k int, detour uint64) uint64         { return detour + 4 }
 func (d *Detour) Redirected(r Redirect, detour uint64) ([]byte, error) {
 	return nil, errNoCodegen
 }

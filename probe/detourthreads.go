@@ -123,6 +123,16 @@ func (t *Tracer) leaveDetour(tid int) {
 		if rip < o.base || rip >= o.base+uint64(o.detour.Size()) {
 			continue
 		}
+		if slot, ok := o.detour.CallSlot(rip, o.base); ok {
+			// Between the copy's push of the return address and its
+			// jmp through the pointer: as at the entry of the callee.
+			if target, ok := t.readWord(slot); ok {
+				t.stop.regs.SetPC(target)
+				t.proc.SetRegs(tid, &t.stop.regs)
+				t.jumps.detourExits.Add(1)
+			}
+			return
+		}
 		if orig, savedR11, ok := o.detour.Original(rip, o.base); ok {
 			if savedR11 {
 				t.restoreR11(&t.stop.regs)

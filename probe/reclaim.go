@@ -151,27 +151,12 @@ func (t *Tracer) reachesMapped(tid int, ours []mappedRange, ms *mapsSummary, cod
 	if pc := regs.PC(); inAny(ours, pc) {
 		return fmt.Sprintf("is at %#x", pc), true
 	}
-	sp := tracee.SP(&regs)
-	lo := sp - 128 // the red zone: a leaf function's live words
-	hi := uint64(0)
-	for _, s := range ms.rwPrivate {
-		if sp >= s[0] && sp < s[1] {
-			lo, hi = max(lo, s[0]), min(s[1], sp+stackScan)
-		}
+	lo, buf, why := t.stackWords(&regs, ms)
+	if why != "" {
+		return why, true
 	}
-	if hi == 0 {
-		return fmt.Sprintf("has its stack (sp %#x) in no mapping", sp), true
-	}
-	buf := make([]byte, hi-lo&^7)
-	if n, err := t.proc.ReadAt(buf, int64(lo&^7)); err != nil || n != len(buf) {
-		return fmt.Sprintf("has a stack we could not read at %#x", lo), true
-	}
-	for i := 0; i+8 <= len(buf); i += 8 {
-		v := binary.LittleEndian.Uint64(buf[i:])
-		if !inRanges(ms.exec, v) || !t.isSigreturn(v, code) {
-			continue
-		}
-		at := lo&^7 + uint64(i)
+	for _, i := range t.sigFrames(buf, ms, code) {
+		at := lo + uint64(i)
 		if sigframePC < 0 {
 			return fmt.Sprintf("has a signal frame at %#x", at), true
 		}
@@ -183,6 +168,83 @@ func (t *Tracer) reachesMapped(tid int, ours []mappedRange, ms *mapsSummary, cod
 		}
 	}
 	return "", false
+}
+
+// stackWords reads the stack of a thread with registers regs, from its
+// red zone (a leaf function's live words) to the top of the stack's
+// mapping, at most stackScan bytes: where it starts (8-aligned) and the
+// bytes; or why it cannot.
+func (t *Tracer) stackWords(regs *unix.PtraceRegs, ms *mapsSummary) (lo uint64, buf []byte, why string) {
+	sp := tracee.SP(regs)
+	lo = sp - 128
+	hi := uint64(0)
+	for _, s := range ms.rwPrivate {
+		if sp >= s[0] && sp < s[1] {
+			lo, hi = max(lo, s[0]), min(s[1], sp+stackScan)
+		}
+	}
+	if hi == 0 {
+		return 0, nil, fmt.Sprintf("has its stack (sp %#x) in no mapping", sp)
+	}
+	buf = make([]byte, hi-lo&^7)
+	if n, err := t.proc.ReadAt(buf, int64(lo&^7)); err != nil || n != len(buf) {
+		return 0, nil, fmt.Sprintf("has a stack we could not read at %#x", lo)
+	}
+	return lo &^ 7, buf, ""
+}
+
+// sigFrames returns the offsets in a stack's words (stackWords) of the
+// signal frames on it: words that are the address of the rt_sigreturn
+// code a handler returns through, the interrupted context above them.
+// (Stale words of a handler long returned are found too.)
+func (t *Tracer) sigFrames(buf []byte, ms *mapsSummary, code map[uint64]bool) []int {
+	var at []int
+	for i := 0; i+8 <= len(buf); i += 8 {
+		if v := binary.LittleEndian.Uint64(buf[i:]); inRanges(ms.exec, v) && t.isSigreturn(v, code) {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+// rewindSignalFrames does for the contexts that signal frames on held
+// thread tid's stack saved what leaveRecordCode does for its registers:
+// a handler that interrupted the record code returns out of it. Above
+// all the return trampoline: a program's timer signal (a -pg build's
+// SIGPROF, every 10 ms of CPU) lands there now and then, and its handler
+// came back after the detach into a trampoline whose thread's call
+// frames detach had dropped: SIGTRAP at the trampoline's int3, the
+// program dead. (arm64: the frames are not followed, as sigframePC says.)
+func (t *Tracer) rewindSignalFrames(tid int, ms *mapsSummary, code map[uint64]bool) {
+	var regs unix.PtraceRegs
+	if t.inproc == nil || sigframePC < 0 || t.proc.GetRegs(tid, &regs) != nil {
+		return
+	}
+	lo, buf, why := t.stackWords(&regs, ms)
+	if why != "" {
+		return
+	}
+	for _, i := range t.sigFrames(buf, ms, code) {
+		ctx := i + sigframeRegsAt
+		ptrs := sigframeRegPtrs(&regs)
+		if ctx+8*len(ptrs) > len(buf) {
+			continue
+		}
+		for k, p := range ptrs {
+			*p = binary.LittleEndian.Uint64(buf[ctx+8*k:])
+		}
+		if !t.inRecordCode(regs.PC()) || !t.rewindRecordCode(tid, &regs) {
+			continue
+		}
+		// Only the words that change: a stale frame's words that the
+		// program has written since are left as it wrote them.
+		for k, p := range ptrs {
+			if *p != binary.LittleEndian.Uint64(buf[ctx+8*k:]) {
+				t.writeWord(lo+uint64(ctx+8*k), *p)
+			}
+		}
+		t.jumps.detourExits.Add(1)
+	}
 }
 
 func (m mappedRange) contains(v uint64) bool { return v >= m.addr && v < m.addr+m.size }

@@ -1,5 +1,7 @@
 package probe
 
+import "golang.org/x/sys/unix"
+
 // sigreturnCode is the code a signal handler returns through:
 // glibc's __restore_rt (mov $15,%rax; syscall) and musl's (mov $15,%eax).
 var sigreturnCode = [][]byte{
@@ -7,8 +9,18 @@ var sigreturnCode = [][]byte{
 	{0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05},
 }
 
-// sigframePC is where the interrupted rip is from the return address at
-// the bottom of a signal frame: ucontext's flags, link and stack (40
-// bytes), then sigcontext's r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx and
-// rsp before rip.
-const sigframePC = 8 + 40 + 16*8
+// sigframeRegsAt is where the interrupted registers start from the
+// return address at the bottom of a signal frame: after ucontext's flags,
+// link and stack (40 bytes); sigframePC is where rip is among them.
+const (
+	sigframeRegsAt = 8 + 40
+	sigframePC     = sigframeRegsAt + 16*8
+)
+
+// sigframeRegPtrs are r's registers in a signal frame's order (struct
+// sigcontext): r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip,
+// eflags.
+func sigframeRegPtrs(r *unix.PtraceRegs) []*uint64 {
+	return []*uint64{&r.R8, &r.R9, &r.R10, &r.R11, &r.R12, &r.R13, &r.R14, &r.R15,
+		&r.Rdi, &r.Rsi, &r.Rbp, &r.Rbx, &r.Rdx, &r.Rax, &r.Rcx, &r.Rsp, &r.Rip, &r.Eflags}
+}

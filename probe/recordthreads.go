@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/tracee"
@@ -23,11 +25,20 @@ import (
 // where the function returns. No step: a step over the stub's pushfq
 // would save the trap flag for its popfq to set again once we are gone.
 func (t *Tracer) leaveRecordCode(tid int) {
-	in := t.inproc
-	if in == nil || t.proc.GetRegs(tid, &t.stop.regs) != nil {
+	if t.inproc == nil || t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
-	rip := t.stop.regs.PC()
+	if t.rewindRecordCode(tid, &t.stop.regs) && t.proc.SetRegs(tid, &t.stop.regs) == nil {
+		t.jumps.detourExits.Add(1)
+	}
+}
+
+// rewindRecordCode moves regs, thread tid's (stopped, or as a signal
+// frame on its stack saved them), out of the record code as
+// leaveRecordCode says; false if they are not in it or cannot be moved.
+func (t *Tracer) rewindRecordCode(tid int, regs *unix.PtraceRegs) bool {
+	in := t.inproc
+	rip := regs.PC()
 	var rw codegen.StubRewind
 	to, back := uint64(0), false        // where the thread goes; back: a return
 	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
@@ -39,32 +50,32 @@ func (t *Tracer) leaveRecordCode(tid int) {
 		return 0
 	}
 	if r, ok := in.routineAt(rip); ok {
-		ret, ok := t.routineReturn(&t.stop.regs)
+		ret, ok := t.routineReturn(regs)
 		switch {
 		case codegen.Trampoline(r) != 0 && rip >= codegen.Trampoline(r) && rip <= codegen.TrampolineTrap(r):
-			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.stop.regs), false)
+			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(regs), false)
 		case !ok:
-			return
+			return false
 		case codegen.Trampoline(r) != 0 && ret >= codegen.Trampoline(r) && ret < codegen.TrampolineTrap(r):
-			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(&t.stop.regs), true)
+			rw, back = codegen.TrampolineRewind(r, rip, tracee.SP(regs), true)
 		default:
-			rw, to = codegen.RoutineRewind(tracee.SP(&t.stop.regs)), stubAt(ret)
+			rw, to = codegen.RoutineRewind(tracee.SP(regs)), stubAt(ret)
 		}
 	}
 	if to == 0 && !back {
 		for _, rs := range in.sites {
-			if r, ok := rs.code.Rewind(rs.stub, rip, tracee.SP(&t.stop.regs)); ok {
+			if r, ok := rs.code.Rewind(rs.stub, rip, tracee.SP(regs)); ok {
 				rw, to = r, rs.site.addr
 				break
 			}
 		}
 	}
 	if rw.Saved {
-		words := regWords(&t.stop.regs)
+		words := regWords(regs)
 		for i, off := range codegen.SavedRegs() {
 			v, ok := t.readWord(rw.Area + uint64(8*i))
 			if !ok {
-				return
+				return false
 			}
 			words[off/8] = v
 		}
@@ -72,24 +83,22 @@ func (t *Tracer) leaveRecordCode(tid int) {
 	if back {
 		// (arm64: x30 is the return address once the trampoline has
 		// popped the frame, and as a ret leaves it.)
-		if lr := linkRegister(&t.stop.regs); !returnInSlot && lr != in.trampoline {
+		if lr := linkRegister(regs); !returnInSlot && lr != in.trampoline {
 			to = lr
 		} else {
 			to = t.returnTo(tid, rw.SP-returnPops)
 		}
-		setLinkRegister(&t.stop.regs, to)
+		setLinkRegister(regs, to)
 	}
 	if to == 0 {
-		return
+		return false
 	}
-	tracee.SetSP(&t.stop.regs, rw.SP)
-	t.stop.regs.SetPC(to)
+	tracee.SetSP(regs, rw.SP)
+	regs.SetPC(to)
 	// A thread stopped in a stub's process_vm_readv must not have the
 	// kernel restart it where it goes now.
-	tracee.NoRestart(&t.stop.regs)
-	if t.proc.SetRegs(tid, &t.stop.regs) == nil {
-		t.jumps.detourExits.Add(1)
-	}
+	tracee.NoRestart(regs)
+	return true
 }
 
 // inRecordCode reports whether rip is in a record stub or routine.

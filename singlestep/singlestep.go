@@ -84,17 +84,18 @@ func (k Kind) String() string {
 type Form int
 
 const (
-	FormPlain  Form = iota
-	FormJmp         // x86-64 jmp rel8, rel32
-	FormJcc         // x86-64 jcc rel8, rel32
-	FormCall        // x86-64 call rel32
-	FormB           // arm64 b, bl
-	FormBCond       // arm64 b.cond
-	FormCB          // arm64 cbz, cbnz
-	FormTB          // arm64 tbz, tbnz
-	FormADR         // arm64 adr, adrp
-	FormLDRLit      // arm64 ldr (literal), ldrsw (literal)
-	FormBR          // arm64 br, blr, ret
+	FormPlain   Form = iota
+	FormJmp          // x86-64 jmp rel8, rel32
+	FormJcc          // x86-64 jcc rel8, rel32
+	FormCall         // x86-64 call rel32
+	FormCallMem      // x86-64 call *disp32(%rip): through a pointer in memory (MemOperand)
+	FormB            // arm64 b, bl
+	FormBCond        // arm64 b.cond
+	FormCB           // arm64 cbz, cbnz
+	FormTB           // arm64 tbz, tbnz
+	FormADR          // arm64 adr, adrp
+	FormLDRLit       // arm64 ldr (literal), ldrsw (literal)
+	FormBR           // arm64 br, blr, ret
 )
 
 // TableReader reads n bytes of the module at link address addr: the

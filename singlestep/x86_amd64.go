@@ -441,7 +441,27 @@ func (in *Insn) Form() Form {
 	case emuCall:
 		return FormCall
 	}
+	if in.callsThroughRIP() {
+		return FormCallMem
+	}
 	return FormPlain
+}
+
+// callsThroughRIP reports whether the instruction is `call *disp32(%rip)`
+// and nothing else: no segment, no index (-mfentry's call of __fentry__
+// through the GOT, a PLT-less call of a library function).
+func (in *Insn) callsThroughRIP() bool {
+	if in.arch.fix != fixCall || in.arch.ripDispOff < 0 || in.arch.inst.Op != x86asm.CALL {
+		return false
+	}
+	m, ok := in.arch.inst.Args[0].(x86asm.Mem)
+	return ok && m.Base == x86asm.RIP && m.Index == 0 && m.Segment == 0
+}
+
+// MemOperand is where a FormCallMem call reads its target.
+func (in *Insn) MemOperand() uint64 {
+	disp := int32(binary.LittleEndian.Uint32(in.Bytes[in.arch.ripDispOff:]))
+	return in.Addr + uint64(in.Len) + uint64(int64(disp))
 }
 
 // Target is where a relative branch goes.
