@@ -8,6 +8,9 @@
 #   mixed  bench/mixed.c: ~112,000 calls (fib, a qsort comparator, a hash);
 #          uftrace also traces its 46,000 calls into libc through the PLT
 #   lua    Lua 5.4.4 running bench/lua/bench.lua (~284,000 C calls)
+# then bench/mixed.c built with each kind of compiler-placed site
+# (issue 38): probe's function_graph on each against the build without
+# sites (x plain), and uftrace record on those it takes.
 # Each row is the median wall time of RUNS runs (default 3); the calls its
 # output holds (of function_graph: its lines that open or are a call; "-"
 # where not counted); the events the rings lost and the time the threads
@@ -85,7 +88,7 @@ row() {
 header() {
 	ref= ref2=
 	printf '\n# %s\n' "$1"
-	printf '%-44s %8s %10s %8s %7s %8s %8s\n' "" "wall ms" "calls kept" "lost" "waited" "x u.rec" "x u.rep"
+	printf '%-44s %8s %10s %8s %7s %8s %8s\n' "" "wall ms" "calls kept" "lost" "waited" "${2:-x u.rec}" "${3:-x u.rep}"
 }
 
 printf '# %s, %s, %s CPUs, %s, medians of %s runs\n' "$(date +%F)" "$(uname -srm)" "$(nproc)" "$(uftrace --version | head -1)" "$runs"
@@ -116,3 +119,18 @@ printf '%-44s %8s MB (a recording of %s MB)\n' "probe report's peak RSS" \
 row "probe run --drop, function_graph, text" "graphcalls $out/fg.txt" "$out/fg.txt" "$probe" run --drop --tracer function_graph -o "$out/fg.txt" -- "$out/calls" "$calls"
 graph "mixed: bench/mixed.c" "$out/mixed-pg" "$out/mixed"
 graph "lua: bench/lua/bench.lua" "$lua/pg/src/lua" "$lua/plain/src/lua" bench/lua/bench.lua
+
+# The sites: the first row is the reference of the second column
+# (x plain), uftrace's rows compare with it too.
+header "sites: bench/mixed.c, function_graph text to a file" "x plain" "-"
+for kind in "plain:" "pg:-pg" "fentry:-pg -mfentry" "fentry-nopie:-pg -mfentry -fno-pic -no-pie" \
+	"fentry-nop:-pg -mfentry -mnop-mcount -fno-pic -no-pie" "patchable:-fpatchable-function-entry=5"; do
+	name=${kind%%:*}
+	# shellcheck disable=SC2086 # (the flags are words)
+	gcc -O2 -g ${kind#*:} -o "$out/mixed-$name" bench/mixed.c
+	row "probe run, $name" "graphcalls $out/fg.txt" "$out/fg.txt" "$probe" run --tracer function_graph -o "$out/fg.txt" -- "$out/mixed-$name"
+	ref2=-1 # (no second reference)
+done
+for name in pg fentry; do
+	row "uftrace record, $name" "echo -" - uftrace record -d "$out/ut.data" "$out/mixed-$name"
+done
