@@ -37,18 +37,43 @@ func fentryBin(t *testing.T) string {
 // (gmon.out.PID), not into the test's directory.
 func gmonEnv(dir string) []string { return []string{"GMON_OUT_PREFIX=" + filepath.Join(dir, "gmon")} }
 
-// TestFentryInProcess: function_graph over the -mfentry build records
-// every entry in the tracee, draws the graph the stopping path draws,
-// with fib entered as often as the program counts, and the program
-// prints what it prints untraced and still writes its gmon.out.
+// TestFentryInProcess: function_graph over the program built with each
+// kind of compiler-placed site, -O2 and -O0, records every entry in the
+// tracee, draws the graph the stopping path draws, with fib entered as
+// often as the program counts, and the program prints what it prints
+// untraced and, built -pg, still writes its gmon.out.
 func TestFentryInProcess(t *testing.T) {
 	t.Parallel()
-	exe := fentryBin(t)
+	src := filepath.Join("testdata", "fentry", "fentry.c")
+	for _, kind := range []struct{ name, flags string }{
+		{"fentry", ""}, // fentryBin's: -pg -mfentry, a PIE
+		{"pg", "-pg -fPIE -pie"},
+		{"fentry-nopie", "-pg -mfentry -fno-pic -no-pie"},
+		{"fentry-nop", "-pg -mfentry -mnop-mcount -fno-pic -no-pie"},
+		{"patchable", "-fpatchable-function-entry=5"},
+		{"fentry-O0", "-O0 -pg -mfentry -fPIE -pie"},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			exe := ""
+			if kind.flags == "" {
+				exe = fentryBin(t)
+			} else {
+				exe = builtOnce(t, "fentry-"+kind.name, src, append([]string{"-O2", "-g", "-pthread", "-fno-optimize-sibling-calls"}, strings.Fields(kind.flags)...)...)
+			}
+			fentryGraphs(t, exe, strings.Contains(kind.flags, "-pg") || kind.flags == "")
+		})
+	}
+}
+
+// fentryGraphs runs exe untraced, then under function_graph in-process
+// and stopping, and compares (gmon: it writes a gmon.out each run).
+func fentryGraphs(t *testing.T, exe string, gmon bool) {
 	dir := t.TempDir()
 	base := runCmd(t, gmonEnv(dir), exe, "3")
 	m := regexp.MustCompile(`^sum=\d+ calls=(\d+)\n$`).FindStringSubmatch(base.stdout)
 	if base.code != 0 || m == nil {
-		t.Fatalf("fentry 3: %v", base)
+		t.Fatalf("%s 3: %v", exe, base)
 	}
 	calls, _ := strconv.Atoi(m[1])
 	var shapes []string
@@ -68,7 +93,7 @@ func TestFentryInProcess(t *testing.T) {
 	if shapes[0] != shapes[1] {
 		t.Errorf("in-process and stopping graphs differ:\n%s\n%s", limit(shapes[0]), limit(shapes[1]))
 	}
-	if gmons, _ := filepath.Glob(filepath.Join(dir, "gmon.*")); len(gmons) != 3 {
+	if gmons, _ := filepath.Glob(filepath.Join(dir, "gmon.*")); gmon && len(gmons) != 3 {
 		t.Errorf("want a gmon.out of each of the 3 runs, got %v", gmons)
 	}
 }
