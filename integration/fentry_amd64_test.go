@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,17 +42,24 @@ func gmonEnv(dir string) []string { return []string{"GMON_OUT_PREFIX=" + filepat
 // kind of compiler-placed site, -O2 and -O0, records every entry in the
 // tracee, draws the graph the stopping path draws, with fib entered as
 // often as the program counts, and the program prints what it prints
-// untraced and, built -pg, still writes its gmon.out.
+// untraced and, built -pg, still writes its gmon.out; with -mfentry the
+// same call graph as untraced: the function tracer hooks past the call of
+// __fentry__, which reads the real caller (hooked before it, the caller
+// was our trampoline, outside the program, and gprof lost every arc into
+// a traced function).
 func TestFentryInProcess(t *testing.T) {
 	t.Parallel()
 	src := filepath.Join("testdata", "fentry", "fentry.c")
-	for _, kind := range []struct{ name, flags string }{
-		{"fentry", ""}, // fentryBin's: -pg -mfentry, a PIE
-		{"pg", "-pg -fPIE -pie"},
-		{"fentry-nopie", "-pg -mfentry -fno-pic -no-pie"},
-		{"fentry-nop", "-pg -mfentry -mnop-mcount -fno-pic -no-pie"},
-		{"patchable", "-fpatchable-function-entry=5"},
-		{"fentry-O0", "-O0 -pg -mfentry -fPIE -pie"},
+	for _, kind := range []struct {
+		name, flags string
+		arcs        bool // gprof's call graph the same traced (not -pg's mcount: issue 38)
+	}{
+		{"fentry", "", true}, // fentryBin's: -pg -mfentry, a PIE
+		{"pg", "-pg -fPIE -pie", false},
+		{"fentry-nopie", "-pg -mfentry -fno-pic -no-pie", true},
+		{"fentry-nop", "-pg -mfentry -mnop-mcount -fno-pic -no-pie", false}, // (no call: no arcs)
+		{"patchable", "-fpatchable-function-entry=5", false},
+		{"fentry-O0", "-O0 -pg -mfentry -fPIE -pie", true},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
@@ -61,16 +69,21 @@ func TestFentryInProcess(t *testing.T) {
 			} else {
 				exe = builtOnce(t, "fentry-"+kind.name, src, append([]string{"-O2", "-g", "-pthread", "-fno-optimize-sibling-calls"}, strings.Fields(kind.flags)...)...)
 			}
-			fentryGraphs(t, exe, strings.Contains(kind.flags, "-pg") || kind.flags == "")
+			fentryGraphs(t, exe, strings.Contains(kind.flags, "-pg") || kind.flags == "", kind.arcs)
 		})
 	}
 }
 
 // fentryGraphs runs exe untraced, then under function_graph in-process
-// and stopping, and compares (gmon: it writes a gmon.out each run).
-func fentryGraphs(t *testing.T, exe string, gmon bool) {
+// and stopping, and compares (gmon: it writes a gmon.out each run; arcs:
+// whose call graph, as gprof reads it, must be the untraced run's).
+func fentryGraphs(t *testing.T, exe string, gmon, arcs bool) {
 	dir := t.TempDir()
-	base := runCmd(t, gmonEnv(dir), exe, "3")
+	env := func(run string) []string { return gmonEnv(filepath.Join(dir, run)) }
+	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
+		os.Mkdir(filepath.Join(dir, run), 0o755)
+	}
+	base := runCmd(t, env("untraced"), exe, "3")
 	m := regexp.MustCompile(`^sum=\d+ calls=(\d+)\n$`).FindStringSubmatch(base.stdout)
 	if base.code != 0 || m == nil {
 		t.Fatalf("%s 3: %v", exe, base)
@@ -79,7 +92,7 @@ func fentryGraphs(t *testing.T, exe string, gmon bool) {
 	var shapes []string
 	for _, mode := range []string{"-v", "--no-inprocess"} {
 		out := filepath.Join(dir, "trace"+mode)
-		r := probeEnv(t, gmonEnv(dir), "run", mode, "-o", out, "--ring-size", "65536", "--tracer", "function_graph", "--filter", "fib,work", "--", exe, "3")
+		r := probeEnv(t, env(mode), "run", mode, "-o", out, "--ring-size", "65536", "--tracer", "function_graph", "--filter", "fib,work", "--", exe, "3")
 		paths := "probe: function tracer: 2 functions in-process\n"
 		if r.code != 0 || r.stdout != base.stdout || mode == "-v" && !strings.Contains(r.stderr, paths) {
 			t.Fatalf("probe run %s: want exit 0, %q and %q on stderr; got %v", mode, base.stdout, paths, r)
@@ -93,8 +106,26 @@ func fentryGraphs(t *testing.T, exe string, gmon bool) {
 	if shapes[0] != shapes[1] {
 		t.Errorf("in-process and stopping graphs differ:\n%s\n%s", limit(shapes[0]), limit(shapes[1]))
 	}
-	if gmons, _ := filepath.Glob(filepath.Join(dir, "gmon.*")); gmon && len(gmons) != 3 {
-		t.Errorf("want a gmon.out of each of the 3 runs, got %v", gmons)
+	if !gmon {
+		return
+	}
+	graphs := map[string]string{}
+	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
+		files, _ := filepath.Glob(filepath.Join(dir, run, "gmon.*"))
+		if len(files) != 1 {
+			t.Fatalf("run %s: want one gmon.out, got %v", run, files)
+		}
+		if !arcs {
+			continue
+		}
+		g := runCmd(t, nil, "gprof", "-b", "-q", exe, files[0])
+		if g.code != 0 {
+			t.Fatalf("gprof: %v", g)
+		}
+		graphs[run] = gprofArcs(g.stdout)
+	}
+	if arcs && (graphs["untraced"] == "" || graphs["-v"] != graphs["untraced"] || graphs["--no-inprocess"] != graphs["untraced"]) {
+		t.Errorf("gprof's call graph, untraced:\n%s\nin-process:\n%s\nstopping:\n%s", graphs["untraced"], graphs["-v"], graphs["--no-inprocess"])
 	}
 }
 
@@ -159,4 +190,21 @@ func TestSignalDetachUnderLoad(t *testing.T) {
 	t.Parallel()
 	exe := builtOnce(t, "fentry-plain", filepath.Join("testdata", "fentry", "fentry.c"), "-O2", "-g", "-pthread", "-fno-optimize-sibling-calls")
 	detachUnderLoad(t, exe, nil, "prof")
+}
+
+// gprofArcs is the arcs of gprof's call graph (-q): the lines with a call
+// count ("3/3  work [2]", "3+65670  fib [1]") without the times and
+// indexes, sorted, each once: which lines and how often a graph shows
+// them depends on the profile's time samples (a caller with time of its
+// own gets an entry that repeats its arcs).
+func gprofArcs(graph string) string {
+	var arcs []string
+	for _, line := range strings.Split(graph, "\n") {
+		f := strings.Fields(regexp.MustCompile(`\[\d+\]|\d+\.\d+`).ReplaceAllString(line, ""))
+		if len(f) >= 2 && regexp.MustCompile(`^\d+([/+]\d+)?$`).MatchString(f[len(f)-2]) {
+			arcs = append(arcs, f[len(f)-2]+" "+f[len(f)-1])
+		}
+	}
+	slices.Sort(arcs)
+	return strings.Join(slices.Compact(arcs), "\n")
 }

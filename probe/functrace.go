@@ -280,6 +280,11 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	off := 0
 	if c.fn.isGo {
 		off = singlestep.GoStackCheckEnd(code)
+	} else {
+		// Past -mfentry's call of __fentry__: it reads the real
+		// caller (a -pg program's gprof arcs), and the hook finds
+		// the function as at its entry.
+		off = m.FentryCallEnd(sym)
 	}
 	at := funcSite(m, sym, code, off)
 	var sites []*site

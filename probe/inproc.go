@@ -128,7 +128,7 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, t.recording.stoppedWhy
 	case st.module == nil || isGo(st.module):
 		return need, "Go code"
-	case st.addr != st.sym.Addr+st.module.Bias:
+	case !st.atEntry():
 		return need, "not at a function's entry"
 	case len(st.overrides) > 0:
 		return need, overrideStops

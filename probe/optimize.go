@@ -289,7 +289,7 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 		return nil
 	}
 	if !st.plainEntry() {
-		if st.addr != st.sym.Addr+st.module.Bias {
+		if !st.atEntry() {
 			return nil // the hook reads [sp] as the return address: entries only
 		}
 		if t.callerEntry(st) {
@@ -485,7 +485,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 // if st is a C function's entry (the stub uses the stack below the red
 // zone, free only there) and the process has a mailbox; else nil.
 func (t *Tracer) entryStub(anchor int, st *site) *codegen.MailboxStub {
-	if st.addr != st.sym.Addr+st.module.Bias || t.ensureMailbox(anchor, st.addr) == nil {
+	if !st.atEntry() || t.ensureMailbox(anchor, st.addr) == nil {
 		return nil
 	}
 	routine, _ := t.mailboxRoutine(anchor, codegen.MailboxEntry)

@@ -248,6 +248,21 @@ func (s *site) hasProbes() bool {
 	return false
 }
 
+// atEntry reports whether st is where a function starts as a call leaves
+// it, the return address at [sp], its arguments in their registers: its
+// entry, or just past -mfentry's call of __fentry__ there.
+func (st *site) atEntry() bool {
+	if st.module == nil || st.sym.Name == "" {
+		return false
+	}
+	entry := st.sym.Addr + st.module.Bias
+	if st.addr == entry {
+		return true
+	}
+	end := st.module.FentryCallEnd(st.sym)
+	return end > 0 && st.addr == entry+uint64(end)
+}
+
 // resolved is a location turned into an address and what is known about it.
 type resolved struct {
 	addr   uint64

@@ -418,3 +418,32 @@ func (m *Module) addressReloc(typ uint32) (relative, absolute bool) {
 	}
 	return false, false
 }
+
+// FentryCallEnd returns where, in function fn, the call of __fentry__ it
+// starts with ends (-pg -mfentry: after an endbr64 at most), as an offset
+// from fn; 0 if it does not start with one. Past it, the function is as
+// at its entry, its return address at [sp]: a hook there leaves the call
+// to __fentry__ the real caller to read (gprof's arcs).
+func (m *Module) FentryCallEnd(fn Symbol) int {
+	m.sitesOnce.Do(func() { m.patchSites = m.findPatchSites() })
+	if len(m.patchSites) == 0 { // (most programs: no -pg)
+		return 0
+	}
+	code, err := m.ReadCode(fn.Addr, min(fn.Size, 16))
+	if err != nil {
+		return 0
+	}
+	off := 0
+	if bytes.HasPrefix(code, endbr64) {
+		off = len(endbr64)
+	}
+	i, found := slices.BinarySearchFunc(m.patchSites, fn.Addr+uint64(off), func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
+	if !found || m.patchSites[i].Kind != McountCall {
+		return 0
+	}
+	inst, err := x86asm.Decode(code[off:], 64)
+	if err != nil || inst.Op != x86asm.CALL {
+		return 0
+	}
+	return off + inst.Len
+}
