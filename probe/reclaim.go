@@ -214,20 +214,19 @@ func (t *Tracer) sigFrames(buf []byte, ms *mapsSummary, code map[uint64]bool) []
 // SIGPROF, every 10 ms of CPU) lands there now and then, and its handler
 // came back after the detach into a trampoline whose thread's call
 // frames detach had dropped: SIGTRAP at the trampoline's int3, the
-// program dead. (arm64: the frames are not followed, as sigframePC says.)
+// program dead.
 func (t *Tracer) rewindSignalFrames(tid int, ms *mapsSummary, code map[uint64]bool) {
 	var regs unix.PtraceRegs
-	if t.inproc == nil || sigframePC < 0 || t.proc.GetRegs(tid, &regs) != nil {
+	if t.inproc == nil || t.proc.GetRegs(tid, &regs) != nil {
 		return
 	}
 	lo, buf, why := t.stackWords(&regs, ms)
 	if why != "" {
 		return
 	}
-	for _, i := range t.sigFrames(buf, ms, code) {
-		ctx := i + sigframeRegsAt
+	for _, ctx := range t.sigContexts(buf, ms, code) {
 		ptrs := sigframeRegPtrs(&regs)
-		if ctx+8*len(ptrs) > len(buf) {
+		if ctx < 0 || ctx+8*len(ptrs) > len(buf) {
 			continue
 		}
 		for k, p := range ptrs {
