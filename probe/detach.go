@@ -53,14 +53,11 @@ func (t *Tracer) detachAll(anchor int) {
 	t.holdAll(held)
 	// Read before any step: a step's forced SIGTRAP resets SIG_IGN.
 	trapAct, trapIgnored := t.trapIgnoredBefore(t.heldThreads(held))
-	ms, msErr := readMapsSummary(t.pid)
 	sigreturns := map[uint64]bool{}
 	for tid := range held {
 		t.leaveMailbox(tid)
 		t.leaveRecordCode(tid)
-		if msErr == nil {
-			t.rewindSignalFrames(tid, &ms, sigreturns)
-		}
+		t.rewindSignalFrames(tid, sigreturns)
 	}
 	// Every record a thread has committed is handed on before probe
 	// lets go (the caller holds drain.mu).

@@ -214,36 +214,96 @@ func (t *Tracer) sigFrames(buf []byte, ms *mapsSummary, code map[uint64]bool) []
 // SIGPROF, every 10 ms of CPU) lands there now and then, and its handler
 // came back after the detach into a trampoline whose thread's call
 // frames detach had dropped: SIGTRAP at the trampoline's int3, the
-// program dead.
-func (t *Tracer) rewindSignalFrames(tid int, ms *mapsSummary, code map[uint64]bool) {
+// program dead. Only the frames that unwinding the thread's calls finds
+// (liveSigContexts) are written: a stale one of a handler long returned,
+// its words now in some live frame's locals, must never be.
+func (t *Tracer) rewindSignalFrames(tid int, code map[uint64]bool) {
 	var regs unix.PtraceRegs
 	if t.inproc == nil || t.proc.GetRegs(tid, &regs) != nil {
 		return
 	}
-	lo, buf, why := t.stackWords(&regs, ms)
-	if why != "" {
-		return
-	}
-	for _, ctx := range t.sigContexts(buf, ms, code) {
+	for _, ctx := range t.liveSigContexts(tid, &regs, code) {
 		ptrs := sigframeRegPtrs(&regs)
-		if ctx < 0 || ctx+8*len(ptrs) > len(buf) {
-			continue
-		}
+		old := make([]uint64, len(ptrs))
 		for k, p := range ptrs {
-			*p = binary.LittleEndian.Uint64(buf[ctx+8*k:])
+			w, ok := t.readWord(ctx + uint64(8*k))
+			if !ok {
+				return
+			}
+			*p, old[k] = w, w
 		}
 		if !t.inRecordCode(regs.PC()) || !t.rewindRecordCode(tid, &regs) {
 			continue
 		}
-		// Only the words that change: a stale frame's words that the
-		// program has written since are left as it wrote them.
 		for k, p := range ptrs {
-			if *p != binary.LittleEndian.Uint64(buf[ctx+8*k:]) {
-				t.writeWord(lo+uint64(ctx+8*k), *p)
+			if *p != old[k] {
+				t.writeWord(ctx+uint64(8*k), *p)
 			}
 		}
 		t.jumps.detourExits.Add(1)
 	}
+}
+
+// maxSigWalk bounds the frames liveSigContexts unwinds.
+const maxSigWalk = 512
+
+// liveSigContexts returns where on thread tid's stack the registers of
+// each signal frame its calls return through start (sigframeRegPtrs'
+// order), innermost first: unwinding from regs by the call frame
+// information, a frame whose return address is the rt_sigreturn code is
+// a handler's, its signal frame at a fixed place from its CFA
+// (sigContextFromCFA); the walk goes on in the context it interrupted. A
+// frame the information does not describe ends the walk.
+func (t *Tracer) liveSigContexts(tid int, regs *unix.PtraceRegs, code map[uint64]bool) []uint64 {
+	var out []uint64
+	pc, sp, bp, lr := regs.PC(), tracee.SP(regs), tracee.FP(regs), linkRegister(regs)
+	first, caller := true, false // first: its return address may be in lr (arm64)
+	cs := t.ret.shadow[tid]
+	for range maxSigWalk {
+		u, ok := t.unwindStep(pc, sp, bp, caller)
+		if !ok {
+			break
+		}
+		var ret uint64
+		switch {
+		case u.retSlot != 0:
+			w, ok := t.readWord(u.retSlot)
+			if !ok {
+				return out
+			}
+			ret = t.stripPAC(w)
+		case first && !returnInSlot:
+			ret = lr
+		default:
+			return out
+		}
+		switch {
+		case ret == t.ret.trampoline && ret != 0:
+			ret = cs.hijackedAt(u.frame)
+		case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
+			ret = t.returnTo(tid, u.frame)
+		}
+		if ret == 0 {
+			return out
+		}
+		if !t.isSigreturn(ret, code) {
+			pc, sp, bp, first, caller = ret, u.cfa, u.fp, false, true
+			continue
+		}
+		ctx := u.cfa + sigContextFromCFA
+		out = append(out, ctx)
+		var in unix.PtraceRegs
+		for k, p := range sigframeRegPtrs(&in) {
+			w, ok := t.readWord(ctx + uint64(8*k))
+			if !ok {
+				return out
+			}
+			*p = w
+		}
+		// (The interrupted pc is no return address: no -1 to look it up.)
+		pc, sp, bp, lr, first, caller = in.PC(), tracee.SP(&in), tracee.FP(&in), linkRegister(&in), true, false
+	}
+	return out
 }
 
 func (m mappedRange) contains(v uint64) bool { return v >= m.addr && v < m.addr+m.size }

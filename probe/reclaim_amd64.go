@@ -17,16 +17,10 @@ const (
 	sigframePC     = sigframeRegsAt + 16*8
 )
 
-// sigContexts returns where, in a stack's words (stackWords), the
-// registers of each signal frame on it start (sigframeRegPtrs' order):
-// the frames are found by their return address, the rt_sigreturn code.
-func (t *Tracer) sigContexts(buf []byte, ms *mapsSummary, code map[uint64]bool) []int {
-	at := t.sigFrames(buf, ms, code)
-	for k := range at {
-		at[k] += sigframeRegsAt
-	}
-	return at
-}
+// sigContextFromCFA is where a signal frame's registers start from the
+// CFA of the handler it returns from: its return address (the frame's
+// bottom) is just below the CFA.
+const sigContextFromCFA = sigframeRegsAt - 8
 
 // sigframeRegPtrs are r's registers in a signal frame's order (struct
 // sigcontext): r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip,

@@ -1,10 +1,6 @@
 package probe
 
-import (
-	"encoding/binary"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // sigreturnCode is the code a signal handler returns through (the vDSO's
 // __kernel_rt_sigreturn, glibc's and musl's alike: mov x8, #139; svc #0).
@@ -15,27 +11,12 @@ var sigreturnCode = [][]byte{{0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4}}
 // frame's pc. Any handler on a stack keeps the pages.
 const sigframePC = -1
 
-// fpsimdRecord is the first word of a signal frame's FP/SIMD record,
-// the first record after the interrupted registers (struct
-// fpsimd_context's head: FPSIMD_MAGIC, and its size, 528), by which
-// sigContexts finds a frame: 280 bytes before it are x0, then x1-x30, sp,
-// pc and pstate (struct sigcontext, as unix.PtraceRegs lays them out).
-const (
-	fpsimdRecord   = 0x46508001 | 528<<32
-	fpsimdFromRegs = 280
-)
-
-// sigContexts returns where, in a stack's words (stackWords), the
-// registers of each signal frame on it start (sigframeRegPtrs' order).
-func (t *Tracer) sigContexts(buf []byte, ms *mapsSummary, code map[uint64]bool) []int {
-	var at []int
-	for i := fpsimdFromRegs; i+8 <= len(buf); i += 8 {
-		if binary.LittleEndian.Uint64(buf[i:]) == fpsimdRecord {
-			at = append(at, i-fpsimdFromRegs)
-		}
-	}
-	return at
-}
+// sigContextFromCFA is where a signal frame's registers start from the
+// CFA of the handler it returns from, which is the sp the handler was
+// entered with, the frame's start (struct rt_sigframe): siginfo (128
+// bytes), then ucontext's flags, link, stack, mask and padding up to its
+// sigcontext (176), whose fault address comes before x0.
+const sigContextFromCFA = 128 + 176 + 8
 
 // sigframeRegPtrs are r's registers in a signal frame's order: x0-x30,
 // sp, pc, pstate.
