@@ -90,6 +90,7 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 					// again, the thread meets what is there then, not
 					// a SIGTRAP delivered later far from it.
 					t.regs.SetPC(t.regs.PC() - singlestep.BreakpointPCAdjust)
+					t.rewriteInsn(t.regs.PC())
 					t.proc.SetRegs(tid, &t.regs)
 				} else {
 					t.proc.Defer(tid, info)
