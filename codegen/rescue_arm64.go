@@ -110,13 +110,16 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.stlxr(x12, x9, x10)
 	a.branch(brCBNZW, x12, 0, swap)
 	var outs []int
-	outs = append(outs, a.branch(brCBNZ, x11, 0, -1))
+	again := a.branch(brCBNZ, x11, 0, -1)
 	const fd, left, entry = 23, 24, 25
-	a.mov(0, uint64(0xffffffffffffff9c)) // AT_FDCWD
-	a.addImm(1, page, RescuePath)
-	a.mov(2, unix.O_RDWR|unix.O_CLOEXEC)
-	a.mov(3, 0)
-	a.syscall(unix.SYS_OPENAT)
+	open := func() {
+		a.mov(0, uint64(0xffffffffffffff9c)) // AT_FDCWD
+		a.addImm(1, page, RescuePath)
+		a.mov(2, unix.O_RDWR|unix.O_CLOEXEC)
+		a.mov(3, 0)
+		a.syscall(unix.SYS_OPENAT)
+	}
+	open()
 	outs = append(outs, a.branch(brTBNZ, 0, 63, -1))
 	a.movReg(fd, 0)
 	a.ldr(left, page, RescueTexts)
@@ -157,6 +160,44 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.movReg(0, fd)
 	a.syscall(unix.SYS_CLOSE)
 	for _, i := range outs {
+		a.land(i)
+	}
+	a.emit(a64Ret)
+
+	// The text is back, and a thread trapped at one of its words all
+	// the same: the CPU ran a breakpoint no longer there (QEMU's TCG
+	// keeps a translation of the word made on one vCPU as another wrote
+	// the original back, until that word is written again: a thread
+	// trapped there for seconds, again and again). The word written
+	// again, once more for each such trap.
+	a.land(again)
+	a.ldr(left, page, RescueTexts)
+	a.addImm(entry, page, RescueTextAt)
+	scanText := len(a.w)
+	var gone []int
+	gone = append(gone, a.branch(brCBZ, left, 0, -1))
+	a.ldr(x9, entry, 8) // the length: one instruction's only
+	a.subImm(x12, x9, brk)
+	other := a.branch(brCBNZ, x12, 0, -1)
+	a.ldr(x12, entry, 0)
+	a.eor(x12, x12, pc)
+	other2 := a.branch(brCBNZ, x12, 0, -1)
+	open()
+	gone = append(gone, a.branch(brTBNZ, 0, 63, -1))
+	a.movReg(fd, 0)
+	a.addImm(1, entry, 16)
+	a.mov(2, brk)
+	a.movReg(3, pc)
+	a.syscall(unix.SYS_PWRITE64)
+	a.movReg(0, fd)
+	a.syscall(unix.SYS_CLOSE)
+	gone = append(gone, a.branch(brB, 0, 0, -1))
+	a.land(other)
+	a.land(other2)
+	a.addImm(entry, entry, RescueTextSize)
+	a.subImm(left, left, 1)
+	a.branch(brB, 0, 0, scanText)
+	for _, i := range gone {
 		a.land(i)
 	}
 	a.emit(a64Ret)

@@ -144,7 +144,7 @@ func killWhileStopping(t *testing.T, p *bg, i int, specs []string) {
 	r := pr.wait(t, 10*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	if p.exited() {
-		t.Fatalf("kill %d (%q): the program ended after probe's SIGKILL: %v", i, specs, p.res)
+		t.Fatalf("kill %d (%q): the program ended after probe's SIGKILL: %v\nprobe said:\n%s", i, specs, p.res, r.stderr)
 	}
 	// What a later failure needs: what probe said, and the text its
 	// rescue has not put back yet (hot code is back by now).

@@ -254,6 +254,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		if t.sites[addr] != nil || t.jumps.detourSite(addr) != nil || info.Code == tracee.SIBreakpoint && t.isRemovedBreakpoint(addr) {
 			// Trapped on a probe too late to report it: the original
 			// instruction will run after detach.
+			t.rewriteInsn(addr)
 			t.stop.regs.SetPC(addr)
 			t.proc.SetRegs(tid, &t.stop.regs)
 			t.lostHits++
@@ -306,6 +307,21 @@ func (t *Tracer) isRemovedBreakpoint(addr uint64) bool {
 	b := make([]byte, len(singlestep.BreakpointInsn))
 	_, err := t.proc.ReadAt(b, int64(addr))
 	return err == nil && !singlestep.IsBreakpoint(b)
+}
+
+// rewriteInsn writes the instruction at addr again, unchanged, before a
+// thread that trapped there on a breakpoint no longer there runs it
+// again. A CPU that kept the old breakpoint (QEMU's TCG: a translation
+// of the word made on one vCPU while another put the original back, run
+// until the text there is written again) then drops it; else the thread
+// traps there again and again, and at our death the trap goes on to the
+// program, our rescue knowing nothing of the place (a killed probe's
+// breakpoint: Go's handler threw "SIGTRAP: trace trap").
+func (t *Tracer) rewriteInsn(addr uint64) {
+	b := make([]byte, len(singlestep.BreakpointInsn))
+	if _, err := t.proc.ReadAt(b, int64(addr)); err == nil && !singlestep.IsBreakpoint(b) {
+		t.proc.WriteAt(b, int64(addr))
+	}
 }
 
 // emergencyDetach is detach after our own failure: best effort, never

@@ -90,6 +90,7 @@ func (t *Tracer) stopOthers(anchor int) (held []int, ok bool) {
 					// again, the thread meets what is there then, not
 					// a SIGTRAP delivered later far from it.
 					t.stop.regs.SetPC(t.stop.regs.PC() - singlestep.BreakpointPCAdjust)
+					t.rewriteInsn(t.stop.regs.PC())
 					t.proc.SetRegs(tid, &t.stop.regs)
 				} else {
 					t.proc.Defer(tid, info)

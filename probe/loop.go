@@ -348,6 +348,7 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 		return
 	}
 	if info, err := t.proc.Siginfo(tid); err == nil && info.Code == tracee.SIBreakpoint && t.isRemovedBreakpoint(addr) {
+		t.rewriteInsn(addr)
 		regs.SetPC(addr)
 		t.proc.SetRegs(tid, regs)
 		t.proc.Cont(tid, 0)
