@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,10 +34,14 @@ func detachUnderLoad(t *testing.T, exe string, env []string, more ...string) {
 	pid := strconv.Itoa(p.pid())
 	for i := range 12 {
 		pr := startBg(t, nil, probeBin, "attach", "-v", "-o", os.DevNull, "--tracer", "function_graph", "--filter", "fib,work", pid)
-		if p.exited() {
-			t.Fatalf("round %d: the program is gone: %v", i, p.wait(t, time.Second))
+		for deadline := time.Now().Add(30 * time.Second * timeScale); !strings.Contains(pr.stderr.String(), "in-process"); time.Sleep(10 * time.Millisecond) {
+			if p.exited() {
+				t.Fatalf("round %d: the program died: %v\nprobe said: %s", i, p.wait(t, time.Second), pr.stderr.String())
+			}
+			if pr.exited() || time.Now().After(deadline) {
+				t.Fatalf("round %d: %s did not say in-process: %s", i, pr.desc, pr.stderr.String())
+			}
 		}
-		waitStderr(t, pr, "in-process", 30*time.Second)
 		time.Sleep(time.Duration(i*3) * time.Millisecond)
 		sig := syscall.SIGINT
 		if i%3 == 1 { // (the last round detaches)
@@ -48,7 +53,7 @@ func detachUnderLoad(t *testing.T, exe string, env []string, more ...string) {
 			t.Fatalf("round %d: probe attach: %v", i, r)
 		}
 		if p.exited() {
-			t.Fatalf("round %d (%v): the program died: %v", i, sig, p.wait(t, time.Second))
+			t.Fatalf("round %d (%v): the program died: %v\nprobe said: %v", i, sig, p.wait(t, time.Second), r)
 		}
 	}
 	if patched := textPatched(p.pid()); patched != "none" {

@@ -151,6 +151,21 @@ func (t *Tracer) reachesMapped(tid int, ours []mappedRange, ms *mapsSummary, cod
 	if pc := regs.PC(); inAny(ours, pc) {
 		return fmt.Sprintf("is at %#x", pc), true
 	}
+	// The live signal frames, by unwinding: on arm64 a leaf handler
+	// keeps its return address in x30 and leaves no word on the stack
+	// for the scan below to find.
+	for _, ctx := range t.liveSigContexts(tid, &regs, code) {
+		var in unix.PtraceRegs
+		ptrs := sigframeRegPtrs(&in)
+		for k, p := range ptrs {
+			if w, ok := t.readWord(ctx + uint64(8*k)); ok {
+				*p = w
+			}
+		}
+		if inAny(ours, in.PC()) {
+			return fmt.Sprintf("has a live signal frame interrupting %#x", in.PC()), true
+		}
+	}
 	lo, buf, why := t.stackWords(&regs, ms)
 	if why != "" {
 		return why, true
