@@ -138,6 +138,13 @@ func TestFentryDetachUnderLoad(t *testing.T) {
 	detachUnderLoad(t, fentryBin(t), gmonEnv(dir))
 }
 
+// gprofNoise is a call graph's indexes and times; gprofCount a call
+// count ("3", "3/3", "3+65670").
+var (
+	gprofNoise = regexp.MustCompile(`\[\d+\]|\d+\.\d+`)
+	gprofCount = regexp.MustCompile(`^\d+([/+]\d+)?$`)
+)
+
 // gprofArcs is the arcs of gprof's call graph (-q): the lines with a call
 // count ("3/3  work [2]", "3+65670  fib [1]") without the times and
 // indexes, sorted, each once: which lines and how often a graph shows
@@ -146,8 +153,8 @@ func TestFentryDetachUnderLoad(t *testing.T) {
 func gprofArcs(graph string) string {
 	var arcs []string
 	for _, line := range strings.Split(graph, "\n") {
-		f := strings.Fields(regexp.MustCompile(`\[\d+\]|\d+\.\d+`).ReplaceAllString(line, ""))
-		if len(f) >= 2 && regexp.MustCompile(`^\d+([/+]\d+)?$`).MatchString(f[len(f)-2]) {
+		f := strings.Fields(gprofNoise.ReplaceAllString(line, ""))
+		if len(f) >= 2 && gprofCount.MatchString(f[len(f)-2]) {
 			arcs = append(arcs, f[len(f)-2]+" "+f[len(f)-1])
 		}
 	}

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -91,7 +90,7 @@ func (h *Hit) Reg(name string) (uint64, bool) {
 	if !ok || h.regs == nil {
 		return 0, false
 	}
-	v := unsafe.Slice((*uint64)(unsafe.Pointer(h.regs)), arch.Host.Words)[r.Word] >> r.Shift
+	v := regWords(h.regs)[r.Word] >> r.Shift
 	if r.Bits < 64 {
 		v &= 1<<r.Bits - 1
 	}

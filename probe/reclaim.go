@@ -154,16 +154,9 @@ func (t *Tracer) reachesMapped(tid int, ours []mappedRange, ms *mapsSummary, cod
 	// The live signal frames, by unwinding: on arm64 a leaf handler
 	// keeps its return address in x30 and leaves no word on the stack
 	// for the scan below to find.
-	for _, ctx := range t.liveSigContexts(tid, &regs, code) {
-		var in unix.PtraceRegs
-		ptrs := sigframeRegPtrs(&in)
-		for k, p := range ptrs {
-			if w, ok := t.readWord(ctx + uint64(8*k)); ok {
-				*p = w
-			}
-		}
-		if inAny(ours, in.PC()) {
-			return fmt.Sprintf("has a live signal frame interrupting %#x", in.PC()), true
+	for _, c := range t.liveSigContexts(tid, &regs, code) {
+		if inAny(ours, c.regs.PC()) {
+			return fmt.Sprintf("has a live signal frame interrupting %#x", c.regs.PC()), true
 		}
 	}
 	lo, buf, why := t.stackWords(&regs, ms)
@@ -237,22 +230,16 @@ func (t *Tracer) rewindSignalFrames(tid int, code map[uint64]bool) {
 	if t.inproc == nil || t.proc.GetRegs(tid, &regs) != nil {
 		return
 	}
-	for _, ctx := range t.liveSigContexts(tid, &regs, code) {
-		ptrs := sigframeRegPtrs(&regs)
-		old := make([]uint64, len(ptrs))
-		for k, p := range ptrs {
-			w, ok := t.readWord(ctx + uint64(8*k))
-			if !ok {
-				return
-			}
-			*p, old[k] = w, w
-		}
-		if !t.inRecordCode(regs.PC()) || !t.rewindRecordCode(tid, &regs) {
+	for _, c := range t.liveSigContexts(tid, &regs, code) {
+		moved := c.regs
+		if !t.inRecordCode(moved.PC()) || !t.rewindRecordCode(tid, &moved) {
 			continue
 		}
-		for k, p := range ptrs {
-			if *p != old[k] {
-				t.writeWord(ctx+uint64(8*k), *p)
+		// Only the words that change.
+		old := sigframeRegPtrs(&c.regs)
+		for k, p := range sigframeRegPtrs(&moved) {
+			if *p != *old[k] {
+				t.writeWord(c.at+uint64(8*k), *p)
 			}
 		}
 		t.jumps.detourExits.Add(1)
@@ -262,15 +249,21 @@ func (t *Tracer) rewindSignalFrames(tid int, code map[uint64]bool) {
 // maxSigWalk bounds the frames liveSigContexts unwinds.
 const maxSigWalk = 512
 
-// liveSigContexts returns where on thread tid's stack the registers of
-// each signal frame its calls return through start (sigframeRegPtrs'
-// order), innermost first: unwinding from regs by the call frame
-// information, a frame whose return address is the rt_sigreturn code is
-// a handler's, its signal frame at a fixed place from its CFA
+// sigContext is the context a signal frame saved: its registers, at at
+// on the stack in sigframeRegPtrs' order.
+type sigContext struct {
+	at   uint64
+	regs unix.PtraceRegs
+}
+
+// liveSigContexts returns the contexts of the signal frames thread tid's
+// calls return through, innermost first: unwinding from regs by the call
+// frame information, a frame whose return address is the rt_sigreturn
+// code is a handler's, its signal frame at a fixed place from its CFA
 // (sigContextFromCFA); the walk goes on in the context it interrupted. A
 // frame the information does not describe ends the walk.
-func (t *Tracer) liveSigContexts(tid int, regs *unix.PtraceRegs, code map[uint64]bool) []uint64 {
-	var out []uint64
+func (t *Tracer) liveSigContexts(tid int, regs *unix.PtraceRegs, code map[uint64]bool) []sigContext {
+	var out []sigContext
 	pc, sp, bp, lr := regs.PC(), tracee.SP(regs), tracee.FP(regs), linkRegister(regs)
 	first, caller := true, false // first: its return address may be in lr (arm64)
 	cs := t.ret.shadow[tid]
@@ -292,31 +285,24 @@ func (t *Tracer) liveSigContexts(tid int, regs *unix.PtraceRegs, code map[uint64
 		default:
 			return out
 		}
-		switch {
-		case ret == t.ret.trampoline && ret != 0:
-			ret = cs.hijackedAt(u.frame)
-		case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
-			ret = t.returnTo(tid, u.frame)
-		}
-		if ret == 0 {
+		if ret = t.originalReturn(tid, cs, ret, u.frame); ret == 0 {
 			return out
 		}
 		if !t.isSigreturn(ret, code) {
 			pc, sp, bp, first, caller = ret, u.cfa, u.fp, false, true
 			continue
 		}
-		ctx := u.cfa + sigContextFromCFA
-		out = append(out, ctx)
-		var in unix.PtraceRegs
-		for k, p := range sigframeRegPtrs(&in) {
-			w, ok := t.readWord(ctx + uint64(8*k))
+		c := sigContext{at: u.cfa + sigContextFromCFA}
+		for k, p := range sigframeRegPtrs(&c.regs) {
+			w, ok := t.readWord(c.at + uint64(8*k))
 			if !ok {
 				return out
 			}
 			*p = w
 		}
+		out = append(out, c)
 		// (The interrupted pc is no return address: no -1 to look it up.)
-		pc, sp, bp, lr, first, caller = in.PC(), tracee.SP(&in), tracee.FP(&in), linkRegister(&in), true, false
+		pc, sp, bp, lr, first, caller = c.regs.PC(), tracee.SP(&c.regs), tracee.FP(&c.regs), linkRegister(&c.regs), true, false
 	}
 	return out
 }

@@ -95,15 +95,24 @@ func (h *Hit) walk(max int) (frames []Frame, outermost bool) {
 		default:
 			return frames, false
 		}
-		switch {
-		case ret == t.ret.trampoline && ret != 0:
-			ret = cs.hijackedAt(u.frame)
-		case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
-			ret = t.returnTo(h.Tid, u.frame)
-		}
+		ret = t.originalReturn(h.Tid, cs, ret, u.frame)
 		pc, sp, bp, caller = ret, u.cfa, u.fp, true
 	}
 	return frames, false
+}
+
+// originalReturn is ret, a return address read in thread tid's frame
+// whose slot is frame, or where it goes on if it is one of our
+// trampolines: the return address that the tracer (cs, its call stack)
+// or the tracee hooked there (0 if not known).
+func (t *Tracer) originalReturn(tid int, cs *callStack, ret, frame uint64) uint64 {
+	switch {
+	case ret == t.ret.trampoline && ret != 0:
+		return cs.hijackedAt(frame)
+	case t.inproc != nil && ret == t.inproc.trampoline && ret != 0:
+		return t.returnTo(tid, frame)
+	}
+	return ret
 }
 
 // hijackedAt returns the original return address of the shadow frame

@@ -78,9 +78,12 @@ const maxNopsBefore = 64
 // result is computed once.
 //
 //	for _, s := range mod.PatchSites() { fmt.Printf("%s %s@%+#x\n", s.Func, s.Kind, s.Offset) }
-func (m *Module) PatchSites() []PatchSite {
+func (m *Module) PatchSites() []PatchSite { return slices.Clone(m.sites()) }
+
+// sites is PatchSites, found once, not copied.
+func (m *Module) sites() []PatchSite {
 	m.sitesOnce.Do(func() { m.patchSites = m.findPatchSites() })
-	return slices.Clone(m.patchSites)
+	return m.patchSites
 }
 
 func (m *Module) findPatchSites() []PatchSite {
@@ -425,8 +428,8 @@ func (m *Module) addressReloc(typ uint32) (relative, absolute bool) {
 // at its entry, its return address at [sp]: a hook there leaves the call
 // to __fentry__ the real caller to read (gprof's arcs).
 func (m *Module) FentryCallEnd(fn Symbol) int {
-	m.sitesOnce.Do(func() { m.patchSites = m.findPatchSites() })
-	if len(m.patchSites) == 0 { // (most programs: no -pg)
+	sites := m.sites()
+	if len(sites) == 0 { // (most programs: no -pg)
 		return 0
 	}
 	code, err := m.ReadCode(fn.Addr, min(fn.Size, 16))
@@ -437,8 +440,8 @@ func (m *Module) FentryCallEnd(fn Symbol) int {
 	if bytes.HasPrefix(code, endbr64) {
 		off = len(endbr64)
 	}
-	i, found := slices.BinarySearchFunc(m.patchSites, fn.Addr+uint64(off), func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
-	if !found || m.patchSites[i].Kind != McountCall {
+	i, found := slices.BinarySearchFunc(sites, fn.Addr+uint64(off), func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
+	if !found || sites[i].Kind != McountCall {
 		return 0
 	}
 	inst, err := x86asm.Decode(code[off:], 64)
