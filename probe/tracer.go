@@ -87,6 +87,7 @@ type lifecycle struct {
 	exit     ExitStatus
 	err      error // the loop's
 	startOne sync.Once
+	onReady  func() // StartThen's
 }
 
 // stopState is the stop being handled.
@@ -277,6 +278,9 @@ func (t *Tracer) serve() {
 	t.optimizeSites(anchor)
 	t.startDrain()
 	close(t.life.ready)
+	if t.life.onReady != nil {
+		t.life.onReady()
+	}
 	t.proc.Cont(anchor, 0)
 	t.loop()
 }
@@ -357,8 +361,14 @@ func (t *Tracer) setSpace(s *symbols.Space) {
 }
 
 // Start lets the held thread run and starts serving probe hits.
-func (t *Tracer) Start() {
+func (t *Tracer) Start() { t.StartThen(nil) }
+
+// StartThen is Start, and runs ready once the probes are placed (Ready),
+// before the held thread runs on: what it writes (-v's paths) comes
+// before anything a launched program writes.
+func (t *Tracer) StartThen(ready func()) {
 	t.life.startOne.Do(func() {
+		t.life.onReady = ready
 		t.cmds.start()
 		close(t.life.started)
 	})

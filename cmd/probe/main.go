@@ -521,10 +521,7 @@ func cmdRun(args []string, record bool) (int, error) {
 		}
 	}()
 	sink.stream.Sync()
-	t.Start()
-	if o.verbose {
-		printPaths(t, sink)
-	}
+	startVerbose(t, sink, o.verbose)
 	var status probe.ExitStatus
 	var loopErr error
 	select {
@@ -648,10 +645,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 		sink.emptyTables(parsed)
 	}
 	sink.stream.Sync()
-	t.Start()
-	if o.verbose {
-		printPaths(t, sink)
-	}
+	startVerbose(t, sink, o.verbose)
 	var timeout <-chan time.Time
 	if o.duration > 0 {
 		timeout = time.After(o.duration)
@@ -878,6 +872,30 @@ func recordsLostNote(l ring.Lost) string {
 		note += fmt.Sprintf(", %d of threads without a thread control block", l.NoTid)
 	}
 	return note
+}
+
+// startVerbose starts t; with -v it says how each probe's hits are
+// taken before the process runs on (a launched program's output comes
+// after), or, if it ended while the probes went in, once it has.
+func startVerbose(t *probe.Tracer, s *sink, verbose bool) {
+	if !verbose {
+		t.Start()
+		return
+	}
+	printed := make(chan struct{})
+	t.StartThen(func() {
+		printPaths(t, s)
+		close(printed)
+	})
+	select {
+	case <-printed:
+	case <-t.Done():
+		select {
+		case <-printed:
+		default:
+			printPaths(t, s)
+		}
+	}
 }
 
 // printPaths says on stderr, for -v, how each probe's hits are taken.
