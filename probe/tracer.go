@@ -132,7 +132,9 @@ func Attach(pid int) (*Tracer, error) {
 		}
 		anchor, err := p.Hold()
 		if err != nil {
-			if ended, ok := endedWhileAttaching(p); ok {
+			// (No thread could be stopped: they are exiting, one
+			// perhaps not showing it yet.)
+			if ended, ok := endedWhileLoading(p); ok {
 				return nil, 0, ended
 			}
 			p.Release()
