@@ -82,6 +82,9 @@ func (t *Tracer) swapInproc(mem memory, tid int, f ring.ShadowFrame, from, to ui
 // setLinkRegister: no link register.
 func setLinkRegister(r *unix.PtraceRegs, v uint64) {}
 
+// unhijackSigLRs: no link register.
+func (t *Tracer) unhijackSigLRs(tid int) {}
+
 // unhookInprocLR: no link register.
 func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {}
 

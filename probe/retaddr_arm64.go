@@ -8,6 +8,7 @@ import (
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
+	"github.com/probedbg/probe/tracee"
 )
 
 // On arm64 a call leaves the return address in x30 (the link register):
@@ -103,6 +104,19 @@ func (t *Tracer) unhijackLR(tid int, regs *unix.PtraceRegs, f *shadowFrame) bool
 	return t.swapLR(tid, regs, f.sp, t.ret.trampoline, f.ret)
 }
 
+// unhijackSigLRs is unhookSigLRs for the tracer's hooked calls.
+func (t *Tracer) unhijackSigLRs(tid int) {
+	var calls []hookedCall
+	if cs := t.ret.shadow[tid]; cs != nil {
+		for _, f := range cs.frames {
+			if f.hijacked && !f.unhooked {
+				calls = append(calls, hookedCall{f.sp, f.ret})
+			}
+		}
+	}
+	t.unhookSigLRs(tid, t.ret.trampoline, calls)
+}
+
 // swapLR puts to, signed as from was, in the x30 of thread tid if it
 // holds from, for the frame entered at sp.
 func (t *Tracer) swapLR(tid int, regs *unix.PtraceRegs, sp, from, to uint64) bool {
@@ -128,6 +142,48 @@ func (t *Tracer) unhookInprocLR(tid int, frames []ring.ShadowFrame) {
 	}
 	f := frames[len(frames)-1]
 	t.swapLR(tid, &t.stop.regs, f.Slot, t.inproc.trampoline, f.Ret&^ring.UnhookedBit)
+	var calls []hookedCall
+	for _, f := range frames {
+		if f.Ret&ring.UnhookedBit == 0 {
+			calls = append(calls, hookedCall{f.Slot, f.Ret})
+		}
+	}
+	t.unhookSigLRs(tid, t.inproc.trampoline, calls)
+}
+
+// hookedCall is a call whose return a trampoline holds: its frame's key
+// (sp at its entry) and the address it returns to.
+type hookedCall struct{ key, ret uint64 }
+
+// unhookSigLRs gives back the return addresses that the contexts of
+// live signal frames on held thread tid's stack keep in x30 as the
+// trampoline: a handler (a profiling timer's) that had interrupted a
+// hooked function before its prologue saved x30, or after its epilogue
+// loaded it, came back after the detach and returned into the
+// trampoline, unmapped: SIGSEGV (TestSignalDetachUnderLoad). A
+// context's call is the newest of calls (oldest first) that is not the
+// handler's, which ran between the signal frame and the sp inside it,
+// if it is live in the context: its key at or above the context's sp.
+func (t *Tracer) unhookSigLRs(tid int, trampoline uint64, calls []hookedCall) {
+	var regs unix.PtraceRegs
+	if len(calls) == 0 || t.proc.GetRegs(tid, &regs) != nil {
+		return
+	}
+	inner := tracee.SP(&regs)
+	for _, c := range t.liveSigContexts(tid, &regs, map[uint64]bool{}) {
+		sp, lr := tracee.SP(&c.regs), c.regs.Regs[30]
+		for i := len(calls) - 1; i >= 0 && t.stripPAC(lr) == trampoline; i-- {
+			if k := calls[i].key; k >= inner && k < c.at {
+				continue // the handler's
+			} else if k >= sp {
+				if v, ok := t.signedLike(tid, lr, trampoline, calls[i].ret, k, false); ok {
+					t.writeWord(c.at+8*30, v)
+				}
+			}
+			break
+		}
+		inner = sp
+	}
 }
 
 // hookInputs is what a record stub records for its return hook: sp, the

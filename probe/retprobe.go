@@ -323,6 +323,7 @@ func (t *Tracer) restoreReturns() {
 		if f := t.ret.shadow[tid].topOrNil(); f != nil && f.hijacked && !f.unhooked {
 			t.unhijackLR(tid, &t.stop.regs, f)
 		}
+		t.unhijackSigLRs(tid)
 	}
 	t.ret.shadow = map[int]*callStack{}
 	t.ret.parked = map[int][]*callStack{}
