@@ -46,6 +46,7 @@ func (t *Tracer) startDrain() {
 		}()
 		wait := time.Millisecond
 		var taken <-chan struct{} // the output's room, when it had none
+		limit := drainPassMax
 		for {
 			select {
 			case <-t.drain.stop:
@@ -53,14 +54,17 @@ func (t *Tracer) startDrain() {
 			case <-time.After(wait):
 			case <-taken:
 			}
-			n, woke := t.drainPass()
+			start := time.Now()
+			n, woke := t.drainPass(limit)
+			full := n >= limit
+			limit = passLimit(limit, n, time.Since(start))
 			// Busy rings are drained every millisecond; idle ones
 			// less often, up to every 20.
 			wait = min(20*time.Millisecond, max(time.Millisecond, wait*2))
 			if n > 0 {
 				wait = time.Millisecond
 			}
-			if n >= drainPassMax || woke {
+			if full || woke {
 				wait = 0 // more waiting, or a thread that waits for room
 			}
 			if taken = t.top().drain.noRoom(); taken != nil {
@@ -71,19 +75,40 @@ func (t *Tracer) startDrain() {
 }
 
 // drainPassMax bounds a pass of the draining goroutine: between two,
-// the pages the threads are about to write are mapped for them.
+// the pages the threads are about to write are mapped for them, and the
+// ptrace loop, which waits for the lock, serves a stop.
 const drainPassMax = 1 << 14
 
-// drainPass drains at most drainPassMax records of each process of the
-// family, then has the pages of their rings that their threads are about
-// to write for the first time mapped in the tracee (ring.Rings.Ahead):
+// drainPassTime is how long a pass may hold the lock: the loop serves
+// one stop between two passes, so a pass of 16,384 records that took a
+// second under QEMU's TCG, back to back while the rings stayed full, had
+// a SIGINT'ed attach still serving the program's signal stops 30 s
+// later, its threads parked.
+const drainPassTime = 2 * time.Millisecond
+
+// passLimit is the next pass's bound on records, from the last one's:
+// halved after a pass that held the lock longer than drainPassTime,
+// doubled after a full one that was quick, within [64, drainPassMax].
+func passLimit(limit, n int, took time.Duration) int {
+	switch {
+	case took > drainPassTime:
+		limit /= 2
+	case n >= limit && took < drainPassTime/2:
+		limit *= 2
+	}
+	return min(drainPassMax, max(64, limit))
+}
+
+// drainPass drains at most limit records of each process of the family,
+// then has the pages of their rings that their threads are about to
+// write for the first time mapped in the tracee (ring.Rings.Ahead):
 // outside the lock, as it takes ~1 ms a megabyte. woke: it woke a
 // thread that waited for room.
-func (t *Tracer) drainPass() (n int, woke bool) {
+func (t *Tracer) drainPass(limit int) (n int, woke bool) {
 	var ahead []ringAhead
 	t.withHandlers(func() {
 		before := t.wakes()
-		n = t.drainFamily(drainPassMax)
+		n = t.drainFamily(limit)
 		woke = t.wakes() != before
 		ahead = t.ringsAhead()
 	})
