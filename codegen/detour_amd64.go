@@ -65,6 +65,12 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (
 			if d.Covered+in.Len < JumpSize {
 				return nil, fmt.Errorf("%s: the call would return into the jump", in)
 			}
+		case singlestep.FormJmpMem:
+			// Copied as the same jump through the same slot. Always
+			// last (6 bytes): nothing after it is covered, which
+			// might be reached through the slot unseen (a lazily
+			// bound PLT entry's push, where its GOT slot points
+			// first).
 		default:
 			if !in.FallsThrough() || !in.CanBoost() {
 				return nil, fmt.Errorf("%s: a branch cannot be covered by the jump", in)
@@ -76,7 +82,17 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (
 	if uint64(d.Covered) > fnAddr+uint64(len(fn))-addr {
 		return nil, fmt.Errorf("%#x: the jump would run past the end of the function", addr)
 	}
-	branches, err := singlestep.FunctionBranches(fn, fnAddr, tables)
+	// A covered jump through memory goes where its slot says, and its
+	// copy does the same: out of the function (a PLT entry's GOT slot
+	// holds the library function, or, lazily bound, the entry's push
+	// past the jump), never into the covered bytes but by a loop on
+	// itself.
+	own := func(at uint64) bool {
+		return slices.ContainsFunc(d.Insns, func(in *singlestep.Insn) bool {
+			return in.Addr == at && in.Form() == singlestep.FormJmpMem
+		})
+	}
+	branches, err := singlestep.FunctionBranches(fn, fnAddr, tables, own)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +174,8 @@ func copyLen(in *singlestep.Insn) int {
 		return 6 + JumpSize
 	case singlestep.FormCallMem:
 		return 6 + 6
+	case singlestep.FormJmpMem:
+		return 6
 	}
 	return in.Len
 }
@@ -261,6 +279,8 @@ func (d *Detour) Code(detour uint64) ([]byte, error) {
 			if err = branch([]byte{0xff, 0x35}, at); err == nil { // push RET(%rip)
 				err = branch([]byte{0xff, 0x25}, in.MemOperand()) // jmp *SLOT(%rip)
 			}
+		case singlestep.FormJmpMem:
+			err = branch([]byte{0xff, 0x25}, in.MemOperand()) // jmp *SLOT(%rip), without a bnd prefix
 		default:
 			var b []byte
 			b, err = in.XOL(detour + uint64(len(out)))

@@ -114,6 +114,44 @@ func TestDetourCallMem(t *testing.T) {
 	}
 }
 
+// TestDetourJmpMem: a PLT entry's `jmp *GOT(%rip)` (lazily bound, its
+// slot pointing at the push after it; with IBT, after an endbr64 and
+// with a bnd prefix) is copied as the same jump through the same slot,
+// without the prefix; the indirect jump is the detour's own, not a
+// jump table's that might land inside it, and the last covered.
+func TestDetourJmpMem(t *testing.T) {
+	var fn, detour uint64 = 0x401030, 0x7f0000
+	for _, c := range []struct {
+		code   string
+		jmpAt  int
+		covers int
+	}{
+		{"ff 25 ca 2f 00 00 68 00 00 00 00 e9 e0 ff ff ff", 0, 6},  // .plt: jmp *; push $0; jmp .plt
+		{"f3 0f 1e fa f2 ff 25 c5 2f 00 00 0f 1f 44 00 00", 4, 11}, // .plt.sec: endbr64; bnd jmp *; nopl
+	} {
+		code := hx(t, c.code)
+		n := len(code[c.jmpAt:]) - len(code[c.covers:]) // the jmp's length
+		slot := fn + uint64(c.covers) + uint64(binary.LittleEndian.Uint32(code[c.covers-4:]))
+		d, err := PlanDetour(code, fn, fn, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.code, err)
+		}
+		if d.Covered != c.covers {
+			t.Errorf("%s: covers %d bytes, want %d", c.code, d.Covered, c.covers)
+		}
+		out, err := d.Code(detour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := d.Copies(detour) + uint64(c.jmpAt)
+		cp := out[at-detour : at-detour+6]
+		want := binary.LittleEndian.AppendUint32([]byte{0xff, 0x25}, uint32(slot-(at+6)))
+		if !bytes.Equal(cp, want) {
+			t.Errorf("%s: the jump's copy (of %d bytes) is % x, want % x", c.code, n, cp, want)
+		}
+	}
+}
+
 // TestDetourRedirect: a jnz rel32 back to the third covered instruction
 // is re-aimed at that instruction's copy, past the int3 and the first two
 // copies; its other bytes stay.

@@ -61,7 +61,15 @@ func TestCalls(t *testing.T) {
 		if engine != nil || runtime.GOARCH == "arm64" {
 			glob = called
 		}
-		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", glob, "--", exe)...)
+		r := mustProbe(t, append(append([]string{"run", "-v"}, engine...), "--calls", glob, "--", exe)...)
+		if glob == "libc:*" {
+			// What the program imports from libc, and nothing else of
+			// its ~3,500 functions (issue 39): __libc_start_main,
+			// __cxa_finalize and the nine above.
+			if n := hookedFunctions(t, r.stderr); n != 11 {
+				t.Errorf("%d functions hooked for libc:*, want the 11 the program imports:\n%s", n, r.stderr)
+			}
+		}
 		out := strings.Replace(r.stdout, "5 -1 -1 2 3 5\n", "", 1)
 		if !strings.Contains(r.stdout, "5 -1 -1 2 3 5\n") {
 			t.Errorf("%v: the program's own output is missing:\n%s", engine, r.stdout)
@@ -283,6 +291,55 @@ func TestCallsUnknown(t *testing.T) {
 		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libmystery:*", "--", exe)...)
 		if got, want := strings.Join(callLines(r.stdout), "\n"), "[pid N] mystery(?) = 0x7"; got != want || !strings.Contains(r.stdout, "\n7\n") && !strings.HasPrefix(r.stdout, "7\n") {
 			t.Errorf("%v: calls %q, want %q; output %q", engine, got, want, r.stdout)
+		}
+	}
+}
+
+// hookedFunctions reads how many functions -v's note says the function
+// tracer hooked: in the tracee, and stopping the thread.
+func hookedFunctions(t *testing.T, stderr string) int {
+	t.Helper()
+	m := regexp.MustCompile(`function tracer: (\d+) functions in-process(?:, (\d+) stop the thread)?`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no function tracer note in:\n%s", stderr)
+	}
+	in, _ := strconv.Atoi(m[1])
+	stop, _ := strconv.Atoi(m[2])
+	return in + stop
+}
+
+// TestCallsTailCall: a call the program makes through its PLT is shown
+// whatever its return address: a qsort comparator's tail call, `jmp
+// strcmp@plt`, returns into qsort (before, --calls showed none of them,
+// ltrace all). One line each, as many as the program counted, with its
+// words; inside qsort's, as ltrace nests them.
+func TestCallsTailCall(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "tailcmp", filepath.Join("testdata", "tracers", "tailcmp.c"), "-O2", "-g")
+	glob := "libc:*"
+	if runtime.GOARCH == "arm64" {
+		glob = "libc:qsort,libc:strcmp,libc:printf" // (libc's DWARF: a minute under TCG)
+	}
+	line := regexp.MustCompile(`^\[pid N\] strcmp\("(pear|apple|fig|kiwi|plum)", "(pear|apple|fig|kiwi|plum)"\) = -?\d+$`)
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", glob, "--", exe)...)
+		m := regexp.MustCompile(`(?m)^apple plum (\d+)$`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("%v: the program's output is missing:\n%s", engine, r.stdout)
+		}
+		lines := callLines(r.stdout)
+		var cmps []string
+		for _, l := range lines {
+			if strings.Contains(l, "strcmp") {
+				if !line.MatchString(l) {
+					t.Errorf("%v: %q is not a strcmp of two of the words", engine, l)
+				}
+				cmps = append(cmps, l)
+			}
+		}
+		if n := strconv.Itoa(len(cmps)); n != m[1] || len(lines) != len(cmps)+3 ||
+			lines[0] != "[pid N] qsort(0xADDR, 5, 8, 0xADDR <unfinished ...>" || lines[len(lines)-2] != "[pid N] <... qsort resumed> = <void>" {
+			t.Errorf("%v: %s strcmp lines inside qsort's, want the %s the program counted:\n%s", engine, n, m[1], strings.Join(lines, "\n"))
 		}
 	}
 }

@@ -20,6 +20,9 @@ type candidate struct {
 	fn     *traceFunc
 	skip   string   // why it cannot be traced, if it cannot
 	names  []string // every name of the function selected (an IFUNC's, not its implementation's): its symbol's and its aliases
+	// callee, for a candidate at the program's PLT entry for a library
+	// function: that function (its DWARF types the arguments), or nil.
+	callee *resolved
 }
 
 // unsafeToTrace says why a function must not be traced, or "".
@@ -214,6 +217,13 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			if noTrace && !opts.Returns {
 				continue
 			}
+			if opts.FromMain && m != t.space.Main() && !t.importsAny(names) {
+				// Only calls from the program are shown, and it calls a
+				// library only through what it imports: hooking libc's
+				// ~3,500 functions for the dozens /bin/true imports cost
+				// a second before main (issue 39).
+				continue
+			}
 			cm, csym, skip := m, sym, ""
 			if sym.IFunc {
 				// The resolver runs once, at load: trace the
@@ -227,14 +237,27 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 					}
 				} else if r, ok := t.boundImplementation(opts, sym, names); ok {
 					cm, csym = r.module, r.sym
-				} else if stub, ok := t.pltEntry(opts, names); ok {
-					// The program's calls of it all go through its
-					// PLT entry for it: hooked there, as ltrace
-					// does (glibc's time picks the vDSO's code).
-					cm, csym = t.space.Main(), stub
 				} else {
 					skip = why
 				}
+			}
+			if stubs := t.pltEntries(opts, m, names); len(stubs) > 0 {
+				// ltrace's way: the program's PLT entry for a library
+				// function takes every call of it the program makes,
+				// a tail call's jmp too (a qsort comparator's `jmp
+				// strcmp@plt`, whose return address is in libc), and
+				// none of the library's own calls, which would only
+				// fill the rings. An IFUNC whose pick cannot be read
+				// (glibc's time picks the vDSO's code) is hooked
+				// there too.
+				callee := &resolved{module: cm, sym: csym}
+				if skip != "" {
+					callee = nil
+				}
+				for _, stub := range stubs {
+					out = t.addPLTCandidate(out, seen, stub, callee, unsafeToTrace(csym.Name, false, opts.Returns))
+				}
+				continue
 			}
 			if i, dup := seen[csym.Addr+cm.Bias]; dup {
 				if sym.IFunc && opts.FromMain {
@@ -319,25 +342,51 @@ func (t *Tracer) boundImplementation(opts *FuncTraceOptions, sym symbols.Symbol,
 	return resolved{}, false
 }
 
-// pltEntry is, for FromMain, the main executable's PLT entry for the
-// function of these names, to hook in its place.
-func (t *Tracer) pltEntry(opts *FuncTraceOptions, names []string) (symbols.Symbol, bool) {
-	if !opts.FromMain {
-		return symbols.Symbol{}, false
+// pltEntries are, for FromMain, the main executable's PLT entries for
+// the function of module m with these names (one an import name the
+// program calls it by), to hook in its place.
+func (t *Tracer) pltEntries(opts *FuncTraceOptions, m *symbols.Mapped, names []string) []symbols.Symbol {
+	main := t.space.Main()
+	if !opts.FromMain || m == main {
+		return nil
 	}
+	var stubs []symbols.Symbol
 	for _, name := range names {
-		if stub, ok := t.space.Main().PLTEntry(name); ok {
-			return stub, true
+		if stub, ok := main.PLTEntry(name); ok {
+			stubs = append(stubs, stub)
 		}
 	}
-	return symbols.Symbol{}, false
+	return stubs
+}
+
+// addPLTCandidate adds the program's PLT entry stub (named by its
+// import) to out, once: its calls are the function callee's (nil where
+// it is not known).
+func (t *Tracer) addPLTCandidate(out []candidate, seen map[uint64]int, stub symbols.Symbol, callee *resolved, skip string) []candidate {
+	main := t.space.Main()
+	if _, dup := seen[stub.Addr+main.Bias]; dup {
+		return out
+	}
+	seen[stub.Addr+main.Bias] = len(out)
+	fn := &traceFunc{name: displayName(stub.Name), plt: true, where: fmt.Sprintf("%s@plt+0x0/%#x", stub.Name, stub.Size)}
+	if skip == "" {
+		if ok, why := main.CallEntry(stub); !ok {
+			skip = why
+		}
+	}
+	return append(out, candidate{module: main, sym: stub, fn: fn, skip: skip, names: []string{stub.Name}, callee: callee})
 }
 
 // imported reports whether the main executable imports c's function
 // under one of its names (a GOT slot of its is for it).
 func (t *Tracer) imported(c candidate) bool {
+	return t.importsAny(append([]string{c.fn.name}, c.names...))
+}
+
+// importsAny reports whether the main executable imports one of names.
+func (t *Tracer) importsAny(names []string) bool {
 	main := t.space.Main()
-	return slices.ContainsFunc(append([]string{c.fn.name}, c.names...), func(name string) bool {
+	return slices.ContainsFunc(names, func(name string) bool {
 		_, ok := main.ImportSlot(name)
 		return ok
 	})

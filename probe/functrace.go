@@ -112,6 +112,9 @@ type traceFunc struct {
 	// For FromMain: the same function under the other names the
 	// program calls it by (calledAs).
 	as map[string]*traceFunc
+	// plt: hooked at the program's PLT entry (FromMain): every call
+	// there is the program's, whatever its return address.
+	plt bool
 }
 
 // funcTracer is a Tracer's function tracer.
@@ -301,7 +304,11 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		for _, n := range c.names {
 			proto = cmp.Or(proto, prototypeName(n))
 		}
-		c.fn.args = compileFuncArgs(m, cmp.Or(proto, sym.Name), sym.Addr+m.Bias, m != t.space.Main())
+		am, asym := m, sym
+		if c.fn.plt && c.callee != nil {
+			am, asym = c.callee.module, c.callee.sym // (a PLT entry has no DWARF)
+		}
+		c.fn.args = compileFuncArgs(am, cmp.Or(proto, asym.Name), asym.Addr+am.Bias, am != t.space.Main() || c.fn.plt)
 		if c.fn.args == nil && t.ft.opts.FromMain {
 			c.fn.args = unknownArgs() // (not "f() = <void>", which says what is not known)
 		}
@@ -395,6 +402,7 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		return
 	case o.MaxDepth > 0 && cs.depth >= o.MaxDepth:
 		return
+	case fn.plt:
 	case o.FromMain && (!t.inMain(f.ret) || cs.top() != nil && cs.top().sp == f.sp):
 		// Not from the program: from a library, or a library's tail
 		// call (it took its caller's slot, and its return address).

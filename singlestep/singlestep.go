@@ -89,6 +89,7 @@ const (
 	FormJcc          // x86-64 jcc rel8, rel32
 	FormCall         // x86-64 call rel32
 	FormCallMem      // x86-64 call *disp32(%rip): through a pointer in memory (MemOperand)
+	FormJmpMem       // x86-64 jmp *disp32(%rip): a PLT entry's jump through its GOT slot (MemOperand)
 	FormB            // arm64 b, bl
 	FormBCond        // arm64 b.cond
 	FormCB           // arm64 cbz, cbnz

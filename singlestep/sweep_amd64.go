@@ -60,8 +60,9 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 // tables its indirect jumps dispatch through (each From the jmp), read
 // with tables (see jumptable_amd64.go). An indirect jump that is not such
 // a dispatch is an error: it may go anywhere, as are bytes that do not
-// decode (*DecodeError).
-func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader) ([]Branch, error) {
+// decode (*DecodeError); but for one that own says is the caller's (a
+// detour's covered `jmp *SLOT(%rip)`, which it copies as it is).
+func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader, own func(at uint64) bool) ([]Branch, error) {
 	var starts []int           // every instruction's offset
 	var targets, from []uint64 // direct branches' targets, and where each is
 	var indirect []int         // indexes in starts of the indirect jmps
@@ -82,6 +83,9 @@ func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader) ([]Branch, e
 		// (An indirect call returns after itself, not into the range.)
 	}
 	for _, j := range indirect {
+		if own != nil && own(fnAddr+uint64(starts[j])) {
+			continue
+		}
 		whole := func() []located { return locateAll(fn, fnAddr, starts) }
 		near := locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
 		table, ok := jumpTableTargets(near, min(j, window), targets, tables, whole)

@@ -441,10 +441,23 @@ func (in *Insn) Form() Form {
 	case emuCall:
 		return FormCall
 	}
-	if in.callsThroughRIP() {
+	switch {
+	case in.callsThroughRIP():
 		return FormCallMem
+	case in.jumpsThroughRIP():
+		return FormJmpMem
 	}
 	return FormPlain
+}
+
+// jumpsThroughRIP reports whether the instruction is `jmp *disp32(%rip)`
+// (a bnd prefix allowed): a PLT entry's jump through its GOT slot.
+func (in *Insn) jumpsThroughRIP() bool {
+	if in.arch.ripDispOff < 0 || in.arch.inst.Op != x86asm.JMP {
+		return false
+	}
+	m, ok := in.arch.inst.Args[0].(x86asm.Mem)
+	return ok && m.Base == x86asm.RIP && m.Index == 0 && m.Segment == 0
 }
 
 // callsThroughRIP reports whether the instruction is `call *disp32(%rip)`
@@ -458,7 +471,8 @@ func (in *Insn) callsThroughRIP() bool {
 	return ok && m.Base == x86asm.RIP && m.Index == 0 && m.Segment == 0
 }
 
-// MemOperand is where a FormCallMem call reads its target.
+// MemOperand is where a FormCallMem call or FormJmpMem jump reads its
+// target.
 func (in *Insn) MemOperand() uint64 {
 	disp := int32(binary.LittleEndian.Uint32(in.Bytes[in.arch.ripDispOff:]))
 	return in.Addr + uint64(in.Len) + uint64(int64(disp))
