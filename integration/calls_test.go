@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,6 +80,29 @@ func TestCalls(t *testing.T) {
 		}
 	}
 
+	// Left out with "!", as ltrace -e '!free' and set_ftrace_filter's
+	// "!": beside what is selected, or alone (all the rest).
+	without := func(names ...string) []string {
+		return slices.DeleteFunc(slices.Clone(want), func(l string) bool {
+			return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(l, "[pid N] "+n+"(") })
+		})
+	}
+	for _, c := range []struct {
+		calls string
+		want  []string
+	}{
+		{called + ",libc:!free,!libc:malloc", without("free", "malloc")},
+		{"libc:!strlen", without("strlen")},
+	} {
+		if runtime.GOARCH == "arm64" && !strings.HasPrefix(c.calls, called) {
+			continue // (all of libc's imports: their DWARF read, a minute under TCG)
+		}
+		r := mustProbe(t, "run", "--calls", c.calls, "--", exe)
+		if got := callLines(strings.Replace(r.stdout, "5 -1 -1 2 3 5\n", "", 1)); strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("--calls %q:\n%s\nwant\n%s", c.calls, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+
 	r := mustProbe(t, "run", "--calls", called, "-c", "--", exe)
 	rows := map[string][2]int{}
 	row := regexp.MustCompile(`(?m)^ *[0-9.]+ +[0-9.]+ +\d+ +(\d+) +(\d+) (\S+)$`)
@@ -115,6 +139,10 @@ func TestCalls(t *testing.T) {
 		{[]string{"--calls", ""}, `probe: --calls "": `},
 		{[]string{"--calls", "libc:nosuch*"}, `probe: --calls "libc:nosuch*" matches no function`},
 		{[]string{"--calls", called, "-c", "--format", "json"}, "--format json"},
+		{[]string{"--calls", "libc:!nosuch*"}, `probe: --calls "libc:!nosuch*" matches no function`},
+		{[]string{"--calls", "!libc:!free"}, `probe: --calls "!libc:!free": one '!' at most`},
+		{[]string{"--calls", "libc:!"}, `probe: --calls "libc:!": no function named`},
+		{[]string{"--tracer", "function", "--notrace", "!main"}, `probe: --notrace "!main": '!' leaves functions out of --filter or --calls only`},
 	} {
 		if bad := probe(t, append(append([]string{"run"}, c.args...), "--", exe)...); bad.code != 2 || strings.Count(bad.stderr, "\n") != 1 ||
 			!strings.Contains(bad.stderr, c.want) || bad.stdout != "" {

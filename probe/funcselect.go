@@ -62,6 +62,9 @@ type funcGlob struct {
 	// anyModule: no MOD: was given; like p:SYM, the glob looks in the
 	// program, then in the first library where it matches.
 	anyModule bool
+	// exclude: "!GLOB" (or "MOD:!GLOB"), as set_ftrace_filter's and
+	// ltrace -e's: the functions it matches are left out.
+	exclude bool
 }
 
 // parseGlobs splits comma lists and resolves "MOD:GLOB" (a C++ "a::b" is
@@ -74,15 +77,33 @@ func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
 			if text == "" {
 				continue
 			}
-			g := &funcGlob{flag: flag, text: text, pattern: text, modules: []*symbols.Mapped{t.space.Main()}, anyModule: true}
-			if i := strings.IndexByte(text, ':'); i > 0 && !strings.HasPrefix(text[i:], "::") {
-				m, err := t.space.FindModule(text[:i])
+			g := &funcGlob{flag: flag, text: text, modules: []*symbols.Mapped{t.space.Main()}, anyModule: true}
+			spec := strings.TrimPrefix(text, "!")
+			g.exclude = spec != text
+			if i := strings.IndexByte(spec, ':'); i > 0 && !strings.HasPrefix(spec[i:], "::") {
+				m, err := t.space.FindModule(spec[:i])
 				if err != nil {
 					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
 				}
-				g.modules, g.pattern, g.anyModule = []*symbols.Mapped{m}, text[i+1:], false
-			} else if m := t.firstMatching(g.pattern); m != nil {
-				g.modules = []*symbols.Mapped{m}
+				g.modules, spec, g.anyModule = []*symbols.Mapped{m}, spec[i+1:], false
+			}
+			if rest := strings.TrimPrefix(spec, "!"); rest != spec {
+				if g.exclude {
+					return nil, badInput(fmt.Errorf("%s %q: one '!' at most", flag, text))
+				}
+				spec, g.exclude = rest, true
+			}
+			g.pattern = spec
+			if g.pattern == "" {
+				return nil, badInput(fmt.Errorf("%s %q: no function named", flag, text))
+			}
+			if g.exclude && flag != "--filter" && flag != "--calls" {
+				return nil, badInput(fmt.Errorf("%s %q: '!' leaves functions out of --filter or --calls only", flag, text))
+			}
+			if g.anyModule {
+				if m := t.firstMatching(g.pattern); m != nil {
+					g.modules = []*symbols.Mapped{m}
+				}
 			}
 			gs = append(gs, g)
 		}
@@ -170,6 +191,14 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 	if err != nil {
 		return nil, err
 	}
+	var include, exclude []*funcGlob
+	for _, g := range filter {
+		if g.exclude {
+			exclude = append(exclude, g)
+		} else {
+			include = append(include, g)
+		}
+	}
 	notrace, err := t.parseGlobs("--notrace", opts.Notrace)
 	if err != nil {
 		return nil, err
@@ -201,13 +230,22 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 				names = []string{sym.Name}
 			}
 			var selected bool
-			if len(filter) == 0 {
+			switch {
+			case len(filter) == 0:
 				selected = m == t.space.Main() && (goMod && strings.HasPrefix(sym.Name, "main.") || !goMod && !crtGlue[sym.Name])
-			} else {
+			case len(include) == 0:
+				// Only exclusions: every function of the modules
+				// they name but theirs (ltrace -e '!strlen').
+				selected = slices.ContainsFunc(exclude, func(g *funcGlob) bool { return g.covers(m) }) &&
+					(goMod || !crtGlue[sym.Name])
+			default:
 				// The toolchain's glue only by its own name, not a
 				// wildcard's (*e* is not a request for frame_dummy).
-				selected = matchAny(filter, m, sym.Name, display, aliases) &&
-					(goMod || !crtGlue[sym.Name] || namedExactly(filter, sym.Name))
+				selected = matchAny(include, m, sym.Name, display, aliases) &&
+					(goMod || !crtGlue[sym.Name] || namedExactly(include, sym.Name))
+			}
+			if len(exclude) > 0 && matchAny(exclude, m, sym.Name, display, aliases) {
+				selected = false
 			}
 			inGraph := matchAny(graph, m, sym.Name, display, aliases)
 			noTrace := matchAny(notrace, m, sym.Name, display, aliases)

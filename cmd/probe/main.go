@@ -89,8 +89,9 @@ flags:
                             {{formats}}
   --duration D              detach after D (attach), e.g. 5s
   --tracer T[,T]            {{tracers}}
-  --filter GLOB             functions to trace (MOD:GLOB for a library's);
-                            default: every function of the main executable
+  --filter GLOB             functions to trace (MOD:GLOB for a library's;
+                            !GLOB or MOD:!GLOB leaves them out); default:
+                            every function of the main executable
   --notrace GLOB            functions not to trace (function_graph: nor
                             anything they call)
   --graph-function GLOB     trace only inside these functions
@@ -99,7 +100,8 @@ flags:
   --args                    show each traced C function's arguments and
                             return value, typed from DWARF
   --calls MOD:GLOB          the program's calls into a library, as ltrace:
-                            func(args) = result, a line each (e.g. 'libc:*')
+                            func(args) = result, a line each (e.g. 'libc:*';
+                            'libc:!free' leaves free out)
   -c                        with --calls: only ltrace -c's table at the end
                             (time, calls, errors per function)
   --interval D              print every count, hist, sum, avg, min and max
