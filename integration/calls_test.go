@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // callLines is an ltrace-style trace's lines, the pids written N, the
@@ -142,6 +143,7 @@ func TestCalls(t *testing.T) {
 		{[]string{"--calls", "libc:!nosuch*"}, `probe: --calls "libc:!nosuch*" matches no function`},
 		{[]string{"--calls", "!libc:!free"}, `probe: --calls "!libc:!free": one '!' at most`},
 		{[]string{"--calls", "libc:!"}, `probe: --calls "libc:!": no function named`},
+		{[]string{"-T", "p:main"}, `probe: -T needs --calls`},
 		{[]string{"--tracer", "function", "--notrace", "!main"}, `probe: --notrace "!main": '!' leaves functions out of --filter or --calls only`},
 	} {
 		if bad := probe(t, append(append([]string{"run"}, c.args...), "--", exe)...); bad.code != 2 || strings.Count(bad.stderr, "\n") != 1 ||
@@ -369,5 +371,34 @@ func TestCallsTailCall(t *testing.T) {
 			lines[0] != "[pid N] qsort(0xADDR, 5, 8, 0xADDR <unfinished ...>" || lines[len(lines)-2] != "[pid N] <... qsort resumed> = <void>" {
 			t.Errorf("%v: %s strcmp lines inside qsort's, want the %s the program counted:\n%s", engine, n, m[1], strings.Join(lines, "\n"))
 		}
+	}
+	// ltrace's times: -ttt's seconds since the epoch within the run, at
+	// the start of each line, and -T's time in the call at the end of
+	// each line with a result.
+	before := time.Now()
+	r := mustProbe(t, "run", "-ttt", "-T", "--calls", glob, "--", exe)
+	after := time.Now()
+	stamped := regexp.MustCompile(`^\[pid \d+\] (\d+\.\d{6}) (\S+)`)
+	timed := regexp.MustCompile(` = .* <\d+\.\d{6}>$`)
+	n := 0
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if !strings.HasPrefix(l, "[pid ") {
+			continue
+		}
+		n++
+		m := stamped.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("-ttt: no time at the start of %q", l)
+			continue
+		}
+		if sec, _ := strconv.ParseFloat(m[1], 64); sec < float64(before.UnixMicro())/1e6-0.001 || sec > float64(after.UnixMicro())/1e6 {
+			t.Errorf("-ttt: %s is not in the run, %v to %v: %q", m[1], before, after, l)
+		}
+		if returned := strings.Contains(l, " = ") && !strings.Contains(l, "<no return"); returned != timed.MatchString(l) {
+			t.Errorf("-T: %q: a result and no time, or a time and no result", l)
+		}
+	}
+	if n < 9 {
+		t.Errorf("-ttt -T: %d call lines:\n%s", n, r.stdout)
 	}
 }

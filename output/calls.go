@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/probedbg/probe/fetch"
@@ -28,6 +29,8 @@ import (
 type Calls struct {
 	w       *bufio.Writer
 	summary bool
+	opts    CallsOptions
+	last    int64                 // -r: the time of the last line, 0 before the first
 	open    map[int64][]*callOpen // per lane, the calls not returned
 	stats   map[string]*callStat
 	notes   []string
@@ -46,9 +49,72 @@ type callStat struct {
 	ns            int64
 }
 
-// NewCalls returns the writer; summary: the -c table only.
-func NewCalls(w io.Writer, summary bool) *Calls {
-	return &Calls{w: bufio.NewWriterSize(w, 64<<10), summary: summary, open: map[int64][]*callOpen{}, stats: map[string]*callStat{}}
+// CallsOptions are ltrace's options for its lines.
+type CallsOptions struct {
+	Summary bool // -c: the table only
+	// Stamp, as ltrace -t, -tt, -ttt: 1 the time of day a line begins
+	// at, 2 with microseconds, 3 seconds since the epoch with
+	// microseconds. A call's line begins at its entry, a resumed one's
+	// at its return.
+	Stamp int
+	// Relative (-r): the time since the last line began.
+	Relative bool
+	// Durations (-T): the time spent in each call, after its result.
+	Durations bool
+	// WallOffset turns the records' CLOCK_MONOTONIC times into Unix
+	// times (Stamp).
+	WallOffset int64
+}
+
+// NewCalls returns the writer.
+func NewCalls(w io.Writer, o CallsOptions) *Calls {
+	return &Calls{w: bufio.NewWriterSize(w, 64<<10), summary: o.Summary, opts: o, open: map[int64][]*callOpen{}, stats: map[string]*callStat{}}
+}
+
+// begin appends the start of a line that begins at time at, as ltrace
+// does: "[pid N] ", then -r's and -t's times.
+func (c *Calls) begin(b []byte, tid int, at int64) []byte {
+	b = append(b, "[pid "...)
+	b = strconv.AppendInt(b, int64(tid), 10)
+	b = append(b, "] "...)
+	if c.opts.Relative {
+		d := int64(0)
+		if c.last != 0 {
+			d = max(0, at-c.last) // (lines come at returns: another thread's may have begun later)
+		}
+		c.last = at
+		b = appendMicros(b, d, 3)
+		b = append(b, ' ')
+	}
+	if c.opts.Stamp > 0 {
+		wall := time.Unix(0, at+c.opts.WallOffset)
+		switch c.opts.Stamp {
+		case 1:
+			b = wall.AppendFormat(b, "15:04:05")
+		case 2:
+			b = wall.AppendFormat(b, "15:04:05.000000")
+		default:
+			b = appendMicros(b, wall.UnixNano(), 0)
+		}
+		b = append(b, ' ')
+	}
+	return b
+}
+
+// appendMicros appends ns as seconds with microseconds, as ltrace's
+// "%lu.%06d" (width: the seconds' at least, space-padded).
+func appendMicros(b []byte, ns int64, width int) []byte {
+	us := ns / 1000
+	sec := strconv.AppendInt(nil, us/1e6, 10)
+	for n := len(sec); n < width; n++ {
+		b = append(b, ' ')
+	}
+	b = append(append(b, sec...), '.')
+	frac := strconv.AppendInt(nil, us%1e6, 10)
+	for n := len(frac); n < 6; n++ {
+		b = append(b, '0')
+	}
+	return append(b, frac...)
 }
 
 // callColumn is where " = result" goes, as ltrace aligns it.
@@ -90,12 +156,13 @@ func (c *Calls) Write(r *Record) error {
 			return nil
 		}
 		// ltrace's line: the call, then at column callColumn its result.
-		b := append(c.buf[:0], "[pid "...)
-		b = strconv.AppendInt(b, int64(r.Tid), 10)
+		var b []byte
 		if call.printed {
-			b = append(append(append(b, "] <... "...), r.Func...), " resumed> "...)
+			b = c.begin(c.buf[:0], r.Tid, r.Time)
+			b = append(append(append(b, "<... "...), r.Func...), " resumed> "...)
 		} else {
-			b = append(append(append(b, "] "...), r.Func...), '(')
+			b = c.begin(c.buf[:0], r.Tid, call.rec.Time)
+			b = append(append(b, r.Func...), '(')
 			b = append(appendCallArgs(b, call.rec.Fields), ") "...)
 		}
 		for n := utf8.RuneCount(b); n < callColumn; n++ { // (as fmt's %-40s: runes)
@@ -118,6 +185,9 @@ func (c *Calls) Write(r *Record) error {
 				b = append(append(append(b, " ("...), text...), ')')
 			}
 		}
+		if c.opts.Durations && r.Kind == KindReturn {
+			b = append(appendMicros(append(b, " <"...), r.Time-call.rec.Time, 0), '>')
+		}
 		c.buf = append(b, '\n')
 		c.w.Write(c.buf)
 	}
@@ -126,9 +196,8 @@ func (c *Calls) Write(r *Record) error {
 
 // line writes the start of call's line, "[pid N] func(args", and end.
 func (c *Calls) line(call *Record, end string) {
-	b := append(c.buf[:0], "[pid "...)
-	b = strconv.AppendInt(b, int64(call.Tid), 10)
-	b = append(append(append(b, "] "...), call.Func...), '(')
+	b := c.begin(c.buf[:0], call.Tid, call.Time)
+	b = append(append(b, call.Func...), '(')
 	c.buf = append(appendCallArgs(b, call.Fields), end...)
 	c.w.Write(c.buf)
 }

@@ -2,7 +2,9 @@ package output
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/probedbg/probe/fetch"
 )
@@ -37,7 +39,7 @@ func TestCallsLines(t *testing.T) {
 		entry(8, "pause"),
 	}
 	var b bytes.Buffer
-	writeAll(t, NewCalls(&b, false), recs)
+	writeAll(t, NewCalls(&b, CallsOptions{}), recs)
 	want := `[pid 7] open("/nonexistent", 2)         = -1 ENOENT (No such file or directory)
 [pid 7] puts("héllo wörld")             = 12
 [pid 7] qsort(3 <unfinished ...>
@@ -49,5 +51,48 @@ func TestCallsLines(t *testing.T) {
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestCallsTimes: ltrace's -t, -tt, -ttt and -r at the start of a line
+// (after the pid), -T at its end: a call's line begins at its entry, a
+// resumed one's at its return; -r counts from the line before (the
+// first: 0), and never back.
+func TestCallsTimes(t *testing.T) {
+	local := time.Local
+	time.Local = time.UTC
+	defer func() { time.Local = local }()
+	const wall = int64(1795882885)*1e9 - 1e9 // the records' clock 1 s after boot is this Unix time
+	at := func(r Record, ns int64) Record { r.Time = 1e9 + ns; return r }
+	s32 := func(v int64) fetch.Value { return fetch.UintValue(fetch.TypeS32, uint64(v)) }
+	recs := []Record{
+		at(Record{Kind: KindEntry, Tid: 7, Lane: 7, Func: "qsort"}, 0),
+		at(Record{Kind: KindEntry, Tid: 7, Lane: 7, Func: "strcmp"}, 1500),
+		at(Record{Kind: KindReturn, Tid: 7, Lane: 7, Func: "strcmp", Fields: []fetch.Field{{Name: "retval", Value: s32(3)}}}, 4500),
+		at(Record{Kind: KindReturn, Tid: 7, Lane: 7, Func: "qsort"}, 2_345_678_000),
+	}
+	for _, c := range []struct {
+		opts CallsOptions
+		want string
+	}{
+		{CallsOptions{Stamp: 1, Durations: true}, `[pid 7] 16:21:25 qsort( <unfinished ...>
+[pid 7] 16:21:25 strcmp()               = 3 <0.000003>
+[pid 7] 16:21:27 <... qsort resumed>    = <void> <2.345678>
+`},
+		{CallsOptions{Stamp: 2}, `[pid 7] 16:21:25.000000 qsort( <unfinished ...>
+[pid 7] 16:21:25.000001 strcmp()        = 3
+[pid 7] 16:21:27.345678 <... qsort resumed> = <void>
+`},
+		{CallsOptions{Stamp: 3, Relative: true}, `[pid 7]   0.000000 1795882885.000000 qsort( <unfinished ...>
+[pid 7]   0.000001 1795882885.000001 strcmp() = 3
+[pid 7]   2.345676 1795882887.345678 <... qsort resumed> = <void>
+`},
+	} {
+		c.opts.WallOffset = wall
+		var b bytes.Buffer
+		writeAll(t, NewCalls(&b, c.opts), recs)
+		if got, _, _ := strings.Cut(b.String(), "#"); got != c.want { // (writeAll's note)
+			t.Errorf("%+v: got:\n%s\nwant:\n%s", c.opts, got, c.want)
+		}
 	}
 }

@@ -104,6 +104,12 @@ flags:
                             'libc:!free' leaves free out)
   -c                        with --calls: only ltrace -c's table at the end
                             (time, calls, errors per function)
+  -t, -tt, -ttt             with --calls: each line begins with the time of
+                            day, with microseconds, or seconds since the epoch
+  -r                        with --calls: each line begins with the time since
+                            the last one
+  -T                        with --calls: each line ends with the time spent
+                            in the call
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
   --fail-every N            o: probes fail only every Nth call their filter
@@ -278,6 +284,7 @@ type options struct {
 	args      bool          // --args
 	calls     globList      // --calls: ltrace's library calls
 	summary   bool          // -c: ltrace -c's table of them
+	callTimes callTimes     // -t, -tt, -ttt, -r, -T: ltrace's times
 	interval  time.Duration // --interval: print the tables this often
 
 	noBoost     bool
@@ -338,6 +345,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.args, "args", false, "")
 	fs.Var(&o.calls, "calls", "")
 	fs.BoolVar(&o.summary, "c", false, "")
+	o.callTimes.flags(fs)
 	fs.Var((*durationFlag)(&o.interval), "interval", "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")

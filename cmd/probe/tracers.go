@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -60,6 +61,8 @@ func parseTracers(o *options) (tracers, error) {
 		}
 	} else if o.summary {
 		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
+	} else if f := o.callTimes.given(); f != "" {
+		return ts, fmt.Errorf("%s needs --calls (ltrace's times of the library calls)", f)
 	}
 	type flagSet struct {
 		name string
@@ -99,7 +102,12 @@ func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all o
 	}
 	switch {
 	case ts.calls:
-		primary = output.NewCalls(f, o.summary)
+		wall := o.wallOffset // (a recording's)
+		if wall == 0 {
+			wall = output.NowClocks().Wall
+		}
+		primary = output.NewCalls(f, output.CallsOptions{Summary: o.summary, Stamp: o.callTimes.stamp(),
+			Relative: o.callTimes.relative, Durations: o.callTimes.durations, WallOffset: wall})
 	case ts.graph:
 		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: cpuWidth(o)})
 	case ts.function:
@@ -215,3 +223,44 @@ func (c *commentsOnly) Comment(s string) error {
 }
 func (c *commentsOnly) Flush() error  { return c.w.Flush() }
 func (c *commentsOnly) Finish() error { return c.w.Flush() }
+
+// callTimes are ltrace's options for the times of its lines.
+type callTimes struct {
+	t, tt, ttt bool // -t, -tt, -ttt: the time of day, with microseconds, since the epoch
+	relative   bool // -r: since the last line
+	durations  bool // -T: spent in each call
+}
+
+func (c *callTimes) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.t, "t", false, "")
+	fs.BoolVar(&c.tt, "tt", false, "")
+	fs.BoolVar(&c.ttt, "ttt", false, "")
+	fs.BoolVar(&c.relative, "r", false, "")
+	fs.BoolVar(&c.durations, "T", false, "")
+}
+
+// stamp is output.CallsOptions.Stamp: the most precise asked for.
+func (c *callTimes) stamp() int {
+	switch {
+	case c.ttt:
+		return 3
+	case c.tt:
+		return 2
+	case c.t:
+		return 1
+	}
+	return 0
+}
+
+// given names a flag of them that was given, or is "".
+func (c *callTimes) given() string {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}} {
+		if f.set {
+			return f.name
+		}
+	}
+	return ""
+}
