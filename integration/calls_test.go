@@ -144,6 +144,7 @@ func TestCalls(t *testing.T) {
 		{[]string{"--calls", "!libc:!free"}, `probe: --calls "!libc:!free": one '!' at most`},
 		{[]string{"--calls", "libc:!"}, `probe: --calls "libc:!": no function named`},
 		{[]string{"-T", "p:main"}, `probe: -T needs --calls`},
+		{[]string{"--calls", called, "-n", "-1"}, `probe: -n -1: want from 0 to 64`},
 		{[]string{"--tracer", "function", "--notrace", "!main"}, `probe: --notrace "!main": '!' leaves functions out of --filter or --calls only`},
 	} {
 		if bad := probe(t, append(append([]string{"run"}, c.args...), "--", exe)...); bad.code != 2 || strings.Count(bad.stderr, "\n") != 1 ||

@@ -64,6 +64,8 @@ type CallsOptions struct {
 	// WallOffset turns the records' CLOCK_MONOTONIC times into Unix
 	// times (Stamp).
 	WallOffset int64
+	// Indent (-n): spaces before a call for each call it is inside.
+	Indent int
 }
 
 // NewCalls returns the writer.
@@ -71,9 +73,10 @@ func NewCalls(w io.Writer, o CallsOptions) *Calls {
 	return &Calls{w: bufio.NewWriterSize(w, 64<<10), summary: o.Summary, opts: o, open: map[int64][]*callOpen{}, stats: map[string]*callStat{}}
 }
 
-// begin appends the start of a line that begins at time at, as ltrace
-// does: "[pid N] ", then -r's and -t's times.
-func (c *Calls) begin(b []byte, tid int, at int64) []byte {
+// begin appends the start of a line that begins at time at, of a call
+// depth calls deep, as ltrace does: "[pid N] ", -r's and -t's times,
+// -n's indent.
+func (c *Calls) begin(b []byte, tid int, at int64, depth int) []byte {
 	b = append(b, "[pid "...)
 	b = strconv.AppendInt(b, int64(tid), 10)
 	b = append(b, "] "...)
@@ -96,6 +99,9 @@ func (c *Calls) begin(b []byte, tid int, at int64) []byte {
 		default:
 			b = appendMicros(b, wall.UnixNano(), 0)
 		}
+		b = append(b, ' ')
+	}
+	for range c.opts.Indent * depth {
 		b = append(b, ' ')
 	}
 	return b
@@ -128,7 +134,7 @@ func (c *Calls) Write(r *Record) error {
 			// A call inside a call: the outer one's line is cut here.
 			if top := stack[len(stack)-1]; !top.printed {
 				top.printed = true
-				c.line(&top.rec, " <unfinished ...>\n")
+				c.line(&top.rec, len(stack)-1, " <unfinished ...>\n")
 			}
 		}
 		c.open[r.Lane] = append(stack, &callOpen{rec: *r})
@@ -158,10 +164,10 @@ func (c *Calls) Write(r *Record) error {
 		// ltrace's line: the call, then at column callColumn its result.
 		var b []byte
 		if call.printed {
-			b = c.begin(c.buf[:0], r.Tid, r.Time)
+			b = c.begin(c.buf[:0], r.Tid, r.Time, len(c.open[r.Lane]))
 			b = append(append(append(b, "<... "...), r.Func...), " resumed> "...)
 		} else {
-			b = c.begin(c.buf[:0], r.Tid, call.rec.Time)
+			b = c.begin(c.buf[:0], r.Tid, call.rec.Time, len(c.open[r.Lane]))
 			b = append(append(b, r.Func...), '(')
 			b = append(appendCallArgs(b, call.rec.Fields), ") "...)
 		}
@@ -194,9 +200,10 @@ func (c *Calls) Write(r *Record) error {
 	return nil
 }
 
-// line writes the start of call's line, "[pid N] func(args", and end.
-func (c *Calls) line(call *Record, end string) {
-	b := c.begin(c.buf[:0], call.Tid, call.Time)
+// line writes the start of call's line, "[pid N] func(args", and end;
+// depth calls are open around it.
+func (c *Calls) line(call *Record, depth int, end string) {
+	b := c.begin(c.buf[:0], call.Tid, call.Time, depth)
 	b = append(append(b, call.Func...), '(')
 	c.buf = append(appendCallArgs(b, call.Fields), end...)
 	c.w.Write(c.buf)
@@ -229,9 +236,9 @@ func (c *Calls) Flush() error { return c.w.Flush() }
 func (c *Calls) Finish() error {
 	c.finished = true
 	for _, lane := range slices.Sorted(maps.Keys(c.open)) {
-		for _, call := range c.open[lane] {
+		for depth, call := range c.open[lane] {
 			if !c.summary && !call.printed {
-				c.line(&call.rec, " <no return ...>\n")
+				c.line(&call.rec, depth, " <no return ...>\n")
 			}
 		}
 	}

@@ -57,7 +57,7 @@ func TestCallsLines(t *testing.T) {
 // TestCallsTimes: ltrace's -t, -tt, -ttt and -r at the start of a line
 // (after the pid), -T at its end: a call's line begins at its entry, a
 // resumed one's at its return; -r counts from the line before (the
-// first: 0), and never back.
+// first: 0), and never back. -n indents a call inside another.
 func TestCallsTimes(t *testing.T) {
 	local := time.Local
 	time.Local = time.UTC
@@ -82,6 +82,10 @@ func TestCallsTimes(t *testing.T) {
 		{CallsOptions{Stamp: 2}, `[pid 7] 16:21:25.000000 qsort( <unfinished ...>
 [pid 7] 16:21:25.000001 strcmp()        = 3
 [pid 7] 16:21:27.345678 <... qsort resumed> = <void>
+`},
+		{CallsOptions{Indent: 2}, `[pid 7] qsort( <unfinished ...>
+[pid 7]   strcmp()                      = 3
+[pid 7] <... qsort resumed>             = <void>
 `},
 		{CallsOptions{Stamp: 3, Relative: true}, `[pid 7]   0.000000 1795882885.000000 qsort( <unfinished ...>
 [pid 7]   0.000001 1795882885.000001 strcmp() = 3

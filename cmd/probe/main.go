@@ -110,6 +110,8 @@ flags:
                             the last one
   -T                        with --calls: each line ends with the time spent
                             in the call
+  -n N                      with --calls: N spaces before a call for each call
+                            it is made inside
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
   --fail-every N            o: probes fail only every Nth call their filter

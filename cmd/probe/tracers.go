@@ -62,7 +62,10 @@ func parseTracers(o *options) (tracers, error) {
 	} else if o.summary {
 		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
 	} else if f := o.callTimes.given(); f != "" {
-		return ts, fmt.Errorf("%s needs --calls (ltrace's times of the library calls)", f)
+		return ts, fmt.Errorf("%s needs --calls (ltrace's lines of the library calls)", f)
+	}
+	if n := o.callTimes.indent; n < 0 || n > 64 {
+		return ts, fmt.Errorf("-n %d: want from 0 to 64 spaces a level", n)
 	}
 	type flagSet struct {
 		name string
@@ -107,7 +110,7 @@ func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all o
 			wall = output.NowClocks().Wall
 		}
 		primary = output.NewCalls(f, output.CallsOptions{Summary: o.summary, Stamp: o.callTimes.stamp(),
-			Relative: o.callTimes.relative, Durations: o.callTimes.durations, WallOffset: wall})
+			Relative: o.callTimes.relative, Durations: o.callTimes.durations, WallOffset: wall, Indent: o.callTimes.indent})
 	case ts.graph:
 		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: cpuWidth(o)})
 	case ts.function:
@@ -224,11 +227,13 @@ func (c *commentsOnly) Comment(s string) error {
 func (c *commentsOnly) Flush() error  { return c.w.Flush() }
 func (c *commentsOnly) Finish() error { return c.w.Flush() }
 
-// callTimes are ltrace's options for the times of its lines.
+// callTimes are ltrace's options for the times of its lines (and -n,
+// its indent).
 type callTimes struct {
 	t, tt, ttt bool // -t, -tt, -ttt: the time of day, with microseconds, since the epoch
 	relative   bool // -r: since the last line
 	durations  bool // -T: spent in each call
+	indent     int  // -n: spaces a nesting level (not a time, but ltrace's too)
 }
 
 func (c *callTimes) flags(fs *flag.FlagSet) {
@@ -237,6 +242,7 @@ func (c *callTimes) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ttt, "ttt", false, "")
 	fs.BoolVar(&c.relative, "r", false, "")
 	fs.BoolVar(&c.durations, "T", false, "")
+	fs.IntVar(&c.indent, "n", 0, "")
 }
 
 // stamp is output.CallsOptions.Stamp: the most precise asked for.
@@ -257,7 +263,7 @@ func (c *callTimes) given() string {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}} {
+	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}, {"-n", c.indent != 0}} {
 		if f.set {
 			return f.name
 		}
