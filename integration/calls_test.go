@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -145,6 +146,7 @@ func TestCalls(t *testing.T) {
 		{[]string{"--calls", "libc:!"}, `probe: --calls "libc:!": no function named`},
 		{[]string{"-T", "p:main"}, `probe: -T needs --calls`},
 		{[]string{"--calls", called, "-n", "-1"}, `probe: -n -1: want from 0 to 64`},
+		{[]string{"--calls", called, "-s", "-2"}, `probe: -s -2: want a length of at least 1 byte`},
 		{[]string{"--tracer", "function", "--notrace", "!main"}, `probe: --notrace "!main": '!' leaves functions out of --filter or --calls only`},
 	} {
 		if bad := probe(t, append(append([]string{"run"}, c.args...), "--", exe)...); bad.code != 2 || strings.Count(bad.stderr, "\n") != 1 ||
@@ -401,5 +403,64 @@ func TestCallsTailCall(t *testing.T) {
 	}
 	if n < 9 {
 		t.Errorf("-ttt -T: %d call lines:\n%s", n, r.stdout)
+	}
+}
+
+// TestCallsLtrace: ltrace itself is the oracle: the calls --calls
+// 'libc:*' shows are the ones ltrace shows, in the same order, and for
+// tailcmp's (strcmp through a tail call inside qsort, printf's format)
+// the same lines, arguments and results, with -s 32 as ltrace's.
+func TestCallsLtrace(t *testing.T) {
+	t.Parallel()
+	ltrace, err := exec.LookPath("ltrace")
+	if err != nil {
+		t.Fatalf("ltrace is not installed (apt-get install ltrace; .ci/run does): %v", err)
+	}
+	// ltrace's line as probe's: no pid, one space before " = ",
+	// addresses 0xADDR, "<... f resumed> )" without its ")".
+	norm := func(lines []string) []string {
+		pad := regexp.MustCompile(`\s+= `)
+		addr := regexp.MustCompile(`0x[0-9a-f]{5,}`)
+		var out []string
+		for _, l := range lines {
+			if l == "" || strings.HasPrefix(l, "+++ ") || strings.Contains(l, "__libc_start_main") || strings.Contains(l, "__cxa_finalize") {
+				continue
+			}
+			l = strings.TrimPrefix(l, "[pid N] ")
+			l = strings.Replace(l, " resumed> )", " resumed>", 1)
+			out = append(out, addr.ReplaceAllString(pad.ReplaceAllString(l, " = "), "0xADDR"))
+		}
+		return out
+	}
+	name := regexp.MustCompile(`^(?:<\.\.\. )?([A-Za-z_0-9]+)`)
+	names := func(lines []string) []string {
+		var out []string
+		for _, l := range lines {
+			out = append(out, name.FindString(l))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		exe   string
+		whole bool // the lines too, not only the calls' names
+	}{
+		{builtOnce(t, "tailcmp", filepath.Join("testdata", "tracers", "tailcmp.c"), "-O2", "-g"), true},
+		{tracerBin(t, "libcalls"), false}, // (ltrace types open's flags and atoi's argument otherwise)
+	} {
+		out := filepath.Join(t.TempDir(), "ltrace")
+		if b, err := exec.Command(ltrace, "-s", "32", "-o", out, c.exe).CombinedOutput(); err != nil {
+			t.Fatalf("ltrace %s: %v\n%s", c.exe, err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := norm(strings.Split(string(b), "\n"))
+		got := norm(callLines(mustProbe(t, "run", "-s", "32", "--calls", "libc:*", "--", c.exe).stdout))
+		if len(want) == 0 || strings.Join(names(got), " ") != strings.Join(names(want), " ") {
+			t.Errorf("%s: calls\n%s\nltrace's\n%s", filepath.Base(c.exe), strings.Join(got, "\n"), strings.Join(want, "\n"))
+		} else if c.whole && strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: lines\n%s\nltrace's\n%s", filepath.Base(c.exe), strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
 }

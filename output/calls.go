@@ -66,6 +66,9 @@ type CallsOptions struct {
 	WallOffset int64
 	// Indent (-n): spaces before a call for each call it is inside.
 	Indent int
+	// StringLen (-s), if not 0: the most bytes of a string shown, a
+	// longer one cut and followed by "...", as ltrace's.
+	StringLen int
 }
 
 // NewCalls returns the writer.
@@ -169,7 +172,7 @@ func (c *Calls) Write(r *Record) error {
 		} else {
 			b = c.begin(c.buf[:0], r.Tid, call.rec.Time, len(c.open[r.Lane]))
 			b = append(append(b, r.Func...), '(')
-			b = append(appendCallArgs(b, call.rec.Fields), ") "...)
+			b = append(c.appendArgs(b, call.rec.Fields), ") "...)
 		}
 		for n := utf8.RuneCount(b); n < callColumn; n++ { // (as fmt's %-40s: runes)
 			b = append(b, ' ')
@@ -181,7 +184,7 @@ func (c *Calls) Write(r *Record) error {
 		case len(r.Fields) == 0:
 			b = append(b, "<void>"...)
 		default:
-			b = r.Fields[0].Value.AppendText(b)
+			b = c.appendValue(b, r.Fields[0].Value)
 		}
 		if failed && r.Kind != KindLost {
 			// As strace shows a failed call: -1 ENOENT (No such file or directory).
@@ -205,19 +208,27 @@ func (c *Calls) Write(r *Record) error {
 func (c *Calls) line(call *Record, depth int, end string) {
 	b := c.begin(c.buf[:0], call.Tid, call.Time, depth)
 	b = append(append(b, call.Func...), '(')
-	c.buf = append(appendCallArgs(b, call.Fields), end...)
+	c.buf = append(c.appendArgs(b, call.Fields), end...)
 	c.w.Write(c.buf)
 }
 
-// appendCallArgs appends the arguments as ltrace shows them: values only.
-func appendCallArgs(b []byte, fields []fetch.Field) []byte {
+// appendArgs appends the arguments as ltrace shows them: values only.
+func (c *Calls) appendArgs(b []byte, fields []fetch.Field) []byte {
 	for i, f := range fields {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = f.Value.AppendText(b)
+		b = c.appendValue(b, f.Value)
 	}
 	return b
+}
+
+// appendValue appends v, a string cut to StringLen bytes.
+func (c *Calls) appendValue(b []byte, v fetch.Value) []byte {
+	if s := v.Str(); c.opts.StringLen > 0 && v.Type() == fetch.TypeString && len(s) > c.opts.StringLen {
+		return append(fetch.StringValue(s[:c.opts.StringLen]).AppendText(b), "..."...)
+	}
+	return v.AppendText(b)
 }
 
 func (c *Calls) Comment(s string) error {

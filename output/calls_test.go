@@ -100,3 +100,22 @@ func TestCallsTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsStringLen: -s N cuts a string argument or result longer than
+// N bytes, as ltrace: the first N, quoted, then "...".
+func TestCallsStringLen(t *testing.T) {
+	recs := []Record{
+		{Kind: KindEntry, Tid: 7, Lane: 7, Func: "strdup", Fields: []fetch.Field{{Name: "s", Value: fetch.StringValue("abcdefgh")}}},
+		{Kind: KindReturn, Tid: 7, Lane: 7, Func: "strdup", Fields: []fetch.Field{{Name: "retval", Value: fetch.StringValue("abcdefgh")}}},
+		{Kind: KindEntry, Tid: 7, Lane: 7, Func: "puts", Fields: []fetch.Field{{Name: "s", Value: fetch.StringValue("abcd")}}},
+		{Kind: KindReturn, Tid: 7, Lane: 7, Func: "puts", Fields: []fetch.Field{{Name: "retval", Value: fetch.UintValue(fetch.TypeS32, 5)}}},
+	}
+	var b bytes.Buffer
+	writeAll(t, NewCalls(&b, CallsOptions{StringLen: 4}), recs)
+	want := `[pid 7] strdup("abcd"...)               = "abcd"...
+[pid 7] puts("abcd")                    = 5
+`
+	if got, _, _ := strings.Cut(b.String(), "#"); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

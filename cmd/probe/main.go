@@ -112,6 +112,7 @@ flags:
                             in the call
   -n N                      with --calls: N spaces before a call for each call
                             it is made inside
+  -s N                      with --calls: strings cut to N bytes, then "..."
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
   --fail-every N            o: probes fail only every Nth call their filter
@@ -286,7 +287,7 @@ type options struct {
 	args      bool          // --args
 	calls     globList      // --calls: ltrace's library calls
 	summary   bool          // -c: ltrace -c's table of them
-	callTimes callTimes     // -t, -tt, -ttt, -r, -T: ltrace's times
+	callLines callLines     // -t, -tt, -ttt, -r, -T: ltrace's times
 	interval  time.Duration // --interval: print the tables this often
 
 	noBoost     bool
@@ -347,7 +348,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.args, "args", false, "")
 	fs.Var(&o.calls, "calls", "")
 	fs.BoolVar(&o.summary, "c", false, "")
-	o.callTimes.flags(fs)
+	o.callLines.flags(fs)
 	fs.Var((*durationFlag)(&o.interval), "interval", "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")

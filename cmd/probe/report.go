@@ -36,7 +36,7 @@ func cmdReport(args []string) (int, error) {
 	fs.BoolVar(&info, "info", false, "")
 	fs.BoolVar(&fullNames, "full-names", false, "")
 	fs.BoolVar(&o.summary, "c", false, "")
-	o.callTimes.flags(fs)
+	o.callLines.flags(fs)
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
 		return bad("%v", flagError(err))

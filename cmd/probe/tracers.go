@@ -61,11 +61,14 @@ func parseTracers(o *options) (tracers, error) {
 		}
 	} else if o.summary {
 		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
-	} else if f := o.callTimes.given(); f != "" {
+	} else if f := o.callLines.given(); f != "" {
 		return ts, fmt.Errorf("%s needs --calls (ltrace's lines of the library calls)", f)
 	}
-	if n := o.callTimes.indent; n < 0 || n > 64 {
+	if n := o.callLines.indent; n < 0 || n > 64 {
 		return ts, fmt.Errorf("-n %d: want from 0 to 64 spaces a level", n)
+	}
+	if n := o.callLines.strlen; n < 0 {
+		return ts, fmt.Errorf("-s %d: want a length of at least 1 byte", n)
 	}
 	type flagSet struct {
 		name string
@@ -109,8 +112,8 @@ func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all o
 		if wall == 0 {
 			wall = output.NowClocks().Wall
 		}
-		primary = output.NewCalls(f, output.CallsOptions{Summary: o.summary, Stamp: o.callTimes.stamp(),
-			Relative: o.callTimes.relative, Durations: o.callTimes.durations, WallOffset: wall, Indent: o.callTimes.indent})
+		primary = output.NewCalls(f, output.CallsOptions{Summary: o.summary, Stamp: o.callLines.stamp(),
+			Relative: o.callLines.relative, Durations: o.callLines.durations, WallOffset: wall, Indent: o.callLines.indent, StringLen: o.callLines.strlen})
 	case ts.graph:
 		primary = output.NewGraph(f, output.GraphOptions{Threshold: int64(o.threshold), CPUWidth: cpuWidth(o)})
 	case ts.function:
@@ -227,26 +230,28 @@ func (c *commentsOnly) Comment(s string) error {
 func (c *commentsOnly) Flush() error  { return c.w.Flush() }
 func (c *commentsOnly) Finish() error { return c.w.Flush() }
 
-// callTimes are ltrace's options for the times of its lines (and -n,
-// its indent).
-type callTimes struct {
+// callLines are ltrace's options for its lines: their times, indent and
+// strings' length.
+type callLines struct {
 	t, tt, ttt bool // -t, -tt, -ttt: the time of day, with microseconds, since the epoch
 	relative   bool // -r: since the last line
 	durations  bool // -T: spent in each call
-	indent     int  // -n: spaces a nesting level (not a time, but ltrace's too)
+	indent     int  // -n: spaces a nesting level
+	strlen     int  // -s: the most bytes of a string shown
 }
 
-func (c *callTimes) flags(fs *flag.FlagSet) {
+func (c *callLines) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.t, "t", false, "")
 	fs.BoolVar(&c.tt, "tt", false, "")
 	fs.BoolVar(&c.ttt, "ttt", false, "")
 	fs.BoolVar(&c.relative, "r", false, "")
 	fs.BoolVar(&c.durations, "T", false, "")
 	fs.IntVar(&c.indent, "n", 0, "")
+	fs.IntVar(&c.strlen, "s", 0, "")
 }
 
 // stamp is output.CallsOptions.Stamp: the most precise asked for.
-func (c *callTimes) stamp() int {
+func (c *callLines) stamp() int {
 	switch {
 	case c.ttt:
 		return 3
@@ -259,11 +264,11 @@ func (c *callTimes) stamp() int {
 }
 
 // given names a flag of them that was given, or is "".
-func (c *callTimes) given() string {
+func (c *callLines) given() string {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}, {"-n", c.indent != 0}} {
+	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}, {"-n", c.indent != 0}, {"-s", c.strlen != 0}} {
 		if f.set {
 			return f.name
 		}
