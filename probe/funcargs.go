@@ -96,12 +96,13 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	fa := &funcArgs{vars: map[string]*symbols.Var{}, failsWithErrno: table && fetch.FailsWithErrno(fn)}
 	vars := fa.vars
 	places, fixed := placeParams(sig.Params, sig.Result)
-	if isClone(fn) {
+	goFn := len(sig.Results) > 0 || isGo(m)
+	if isClone(fn) || goFn {
 		// gcc's clones take what their callers pass after IPA (a
 		// parameter dropped, a struct's field for the struct, this's
-		// field for this): not the declared parameters in order. Only
-		// DWARF, which describes the clone's own code, says where each
-		// one is.
+		// field for this): not the declared parameters in order, nor
+		// does Go's ABI place them as C's. Only DWARF, which describes
+		// the function's own code, says where each one is.
 		places = make([]paramPlace, len(sig.Params))
 		for i := range places {
 			places[i].dwarf = true
@@ -153,9 +154,16 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	if fa.params, err = fetch.Compile(specs, env); err != nil {
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
-	if spec := resultFetch(sig.Result); spec != "" {
+	result := sig.Result
+	if goFn && len(sig.Results) > 0 {
+		// Go's ABI returns the first result where C's does (%rax, x0)
+		// when it is an integer, a bool or a pointer; the rest, and a
+		// first one of another kind, are not shown.
+		result = sig.Results[0]
+	}
+	if spec := resultFetch(result); spec != "" {
 		fa.result, _ = fetch.Compile([]string{"retval=" + spec}, fetch.CompileEnv{Return: true})
-		fa.enum, fa.format = sig.Result.Enum, sig.Result.Format
+		fa.enum, fa.format = result.Enum, result.Format
 	}
 	return fa
 }

@@ -183,7 +183,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 		default:
 			info.Functions++
 			needTrampoline = needTrampoline || opts.Returns && !c.fn.isGo
-			if opts.Args && !opts.FromMain && c.fn.args == nil && !c.fn.isGo {
+			if opts.Args && !opts.FromMain && c.fn.args == nil {
 				info.NoArgs = append(info.NoArgs, c.fn.name)
 			}
 		}
@@ -295,7 +295,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if err != nil {
 		return nil, err
 	}
-	if t.ft.opts.Args && !c.fn.isGo && c.fn.args == nil {
+	if t.ft.opts.Args && c.fn.args == nil {
 		// By the first of its names the table has (the one shown, an
 		// IFUNC's for --calls, or an alias: glibc's index is strchr):
 		// the call's name may be any of them (calledAs), its arguments

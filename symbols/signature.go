@@ -58,6 +58,10 @@ type Signature struct {
 	Params   []ABIValue
 	Result   ABIValue
 	Variadic bool // ends in "...": what the caller passed there is not listed
+	// Results are a Go function's results, in order (its DWARF lists
+	// them among the parameters, DW_AT_variable_parameter set); Result
+	// is not set for Go.
+	Results []ABIValue
 }
 
 // Signature reads the signature of the function containing runtime
@@ -112,14 +116,15 @@ func (d *DebugInfo) Signature(pc uint64) (sig Signature, err error) {
 		switch c.Tag {
 		case dwarf.TagFormalParameter:
 			c = d.withOrigin(c)
-			if isResult, _ := c.Val(dwarf.AttrVarParam).(bool); isResult {
-				break
-			}
 			v := ABIValue{Class: ClassOther}
 			if t, ok := typeAt(c); ok {
 				v = valueOf(t)
 			}
 			v.Name, _ = c.Val(dwarf.AttrName).(string)
+			if isResult, _ := c.Val(dwarf.AttrVarParam).(bool); isResult {
+				sig.Results = append(sig.Results, v)
+				break
+			}
 			sig.Params = append(sig.Params, v)
 		case dwarf.TagUnspecifiedParameters:
 			sig.Variadic = true
