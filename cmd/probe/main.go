@@ -287,7 +287,7 @@ type options struct {
 	args      bool          // --args
 	calls     globList      // --calls: ltrace's library calls
 	summary   bool          // -c: ltrace -c's table of them
-	callLines callLines     // -t, -tt, -ttt, -r, -T: ltrace's times
+	callLines callLines     // -t, -tt, -ttt, -r, -T, -n, -s: ltrace's lines
 	interval  time.Duration // --interval: print the tables this often
 
 	noBoost     bool
