@@ -18,15 +18,40 @@ const barWidth = 40
 // action, in the order the probes were compiled: what the CLI prints at
 // detach and the REPL's stats shows at any time. Nothing is written when
 // no probe counts.
-func (s *Session) Draw(w io.Writer) error {
+func (s *Session) Draw(w io.Writer) error { return s.draw(w, false) }
+
+// DrawAndClear is Draw, each table emptied once drawn, under the lock
+// its hits are added under: none is lost between the two (bpftrace's
+// print then clear, a table per interval).
+func (s *Session) DrawAndClear(w io.Writer) error { return s.draw(w, true) }
+
+func (s *Session) draw(w io.Writer, clear bool) error {
 	s.mu.Lock()
 	plans := slices.Clone(s.plans)
 	s.mu.Unlock()
 	bw := bufio.NewWriter(w)
 	for _, pl := range plans {
+		pl.mu.Lock()
 		pl.draw(bw)
+		if clear {
+			pl.clear()
+		}
+		pl.mu.Unlock()
 	}
 	return bw.Flush()
+}
+
+// clear empties the plan's tables. The caller holds pl.mu.
+func (pl *Plan) clear() {
+	for _, c := range pl.counts {
+		c.counts, c.total = make(map[string]*uint64), 0
+	}
+	for _, ht := range pl.hists {
+		ht.byKey = map[string]*histogram{}
+	}
+	for _, ag := range pl.aggs {
+		ag.byKey, ag.hits = map[string]*stats{}, 0
+	}
 }
 
 // HasTables reports whether some probe counts or draws a histogram.
@@ -46,9 +71,8 @@ type row struct {
 	n     uint64
 }
 
+// draw writes the plan's tables. The caller holds pl.mu.
 func (pl *Plan) draw(w io.Writer) {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	for _, c := range pl.counts {
 		rows := make([]row, 0, len(c.counts))
 		for k, n := range c.counts {

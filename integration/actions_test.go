@@ -329,6 +329,33 @@ func TestActionAggregates(t *testing.T) {
 	}
 }
 
+// TestActionIntervalClear: with --interval-clear each interval's table
+// holds that interval's hits alone (bpftrace's print, then clear): the
+// intervals' and the final table's add up to the program's calls,
+// exactly, none lost between a table's print and its clearing, and no
+// table holds them all.
+func TestActionIntervalClear(t *testing.T) {
+	t.Parallel()
+	const calls = 200000
+	r := probe(t, "run", "--interval", "50ms", "--interval-clear", "p:work => count", "--", seqBin(t), "paced", strconv.Itoa(calls))
+	if r.code != 0 {
+		t.Fatalf("probe run: %v", r)
+	}
+	tables := regexp.MustCompile(`(?m)^# count of probe/p_work_0: (\d+) hits`).FindAllStringSubmatch(r.stdout, -1)
+	intervals := strings.Count(r.stdout, "# interval ")
+	sum := 0
+	for _, m := range tables {
+		n, _ := strconv.Atoi(m[1])
+		if n == calls {
+			t.Errorf("a table of all %d calls: not cleared", calls)
+		}
+		sum += n
+	}
+	if intervals < 2 || len(tables) < 2 || sum != calls {
+		t.Errorf("%d intervals, %d tables adding up to %d hits, want 2 or more of each and %d:\n%s", intervals, len(tables), sum, calls, limit(r.stdout))
+	}
+}
+
 // TestActionInterval: --interval prints every table while the trace goes
 // on, adding up, and the final tables after.
 func TestActionInterval(t *testing.T) {

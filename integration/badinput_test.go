@@ -97,6 +97,7 @@ func TestBadInput(t *testing.T) {
 		{"no action after =>", []string{"{pid}", "p:work =>"}, q(`probe: bad action "=>": no action after it (want e.g. => count)`), nil},
 		{"two histogram scales", []string{"{pid}", "p:work i=%di => hist:i:log2:linear=5"}, q(`probe: bad action "hist:i:log2:linear=5": log2 and linear=5: a histogram has one scale`), nil},
 		{"interval with no table", []string{"--interval", "1s", "{pid}", "p:work"}, q(`probe: --interval 1s: no probe keeps a table to print (=> count, hist:FIELD, sum:FIELD...)`), nil},
+		{"interval-clear with no interval", []string{"--interval-clear", "{pid}", "p:work => count"}, q(`probe: --interval-clear needs --interval D (the tables are emptied each D)`), nil},
 		// Scripts.
 		{"invalid YAML", []string{"--script", badYAML, "{pid}"}, q("probe: " + badYAML + ":2:1: bad YAML: found character '\t' that cannot start any token"), nil},
 		{"unknown script key", []string{"--script", unknownKey, "{pid}"}, q("probe: " + unknownKey + `:3:5: probes[0]: unknown key "filter" (want "at", "return", "spec", "event", "args", "if", "actions")`), nil},

@@ -225,9 +225,10 @@ func (s *sink) emptyTables(defs []*probeDef) {
 
 // printEvery prints every count, histogram and aggregate each interval
 // while the trace goes on (bpftrace's interval probe printing its maps),
-// among the events in their order; the tables keep adding up. stop ends
-// it, before the final tables.
-func (s *sink) printEvery(interval time.Duration) (stop func()) {
+// among the events in their order; the tables keep adding up, or with
+// clear are emptied once printed (the final tables are then the last
+// interval's rest). stop ends it, before the final tables.
+func (s *sink) printEvery(interval time.Duration, clear bool) (stop func()) {
 	if interval <= 0 {
 		return func() {}
 	}
@@ -249,7 +250,11 @@ func (s *sink) printEvery(interval time.Duration) (stop func()) {
 				}
 				var b strings.Builder
 				fmt.Fprintf(&b, "# interval %d: %s\n", n, now.Sub(start).Round(time.Millisecond))
-				s.acts.Draw(&b)
+				if clear {
+					s.acts.DrawAndClear(&b)
+				} else {
+					s.acts.Draw(&b)
+				}
 				s.stream.Do(func(output.Writer) error { return s.writeTables(b.String()) })
 			}
 		}

@@ -84,6 +84,9 @@ func stackFormatSource(o *options, ts tracers, probes bool) error {
 // checkInterval refuses --interval where no probe of defs keeps a table
 // for it to print (count, hist, sum, avg, min, max).
 func checkInterval(o *options, defs []*probeDef) error {
+	if o.intervalClear && o.interval <= 0 {
+		return fmt.Errorf("--interval-clear needs --interval D (the tables are emptied each D)")
+	}
 	if o.interval <= 0 {
 		return nil
 	}

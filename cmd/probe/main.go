@@ -115,6 +115,8 @@ flags:
   -s N                      with --calls: strings cut to N bytes, then "..."
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
+  --interval-clear          ... and empty them once printed: each table is
+                            one interval's (bpftrace's print, then clear)
   --fail-every N            o: probes fail only every Nth call their filter
                             passes (default 1)
   --fail-probability P      ... each with P percent (default 100)
@@ -278,17 +280,18 @@ type options struct {
 	out      string
 	duration time.Duration
 
-	tracers   string
-	filter    globList
-	notrace   globList
-	graphFunc globList
-	maxDepth  int
-	threshold time.Duration
-	args      bool          // --args
-	calls     globList      // --calls: ltrace's library calls
-	summary   bool          // -c: ltrace -c's table of them
-	callLines callLines     // -t, -tt, -ttt, -r, -T, -n, -s: ltrace's lines
-	interval  time.Duration // --interval: print the tables this often
+	tracers       string
+	filter        globList
+	notrace       globList
+	graphFunc     globList
+	maxDepth      int
+	threshold     time.Duration
+	args          bool          // --args
+	calls         globList      // --calls: ltrace's library calls
+	summary       bool          // -c: ltrace -c's table of them
+	callLines     callLines     // -t, -tt, -ttt, -r, -T, -n, -s: ltrace's lines
+	interval      time.Duration // --interval: print the tables this often
+	intervalClear bool          // --interval-clear: and empty them once printed
 
 	noBoost     bool
 	noOptimize  bool
@@ -350,6 +353,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.summary, "c", false, "")
 	o.callLines.flags(fs)
 	fs.Var((*durationFlag)(&o.interval), "interval", "")
+	fs.BoolVar(&o.intervalClear, "interval-clear", false, "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")
 	fs.BoolVar(&o.noPlacement, "no-placement", false, "")
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
@@ -1033,7 +1037,7 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 		return err
 	}
 	if s.stopEvery == nil {
-		s.stopEvery = s.printEvery(o.interval)
+		s.stopEvery = s.printEvery(o.interval, o.intervalClear)
 	}
 	return nil
 }
