@@ -375,15 +375,31 @@ func TestCallsTailCall(t *testing.T) {
 			t.Errorf("%v: %s strcmp lines inside qsort's, want the %s the program counted:\n%s", engine, n, m[1], strings.Join(lines, "\n"))
 		}
 	}
+	// A function of the program's own, named (ltrace -x): every call,
+	// qsort's of it too, inside qsort's.
+	r := mustProbe(t, "run", "--calls", "libc:qsort,tailcmp:cmp", "--", exe)
+	m := regexp.MustCompile(`(?m)^apple plum (\d+)$`).FindStringSubmatch(r.stdout)
+	lines := callLines(r.stdout)
+	own := regexp.MustCompile(`^\[pid N\] cmp\(0xADDR, 0xADDR\) = -?\d+$`)
+	n := 0
+	for _, l := range lines {
+		if own.MatchString(l) {
+			n++
+		}
+	}
+	if m == nil || strconv.Itoa(n) != m[1] || len(lines) != n+2 || lines[0] != "[pid N] qsort(0xADDR, 5, 8, 0xADDR <unfinished ...>" {
+		t.Errorf("--calls tailcmp:cmp: %d cmp lines inside qsort's, want the program's count:\n%s", n, r.stdout)
+	}
+
 	// ltrace's times: -ttt's seconds since the epoch within the run, at
 	// the start of each line, and -T's time in the call at the end of
 	// each line with a result.
 	before := time.Now()
-	r := mustProbe(t, "run", "-ttt", "-T", "--calls", glob, "--", exe)
+	r = mustProbe(t, "run", "-ttt", "-T", "--calls", glob, "--", exe)
 	after := time.Now()
 	stamped := regexp.MustCompile(`^\[pid \d+\] (\d+\.\d{6}) (\S+)`)
 	timed := regexp.MustCompile(` = .* <\d+\.\d{6}>$`)
-	n := 0
+	n = 0
 	for _, l := range strings.Split(r.stdout, "\n") {
 		if !strings.HasPrefix(l, "[pid ") {
 			continue

@@ -305,7 +305,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			}
 			seen[csym.Addr+cm.Bias] = len(out)
 			fn := &traceFunc{name: display, isGo: goMod, notrace: noTrace, graph: inGraph,
-				where: fmt.Sprintf("%s+0x0/%#x", csym.Name, csym.Size)}
+				where: fmt.Sprintf("%s+0x0/%#x", csym.Name, csym.Size), own: opts.FromMain && cm == t.space.Main()}
 			if skip == "" {
 				skip = unsafeToTrace(csym.Name, goMod, opts.Returns)
 			}

@@ -115,6 +115,10 @@ type traceFunc struct {
 	// plt: hooked at the program's PLT entry (FromMain): every call
 	// there is the program's, whatever its return address.
 	plt bool
+	// own: a function of the program's own, named to FromMain (ltrace
+	// -x): every call of it is shown, a library's (qsort's of its
+	// comparator) too.
+	own bool
 }
 
 // funcTracer is a Tracer's function tracer.
@@ -402,7 +406,7 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		return
 	case o.MaxDepth > 0 && cs.depth >= o.MaxDepth:
 		return
-	case fn.plt:
+	case fn.plt || fn.own:
 	case o.FromMain && (!t.inMain(f.ret) || cs.top() != nil && cs.top().sp == f.sp):
 		// Not from the program: from a library, or a library's tail
 		// call (it took its caller's slot, and its return address).
