@@ -460,7 +460,7 @@ func (p *Process) TookDoorbell() bool {
 }
 
 // pendingFor is the signal a resume of t delivers: sig, or without one
-// the first deferred signal (takePending), where the stop is a
+// the first deferred signal, where the stop is a
 // signal-delivery-stop: a resume from any other stop delivers no signal.
 // Deferred signals it does not deliver are sent to the thread again:
 // kept back past a resume that delivered another, one was lost when that
@@ -468,33 +468,19 @@ func (p *Process) TookDoorbell() bool {
 // SIGRTMIN short in 3 of 40 runs in the arm64 guest), or when the thread
 // was let go; given to a resume from an interrupt, it was dropped.
 func (p *Process) pendingFor(t *Thread, sig int) int {
-	switch {
-	case len(t.pending) == 0:
-		return sig
-	case sig == 0 && (t.stop == EventSignal || t.stop == EventTrap):
-		return p.takePending(t)
+	pending := t.pending
+	t.pending = nil
+	if len(pending) > 0 && sig == 0 && (t.stop == EventSignal || t.stop == EventTrap) {
+		// Its siginfo as the kernel made it.
+		ptraceSetSiginfo(t.Tid, &pending[0])
+		sig, pending = int(pending[0].Signo), pending[1:]
 	}
-	for _, info := range t.pending {
+	for _, info := range pending {
+		// Only one signal can be injected at a stop; the rest are
+		// queued again (their siginfo then names us as the sender).
 		unix.Tgkill(p.Pid, t.Tid, unix.Signal(info.Signo))
 	}
-	t.pending = nil
 	return sig
-}
-
-// takePending arranges for the first deferred signal to be delivered by the
-// coming resume and re-sends the others.
-func (p *Process) takePending(t *Thread) int {
-	info := t.pending[0]
-	for _, more := range t.pending[1:] {
-		// Only one signal can be injected at a stop; the rest are queued
-		// again (their siginfo then names us as the sender).
-		unix.Tgkill(p.Pid, t.Tid, unix.Signal(more.Signo))
-	}
-	t.pending = nil
-	if err := ptraceSetSiginfo(t.Tid, &info); err != nil {
-		return int(info.Signo)
-	}
-	return int(info.Signo)
 }
 
 // Step resumes a stopped thread for one instruction, delivering sig.
@@ -564,10 +550,7 @@ func (p *Process) Release() {
 				sig = int(ws.StopSignal()) // a real signal: it is still owed
 			}
 		}
-		if len(t.pending) > 0 && sig == 0 {
-			sig = p.takePending(t)
-		}
-		ptraceDetach(tid, sig)
+		ptraceDetach(tid, p.pendingFor(t, sig))
 	}
 	for pid := range p.early {
 		ptraceDetach(pid, 0)
