@@ -27,13 +27,12 @@ import (
 // share of the time, calls, time per call and errors (the calls whose
 // result the prototype table says is a failure: those with an errno).
 type Calls struct {
-	w       *bufio.Writer
-	summary bool
-	opts    CallsOptions
-	last    int64                 // -r: the time of the last line, 0 before the first
-	open    map[int64][]*callOpen // per lane, the calls not returned
-	stats   map[string]*callStat
-	notes   []string
+	w     *bufio.Writer
+	opts  CallsOptions
+	last  int64                 // -r: the time of the last line, 0 before the first
+	open  map[int64][]*callOpen // per lane, the calls not returned
+	stats map[string]*callStat
+	notes []string
 	// finished: the calls and the table are out; notes go straight after
 	finished bool
 	buf      []byte // the line being built, reused
@@ -73,7 +72,7 @@ type CallsOptions struct {
 
 // NewCalls returns the writer.
 func NewCalls(w io.Writer, o CallsOptions) *Calls {
-	return &Calls{w: bufio.NewWriterSize(w, 64<<10), summary: o.Summary, opts: o, open: map[int64][]*callOpen{}, stats: map[string]*callStat{}}
+	return &Calls{w: bufio.NewWriterSize(w, 64<<10), opts: o, open: map[int64][]*callOpen{}, stats: map[string]*callStat{}}
 }
 
 // begin appends the start of a line that begins at time at, of a call
@@ -114,16 +113,14 @@ func (c *Calls) begin(b []byte, tid int, at int64, depth int) []byte {
 // "%lu.%06d" (width: the seconds' at least, space-padded).
 func appendMicros(b []byte, ns int64, width int) []byte {
 	us := ns / 1000
-	sec := strconv.AppendInt(nil, us/1e6, 10)
+	var digits [20]byte // (no allocation: a line's times)
+	sec := strconv.AppendInt(digits[:0], us/1e6, 10)
 	for n := len(sec); n < width; n++ {
 		b = append(b, ' ')
 	}
 	b = append(append(b, sec...), '.')
-	frac := strconv.AppendInt(nil, us%1e6, 10)
-	for n := len(frac); n < 6; n++ {
-		b = append(b, '0')
-	}
-	return append(b, frac...)
+	frac := strconv.AppendInt(digits[:0], 1e6+us%1e6, 10) // 1 and six digits
+	return append(b, frac[1:]...)
 }
 
 // callColumn is where " = result" goes, as ltrace aligns it.
@@ -133,7 +130,7 @@ func (c *Calls) Write(r *Record) error {
 	switch r.Kind {
 	case KindEntry:
 		stack := c.open[r.Lane]
-		if len(stack) > 0 && !c.summary {
+		if len(stack) > 0 && !c.opts.Summary {
 			// A call inside a call: the outer one's line is cut here.
 			if top := stack[len(stack)-1]; !top.printed {
 				top.printed = true
@@ -161,7 +158,7 @@ func (c *Calls) Write(r *Record) error {
 				st.errors++
 			}
 		}
-		if c.summary {
+		if c.opts.Summary {
 			return nil
 		}
 		// ltrace's line: the call, then at column callColumn its result.
@@ -248,13 +245,13 @@ func (c *Calls) Finish() error {
 	c.finished = true
 	for _, lane := range slices.Sorted(maps.Keys(c.open)) {
 		for depth, call := range c.open[lane] {
-			if !c.summary && !call.printed {
+			if !c.opts.Summary && !call.printed {
 				c.line(&call.rec, depth, " <no return ...>\n")
 			}
 		}
 	}
 	c.open = map[int64][]*callOpen{}
-	if c.summary {
+	if c.opts.Summary {
 		c.table()
 	}
 	for _, n := range c.notes {

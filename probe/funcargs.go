@@ -155,7 +155,7 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 		return nil // a type this table has wrong: no arguments rather than bad ones
 	}
 	result := sig.Result
-	if goFn && len(sig.Results) > 0 {
+	if len(sig.Results) > 0 {
 		// Go's ABI returns the first result where C's does (%rax, x0)
 		// when it is an integer, a bool or a pointer; the rest, and a
 		// first one of another kind, are not shown.

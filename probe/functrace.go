@@ -309,7 +309,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 			proto = cmp.Or(proto, prototypeName(n))
 		}
 		am, asym := m, sym
-		if c.fn.plt && c.callee != nil {
+		if c.callee != nil {
 			am, asym = c.callee.module, c.callee.sym // (a PLT entry has no DWARF)
 		}
 		c.fn.args = compileFuncArgs(am, cmp.Or(proto, asym.Name), asym.Addr+am.Bias, am != t.space.Main() || c.fn.plt)

@@ -452,19 +452,19 @@ func (in *Insn) Form() Form {
 
 // jumpsThroughRIP reports whether the instruction is `jmp *disp32(%rip)`
 // (a bnd prefix allowed): a PLT entry's jump through its GOT slot.
-func (in *Insn) jumpsThroughRIP() bool {
-	if in.arch.ripDispOff < 0 || in.arch.inst.Op != x86asm.JMP {
-		return false
-	}
-	m, ok := in.arch.inst.Args[0].(x86asm.Mem)
-	return ok && m.Base == x86asm.RIP && m.Index == 0 && m.Segment == 0
-}
+func (in *Insn) jumpsThroughRIP() bool { return in.throughRIP(x86asm.JMP) }
 
 // callsThroughRIP reports whether the instruction is `call *disp32(%rip)`
-// and nothing else: no segment, no index (-mfentry's call of __fentry__
-// through the GOT, a PLT-less call of a library function).
+// (-mfentry's call of __fentry__ through the GOT, a PLT-less call of a
+// library function).
 func (in *Insn) callsThroughRIP() bool {
-	if in.arch.fix != fixCall || in.arch.ripDispOff < 0 || in.arch.inst.Op != x86asm.CALL {
+	return in.arch.fix == fixCall && in.throughRIP(x86asm.CALL)
+}
+
+// throughRIP reports whether the instruction is op through the pointer
+// at disp32(%rip) and nothing else: no segment, no index.
+func (in *Insn) throughRIP(op x86asm.Op) bool {
+	if in.arch.ripDispOff < 0 || in.arch.inst.Op != op {
 		return false
 	}
 	m, ok := in.arch.inst.Args[0].(x86asm.Mem)
