@@ -32,7 +32,10 @@ import (
 // short (the recorder killed) still reports up to its last whole frame.
 const (
 	recordingMagic   = "probe-trace\n"
-	recordingVersion = 2
+	recordingVersion = 3
+	// oldestVersion is the oldest this build reads: version 2 differs
+	// only in its records, every field given.
+	oldestVersion = 2
 )
 
 // ErrNotRecording is returned for a file that is not a recording, or of a
@@ -76,7 +79,7 @@ type Recorder struct {
 		s  string
 		id uint64
 	}
-	lastTime int64
+	prev     recordState
 	frame    []byte // the payload being built, reused
 	head     [1 + binary.MaxVarintLen64]byte
 	finished bool
@@ -120,44 +123,122 @@ func (r *Recorder) id(s string) uint64 {
 	return id
 }
 
+// The record frame's head (version 3): the kind in its low bits, then
+// a bit for each field the record gives, in this order after its time:
+// a field that is the previous record's (or zero: depth, entry) is left
+// out. A function_graph record is 5-8 bytes with its frame's.
+const (
+	kindBits = 2
+	hasFunc  = 1 << (kindBits + iota - 1)
+	hasDepth
+	hasEntry // a return's start, less its time
+	hasTid
+	hasCPU
+	hasLane
+	hasPid
+	hasComm
+	hasEvent
+	hasWhere
+	hasCaller
+	hasGoroutine
+	hasFields
+	hasStack
+)
+
+// recordState is what a record is encoded against: the previous
+// record's fields, its strings by id.
+type recordState struct {
+	time                       int64
+	cpu, pid, tid              int
+	lane, goroutine            int64
+	depth                      int
+	comm, event, where, fn, cl uint64
+}
+
 func (r *Recorder) Write(rec *Record) error {
 	if r.err != nil {
 		return r.err
 	}
 	// The strings first: their frames go before the record's.
-	var ids [5]uint64
-	for i, s := range [...]string{rec.Comm, rec.Event, rec.Where, rec.Func, rec.Caller} {
-		if c := &r.recent[i]; c.s == s {
-			ids[i] = c.id
-		} else {
-			ids[i] = r.id(s)
-			c.s, c.id = s, ids[i]
+	ids := [5]uint64{r.recentID(0, rec.Comm), r.recentID(1, rec.Event), r.recentID(2, rec.Where), r.recentID(3, rec.Func), r.recentID(4, rec.Caller)}
+	p := &r.prev
+	head := uint64(rec.Kind)
+	flag := func(bit uint64, differs bool) {
+		if differs {
+			head |= bit
 		}
 	}
-	b := r.frame[:0]
-	b = binary.AppendUvarint(b, uint64(rec.Kind))
-	b = binary.AppendVarint(b, rec.Time-r.lastTime)
-	r.lastTime = rec.Time
-	for _, v := range [...]int64{int64(rec.CPU), int64(rec.Pid), int64(rec.Tid)} {
-		b = binary.AppendVarint(b, v)
+	flag(hasFunc, ids[3] != p.fn)
+	flag(hasDepth, rec.Depth != p.depth)
+	flag(hasEntry, rec.EntryTime != 0)
+	flag(hasTid, rec.Tid != p.tid)
+	flag(hasCPU, rec.CPU != p.cpu)
+	flag(hasLane, rec.Lane != p.lane)
+	flag(hasPid, rec.Pid != p.pid)
+	flag(hasComm, ids[0] != p.comm)
+	flag(hasEvent, ids[1] != p.event)
+	flag(hasWhere, ids[2] != p.where)
+	flag(hasCaller, ids[4] != p.cl)
+	flag(hasGoroutine, rec.Goroutine != p.goroutine)
+	flag(hasFields, len(rec.Fields) > 0)
+	flag(hasStack, len(rec.Stack) > 0)
+	b := binary.AppendUvarint(r.frame[:0], head)
+	b = binary.AppendVarint(b, rec.Time-p.time)
+	if head&hasFunc != 0 {
+		b = binary.AppendUvarint(b, ids[3])
 	}
-	for _, id := range ids {
-		b = binary.AppendUvarint(b, id)
+	if head&hasDepth != 0 {
+		b = binary.AppendVarint(b, int64(rec.Depth))
 	}
-	b = binary.AppendUvarint(b, uint64(len(rec.Fields)))
-	for i := range rec.Fields {
-		b = binary.AppendUvarint(b, r.id(rec.Fields[i].Name))
-		b = rec.Fields[i].Value.AppendBinary(b)
+	if head&hasEntry != 0 {
+		b = binary.AppendVarint(b, rec.EntryTime-rec.Time)
 	}
-	b = binary.AppendUvarint(b, uint64(len(rec.Stack)))
-	for _, f := range rec.Stack {
-		b = binary.AppendUvarint(b, r.id(f))
+	for _, f := range [...]struct {
+		bit uint64
+		v   int64
+	}{{hasTid, int64(rec.Tid)}, {hasCPU, int64(rec.CPU)}, {hasLane, rec.Lane}, {hasPid, int64(rec.Pid)}} {
+		if head&f.bit != 0 {
+			b = binary.AppendVarint(b, f.v)
+		}
 	}
-	for _, v := range [...]int64{int64(rec.Depth), rec.EntryTime - rec.Time, rec.Lane, rec.Goroutine} {
-		b = binary.AppendVarint(b, v)
+	for _, f := range [...]struct {
+		bit, id uint64
+	}{{hasComm, ids[0]}, {hasEvent, ids[1]}, {hasWhere, ids[2]}, {hasCaller, ids[4]}} {
+		if head&f.bit != 0 {
+			b = binary.AppendUvarint(b, f.id)
+		}
 	}
+	if head&hasGoroutine != 0 {
+		b = binary.AppendVarint(b, rec.Goroutine)
+	}
+	if head&hasFields != 0 {
+		b = binary.AppendUvarint(b, uint64(len(rec.Fields)))
+		for i := range rec.Fields {
+			b = binary.AppendUvarint(b, r.id(rec.Fields[i].Name))
+			b = rec.Fields[i].Value.AppendBinary(b)
+		}
+	}
+	if head&hasStack != 0 {
+		b = binary.AppendUvarint(b, uint64(len(rec.Stack)))
+		for _, f := range rec.Stack {
+			b = binary.AppendUvarint(b, r.id(f))
+		}
+	}
+	*p = recordState{time: rec.Time, cpu: rec.CPU, pid: rec.Pid, tid: rec.Tid, lane: rec.Lane, goroutine: rec.Goroutine, depth: rec.Depth,
+		comm: ids[0], event: ids[1], where: ids[2], fn: ids[3], cl: ids[4]}
 	r.frame = b
 	return r.put('r', b)
+}
+
+// recentID is the id of s, the record's string i (comm, event, where,
+// func, caller): mostly the one the previous record had there, whose
+// id is at hand without a look-up.
+func (r *Recorder) recentID(i int, s string) uint64 {
+	c := &r.recent[i]
+	if c.s != s {
+		c.s, c.id = s, r.id(s)
+	}
+	return c.id
 }
 
 func (r *Recorder) Comment(s string) error { return r.put('c', []byte(s)) }
@@ -184,9 +265,11 @@ func (r *Recorder) Flush() error {
 type Recording struct {
 	Info     RecordingInfo
 	r        *bufio.Reader
+	version  int
 	strings  []string
-	lastTime int64
-	frame    []byte // the payload read, reused
+	lastTime int64       // version 2's
+	prev     recordState // version 3's
+	frame    []byte      // the payload read, reused
 }
 
 // maxFrame bounds a frame's payload: a record is a few hundred bytes,
@@ -206,10 +289,10 @@ func OpenRecording(r io.Reader) (*Recording, error) {
 	if err != nil || serr != nil {
 		return nil, ErrNotRecording
 	}
-	if version != recordingVersion {
-		return nil, fmt.Errorf("%w: format version %d (this probe reads %d)", ErrNotRecording, version, recordingVersion)
+	if version < oldestVersion || version > recordingVersion {
+		return nil, fmt.Errorf("%w: format version %d (this probe reads %d to %d)", ErrNotRecording, version, oldestVersion, recordingVersion)
 	}
-	rec := &Recording{r: br, strings: []string{""}}
+	rec := &Recording{r: br, strings: []string{""}, version: version}
 	kind, payload, err := rec.next()
 	if err == nil && kind != 'i' {
 		err = fmt.Errorf("damaged: it starts with a frame of type %q", kind)
@@ -383,8 +466,147 @@ func (w *replayWriter) run() {
 
 var errBadRecord = errors.New("a record that cannot be read")
 
+// recordReader reads a record's payload: its varints and string ids,
+// noting the first that cannot be read.
+type recordReader struct {
+	b       []byte
+	strings []string
+	bad     bool
+}
+
+func (d *recordReader) uv() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *recordReader) sv() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// id reads a string id, checked against the table.
+func (d *recordReader) id() uint64 {
+	id := d.uv()
+	if id >= uint64(len(d.strings)) {
+		d.bad = true
+		return 0
+	}
+	return id
+}
+
+// fields reads a record's fields: their count, then each's name and
+// value.
+func (d *recordReader) fields() ([]fetch.Field, error) {
+	nf := d.uv()
+	if nf == 0 || d.bad {
+		return nil, nil
+	}
+	if nf > uint64(len(d.b)) {
+		return nil, errBadRecord
+	}
+	fs := make([]fetch.Field, nf)
+	for i := range fs {
+		fs[i].Name = d.strings[d.id()]
+		if d.bad {
+			return nil, errBadRecord
+		}
+		var err error
+		if d.b, err = fs[i].Value.DecodeBinary(d.b); err != nil {
+			return nil, err
+		}
+	}
+	return fs, nil
+}
+
+// stack reads a record's stack: its count, then each frame's string.
+func (d *recordReader) stack() ([]string, error) {
+	ns := d.uv()
+	if ns == 0 || d.bad {
+		return nil, nil
+	}
+	if ns > uint64(len(d.b)) {
+		return nil, errBadRecord
+	}
+	st := make([]string, ns)
+	for i := range st {
+		st[i] = d.strings[d.id()]
+	}
+	return st, nil
+}
+
 // decode reads a record frame's payload into r.
 func (rec *Recording) decode(b []byte, r *Record) error {
+	if rec.version == 2 {
+		return rec.decodeV2(b, r)
+	}
+	d := recordReader{b: b, strings: rec.strings}
+	p := &rec.prev
+	head := d.uv()
+	*r = Record{Kind: Kind(head & (1<<kindBits - 1))}
+	p.time += d.sv()
+	r.Time = p.time
+	if head&hasFunc != 0 {
+		p.fn = d.id()
+	}
+	if head&hasDepth != 0 {
+		p.depth = int(d.sv())
+	}
+	if head&hasEntry != 0 {
+		r.EntryTime = r.Time + d.sv()
+	}
+	if head&hasTid != 0 {
+		p.tid = int(d.sv())
+	}
+	if head&hasCPU != 0 {
+		p.cpu = int(d.sv())
+	}
+	if head&hasLane != 0 {
+		p.lane = d.sv()
+	}
+	if head&hasPid != 0 {
+		p.pid = int(d.sv())
+	}
+	for _, f := range [...]struct {
+		bit uint64
+		id  *uint64
+	}{{hasComm, &p.comm}, {hasEvent, &p.event}, {hasWhere, &p.where}, {hasCaller, &p.cl}} {
+		if head&f.bit != 0 {
+			*f.id = d.id()
+		}
+	}
+	if head&hasGoroutine != 0 {
+		p.goroutine = d.sv()
+	}
+	var err error
+	if head&hasFields != 0 && err == nil {
+		r.Fields, err = d.fields()
+	}
+	if head&hasStack != 0 && err == nil {
+		r.Stack, err = d.stack()
+	}
+	if err != nil {
+		return err
+	}
+	if d.bad || head>>(kindBits+14) != 0 {
+		return errBadRecord
+	}
+	r.CPU, r.Pid, r.Tid, r.Lane, r.Goroutine, r.Depth = p.cpu, p.pid, p.tid, p.lane, p.goroutine, p.depth
+	r.Comm, r.Event, r.Where, r.Func, r.Caller = rec.strings[p.comm], rec.strings[p.event], rec.strings[p.where], rec.strings[p.fn], rec.strings[p.cl]
+	return nil
+}
+
+// decodeV2 reads a version 2 record, every field given.
+func (rec *Recording) decodeV2(b []byte, r *Record) error {
 	bad := false
 	uv := func() uint64 {
 		v, n := binary.Uvarint(b)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -124,8 +125,11 @@ func FuzzRecording(f *testing.F) {
 	whole := recordSample(f)
 	f.Add(whole)
 	f.Add(whole[:len(whole)/2])
-	f.Add([]byte("probe-trace\n2\n"))
+	f.Add([]byte("probe-trace\n3\n"))
 	f.Add([]byte("probe-trace\n1\n"))
+	if v2, err := os.ReadFile("testdata/recording-v2.rec"); err == nil {
+		f.Add(v2)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := OpenRecording(bytes.NewReader(data))
 		if err != nil {
@@ -166,3 +170,73 @@ func TestRecordingRoundTrip(t *testing.T) {
 		t.Errorf("replayed\n%+v\nwant\n%+v", c.recs, want)
 	}
 }
+
+// TestRecordingVersion2: a recording made before version 3 (every field
+// of every record given) reports as the live trace of its records did.
+func TestRecordingVersion2(t *testing.T) {
+	data, err := os.ReadFile("testdata/recording-v2.rec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, []byte("probe-trace\n2\n")) {
+		t.Fatalf("testdata/recording-v2.rec is not of version 2: %q", data[:14])
+	}
+	rec, err := OpenRecording(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want bytes.Buffer
+	g := NewGraph(&got, GraphOptions{})
+	if n, err := rec.Replay(g, g); err != nil || n != len(sampleRecords()) {
+		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(sampleRecords()))
+	}
+	writeAll(t, NewGraph(&want, GraphOptions{}), sampleRecords())
+	if got.String() != want.String() {
+		t.Errorf("report\n%s\nlive\n%s", got.String(), want.String())
+	}
+}
+
+// TestRecordingFieldsLeftOut: whatever fields a record shares with the
+// one before (version 3 leaves them out), each reads back as written.
+func TestRecordingFieldsLeftOut(t *testing.T) {
+	base := Record{Kind: KindEntry, Time: 100, CPU: 1, Pid: 7, Tid: 8, Comm: "c", Func: "f", Depth: 2, Lane: 8}
+	recs := []Record{base}
+	change := []func(*Record){
+		func(r *Record) { r.Kind = KindReturn; r.EntryTime = r.Time }, // a call of no time
+		func(r *Record) { r.Kind = KindReturn; r.EntryTime = r.Time - 5 },
+		func(r *Record) { r.Tid, r.Lane = 9, 9 },
+		func(r *Record) { r.Lane, r.Goroutine = 1<<40, 3 },
+		func(r *Record) { r.CPU = 0 },
+		func(r *Record) { r.Pid = 70 },
+		func(r *Record) { r.Comm = "d" },
+		func(r *Record) { r.Kind, r.Event, r.Where, r.Func, r.Depth = KindProbe, "p_a_0", "a+0x0/0x4", "", 0 },
+		func(r *Record) { r.Caller = "main" },
+		func(r *Record) { r.Fields = []fetch.Field{{Name: "n", Value: fetch.UintValue(fetch.TypeU64, 3)}} },
+		func(r *Record) { r.Stack = []string{"a+0x0/0x4 [x]"} },
+		func(r *Record) { r.Time -= 50 }, // an earlier time: a negative delta
+		func(r *Record) { r.Kind = KindLost; r.Depth = -1 },
+	}
+	for i, ch := range change {
+		r := recs[len(recs)-1]
+		r.Time += int64(10 * i)
+		r.EntryTime, r.Fields, r.Stack = 0, nil, nil
+		ch(&r)
+		recs = append(recs, r, r) // and once more, all of it as before
+	}
+	rec, err := OpenRecording(bytes.NewReader(record(t, recs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c collect
+	n, err := rec.Replay(&c, &c)
+	got := c.recs
+	if err != nil || n != len(recs) {
+		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(recs))
+	}
+	for i := range recs {
+		if !reflect.DeepEqual(got[i], recs[i]) {
+			t.Errorf("record %d: got %+v, want %+v", i, got[i], recs[i])
+		}
+	}
+}
+
