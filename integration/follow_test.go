@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -506,5 +507,115 @@ func TestExecFromThread(t *testing.T) {
 		if n := map[bool]int{false: 0, true: 4}[follow]; hits["execd p_work_0"] != n || hits["execd r_work_0"] != n {
 			t.Errorf("follow=%v: hits %v, want %d entries and returns in execd", follow, hits, n)
 		}
+	}
+}
+
+// TestTracersFollowExec: with -f the function tracers go on into the
+// program exec'd, its functions selected again there, as ltrace -f does:
+// function_graph shows execer's 3 calls of work and execd's 4, each under
+// its own comm; without -f it says where it stops. The programs compute
+// what they do untraced.
+func TestTracersFollowExec(t *testing.T) {
+	t.Parallel()
+	exes := followBins(t, "execer", "execd")
+	execer, execd := exes[0], exes[1]
+	want := runCmd(t, nil, execer, "3", execd, "4")
+	out := filepath.Join(t.TempDir(), "graph")
+	for _, follow := range []bool{true, false} {
+		args := []string{"run", "--tracer", "function_graph", "-o", out}
+		if follow {
+			args = append(args, "-f")
+		}
+		got := probe(t, append(args, "--", execer, "3", execd, "4")...)
+		note := "exec'd: the function tracer stops here (-f follows it into the new program)\n"
+		wantOut := want.stdout
+		if follow {
+			// execd finds the tracer's jumps in its text.
+			note, wantOut = "", strings.Replace(wantOut, "text intact 1", "text intact 0", 1)
+		}
+		if got.code != want.code || got.stdout != wantOut || !strings.HasSuffix(got.stderr, note) || strings.Count(got.stderr, "\n") != strings.Count(note, "\n") {
+			t.Fatalf("probe %q:\n%v\nwant as untraced (%v) and stderr %q", args, got, want, note)
+		}
+		graph, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := map[string]int{}
+		for _, m := range regexp.MustCompile(`(?m)^ *\d+\) +(\w+)-\d+ +\|.*\|  +(work\(\);|main\(\) \{)$`).FindAllStringSubmatch(string(graph), -1) {
+			calls[m[1]+" "+m[2]]++
+		}
+		wantCalls := map[string]int{"execer main() {": 1, "execer work();": 3}
+		if follow {
+			wantCalls["execd main() {"], wantCalls["execd work();"] = 1, 4
+		}
+		if !reflect.DeepEqual(calls, wantCalls) {
+			t.Errorf("-f %v: calls %v, want %v; the graph:\n%s", follow, calls, wantCalls, graph)
+		}
+	}
+}
+
+// TestCallsFollowForkExec: --calls -f shows the calls of every child as
+// ltrace -f does: a fork child's return from fork as "<... fork resumed>
+// = 0", then its own calls; a child that exec'd this program again (vfork
+// then exec, posix_spawn) its calls in the new program; the parent "fork()
+// = PID" for each fork child.
+func TestCallsFollowForkExec(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "forks", o2pie)
+	const rounds = 2
+	want := runCmd(t, nil, exe, fmt.Sprint(rounds))
+	out := filepath.Join(t.TempDir(), "calls")
+	got := probe(t, "run", "-f", "--calls", "libc:fork,libc:printf", "-o", out, "--", exe, fmt.Sprint(rounds))
+	if got.code != want.code || got.stdout != want.stdout || got.stderr != "" {
+		t.Fatalf("probe run -f --calls:\n%v\nwant as untraced:\n%v", got, want)
+	}
+	text, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPid := map[string][]string{}
+	var order []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(text), "\n"), "\n") {
+		m := regexp.MustCompile(`^\[pid (\d+)\] (.*?) *= (.*)$`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("line %q is not ltrace's; the trace:\n%s", line, text)
+		}
+		if byPid[m[1]] == nil {
+			order = append(order, m[1])
+		}
+		byPid[m[1]] = append(byPid[m[1]], m[2]+" = "+m[3])
+	}
+	forked := map[string]bool{}
+	var parent []string
+	kinds := map[string]int{}
+	for _, pid := range order {
+		lines := strings.Join(byPid[pid], "\n")
+		switch {
+		case strings.HasPrefix(lines, "printf(\"%s child exit %d\\n\"") || strings.Contains(lines, "fork() = "):
+			parent = byPid[pid]
+			kinds["parent"]++
+		case lines == "<... fork resumed> = 0\nprintf(\"fork child sum %d\\n\", 25) = 18":
+			forked[pid] = true
+			kinds["fork child"]++
+		case lines == "printf(\"exec child sum %d\\n\", 25) = 18":
+			kinds["exec'd child"]++
+		default:
+			t.Errorf("pid %s: unexpected calls\n%s", pid, lines)
+		}
+	}
+	if kinds["parent"] != 1 || kinds["fork child"] != rounds || kinds["exec'd child"] != 2*rounds {
+		t.Errorf("processes %v, want 1 parent, %d fork children, %d exec'd children; the trace:\n%s", kinds, rounds, 2*rounds, text)
+	}
+	forks := 0
+	for _, l := range parent {
+		if pid, ok := strings.CutPrefix(l, "fork() = "); ok {
+			forks++
+			if !forked[pid] {
+				t.Errorf("parent: %q names no fork child of the trace", l)
+			}
+		}
+	}
+	if forks != rounds {
+		t.Errorf("parent: %d fork() lines, want %d:\n%s", forks, rounds, strings.Join(parent, "\n"))
 	}
 }

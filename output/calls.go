@@ -140,13 +140,21 @@ func (c *Calls) Write(r *Record) error {
 		c.open[r.Lane] = append(stack, &callOpen{rec: *r})
 	case KindReturn, KindLost:
 		stack := c.open[r.Lane]
-		if len(stack) == 0 {
-			return nil // entered before the trace began
-		}
-		call := stack[len(stack)-1]
-		c.open[r.Lane] = stack[:len(stack)-1]
 		failed := len(r.Fields) > 1 && r.Fields[1].Name == "errno"
-		if r.Kind == KindReturn { // (a call that never returned, __libc_start_main's: not in the table, as ltrace -c)
+		var call *callOpen
+		switch {
+		case len(stack) > 0:
+			call = stack[len(stack)-1]
+			c.open[r.Lane] = stack[:len(stack)-1]
+		case r.Kind == KindReturn && !c.opts.Summary:
+			// A return with no call in its lane: a fork child's from
+			// fork, the call its parent's (the tracer copied it with
+			// the stack), as ltrace's "<... fork resumed> = 0".
+			call = &callOpen{rec: Record{Time: r.EntryTime}, printed: true}
+		default:
+			return nil
+		}
+		if r.Kind == KindReturn && len(stack) > 0 { // (a call that never returned, __libc_start_main's: not in the table, as ltrace -c)
 			st := c.stats[r.Func]
 			if st == nil {
 				st = &callStat{}

@@ -239,4 +239,3 @@ func TestRecordingFieldsLeftOut(t *testing.T) {
 		}
 	}
 }
-

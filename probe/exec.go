@@ -106,8 +106,13 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	sort.Slice(dropped, func(i, j int) bool { return dropped[i].Name() < dropped[j].Name() })
 	if t.ft != nil {
 		t.pastStacks = append(t.pastStacks, t.ft.stacks...)
+		if t.follow.on {
+			opts := t.ft.opts
+			t.follow.execTracer = &opts
+		} else {
+			t.note("pid %d exec'd: the function tracer stops here (-f follows it into the new program)", t.pid)
+		}
 		t.ft = nil
-		t.note("pid %d exec'd: the function tracer stops here", t.pid)
 	}
 	t.newAddressSpace()
 	t.step.xol, t.ret.trampoline, t.ret.trap, t.ret.signer, t.ret.goidOff = nil, 0, 0, 0, 0
@@ -154,7 +159,9 @@ func (t *Tracer) onExecEntry(tid int, regs *unix.PtraceRegs) {
 }
 
 // programReady reads the new program's symbols and, when following,
-// installs the dropped probes that resolve in it. tid is held stopped.
+// installs the dropped probes that resolve in it and starts the function
+// tracer again, its functions selected in the new program, then puts in
+// the jumps, as at a launch. tid is held stopped.
 func (t *Tracer) programReady(tid int) {
 	if space, err := symbols.LoadProcess(t.pid); err == nil {
 		t.setSpace(space)
@@ -178,5 +185,15 @@ func (t *Tracer) programReady(tid int) {
 		}
 		q.enabled.Store(p.enabled.Load())
 		t.probes[q.Name()] = q
+	}
+	if opts := t.follow.execTracer; opts != nil {
+		t.follow.execTracer = nil
+		if _, err := t.installFuncTracer(tid, *opts); err != nil {
+			t.note("pid %d exec'd %s: the function tracer stops here: %v", t.pid, t.programPath(), err)
+		}
+	}
+	if !t.detached && len(t.step.threads) == 0 {
+		t.optimizeSites(tid)
+		t.top().startDrain() // if the rings are the first
 	}
 }

@@ -23,9 +23,12 @@ import (
 
 // followState is what following forks and execs needs.
 type followState struct {
-	on            bool            // SetFollow: re-resolve probes after an exec
-	notify        func(string)    // SetNotify
-	execDropped   []*Probe        // probes of the old program, until the new one is ready
+	on          bool         // SetFollow: re-resolve probes after an exec
+	notify      func(string) // SetNotify
+	execDropped []*Probe     // probes of the old program, until the new one is ready
+	// execTracer is the function tracer of the old program, to start
+	// again in the new one once it is ready.
+	execTracer    *FuncTraceOptions
 	execEntry     uint64          // the new program's entry point, while a breakpoint is there
 	execEntryOrig []byte          // the bytes it replaced
 	root          *Tracer         // for a followed process: the tracer whose loop serves it
@@ -133,6 +136,10 @@ func (t *Tracer) followExec(ev tracee.Event) bool {
 		}
 	}
 	c.follow.execDropped = append(c.follow.execDropped, t.follow.execDropped...)
+	if t.ft != nil {
+		opts := t.ft.opts
+		c.follow.execTracer = &opts
+	}
 	sort.Slice(c.follow.execDropped, func(i, j int) bool { return c.follow.execDropped[i].Name() < c.follow.execDropped[j].Name() })
 	if err := c.armExecEntry(); err != nil {
 		c.programReady(proc.Pid)

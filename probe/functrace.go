@@ -272,7 +272,6 @@ var returnsTwice = map[string]bool{
 	"setjmp": true, "_setjmp": true, "__setjmp": true, "sigsetjmp": true, "__sigsetjmp": true,
 	"getcontext": true, "__getcontext": true, "savectx": true,
 	"vfork": true, "__vfork": true, "__libc_vfork": true,
-	"fork": true, "__fork": true, "__libc_fork": true, "_Fork": true,
 }
 
 // hookFunction puts the tracer's probes on one function: its entry and,
