@@ -24,12 +24,21 @@ type Summary struct {
 	Notes                 []string       // the trace's comments: events lost, returns lost...
 	Whole                 bool           // the recording ended as its recorder ended it
 	TruncatedAfterRecords int
+	// Raw is how many of the records were decoded from the tracee's
+	// own (a raw capture: Replay's FrameHandler).
+	Raw int
 }
 
-// Summarize reads the rest of rec; one cut short says so (Whole).
-func (rec *Recording) Summarize() *Summary {
+// Summarize reads the rest of rec, the frames it does not decode itself
+// by other (Replay); one cut short says so (Whole).
+func (rec *Recording) Summarize(other FrameHandler) *Summary {
 	s := &summarizer{sum: Summary{Info: rec.Info, Threads: map[int]string{}, Functions: map[string]int{}, Events: map[string]int{}}}
-	n, err := rec.Replay(s, s) // (the summarizer fails no write: an error is the cut)
+	if inner := other; inner != nil {
+		other = func(kind byte, payload []byte, out ReplayOut) error {
+			return inner(kind, payload, rawCounter{out, &s.sum.Raw})
+		}
+	}
+	n, err := rec.Replay(s, s, other) // (the summarizer fails no write: an error is the cut)
 	s.sum.Whole = err == nil
 	if err != nil {
 		s.sum.TruncatedAfterRecords = n
@@ -38,6 +47,14 @@ func (rec *Recording) Summarize() *Summary {
 }
 
 type summarizer struct{ sum Summary }
+
+// rawCounter counts the records a FrameHandler makes.
+type rawCounter struct {
+	ReplayOut
+	n *int
+}
+
+func (c rawCounter) Record(r *Record) { *c.n++; c.ReplayOut.Record(r) }
 
 func (s *summarizer) Write(r *Record) error {
 	m := &s.sum
@@ -106,6 +123,9 @@ func (m *Summary) WriteTo(w io.Writer) (int64, error) {
 		state = fmt.Sprintf("cut short after %d records", m.TruncatedAfterRecords)
 	}
 	line("records", "%d (%s): %d entries, %d returns, %d returns lost, %d probe events", m.Records, state, m.Entries, m.Returns, m.LostReturns, m.Probes)
+	if m.Raw > 0 {
+		line("raw", "%d of them decoded from the records the tracee made (a raw capture)", m.Raw)
+	}
 	if m.Records > 0 {
 		line("time", "%d.%06d to %d.%06d (%s)", m.First/1e9, m.First%1e9/1e3, m.Last/1e9, m.Last%1e9/1e3, time.Duration(m.Last-m.First))
 	}

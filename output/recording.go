@@ -243,6 +243,14 @@ func (r *Recorder) recentID(i int, s string) uint64 {
 
 func (r *Recorder) Comment(s string) error { return r.put('c', []byte(s)) }
 
+// Frame writes a frame of a type the recording does not decode itself
+// (a raw capture's, for Replay's FrameHandler).
+func (r *Recorder) Frame(kind byte, payload []byte) error { return r.put(kind, payload) }
+
+// DecoderNotes marks where the notes of a FrameHandler's decoder go
+// among the trace's notes: they are known once its frames are decoded.
+func (r *Recorder) DecoderNotes() error { return r.put('D', nil) }
+
 func (r *Recorder) Finish() error {
 	r.finished = true
 	return r.put('f', nil)
@@ -336,21 +344,34 @@ func unexpected(err error) error {
 	return err
 }
 
+// FrameHandler decodes the frames of a recording that are not the
+// trace's own (a raw capture's: probe.RawReader), handing the records
+// and comments they make to out. A frame 'D' says where the notes of
+// its decoder go among the trace's (Recorder.DecoderNotes).
+type FrameHandler func(kind byte, payload []byte, out ReplayOut) error
+
+// ReplayOut takes what a FrameHandler decodes.
+type ReplayOut interface {
+	Record(*Record)
+	Comment(string)
+}
+
 // Replay writes the recorded trace: records to events, comments to notes
 // (as the live trace did: with several writers teed, the notes went to
-// the first), then Finish and the final Flush. It returns the number of
-// records replayed, and ErrTruncated if the recording was cut short.
+// the first), then Finish and the final Flush. Frames of other types go
+// to other, if not nil. It returns the number of records replayed, and
+// ErrTruncated if the recording was cut short.
 //
 // The frames are read and decoded on the calling goroutine and written
 // on another, a batch at a time: the two take about as long.
-func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
-	w := startReplayWriter(events, notes)
-	batch := w.batch()
+func (rec *Recording) Replay(events, notes Writer, other FrameHandler) (n int, err error) {
+	out := &replayOut{w: startReplayWriter(events, notes)}
+	out.batch = out.w.batch()
 	finished, ended := false, false
-	for !ended && !w.failed() {
+	for !ended && !out.w.failed() {
 		kind, payload, rerr := rec.next()
 		if rerr != nil {
-			err = fmt.Errorf("%w after %d records: %v", ErrTruncated, n, rerr)
+			err = fmt.Errorf("%w after %d records: %v", ErrTruncated, n+out.n, rerr)
 			break
 		}
 		switch kind {
@@ -359,33 +380,65 @@ func (rec *Recording) Replay(events, notes Writer) (n int, err error) {
 		case 's':
 			rec.strings = append(rec.strings, string(payload))
 		case 'r':
-			batch = append(batch, replayItem{kind: 'r'})
-			if derr := rec.decode(payload, &batch[len(batch)-1].rec); derr != nil {
-				batch = batch[:len(batch)-1]
-				err = fmt.Errorf("%w after %d records: damaged: %v", ErrTruncated, n, derr)
+			out.batch = append(out.batch, replayItem{kind: 'r'})
+			if derr := rec.decode(payload, &out.batch[len(out.batch)-1].rec); derr != nil {
+				out.batch = out.batch[:len(out.batch)-1]
+				err = fmt.Errorf("%w after %d records: damaged: %v", ErrTruncated, n+out.n, derr)
 				ended = true
 				break
 			}
 			n++
+			out.full()
 		case 'f':
 			if !finished {
-				batch = append(batch, replayItem{kind: 'f'})
+				out.batch = append(out.batch, replayItem{kind: 'f'})
 				finished = true
+				out.full()
 			}
 		case 'c':
-			batch = append(batch, replayItem{kind: 'c', comment: string(payload)})
-		}
-		if len(batch) == cap(batch) {
-			batch = w.send(batch)
+			out.Comment(string(payload))
+		default:
+			if other == nil {
+				break // a type this reader does not know
+			}
+			if derr := other(kind, payload, out); derr != nil {
+				err = fmt.Errorf("%w after %d records: damaged: %v", ErrTruncated, n+out.n, derr)
+				ended = true
+			}
 		}
 	}
 	if !finished {
-		batch = append(batch, replayItem{kind: 'f'})
+		out.batch = append(out.batch, replayItem{kind: 'f'})
 	}
-	if werr := w.close(batch); werr != nil {
-		return n, werr
+	if werr := out.w.close(out.batch); werr != nil {
+		return n + out.n, werr
 	}
-	return n, err
+	return n + out.n, err
+}
+
+// replayOut gathers the items of a replay into batches for its writer.
+type replayOut struct {
+	w     *replayWriter
+	batch []replayItem
+	n     int // records a FrameHandler made
+}
+
+func (o *replayOut) Record(r *Record) {
+	o.batch = append(o.batch, replayItem{kind: 'r', rec: *r})
+	o.n++
+	o.full()
+}
+
+func (o *replayOut) Comment(s string) {
+	o.batch = append(o.batch, replayItem{kind: 'c', comment: s})
+	o.full()
+}
+
+// full hands a full batch to the writer.
+func (o *replayOut) full() {
+	if len(o.batch) == cap(o.batch) {
+		o.batch = o.w.send(o.batch)
+	}
 }
 
 // replayItem is a frame of a recording to write: a record ('r'), a

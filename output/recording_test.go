@@ -47,7 +47,7 @@ func TestRecordingReplaysAsLive(t *testing.T) {
 	}
 	var b bytes.Buffer
 	g := NewGraph(&b, GraphOptions{CPUWidth: rec.Info.CPUWidth})
-	n, err := rec.Replay(g, g)
+	n, err := rec.Replay(g, g, nil)
 	if err != nil || n != len(graphRecords()) {
 		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(graphRecords()))
 	}
@@ -70,7 +70,7 @@ func TestRecordingTruncated(t *testing.T) {
 		}
 		var b bytes.Buffer
 		g := NewGraph(&b, GraphOptions{})
-		n, err := rec.Replay(g, g)
+		n, err := rec.Replay(g, g, nil)
 		if !errors.Is(err, ErrTruncated) {
 			t.Fatalf("cut at %d: %v, want ErrTruncated", cut, err)
 		}
@@ -140,7 +140,7 @@ func FuzzRecording(f *testing.F) {
 		}
 		var b bytes.Buffer
 		g := NewGraph(&b, GraphOptions{})
-		if _, err := rec.Replay(g, g); err != nil && !errors.Is(err, ErrTruncated) {
+		if _, err := rec.Replay(g, g, nil); err != nil && !errors.Is(err, ErrTruncated) {
 			t.Fatalf("replay: %v, want nil or ErrTruncated", err)
 		}
 	})
@@ -163,7 +163,7 @@ func TestRecordingRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c collect
-	if n, err := rec.Replay(&c, &c); err != nil || n != len(want) {
+	if n, err := rec.Replay(&c, &c, nil); err != nil || n != len(want) {
 		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(want))
 	}
 	if !reflect.DeepEqual(c.recs, want) {
@@ -187,7 +187,7 @@ func TestRecordingVersion2(t *testing.T) {
 	}
 	var got, want bytes.Buffer
 	g := NewGraph(&got, GraphOptions{})
-	if n, err := rec.Replay(g, g); err != nil || n != len(sampleRecords()) {
+	if n, err := rec.Replay(g, g, nil); err != nil || n != len(sampleRecords()) {
 		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(sampleRecords()))
 	}
 	writeAll(t, NewGraph(&want, GraphOptions{}), sampleRecords())
@@ -228,7 +228,7 @@ func TestRecordingFieldsLeftOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c collect
-	n, err := rec.Replay(&c, &c)
+	n, err := rec.Replay(&c, &c, nil)
 	got := c.recs
 	if err != nil || n != len(recs) {
 		t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(recs))

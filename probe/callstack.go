@@ -54,6 +54,7 @@ const (
 	frameRecorded frameMode = 1 << iota // its entry and return are reported
 	frameGraph                          // a --graph-function call: calls below it are traced
 	frameNotrace                        // a --notrace call: calls below it are not
+	frameRaw                            // raw capture's: its entry and return are recorded raw (raw.go)
 )
 
 // shadowFrame is one call on a callStack.
@@ -72,6 +73,11 @@ type shadowFrame struct {
 	depth    int
 	hijacked bool // the return address was replaced by the trampoline
 	unhooked bool // ... and given back for an unwinder to read
+	// home, under raw capture, of a frame whose ret is the in-process
+	// trampoline (a tail call from a call hooked in the tracee): where
+	// that call returns, as the tracee's frame at the slot said at the
+	// entry. Live, the tracer's frame of that call says it.
+	home uint64
 }
 
 // has reports whether a frame of cs has its slot at sp.
@@ -178,6 +184,9 @@ func (t *Tracer) lose(cs *callStack, hit *Hit, restore bool) {
 // drain comes to it, later. A call a longjmp skipped in such a thread is
 // taken for one too.)
 func (t *Tracer) ringDropped(tid int, f *shadowFrame) bool {
+	if d := t.decoding; d != nil {
+		return d.lost[tid]
+	}
 	return !f.hijacked && t.inproc != nil && t.inproc.rings.LostOf(tid) > 0
 }
 

@@ -110,6 +110,7 @@ func (t *Tracer) drainPass(limit int) (n int, woke bool) {
 	t.withHandlers(func() {
 		before := t.wakes()
 		n = t.drainFamily(limit)
+		t.noteRawLost()
 		woke = t.wakes() != before
 		ahead = t.ringsAhead()
 	})

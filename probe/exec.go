@@ -87,6 +87,10 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	for tid := range t.ret.shadow {
 		t.threadGone(tid)
 	}
+	for tid := range t.raw.named {
+		t.threadGone(tid)
+	}
+	t.raw.on = false // (the function tracer stops here: not capturable with -f)
 	for id, cs := range t.ret.goStacks {
 		t.retireStack(cs)
 		hit := Hit{Pid: t.pid, Comm: t.commOf(0), Time: t.now(), CPU: getcpu()}

@@ -42,8 +42,8 @@ func (t *Tracer) rewindInFlight() {
 // slot goes back to: the original return address of the oldest frame
 // that returns there (returning, with throughTracee). ok is false if no
 // frame returns there.
-func (cs *callStack) returnTarget(slot uint64, throughTracee bool) (ret uint64, ok bool) {
-	if n := cs.returning(slot, throughTracee); n > 0 {
+func (cs *callStack) returnTarget(slot uint64, throughTracee bool, rawTramp uint64) (ret uint64, ok bool) {
+	if n := cs.returning(slot, throughTracee, rawTramp); n > 0 {
 		return cs.frames[len(cs.frames)-n].ret, true
 	}
 	return 0, false
@@ -59,10 +59,19 @@ func (cs *callStack) returnTarget(slot uint64, throughTracee bool) (ret uint64, 
 // the rest. Without, every one: the tracee dropped its frame (a later
 // tail call's hook found the tracer's trampoline in the slot), and the
 // thread goes straight home.
-func (cs *callStack) returning(slot uint64, throughTracee bool) int {
+//
+// Under raw capture (rawTramp, the in-process trampoline) the tracer
+// keeps no frames of the calls the tracee hooked: with throughTracee the
+// frames that return are those entered after the tracee's hook, which
+// found its trampoline at the slot (a tail call takes its caller's).
+func (cs *callStack) returning(slot uint64, throughTracee bool, rawTramp uint64) int {
 	n, hijacked := 0, false
-	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot && !(throughTracee && hijacked && !cs.frames[i].hijacked); i-- {
-		n, hijacked = n+1, hijacked || cs.frames[i].hijacked
+	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot; i-- {
+		f := &cs.frames[i]
+		if throughTracee && (hijacked && !f.hijacked || rawTramp != 0 && f.ret != rawTramp) {
+			break
+		}
+		n, hijacked = n+1, hijacked || f.hijacked
 	}
 	return n
 }

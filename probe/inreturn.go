@@ -178,7 +178,7 @@ func (t *Tracer) slotHomes(tid int, frames []ring.ShadowFrame) map[uint64]uint64
 	}
 	for _, cs := range t.ret.threadStacks(tid) {
 		for _, f := range cs.frames {
-			note(f.sp, f.ret)
+			note(f.sp, cmp.Or(f.home, f.ret))
 		}
 	}
 	return home

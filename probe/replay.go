@@ -127,6 +127,10 @@ func regWords(r *unix.PtraceRegs) *[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64 
 
 // deliverRecord runs the handlers of one record's probes.
 func (t *Tracer) deliverRecord(rec *ring.Record) {
+	if t.raw.on {
+		t.captureRecord(rec)
+		return
+	}
 	in := t.inproc
 	if in.quiet[rec.Tid] {
 		// A vfork child's hit: not reported, as the stopping path
@@ -228,11 +232,20 @@ func (s *stackWords) load(vals []uint64, c *codegen.RecordStub) (hooked, ok bool
 	return hooked, true
 }
 
+// recordTime is rec's time: its stamp on the tracer's clock, or, raw
+// records decoded, the time they were given with.
+func (t *Tracer) recordTime(rec *ring.Record) int64 {
+	if t.decoding != nil {
+		return int64(rec.TSC)
+	}
+	return t.inproc.clock.Time(rec.TSC)
+}
+
 // replayHit is the hit of a record, its registers and stack words in
 // in.regs and in.stack.
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
-	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: in.clock.Time(rec.TSC), CPU: rec.CPU, regs: &in.regs, Mem: &in.stack, tracer: t}
+	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: t.recordTime(rec), CPU: rec.CPU, regs: &in.regs, Mem: &in.stack, tracer: t}
 	if rec.CPU == ring.UnknownCPU {
 		in.hit.CPU = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
 	}

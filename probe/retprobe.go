@@ -49,7 +49,17 @@ func (t *Tracer) enter(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, hookRe
 	tail := ret == t.ret.trampoline
 	cs := t.stackForEntry(tid, regs, ret, hit)
 	f := shadowFrame{sp: tracee.SP(regs), ret: ret, site: s, time: hit.Time, hijacked: true}
-	if s.fn != nil {
+	switch {
+	case s.fn != nil && t.raw.on:
+		// Its entry goes among the tracee's records, made from this
+		// stop, with whether its return was hooked.
+		f.fn, f.mode = s.fn, frameRaw
+		if home := t.rescueReturn(tid, f.sp, ret); home != ret {
+			f.home = home
+		}
+		at := *regs // (as the thread entered: the hook may change them)
+		defer func() { t.rawEntry(tid, &at, s, hit, ret, hooked) }()
+	case s.fn != nil:
 		t.traceEnter(cs, &f, s.fn, hit)
 	}
 	if len(s.returns) == 0 && f.mode == 0 {
@@ -111,16 +121,26 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 		t.life.err = fmt.Errorf("thread %d returned through the trampoline with no shadow frame (sp %#x)", tid, tracee.SP(regs))
 		return 0, false
 	}
-	through := t.inproc != nil && t.inproc.rings.ShadowReturns(tid, slot)
-	if ret, ok := cs.returnTarget(slot, through); ok {
-		t.handling(tid, regs, ret)
+	if t.raw.on && cs.top().mode&frameRaw != 0 {
+		t.rawReturn(tid, regs, slot, hit)
 	}
-	for range cs.returning(slot, through) {
+	through := t.inproc != nil && t.inproc.rings.ShadowReturns(tid, slot)
+	rawTramp := uint64(0)
+	if t.raw.on {
+		rawTramp = t.inproc.trampoline
+	}
+	if ret, ok := cs.returnTarget(slot, through, rawTramp); ok {
+		t.handling(tid, regs, t.rawHome(cs, slot, through, ret))
+	}
+	for range cs.returning(slot, through, rawTramp) {
 		fr := cs.pop()
 		if fr.hijacked {
 			t.rescueReturned(tid, fr.sp)
 		}
 		ret = fr.ret
+		if !through && fr.home != 0 {
+			ret = fr.home
+		}
 		t.returned(cs, &fr, hit)
 	}
 	return ret, true

@@ -107,8 +107,15 @@ func (t *Tracer) retireAll() {
 // threadGone closes the calls of a thread that exited: their returns will
 // never come.
 func (t *Tracer) threadGone(tid int) {
+	cpu, now := getcpu(), t.now() // it has no CPU any more
+	t.rawThreadGone(tid, cpu, now)
 	t.place.Forget(tid)
-	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: t.now(), CPU: getcpu()} // it has no CPU any more
+	t.threadGoneAt(tid, cpu, now)
+}
+
+// threadGoneAt is threadGone, reported on cpu at time now.
+func (t *Tracer) threadGoneAt(tid, cpu int, now int64) {
+	hit := Hit{Pid: t.pid, Tid: tid, Comm: t.commOf(tid), Time: now, CPU: cpu}
 	for _, cs := range append(t.ret.threadStacks(tid), t.ret.goStacks[-int64(tid)]) {
 		if cs == nil {
 			continue

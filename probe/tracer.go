@@ -74,6 +74,8 @@ type Tracer struct {
 	recording recordingState // why sites do not record, and what the stubs counted
 
 	ft         *funcTracer
+	raw        rawState            // raw capture (raw.go)
+	decoding   *Decoder            // a Tracer with no process, decoding raw records (rawdecode.go)
 	pastStacks []StackUsage        // the stack tracer's, from function tracers stopped
 	sysProbes  map[sysKey][]*Probe // syscall probes, by system call entry or exit
 	linker     *linkerWatch        // libraries loaded and unloaded (pending.go)
@@ -278,6 +280,7 @@ func (t *Tracer) serve() {
 	anchor := t.anchor
 	t.anchor = 0
 	t.optimizeSites(anchor)
+	t.startRaw()
 	t.startDrain()
 	close(t.life.ready)
 	if t.life.onReady != nil {

@@ -6,7 +6,6 @@ package ring
 
 import (
 	"container/heap"
-	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
 
@@ -191,7 +190,9 @@ func (r *Rings) merge(stamp uint64, max int, fn func(*Record)) int {
 		r.hand(&h[0], fn)
 		n++
 		if h[0].ok {
-			heap.Fix(&h, 0)
+			if len(h) > 1 { // (one thread's ring: nothing to order)
+				heap.Fix(&h, 0)
+			}
 		} else {
 			r.close(&h[0])
 			heap.Pop(&h)
@@ -294,10 +295,9 @@ func (r *Rings) next(c *cursor) {
 func (r *Rings) hand(c *cursor, fn func(*Record)) {
 	at := c.base + HeaderSize + c.tail&(r.layout.RingSize-1)
 	w1 := *r.word(at + 8)
-	r.values = r.values[:0]
-	for i := range int(c.length-RecordHeader) / 8 {
-		r.values = append(r.values, binary.LittleEndian.Uint64(r.mem[at+RecordHeader+uint64(8*i):]))
-	}
+	// The values where they are: their room is the thread's again only
+	// once the pass is over (close), and both CPUs are little-endian.
+	r.values = unsafe.Slice((*uint64)(unsafe.Pointer(&r.mem[at+RecordHeader])), (c.length-RecordHeader)/8)
 	r.rec = Record{Tid: c.tid, Site: uint32(w1 >> 32), CPU: int(w1 >> 16 & 0xfff), TSC: c.tsc, Values: r.values}
 	fn(&r.rec)
 	c.tail += c.length

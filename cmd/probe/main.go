@@ -725,6 +725,7 @@ type sink struct {
 	withTables map[*probeDef]bool
 	// stopEvery ends the tables printed every --interval.
 	stopEvery func()
+	raw       *rawSink // probe record's raw capture, if asked for (raw.go)
 }
 
 // traceFiles are the files a trace goes to: -o's (or standard output),
@@ -788,6 +789,7 @@ func (s *sink) close(t *probe.Tracer) error {
 	if s.stopEvery != nil {
 		s.stopEvery()
 	}
+	s.raw.flush(t)
 	err := s.stream.Close()
 	if e := s.all.Finish(); err == nil {
 		err = e
@@ -857,14 +859,13 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 	if d := t.RecordsWaited(); d >= time.Millisecond {
 		s.writer.Comment(fmt.Sprintf("%s waited by the threads for room in their rings (--drop: never, losing events instead)", d.Round(time.Millisecond)))
 	}
-	if lost := stats.LostReturns; lost > 0 && !s.calls { // (--calls shows each: "<no return ...>")
-		s.writer.Comment(fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
+	if s.raw != nil && s.raw.on {
+		// Known once the records are decoded (probe report).
+		s.raw.rec.DecoderNotes()
+		return
 	}
-	if n := stats.UnrecordedReturns; n > 0 {
-		s.writer.Comment(fmt.Sprintf("%d returns not recorded (calls in threads whose ring was full at times: their returns were most likely among the events lost; --ring-size)", n))
-	}
-	if n := stats.CallsInProgress; n > 0 {
-		s.writer.Comment(fmt.Sprintf("%d calls in progress at the detach (their returns come after it: not in the trace)", n))
+	for _, note := range returnNotes(stats, s.calls) { // (--calls shows each lost: "<no return ...>")
+		s.writer.Comment(note)
 	}
 }
 
@@ -1034,6 +1035,9 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 		return err
 	}
 	if err := addTracer(t, ts, o, s); err != nil {
+		return err
+	}
+	if err := setupRaw(t, ts, o, s, len(specs) > 0); err != nil {
 		return err
 	}
 	if s.stopEvery == nil {

@@ -97,7 +97,7 @@ func cmdReport(args []string) (int, error) {
 	}
 	o.command, o.pid, o.wallOffset, o.bootOffset = rec.Info.Command, rec.Info.Pid, rec.Info.WallOffset, rec.Info.BootOffset
 	if info {
-		sum := rec.Summarize()
+		sum := rec.Summarize(rawReplay())
 		sum.Path = files[0]
 		_, err = sum.WriteTo(out)
 	} else {
@@ -108,7 +108,7 @@ func cmdReport(args []string) (int, error) {
 		if sel.Active() || span.set() {
 			all = output.Select(all, span.apply(sel))
 		}
-		_, err = rec.Replay(all, primary)
+		_, err = rec.Replay(all, primary, rawReplay())
 		if errors.Is(err, unix.EPIPE) {
 			err = nil // (a reader gone away: | head)
 		}
@@ -141,7 +141,7 @@ func checkSelection(path string, sel output.Selection) error {
 	if err != nil {
 		return err
 	}
-	return sel.Check(rec.Summarize())
+	return sel.Check(rec.Summarize(rawReplay()))
 }
 
 // parseTids reads --tid's comma list.

@@ -159,11 +159,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	// The stack tracer alone reports at the end: no event per call.
 	if ts.function || ts.graph || ts.profile || ts.calls {
 		opts.Handler = func(ev *probe.FuncEvent) {
-			s.stream.Send(output.Record{
-				Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,
-				Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane, Goroutine: ev.Goroutine,
-				Fields: fieldsCopy(ev.Fields),
-			})
+			s.stream.Send(funcRecord(ev))
 		}
 	}
 	info, err := t.TraceFunctions(opts)

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/probedbg/probe/output"
+	"github.com/probedbg/probe/probe"
+)
+
+// Raw capture (probe/raw.go): probe record of a function_graph alone
+// writes the records as the tracee made them, and probe report decodes
+// them.
+
+// rawSink is the raw capture of a recording: an encoder whose frames go
+// to the recording through the stream, in order with the rest, at most
+// rawPending of them waiting.
+type rawSink struct {
+	enc  *probe.RawEncoder
+	rec  *output.Recorder
+	room chan struct{}
+	on   bool // the tracer captures raw (decided at its Start)
+}
+
+const rawPending = 64 // frames of up to 64 KiB: 4 MiB
+
+// setupRaw asks t for raw capture where the recording would hold a
+// function_graph alone.
+func setupRaw(t *probe.Tracer, ts tracers, o *options, s *sink, probes bool) error {
+	rec, ok := s.all.(*output.Recorder)
+	if !ok || !o.record || probes || o.follow || o.args || ts != (tracers{graph: true}) {
+		return nil
+	}
+	r := &rawSink{rec: rec, room: make(chan struct{}, rawPending)}
+	r.enc = probe.NewRawEncoder(func(kind byte, payload []byte) {
+		select {
+		case r.room <- struct{}{}:
+		case <-s.stream.Failed():
+			return // nobody writes them any more
+		}
+		s.stream.Do(func(output.Writer) error {
+			<-r.room
+			return rec.Frame(kind, payload)
+		})
+	})
+	s.raw = r
+	return t.SetRawOutput(r.enc)
+}
+
+// flush puts what the encoder holds into the stream, once the tracer
+// is done: before the stream closes.
+func (r *rawSink) flush(t *probe.Tracer) {
+	if r == nil || t == nil {
+		return
+	}
+	_, r.on = t.RawCapture()
+	r.enc.Flush()
+}
+
+// funcRecord is a function tracer's event as a record.
+func funcRecord(ev *probe.FuncEvent) output.Record {
+	return output.Record{
+		Kind: recordKind[ev.Kind], Time: ev.Time, CPU: ev.CPU, Pid: ev.Pid, Tid: ev.Tid, Comm: ev.Comm,
+		Func: ev.Func, Caller: ev.Caller, Depth: ev.Depth, EntryTime: ev.EntryTime, Lane: ev.Lane, Goroutine: ev.Goroutine,
+		Fields: fieldsCopy(ev.Fields),
+	}
+}
+
+// rawReplay decodes a recording's raw frames (probe report): the
+// events as the live trace would have had them, and at the 'D' frame the
+// notes of the returns the decoder found lost.
+func rawReplay() output.FrameHandler {
+	var out output.ReplayOut
+	rr := probe.NewRawReader(func(ev *probe.FuncEvent) {
+		r := funcRecord(ev)
+		out.Record(&r)
+	})
+	return func(kind byte, payload []byte, o output.ReplayOut) error {
+		out = o
+		switch {
+		case kind == 'D':
+			for _, note := range returnNotes(rr.Stats(), false) {
+				o.Comment(note)
+			}
+		case probe.IsRawFrame(kind):
+			return rr.Frame(kind, payload)
+		}
+		return nil
+	}
+}
+
+// returnNotes are the notes of the returns the tracer did not see:
+// lost (not with --calls, which shows each), not recorded, in progress
+// at the detach.
+func returnNotes(stats probe.Stats, calls bool) []string {
+	var notes []string
+	if lost := stats.LostReturns; lost > 0 && !calls {
+		notes = append(notes, fmt.Sprintf("%d returns lost (calls that never returned: longjmp, an exception, a stack not switched back to, a thread gone)", lost))
+	}
+	if n := stats.UnrecordedReturns; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d returns not recorded (calls in threads whose ring was full at times: their returns were most likely among the events lost; --ring-size)", n))
+	}
+	if n := stats.CallsInProgress; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d calls in progress at the detach (their returns come after it: not in the trace)", n))
+	}
+	return notes
+}

@@ -1,0 +1,132 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRawRecordMatchesLive: probe record of a function_graph takes the
+// tracee's records raw and probe report decodes them (probe/raw.go);
+// what it reports is what the live trace shows: each thread's calls, in
+// order and nested alike, with the same returns lost (rawmix: functions
+// recorded in the tracee and one that stops the thread, tail calls from
+// each kind into the other, a longjmp over calls in flight, three
+// threads), and the notes of returns lost. The program computes what it
+// computes untraced (it checks its sums).
+func TestRawRecordMatchesLive(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "rawmix", filepath.Join("testdata", "raw", "rawmix.c"), "-O2", "-g", "-pthread")
+	args := []string{exe, "3", "40"}
+	want := runCmd(t, nil, exe, args[1:]...)
+	if want.code != 0 || want.stdout != "rawmix ok 3 40\n" {
+		t.Fatalf("rawmix untraced: %v", want)
+	}
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live")
+	r := probe(t, append([]string{"run", "-v", "--tracer", "function_graph", "-o", live, "--"}, args...)...)
+	if r.code != 0 || r.stdout != want.stdout || !regexp.MustCompile(` in-process, [1-9]\d* stop the thread`).MatchString(r.stderr) {
+		t.Fatalf("probe run -v: %v\nwant the program's output and functions that stop the thread (trapper)", r)
+	}
+	rec := filepath.Join(dir, "rec")
+	if r := probe(t, append([]string{"record", "--tracer", "function_graph", "-o", rec, "--"}, args...)...); r.code != 0 || r.stdout != want.stdout || r.stderr != "" {
+		t.Fatalf("probe record: %v", r)
+	}
+	report := filepath.Join(dir, "report")
+	if r := probe(t, "report", "-o", report, rec); r.code != 0 || r.stderr != "" {
+		t.Fatalf("probe report: %v", r)
+	}
+	info := mustProbe(t, "report", "--info", rec).stdout
+	m := regexp.MustCompile(`(?m)^# records: +(\d+) .*\n# raw: +(\d+) of them`).FindStringSubmatch(info)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("probe report --info: every record decoded from the tracee's? got\n%s", info)
+	}
+	liveThreads, liveNotes := graphThreads(t, live)
+	repThreads, repNotes := graphThreads(t, report)
+	if !slices.EqualFunc(liveThreads, repThreads, slices.Equal) {
+		t.Errorf("the threads' calls differ:\nlive\n%s\nreported\n%s", strings.Join(slices.Concat(liveThreads...), "\n"), strings.Join(slices.Concat(repThreads...), "\n"))
+	}
+	if !slices.Equal(liveNotes, repNotes) || len(liveNotes) == 0 {
+		t.Errorf("notes: live %q, reported %q", liveNotes, repNotes)
+	}
+}
+
+// graphThreads reads a function_graph trace: each thread's lines without
+// their CPU, task and duration columns (its calls, nested), sorted by
+// length then content (which thread ran first varies), and its notes.
+func graphThreads(t *testing.T, path string) (threads [][]string, notes []string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^ *\d+\) +\S+-(\d+) +\|[^|]*\|(.*)$`)
+	byTid := map[string][]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if m := line.FindStringSubmatch(l); m != nil {
+			byTid[m[1]] = append(byTid[m[1]], m[2])
+		} else if strings.HasPrefix(l, "# ") && !strings.HasPrefix(l, "# tracer") && !strings.HasPrefix(l, "# CPU") && !strings.HasPrefix(l, "# |") {
+			notes = append(notes, l)
+		}
+	}
+	for _, lines := range byTid {
+		threads = append(threads, lines)
+	}
+	slices.SortFunc(threads, func(a, b []string) int {
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+		return slices.Compare(a, b)
+	})
+	return threads, notes
+}
+
+// TestRawRecordAttachCycles: probe record attached to a running program
+// (rawmix for ever, its threads checking each round's sum), taken raw,
+// stopped by Ctrl-C, eight times: the program runs on right after each,
+// and each recording reports decoded, its calls in progress at the
+// detach said. (kill -9: TestKill9TailChain.)
+func TestRawRecordAttachCycles(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "rawmix", filepath.Join("testdata", "raw", "rawmix.c"), "-O2", "-g", "-pthread")
+	prog := startBg(t, nil, exe, "2", "0")
+	prog.waitStdout(t, "ready\n", 10*time.Second)
+	dir := t.TempDir()
+	for i := range 8 {
+		rec := filepath.Join(dir, fmt.Sprintf("rec%d", i))
+		p := startProbe(t, "record", "--tracer", "function_graph", "-o", rec, strconv.Itoa(prog.pid()))
+		// Records coming: attached, the tracer running.
+		deadline := time.Now().Add(10 * time.Second)
+		for fi, err := os.Stat(rec); err != nil || fi.Size() < 64<<10; fi, err = os.Stat(rec) {
+			if time.Now().After(deadline) || p.exited() {
+				t.Fatalf("cycle %d: no records coming: %v", i, p.res)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		p.signal(t, syscall.SIGINT)
+		r := p.wait(t, 20*time.Second)
+		time.Sleep(50 * time.Millisecond) // (time to die of a return gone wrong)
+		if prog.exited() {
+			t.Fatalf("cycle %d: the program ended: %v\nprobe: %v", i, prog.res, r)
+		}
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("cycle %d: probe record: %v", i, r)
+		}
+		info := mustProbe(t, "report", "--info", rec).stdout
+		m := regexp.MustCompile(`(?m)^# records: +(\d+) \(whole\).*\n# raw: +(\d+) of them`).FindStringSubmatch(info)
+		if m == nil || m[1] != m[2] || !strings.Contains(info, "calls in progress at the detach") {
+			t.Errorf("cycle %d: probe report --info: want every record decoded and the calls in progress said; got\n%s", i, info)
+		}
+	}
+	prog.signal(t, syscall.SIGTERM)
+	if r := prog.wait(t, 10*time.Second); r.stderr != "" {
+		t.Errorf("rawmix: %v", r)
+	}
+}

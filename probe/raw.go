@@ -1,0 +1,307 @@
+package probe
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/ring"
+)
+
+// Raw capture (probe record), as perf record and uftrace record keep
+// what the tracee wrote and decode it when the trace is read: with a
+// RawOutput set before Start, a function_graph alone (no probes, no
+// --args, no -f, C functions) hands each record on as the rings hold it
+// (its registers and stack words, its site's id, its time), and does
+// nothing else with it. A Decoder makes of them, later, the events the
+// tracer would have made live: it is the same code (deliverRecord and
+// the call stacks after it) run on a Tracer with no process.
+//
+// Decoding live costs ~250 ns a record, against ~40 ns to take it from
+// the rings (2M calls: probe record 0.93 s, uftrace record 0.26 s); it
+// is what made probe record slower than the tracee it records.
+//
+// Live, the tracer then keeps no frames of the calls the tracee hooked:
+// the tracee's own shadow stacks send its threads home. Its frames of
+// the calls it hooks at a stop (functions no jump fits) stay, and what
+// it learnt from the tracee's frames beside them it now asks the tracee
+// (rawHome, returning's rawTramp). The entries and returns of those
+// calls go among the tracee's records, made at the stops (rawEntry,
+// rawReturn).
+
+// RawOutput takes raw records, on the tracer's threads, under the lock
+// its handlers run under.
+type RawOutput interface {
+	// Begin gives the tables, before anything else.
+	Begin(RawTables)
+	// Site says what the records of one site hold, before the first.
+	Site(RawSite)
+	// ThreadName names a thread before its first record.
+	ThreadName(tid int, comm string)
+	Record(RawRecord)
+	// ThreadGone says a thread has exited (its calls left open are
+	// lost), at time, after its last record; cpu is the CPU the live
+	// trace would have shown.
+	ThreadGone(tid, cpu int, time int64)
+	// RingLost says a thread's ring has dropped records (full).
+	RingLost(tid int)
+}
+
+// RawTables are what decoding a tracer's raw records needs besides its
+// sites: its process, the tracee's return trampoline, the function
+// tracer's options.
+type RawTables struct {
+	Pid        int
+	Trampoline uint64
+	// MaxDepth and GraphFunctions are the function tracer's
+	// (GraphFunctions: some function is a --graph-function).
+	MaxDepth       int
+	GraphFunctions bool
+	// TracerTrampoline is where the tracer sends the returns it hooks
+	// at a stop: a tail call from such a call finds it at sp.
+	TracerTrampoline uint64
+}
+
+// RawSite is what the records of a site hold (codegen.RecordStub), and
+// the function it is the entry of.
+type RawSite struct {
+	ID         uint32
+	Addr       uint64
+	Func       string
+	Graph      bool // a --graph-function
+	Notrace    bool // --notrace: its calls hide the calls below
+	Regs       []int
+	StackWords int
+	Hook       bool
+}
+
+// RawRecord is one record as the tracee wrote it, its stamp turned into
+// CLOCK_MONOTONIC nanoseconds and its CPU known. Values are valid only
+// during the call that hands it on.
+type RawRecord struct {
+	Tid, CPU int
+	Time     int64
+	Site     uint32
+	Values   []uint64
+}
+
+// ReturnSite is the site id of a return record (the trampoline's).
+const ReturnSite = codegen.ReturnRecord
+
+// rawState is the tracer's raw capture.
+type rawState struct {
+	out       RawOutput // SetRawOutput's
+	on        bool      // capturing (decided at Start; off at an exec)
+	began     bool      // it was on
+	tables    RawTables
+	announced []bool       // by site id: its RawSite given
+	named     map[int]bool // threads named, not gone
+	lastTid   int
+	lost      map[int]bool      // threads whose ring's losses were said
+	trapIDs   map[uint64]uint32 // the site ids of functions that stop the thread, by address
+	vals      []uint64          // a record made at a stop, reused
+}
+
+// SetRawOutput asks for raw capture into out, if what is traced allows
+// it (see RawCapture); call it before Start.
+func (t *Tracer) SetRawOutput(out RawOutput) error {
+	return t.do(func(int) error {
+		t.raw.out = out
+		return nil
+	})
+}
+
+// RawCapture reports whether the records went raw to the RawOutput
+// (decided at Start: false before), and the tables their Decoder needs.
+func (t *Tracer) RawCapture() (RawTables, bool) {
+	if !t.isReady() {
+		return RawTables{}, false
+	}
+	return t.raw.tables, t.raw.began
+}
+
+// startRaw turns raw capture on at Start if it was asked for and every
+// traced function records in the tracee.
+func (t *Tracer) startRaw() {
+	if t.raw.out == nil || !t.rawCapturable() {
+		return
+	}
+	r := &t.raw
+	r.on, r.began, r.named, r.lost = true, true, map[int]bool{}, map[int]bool{}
+	r.tables = RawTables{Pid: t.pid, Trampoline: t.inproc.trampoline, TracerTrampoline: t.ret.trampoline,
+		MaxDepth: t.ft.opts.MaxDepth, GraphFunctions: len(t.ft.opts.GraphFunction) > 0}
+	r.out.Begin(r.tables)
+}
+
+// rawCapturable reports whether the tracer's work is a function_graph
+// alone whose every function records in the tracee.
+func (t *Tracer) rawCapturable() bool {
+	ft := t.ft
+	if ft == nil || t.inproc == nil || t.follow.on || len(t.probes) > 0 {
+		return false
+	}
+	o := &ft.opts
+	if !o.Returns || o.Callers || o.Args || o.FromMain || o.Stack || o.Handler == nil {
+		return false
+	}
+	for _, s := range t.sites {
+		if s.fn == nil && s.fnRet == nil {
+			continue // the tracer's own (an unwinder's entry, the linker's)
+		}
+		if s.fn == nil || s.fn.isGo || len(s.returns) > 0 || len(s.probes) > 0 {
+			return false
+		}
+		if s.opt != nil && s.opt.record != nil && !s.opt.record.code.Hook {
+			return false
+		}
+	}
+	return true
+}
+
+// captureRecord hands rec on raw.
+func (t *Tracer) captureRecord(rec *ring.Record) {
+	in, r := t.inproc, &t.raw
+	if len(in.quiet) > 0 && in.quiet[rec.Tid] {
+		return // a vfork child's
+	}
+	if rec.Site != codegen.ReturnRecord {
+		if int(rec.Site) >= len(r.announced) || !r.announced[rec.Site] {
+			rs := in.sites[rec.Site]
+			if rs == nil {
+				return
+			}
+			t.announceSite(rec.Site, rs)
+		}
+	}
+	if rec.Tid != r.lastTid {
+		t.rawNamed(rec.Tid)
+		r.lastTid = rec.Tid
+	}
+	cpu := rec.CPU
+	if cpu == ring.UnknownCPU {
+		cpu = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
+	}
+	r.out.Record(RawRecord{Tid: rec.Tid, CPU: cpu, Time: in.clock.Time(rec.TSC), Site: rec.Site, Values: rec.Values})
+}
+
+func (t *Tracer) announceSite(id uint32, rs *recordSite) {
+	r := &t.raw
+	for int(id) >= len(r.announced) {
+		r.announced = append(r.announced, false)
+	}
+	r.announced[id] = true
+	s := RawSite{ID: id, Addr: rs.site.addr, Regs: rs.code.Regs, StackWords: rs.code.StackWords, Hook: rs.code.Hook}
+	if fn := rs.site.fn; fn != nil {
+		s.Func, s.Graph, s.Notrace = fn.name, fn.graph, fn.notrace
+	}
+	r.out.Site(s)
+}
+
+// rawThreadGone says that thread tid is gone, its records drained, as
+// the live trace says it on cpu at time now.
+func (t *Tracer) rawThreadGone(tid, cpu int, now int64) {
+	r := &t.raw
+	if !r.on || !r.named[tid] {
+		return
+	}
+	t.noteRawLost()
+	delete(r.named, tid)
+	r.lastTid = 0
+	r.out.ThreadGone(tid, cpu, now)
+}
+
+// noteRawLost says which threads' rings have dropped records since it
+// last looked.
+func (t *Tracer) noteRawLost() {
+	r := &t.raw
+	if !r.on || t.inproc == nil {
+		return
+	}
+	for tid := range r.named {
+		if !r.lost[tid] && t.inproc.rings.LostOf(tid) > 0 {
+			r.lost[tid] = true
+			r.out.RingLost(tid)
+		}
+	}
+}
+
+// Functions that stop the thread (no jump fits) are recorded too: their
+// entries and returns, made at the stops, go among the tracee's records
+// as records of sites of their own that record every register (and on
+// x86-64 the return address at sp); the tracer hooks their returns with
+// its own trampoline (frameRaw), as it does live.
+
+// rawTrapSite is the first site id of the functions that stop the
+// thread, far above the tracee's record sites'.
+const rawTrapSite = 1 << 30
+
+// regsWords is how many words unix.PtraceRegs is.
+var regsWords = len(regWords(nil))
+
+// rawEntry records the entry of s at a stop: the registers, the return
+// address ret read at the entry, whether the return was hooked.
+func (t *Tracer) rawEntry(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, ret uint64, hooked bool) {
+	r := &t.raw
+	id, ok := r.trapIDs[s.addr]
+	if !ok {
+		if r.trapIDs == nil {
+			r.trapIDs = map[uint64]uint32{}
+		}
+		id = rawTrapSite + uint32(len(r.trapIDs))
+		r.trapIDs[s.addr] = id
+		offs := make([]int, regsWords)
+		for i := range offs {
+			offs[i] = 8 * i
+		}
+		rs := RawSite{ID: id, Addr: s.addr, Func: s.fn.name, Graph: s.fn.graph, Notrace: s.fn.notrace, Regs: offs, Hook: true}
+		if returnInSlot {
+			rs.StackWords = 1 // the return address at sp (recordedCaller)
+		}
+		r.out.Site(rs)
+	}
+	vals := append(r.vals[:0], regWords(regs)[:]...)
+	if returnInSlot {
+		vals = append(vals, ret)
+	}
+	h := uint64(0)
+	if hooked {
+		h = 1
+	}
+	r.vals = append(vals, h)
+	t.rawNamed(tid)
+	r.out.Record(RawRecord{Tid: tid, CPU: hit.CPU, Time: hit.Time, Site: id, Values: r.vals})
+}
+
+// rawReturn records a return through the tracer's trampoline at slot,
+// as the tracee's trampoline records one (codegen.ReturnValues).
+func (t *Tracer) rawReturn(tid int, regs *unix.PtraceRegs, slot uint64, hit *Hit) {
+	r := &t.raw
+	w := regWords(regs)
+	r.vals = append(r.vals[:0], slot, w[resultOff/8], w[result2Off/8], 0)
+	t.rawNamed(tid)
+	r.out.Record(RawRecord{Tid: tid, CPU: hit.CPU, Time: hit.Time, Site: ReturnSite, Values: r.vals})
+}
+
+// rawNamed names thread tid if its name has not been given.
+func (t *Tracer) rawNamed(tid int) {
+	if r := &t.raw; !r.named[tid] {
+		r.named[tid] = true
+		r.out.ThreadName(tid, t.threadComm(tid))
+	}
+}
+
+// rawHome is where a thread on the tracer's trampoline returning from
+// slot goes: ret, but under raw capture, when the tracee's frame at the
+// slot is gone (a later tail call's hook replaced it), the home of the
+// frame that returns there, for ret would be the in-process trampoline
+// with no frame (rawReturn: the tracer keeps no frame of that call).
+func (t *Tracer) rawHome(cs *callStack, slot uint64, through bool, ret uint64) uint64 {
+	if !t.raw.on || through {
+		return ret
+	}
+	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot; i-- {
+		if h := cs.frames[i].home; h != 0 {
+			ret = h
+		}
+	}
+	return ret
+}

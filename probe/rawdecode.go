@@ -1,0 +1,96 @@
+package probe
+
+import (
+	"fmt"
+
+	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/ring"
+)
+
+// Decoder turns raw records (raw.go) into the function tracer's events,
+// as the tracer would have made them live: it is a Tracer with no
+// process, whose records come from a recording, run through the same
+// replay (deliverRecord, the call stacks, the function tracer's
+// filters).
+type Decoder struct {
+	t *Tracer
+	// lost are the threads whose rings dropped records (RingLost), for
+	// lose's count of returns not recorded.
+	lost map[int]bool
+	rec  ring.Record // handed to deliverRecord, reused
+}
+
+// NewDecoder makes the decoder of a tracer's raw records, which hands
+// its events to handler.
+func NewDecoder(tables RawTables, handler func(*FuncEvent)) *Decoder {
+	t := &Tracer{pid: tables.Pid, probes: map[string]*Probe{}}
+	t.newAddressSpace()
+	t.inproc = &inproc{sites: map[uint32]*recordSite{}, trampoline: tables.Trampoline}
+	t.ret.trampoline = tables.TracerTrampoline
+	opts := FuncTraceOptions{Returns: true, MaxDepth: tables.MaxDepth, Handler: handler}
+	if tables.GraphFunctions {
+		opts.GraphFunction = []string{"(recorded)"} // (only whether there are any matters here)
+	}
+	t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
+	d := &Decoder{t: t, lost: map[int]bool{}}
+	t.decoding = d
+	return d
+}
+
+// Site takes what a site's records hold.
+func (d *Decoder) Site(s RawSite) error {
+	if s.ID == codegen.ReturnRecord || d.t.inproc.sites[s.ID] != nil {
+		return fmt.Errorf("site %d given twice", s.ID)
+	}
+	for _, off := range s.Regs {
+		if off < 0 || off%8 != 0 || off/8 >= regsWords {
+			return fmt.Errorf("site %d: no register at offset %d", s.ID, off)
+		}
+	}
+	if s.StackWords < 0 || s.StackWords > codegen.RecordStackMax {
+		return fmt.Errorf("site %d: %d stack words", s.ID, s.StackWords)
+	}
+	st := &site{addr: s.Addr, funcName: s.Func, fn: &traceFunc{name: s.Func, graph: s.Graph, notrace: s.Notrace}}
+	d.t.inproc.sites[s.ID] = &recordSite{site: st, code: &codegen.RecordStub{Site: s.ID, Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook}}
+	return nil
+}
+
+// ThreadName names a thread.
+func (d *Decoder) ThreadName(tid int, comm string) {
+	d.t.comms[tid] = comm
+}
+
+// Record decodes one record.
+func (d *Decoder) Record(r RawRecord) error {
+	if r.Site != codegen.ReturnRecord && d.t.inproc.sites[r.Site] == nil {
+		return fmt.Errorf("a record of site %d, never described", r.Site)
+	}
+	if _, ok := d.t.comms[r.Tid]; !ok {
+		return fmt.Errorf("a record of thread %d, never named", r.Tid)
+	}
+	d.rec = ring.Record{Tid: r.Tid, Site: r.Site, CPU: r.CPU, TSC: uint64(r.Time), Values: r.Values}
+	d.t.deliverRecord(&d.rec)
+	return nil
+}
+
+// ThreadGone closes the calls a gone thread left open: lost.
+func (d *Decoder) ThreadGone(tid, cpu int, time int64) {
+	d.t.threadGoneAt(tid, cpu, time)
+	delete(d.lost, tid)
+}
+
+// RingLost notes that a thread's ring dropped records.
+func (d *Decoder) RingLost(tid int) { d.lost[tid] = true }
+
+// Stats are the returns lost and not recorded, and, at the end of a
+// recording made attached (detached at its end), the calls still in
+// progress: what the tracer's Stats say of them live.
+func (d *Decoder) Stats() Stats {
+	s := Stats{LostReturns: d.t.ret.lost, UnrecordedReturns: d.t.ret.unrecorded}
+	for tid := range d.t.ret.shadow {
+		for _, cs := range d.t.ret.threadStacks(tid) {
+			s.CallsInProgress += uint64(len(cs.frames))
+		}
+	}
+	return s
+}
