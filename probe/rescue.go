@@ -448,11 +448,17 @@ func (t *Tracer) rescueSite(st *site) {
 		// (Every breakpoint of padBreakpoint's.)
 		t.rescuePC(st.addr+uint64(k)+singlestep.BreakpointPCAdjust, st.addr, codegen.RescueGoOn)
 	}
-	if singlestep.BreakpointPCAdjust > 0 && len(st.orig) == 1 {
-		// An int3 over a one-byte instruction would leave a thread
-		// whose stop we took on the next: such threads are put back on
-		// the int3 before we take their stops (tracee/rewind.go), and
-		// one we die before taking traps with pc at the int3.
+	if singlestep.BreakpointPCAdjust > 0 {
+		// A thread whose stop we took goes on from one past the int3
+		// if we die: over a one-byte instruction that is the next, and
+		// over a longer one the padding's next int3, until the first
+		// thread in our handler has put the text back; then it runs
+		// the instruction from its second byte (a rip-relative lea
+		// without its REX.W made a 32-bit address: SIGSEGV, one kill
+		// in four with two threads through a function that stops).
+		// So every such thread is put back on the int3 before we take
+		// its stop (tracee/rewind.go), and one we die before taking
+		// traps with pc at the int3.
 		t.proc.Rewind = t.rewindsTo
 		if _, ok := t.traps.rescue.pcs.at[st.addr]; !ok {
 			t.rescuePC(st.addr, st.addr, codegen.RescueGoOn)
@@ -469,10 +475,9 @@ func (t *Tracer) rescueSite(st *site) {
 }
 
 // rewindsTo reports whether a thread that trapped with pc is one past the
-// breakpoint of a site over a one-byte instruction.
+// breakpoint of a site.
 func (t *Tracer) rewindsTo(pc uint64) bool {
-	st := t.sites[pc-singlestep.BreakpointPCAdjust]
-	return st != nil && len(st.orig) == 1
+	return t.sites[pc-singlestep.BreakpointPCAdjust] != nil
 }
 
 // rescueTrampoline tells the handler of the trampoline's traps at trap.
