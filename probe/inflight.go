@@ -63,8 +63,12 @@ func (cs *callStack) returnTarget(slot uint64, throughTracee bool, rawTramp uint
 // Under raw capture (rawTramp, the in-process trampoline) the tracer
 // keeps no frames of the calls the tracee hooked: with throughTracee the
 // frames that return are those entered after the tracee's hook, which
-// found its trampoline at the slot (a tail call takes its caller's).
+// found its trampoline at the slot (a tail call takes its caller's); if
+// the newest was not, the tracee's frame is not its caller's.
 func (cs *callStack) returning(slot uint64, throughTracee bool, rawTramp uint64) int {
+	if top := cs.topOrNil(); rawTramp != 0 && top != nil && top.ret != rawTramp {
+		throughTracee = false
+	}
 	n, hijacked := 0, false
 	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot; i-- {
 		f := &cs.frames[i]

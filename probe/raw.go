@@ -10,7 +10,7 @@ import (
 // Raw capture (probe record), as perf record and uftrace record keep
 // what the tracee wrote and decode it when the trace is read: with a
 // RawOutput set before Start, a function_graph alone (no probes, no
-// --args, no -f, C functions) hands each record on as the rings hold it
+// --args, no -f, C functions; x86-64) hands each record on as the rings hold it
 // (its registers and stack words, its site's id, its time), and does
 // nothing else with it. A Decoder makes of them, later, the events the
 // tracer would have made live: it is the same code (deliverRecord and
@@ -136,7 +136,11 @@ func (t *Tracer) startRaw() {
 // alone whose every function records in the tracee.
 func (t *Tracer) rawCapturable() bool {
 	ft := t.ft
-	if ft == nil || t.inproc == nil || t.follow.on || len(t.probes) > 0 {
+	if ft == nil || t.inproc == nil || t.follow.on || len(t.probes) > 0 || !returnInSlot {
+		// (arm64: the tracer's frames of the calls the tracee hooked
+		// say where each function saved its return address, which the
+		// detach gives back: without them the program died of SIGSEGV
+		// at the first detach.)
 		return false
 	}
 	o := &ft.opts

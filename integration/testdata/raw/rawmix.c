@@ -24,15 +24,18 @@ __attribute__((noinline)) long work2(long x)
 	return s;
 }
 
-/* trapper(x) is work2(x), tail-called through an indirect jump (which
- * makes it stop the thread). */
-long trapper(long);
+/* trapper(x, trapper_body) is work2(x), tail-called through a register
+ * branch, which makes it stop the thread: x86-64, the branch is not its
+ * first instruction (a rip-relative lea with REX.W is); arm64, whose b
+ * covers any one word, it is (br x1, to trapper_body). */
+long trapper(long x, void *body);
+void trapper_body(void);
 #if defined(__x86_64__)
-__asm__(".text\n.globl trapper\n.type trapper,@function\ntrapper:\n"
-	"  lea 1f(%rip), %rax\n  jmp *%rax\n1: jmp work2\n.size trapper,.-trapper\n");
+__asm__(".text\n.globl trapper, trapper_body\n.type trapper,@function\ntrapper:\n"
+	"  lea trapper_body(%rip), %rax\n  jmp *%rax\ntrapper_body:\n  jmp work2\n.size trapper,.-trapper\n");
 #elif defined(__aarch64__)
-__asm__(".text\n.globl trapper\n.type trapper,@function\ntrapper:\n"
-	"  adr x2, 1f\n  br x2\n1: b work2\n.size trapper,.-trapper\n");
+__asm__(".text\n.globl trapper, trapper_body\n.type trapper,%function\ntrapper:\n"
+	"  br x1\n.size trapper,.-trapper\ntrapper_body:\n  b work2\n");
 #endif
 
 /* A jump table (recorded in the tracee all the same). Cases 0 and 6
@@ -55,7 +58,7 @@ __attribute__((noinline)) long sw(long x)
  * tail-calls work2, recorded in the tracee. */
 __attribute__((noinline)) long tailtrap(long x)
 {
-	return trapper(x + 1);
+	return trapper(x + 1, trapper_body);
 }
 
 __attribute__((noinline)) long tailin(long x)
