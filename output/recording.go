@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/probedbg/probe/fetch"
+	"github.com/probedbg/probe/internal/varint"
 )
 
 // A recording is a trace kept to be reported later (probe record, then
@@ -522,36 +523,15 @@ var errBadRecord = errors.New("a record that cannot be read")
 // recordReader reads a record's payload: its varints and string ids,
 // noting the first that cannot be read.
 type recordReader struct {
-	b       []byte
+	varint.Reader
 	strings []string
-	bad     bool
-}
-
-func (d *recordReader) uv() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *recordReader) sv() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
 }
 
 // id reads a string id, checked against the table.
 func (d *recordReader) id() uint64 {
-	id := d.uv()
+	id := d.Uvarint()
 	if id >= uint64(len(d.strings)) {
-		d.bad = true
+		d.Bad = true
 		return 0
 	}
 	return id
@@ -560,21 +540,21 @@ func (d *recordReader) id() uint64 {
 // fields reads a record's fields: their count, then each's name and
 // value.
 func (d *recordReader) fields() ([]fetch.Field, error) {
-	nf := d.uv()
-	if nf == 0 || d.bad {
+	nf := d.Uvarint()
+	if nf == 0 || d.Bad {
 		return nil, nil
 	}
-	if nf > uint64(len(d.b)) {
+	if nf > uint64(len(d.B)) {
 		return nil, errBadRecord
 	}
 	fs := make([]fetch.Field, nf)
 	for i := range fs {
 		fs[i].Name = d.strings[d.id()]
-		if d.bad {
+		if d.Bad {
 			return nil, errBadRecord
 		}
 		var err error
-		if d.b, err = fs[i].Value.DecodeBinary(d.b); err != nil {
+		if d.B, err = fs[i].Value.DecodeBinary(d.B); err != nil {
 			return nil, err
 		}
 	}
@@ -583,11 +563,11 @@ func (d *recordReader) fields() ([]fetch.Field, error) {
 
 // stack reads a record's stack: its count, then each frame's string.
 func (d *recordReader) stack() ([]string, error) {
-	ns := d.uv()
-	if ns == 0 || d.bad {
+	ns := d.Uvarint()
+	if ns == 0 || d.Bad {
 		return nil, nil
 	}
-	if ns > uint64(len(d.b)) {
+	if ns > uint64(len(d.B)) {
 		return nil, errBadRecord
 	}
 	st := make([]string, ns)
@@ -602,32 +582,32 @@ func (rec *Recording) decode(b []byte, r *Record) error {
 	if rec.version == 2 {
 		return rec.decodeV2(b, r)
 	}
-	d := recordReader{b: b, strings: rec.strings}
+	d := recordReader{Reader: varint.Reader{B: b}, strings: rec.strings}
 	p := &rec.prev
-	head := d.uv()
+	head := d.Uvarint()
 	*r = Record{Kind: Kind(head & (1<<kindBits - 1))}
-	p.time += d.sv()
+	p.time += d.Varint()
 	r.Time = p.time
 	if head&hasFunc != 0 {
 		p.fn = d.id()
 	}
 	if head&hasDepth != 0 {
-		p.depth = int(d.sv())
+		p.depth = int(d.Varint())
 	}
 	if head&hasEntry != 0 {
-		r.EntryTime = r.Time + d.sv()
+		r.EntryTime = r.Time + d.Varint()
 	}
 	if head&hasTid != 0 {
-		p.tid = int(d.sv())
+		p.tid = int(d.Varint())
 	}
 	if head&hasCPU != 0 {
-		p.cpu = int(d.sv())
+		p.cpu = int(d.Varint())
 	}
 	if head&hasLane != 0 {
-		p.lane = d.sv()
+		p.lane = d.Varint()
 	}
 	if head&hasPid != 0 {
-		p.pid = int(d.sv())
+		p.pid = int(d.Varint())
 	}
 	for _, f := range [...]struct {
 		bit uint64
@@ -638,7 +618,7 @@ func (rec *Recording) decode(b []byte, r *Record) error {
 		}
 	}
 	if head&hasGoroutine != 0 {
-		p.goroutine = d.sv()
+		p.goroutine = d.Varint()
 	}
 	var err error
 	if head&hasFields != 0 && err == nil {
@@ -650,7 +630,7 @@ func (rec *Recording) decode(b []byte, r *Record) error {
 	if err != nil {
 		return err
 	}
-	if d.bad || head>>(kindBits+14) != 0 {
+	if d.Bad || head>>(kindBits+14) != 0 {
 		return errBadRecord
 	}
 	r.CPU, r.Pid, r.Tid, r.Lane, r.Goroutine, r.Depth = p.cpu, p.pid, p.tid, p.lane, p.goroutine, p.depth

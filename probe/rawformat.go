@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/probedbg/probe/internal/varint"
 )
 
 // The frames a raw capture adds to a recording (docs/recording.md has
@@ -171,7 +173,7 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 	if rr.dec == nil {
 		return errors.New("raw records before their tables")
 	}
-	d := rawBytes{b: b}
+	d := varint.Reader{B: b}
 	switch kind {
 	case RawSiteFrame:
 		var s RawSite
@@ -180,42 +182,42 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 		}
 		return rr.dec.Site(s)
 	case RawNameFrame:
-		tid := d.sv()
-		rr.dec.ThreadName(int(tid), string(d.b))
+		tid := d.Varint()
+		rr.dec.ThreadName(int(tid), string(d.B))
 	case RawGoneFrame:
-		tid, cpu, time := d.sv(), d.sv(), d.sv()
-		if d.bad {
+		tid, cpu, time := d.Varint(), d.Varint(), d.Varint()
+		if d.Bad {
 			return errRawDamaged
 		}
 		rr.dec.ThreadGone(int(tid), int(cpu), time)
 	case RawLostFrame:
-		rr.dec.RingLost(int(d.sv()))
+		rr.dec.RingLost(int(d.Varint()))
 	case RawRecordsFrame:
 		return rr.records(&d)
 	}
-	if d.bad {
+	if d.Bad {
 		return errRawDamaged
 	}
 	return nil
 }
 
 // records decodes a frame of records.
-func (rr *RawReader) records(d *rawBytes) error {
+func (rr *RawReader) records(d *varint.Reader) error {
 	c := &rr.codec
-	for len(d.b) > 0 {
-		head := d.uv()
+	for len(d.B) > 0 {
+		head := d.Uvarint()
 		n := head >> 2
-		if n > uint64(len(d.b)) {
+		if n > uint64(len(d.B)) {
 			return errRawDamaged
 		}
 		if head&1 != 0 {
-			c.tid = int(d.sv())
+			c.tid = int(d.Varint())
 		}
 		if head&2 != 0 {
-			c.cpu = int(d.sv())
+			c.cpu = int(d.Varint())
 		}
-		site := d.uv()
-		c.time += d.sv()
+		site := d.Uvarint()
+		c.time += d.Varint()
 		if site > 1<<32-1 {
 			return errRawDamaged
 		}
@@ -226,9 +228,9 @@ func (rr *RawReader) records(d *rawBytes) error {
 			if i < len(*prev) {
 				p = (*prev)[i]
 			}
-			rr.values = append(rr.values, p+uint64(d.sv()))
+			rr.values = append(rr.values, p+uint64(d.Varint()))
 		}
-		if d.bad {
+		if d.Bad {
 			return errRawDamaged
 		}
 		*prev = append((*prev)[:0], rr.values...)
@@ -245,32 +247,4 @@ func (rr *RawReader) Stats() Stats {
 		return Stats{}
 	}
 	return rr.dec.Stats()
-}
-
-// rawBytes reads varints, noting the first that cannot be read.
-type rawBytes struct {
-	b   []byte
-	bad bool
-}
-
-func (d *rawBytes) uv() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad = true
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *rawBytes) sv() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.bad = true
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
 }

@@ -70,8 +70,9 @@ func funcRecord(ev *probe.FuncEvent) output.Record {
 // notes of the returns the decoder found lost.
 func rawReplay() output.FrameHandler {
 	var out output.ReplayOut
+	var r output.Record // (one, reused: a record made per call escaped to the heap)
 	rr := probe.NewRawReader(func(ev *probe.FuncEvent) {
-		r := funcRecord(ev)
+		r = funcRecord(ev)
 		out.Record(&r)
 	})
 	return func(kind byte, payload []byte, o output.ReplayOut) error {
