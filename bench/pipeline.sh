@@ -10,7 +10,8 @@
 #   lua    Lua 5.4.4 running bench/lua/bench.lua (~284,000 C calls)
 # then bench/mixed.c built with each kind of compiler-placed site
 # (issue 38): probe's function_graph on each against the build without
-# sites (x plain), and uftrace record on those it takes.
+# sites (x plain), and uftrace record on those it takes; last, one
+# drain's raw capture throughput (go test -bench RawCapture ./probe).
 # Each row is the median wall time of RUNS runs (default 3); the calls its
 # output holds (of function_graph: its lines that open or are a call; "-"
 # where not counted); the events the rings lost and the time the threads
@@ -134,3 +135,8 @@ done
 for name in pg fentry; do
 	row "uftrace record, $name" "echo -" - uftrace record -d "$out/ut.data" "$out/mixed-$name"
 done
+
+# One drain's capture throughput, the rings merged and each record
+# encoded raw (probe.BenchmarkRawCapture; issue 36's target: 10 million
+# records a second).
+go test -run XXX -bench RawCapture -benchtime 200x ./probe | awk '/records\/s/ { printf "\n# %-42s %12.0f records/s\n", "raw capture, one drain (go test -bench)", $(NF-1) }'
