@@ -929,6 +929,9 @@ func printPaths(t *probe.Tracer, s *sink) {
 		in, stops := t.FuncPaths()
 		fmt.Fprintf(os.Stderr, "probe: function tracer: %d functions in-process%s\n", in, stopsNote(stops))
 	}
+	if _, raw := t.RawCapture(); raw {
+		fmt.Fprintf(os.Stderr, "probe: recorded raw: the records as the tracee makes them, decoded by probe report\n")
+	}
 }
 
 // stopsNote is ", N stop the thread (WHY: n, ...)", the most frequent
