@@ -640,67 +640,24 @@ func (rec *Recording) decode(b []byte, r *Record) error {
 
 // decodeV2 reads a version 2 record, every field given.
 func (rec *Recording) decodeV2(b []byte, r *Record) error {
-	bad := false
-	uv := func() uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	sv := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() string {
-		id := uv()
-		if id >= uint64(len(rec.strings)) {
-			bad = true
-			return ""
-		}
-		return rec.strings[id]
-	}
-	r.Kind = Kind(uv())
-	rec.lastTime += sv()
+	d := recordReader{Reader: varint.Reader{B: b}, strings: rec.strings}
+	str := func() string { return rec.strings[d.id()] }
+	r.Kind = Kind(d.Uvarint())
+	rec.lastTime += d.Varint()
 	r.Time = rec.lastTime
-	r.CPU, r.Pid, r.Tid = int(sv()), int(sv()), int(sv())
+	r.CPU, r.Pid, r.Tid = int(d.Varint()), int(d.Varint()), int(d.Varint())
 	r.Comm, r.Event, r.Where, r.Func, r.Caller = str(), str(), str(), str(), str()
-	if nf := uv(); nf > 0 && !bad {
-		if nf > uint64(len(b)) {
-			return errBadRecord
-		}
-		r.Fields = make([]fetch.Field, nf)
-		for i := range r.Fields {
-			r.Fields[i].Name = str()
-			if bad {
-				return errBadRecord
-			}
-			var err error
-			if b, err = r.Fields[i].Value.DecodeBinary(b); err != nil {
-				return err
-			}
-		}
+	var err error
+	if r.Fields, err = d.fields(); err != nil {
+		return err
 	}
-	if ns := uv(); ns > 0 && !bad {
-		if ns > uint64(len(b)) {
-			return errBadRecord
-		}
-		r.Stack = make([]string, ns)
-		for i := range r.Stack {
-			r.Stack[i] = str()
-		}
+	if r.Stack, err = d.stack(); err != nil {
+		return err
 	}
-	r.Depth = int(sv())
-	r.EntryTime = r.Time + sv()
-	r.Lane, r.Goroutine = sv(), sv()
-	if bad {
+	r.Depth = int(d.Varint())
+	r.EntryTime = r.Time + d.Varint()
+	r.Lane, r.Goroutine = d.Varint(), d.Varint()
+	if d.Bad {
 		return errBadRecord
 	}
 	return nil
