@@ -80,6 +80,16 @@ type shadowFrame struct {
 	home uint64
 }
 
+// returnsTo is where f's return sends the thread: its return address,
+// or, under raw capture, its home once the tracee's frame at its slot is
+// gone (!throughTracee: a later tail call's hook replaced it).
+func (f *shadowFrame) returnsTo(throughTracee bool) uint64 {
+	if !throughTracee && f.home != 0 {
+		return f.home
+	}
+	return f.ret
+}
+
 // has reports whether a frame of cs has its slot at sp.
 func (cs *callStack) has(sp uint64) bool {
 	if cs == nil {

@@ -12,16 +12,23 @@ import (
 // countInProgress adds the calls of live threads whose returns have not
 // come to the root's Stats().CallsInProgress.
 func (t *Tracer) countInProgress() {
+	n := t.callsOpen(func(tid int) bool { return t.proc.Thread(tid) != nil })
+	atomic.AddUint64(&t.top().ret.inProgress, uint64(n))
+}
+
+// callsOpen is how many calls the call stacks of the threads that live
+// says are alive hold: calls whose returns have not come.
+func (t *Tracer) callsOpen(live func(tid int) bool) int {
 	n := 0
 	for tid := range t.ret.shadow {
-		if t.proc.Thread(tid) == nil {
+		if !live(tid) {
 			continue
 		}
 		for _, cs := range t.ret.threadStacks(tid) {
 			n += len(cs.frames)
 		}
 	}
-	atomic.AddUint64(&t.top().ret.inProgress, uint64(n))
+	return n
 }
 
 // detachAll stops every thread, finishes or rewinds what each was doing

@@ -39,12 +39,12 @@ func (t *Tracer) rewindInFlight() {
 }
 
 // returnTarget is where a thread on the trampoline with its return slot at
-// slot goes back to: the original return address of the oldest frame
-// that returns there (returning, with throughTracee). ok is false if no
+// slot goes back to: where the oldest frame that returns there sends it
+// (returning, returnsTo, with throughTracee). ok is false if no
 // frame returns there.
 func (cs *callStack) returnTarget(slot uint64, throughTracee bool, rawTramp uint64) (ret uint64, ok bool) {
 	if n := cs.returning(slot, throughTracee, rawTramp); n > 0 {
-		return cs.frames[len(cs.frames)-n].ret, true
+		return cs.frames[len(cs.frames)-n].returnsTo(throughTracee), true
 	}
 	return 0, false
 }

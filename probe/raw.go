@@ -24,7 +24,7 @@ import (
 // the tracee's own shadow stacks send its threads home. Its frames of
 // the calls it hooks at a stop (functions no jump fits) stay, and what
 // it learnt from the tracee's frames beside them it now asks the tracee
-// (rawHome, returning's rawTramp). The entries and returns of those
+// (shadowFrame.returnsTo's home, returning's rawTramp). The entries and returns of those
 // calls go among the tracee's records, made at the stops (rawEntry,
 // rawReturn).
 
@@ -193,11 +193,19 @@ func (t *Tracer) announceSite(id uint32, rs *recordSite) {
 		r.announced = append(r.announced, false)
 	}
 	r.announced[id] = true
-	s := RawSite{ID: id, Addr: rs.site.addr, Regs: rs.code.Regs, StackWords: rs.code.StackWords, Hook: rs.code.Hook}
-	if fn := rs.site.fn; fn != nil {
+	s := rawSite(id, rs.site)
+	s.Regs, s.StackWords, s.Hook = rs.code.Regs, rs.code.StackWords, rs.code.Hook
+	r.out.Site(s)
+}
+
+// rawSite is site st as raw records name it, by id: its address and its
+// function.
+func rawSite(id uint32, st *site) RawSite {
+	s := RawSite{ID: id, Addr: st.addr}
+	if fn := st.fn; fn != nil {
 		s.Func, s.Graph, s.Notrace = fn.name, fn.graph, fn.notrace
 	}
-	r.out.Site(s)
+	return s
 }
 
 // rawThreadGone says that thread tid is gone, its records drained, as
@@ -230,8 +238,8 @@ func (t *Tracer) noteRawLost() {
 
 // Functions that stop the thread (no jump fits) are recorded too: their
 // entries and returns, made at the stops, go among the tracee's records
-// as records of sites of their own that record every register (and on
-// x86-64 the return address at sp); the tracer hooks their returns with
+// as records of sites of their own that record every register and the
+// return address at sp; the tracer hooks their returns with
 // its own trampoline (frameRaw), as it does live.
 
 // rawTrapSite is the first site id of the functions that stop the
@@ -252,20 +260,16 @@ func (t *Tracer) rawEntry(tid int, regs *unix.PtraceRegs, s *site, hit *Hit, ret
 		}
 		id = rawTrapSite + uint32(len(r.trapIDs))
 		r.trapIDs[s.addr] = id
-		offs := make([]int, regsWords)
-		for i := range offs {
-			offs[i] = 8 * i
-		}
-		rs := RawSite{ID: id, Addr: s.addr, Func: s.fn.name, Graph: s.fn.graph, Notrace: s.fn.notrace, Regs: offs, Hook: true}
-		if returnInSlot {
-			rs.StackWords = 1 // the return address at sp (recordedCaller)
+		rs := rawSite(id, s)
+		rs.Regs, rs.StackWords, rs.Hook = make([]int, regsWords), 1, true
+		for i := range rs.Regs {
+			rs.Regs[i] = 8 * i
 		}
 		r.out.Site(rs)
 	}
-	vals := append(r.vals[:0], regWords(regs)[:]...)
-	if returnInSlot {
-		vals = append(vals, ret)
-	}
+	// The registers, then the return address at sp (recordedCaller:
+	// raw capture is x86-64's, rawCapturable).
+	vals := append(append(r.vals[:0], regWords(regs)[:]...), ret)
 	h := uint64(0)
 	if hooked {
 		h = 1
@@ -291,21 +295,4 @@ func (t *Tracer) rawNamed(tid int) {
 		r.named[tid] = true
 		r.out.ThreadName(tid, t.threadComm(tid))
 	}
-}
-
-// rawHome is where a thread on the tracer's trampoline returning from
-// slot goes: ret, but under raw capture, when the tracee's frame at the
-// slot is gone (a later tail call's hook replaced it), the home of the
-// frame that returns there, for ret would be the in-process trampoline
-// with no frame (rawReturn: the tracer keeps no frame of that call).
-func (t *Tracer) rawHome(cs *callStack, slot uint64, through bool, ret uint64) uint64 {
-	if !t.raw.on || through {
-		return ret
-	}
-	for i := len(cs.frames) - 1; i >= 0 && cs.frames[i].sp == slot; i-- {
-		if h := cs.frames[i].home; h != 0 {
-			ret = h
-		}
-	}
-	return ret
 }

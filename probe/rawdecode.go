@@ -86,11 +86,6 @@ func (d *Decoder) RingLost(tid int) { d.lost[tid] = true }
 // recording made attached (detached at its end), the calls still in
 // progress: what the tracer's Stats say of them live.
 func (d *Decoder) Stats() Stats {
-	s := Stats{LostReturns: d.t.ret.lost, UnrecordedReturns: d.t.ret.unrecorded}
-	for tid := range d.t.ret.shadow {
-		for _, cs := range d.t.ret.threadStacks(tid) {
-			s.CallsInProgress += uint64(len(cs.frames))
-		}
-	}
-	return s
+	open := d.t.callsOpen(func(int) bool { return true }) // (the threads not gone)
+	return Stats{LostReturns: d.t.ret.lost, UnrecordedReturns: d.t.ret.unrecorded, CallsInProgress: uint64(open)}
 }

@@ -130,17 +130,14 @@ func (t *Tracer) returnFrom(tid int, regs *unix.PtraceRegs) (ret uint64, ok bool
 		rawTramp = t.inproc.trampoline
 	}
 	if ret, ok := cs.returnTarget(slot, through, rawTramp); ok {
-		t.handling(tid, regs, t.rawHome(cs, slot, through, ret))
+		t.handling(tid, regs, ret)
 	}
 	for range cs.returning(slot, through, rawTramp) {
 		fr := cs.pop()
 		if fr.hijacked {
 			t.rescueReturned(tid, fr.sp)
 		}
-		ret = fr.ret
-		if !through && fr.home != 0 {
-			ret = fr.home
-		}
+		ret = fr.returnsTo(through)
 		t.returned(cs, &fr, hit)
 	}
 	return ret, true
