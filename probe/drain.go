@@ -245,11 +245,28 @@ func (t *Tracer) drainUpTo(limit int, all bool) int {
 	if all {
 		drain = in.rings.DrainAll
 	}
-	n := drain(limit, t.deliverRecord)
+	n := t.take(limit, func(limit int, take ring.Take) int { return drain(limit, take) })
 	t.collectTallies()
 	if len(in.gone) > 0 {
 		t.freeGone()
 	}
+	return n
+}
+
+// take runs drain, a pass of at most limit records (0: no bound), with
+// what takes its records: the handlers (deliverRecord), or under raw
+// capture the recording, a ring's records at a time (captureChunk), at
+// most rawPassMax of them: a pass's chunks are one frame, which its
+// reader merges whole.
+func (t *Tracer) take(limit int, drain func(limit int, take ring.Take) int) int {
+	if !t.raw.on {
+		return drain(limit, ring.Take{Record: t.deliverRecord})
+	}
+	if limit == 0 || limit > rawPassMax {
+		limit = rawPassMax
+	}
+	n := drain(limit, ring.Take{Chunk: t.captureChunk})
+	t.raw.out.EndChunks()
 	return n
 }
 
@@ -264,7 +281,13 @@ func (t *Tracer) drainUntil(tid int, stamp uint64) {
 		in.tids = append(in.tids, tid) // gone
 	}
 	t.untilDrained(func(limit int) bool {
-		return in.rings.DrainBefore(in.tids, stamp, limit, t.deliverRecord) == limit && limit != 0
+		more := false
+		t.take(limit, func(limit int, take ring.Take) int {
+			n := in.rings.DrainBefore(in.tids, stamp, limit, take)
+			more = n == limit && limit != 0
+			return n
+		})
+		return more
 	})
 	t.drainThread(tid)
 }
@@ -273,7 +296,12 @@ func (t *Tracer) drainUntil(tid int, stamp uint64) {
 // is stopped for a hit that comes after them, and waits for the room.
 func (t *Tracer) drainThread(tid int) {
 	t.untilDrained(func(limit int) bool {
-		_, more := t.inproc.rings.DrainThread(tid, limit, t.deliverRecord)
+		more := false
+		t.take(limit, func(limit int, take ring.Take) int {
+			var n int
+			n, more = t.inproc.rings.DrainThread(tid, limit, take)
+			return n
+		})
 		return more
 	})
 }

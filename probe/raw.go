@@ -1,6 +1,9 @@
 package probe
 
 import (
+	"maps"
+	"slices"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/codegen"
@@ -10,9 +13,10 @@ import (
 // Raw capture (probe record), as perf record and uftrace record keep
 // what the tracee wrote and decode it when the trace is read: with a
 // RawOutput set before Start, a function_graph alone (no probes, no
-// --args, no -f, C functions; x86-64) hands each record on as the rings hold it
-// (its registers and stack words, its site's id, its time), and does
-// nothing else with it. A Decoder makes of them, later, the events the
+// --args, no -f, C functions; x86-64) hands on each ring's run of
+// records as it lies there (ring.Chunk: their registers and stack words,
+// their site's id, their time), and does nothing else with them
+// (rawchunk.go encodes them). A Decoder makes of them, later, the events the
 // tracer would have made live: it is the same code (deliverRecord and
 // the call stacks after it) run on a Tracer with no process.
 //
@@ -37,7 +41,13 @@ type RawOutput interface {
 	Site(RawSite)
 	// ThreadName names a thread before its first record.
 	ThreadName(tid int, comm string)
+	// Record takes a record made at a stop.
 	Record(RawRecord)
+	// Chunk takes a run of a thread's records as its ring holds them,
+	// timed by line; cpu is the CPU of those whose own is unknown (-1:
+	// none is). The chunks of a drain's pass end with EndChunks.
+	Chunk(line ring.Line, cpu int, c *ring.Chunk)
+	EndChunks()
 	// ThreadGone says a thread has exited (its calls left open are
 	// lost), at time, after its last record; cpu is the CPU the live
 	// trace would have shown.
@@ -94,6 +104,7 @@ type rawState struct {
 	began     bool      // it was on
 	tables    RawTables
 	announced []bool       // by site id: its RawSite given
+	sitesSeen int          // len(inproc.sites) when announceSites last looked
 	named     map[int]bool // threads named, not gone
 	lastTid   int
 	lost      map[int]bool      // threads whose ring's losses were said
@@ -161,41 +172,51 @@ func (t *Tracer) rawCapturable() bool {
 	return true
 }
 
-// captureRecord hands rec on raw.
-func (t *Tracer) captureRecord(rec *ring.Record) {
+// rawPassMax bounds the records of a drain's pass under raw capture:
+// its chunks are one frame (~1 MiB), which its reader merges whole.
+const rawPassMax = 1 << 14
+
+// captureChunk hands on raw a run of a thread's records, as its ring
+// holds them.
+func (t *Tracer) captureChunk(c *ring.Chunk) {
 	in, r := t.inproc, &t.raw
-	if len(in.quiet) > 0 && in.quiet[rec.Tid] {
+	if len(in.quiet) > 0 && in.quiet[c.Tid] {
 		return // a vfork child's
 	}
-	if rec.Site != codegen.ReturnRecord {
-		if int(rec.Site) >= len(r.announced) || !r.announced[rec.Site] {
-			rs := in.sites[rec.Site]
-			if rs == nil {
-				return
-			}
-			t.announceSite(rec.Site, rs)
-		}
+	if len(in.sites) != r.sitesSeen {
+		t.announceSites()
 	}
-	if rec.Tid != r.lastTid {
-		t.rawNamed(rec.Tid)
-		r.lastTid = rec.Tid
+	if c.Tid != r.lastTid {
+		t.rawNamed(c.Tid)
+		r.lastTid = c.Tid
 	}
-	cpu := rec.CPU
-	if cpu == ring.UnknownCPU {
-		cpu = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
+	cpu := -1
+	if c.NoCPU {
+		cpu = t.cpuOf(c.Tid) // no rseq area: where the thread runs now
 	}
-	r.out.Record(RawRecord{Tid: rec.Tid, CPU: cpu, Time: in.clock.Time(rec.TSC), Site: rec.Site, Values: rec.Values})
+	r.out.Chunk(in.clock.Line(), cpu, c)
 }
 
-func (t *Tracer) announceSite(id uint32, rs *recordSite) {
+// announceSites describes the record sites not yet described, in the
+// order of their ids. A record of a site not described (one whose jump
+// went in after its records were taken) is dropped by the decoder, as
+// deliverRecord drops it live.
+func (t *Tracer) announceSites() {
 	r := &t.raw
-	for int(id) >= len(r.announced) {
-		r.announced = append(r.announced, false)
+	r.sitesSeen = len(t.inproc.sites)
+	for _, id := range slices.Sorted(maps.Keys(t.inproc.sites)) {
+		for int(id) >= len(r.announced) {
+			r.announced = append(r.announced, false)
+		}
+		if r.announced[id] {
+			continue
+		}
+		r.announced[id] = true
+		rs := t.inproc.sites[id]
+		s := rawSite(id, rs.site)
+		s.Regs, s.StackWords, s.Hook = rs.code.Regs, rs.code.StackWords, rs.code.Hook
+		r.out.Site(s)
 	}
-	r.announced[id] = true
-	s := rawSite(id, rs.site)
-	s.Regs, s.StackWords, s.Hook = rs.code.Regs, rs.code.StackWords, rs.code.Hook
-	r.out.Site(s)
 }
 
 // rawSite is site st as raw records name it, by id: its address and its

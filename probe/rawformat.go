@@ -16,7 +16,8 @@ const (
 	RawTablesFrame  = 'T' // RawTables, as JSON: once, before the rest
 	RawSiteFrame    = 'S' // a RawSite, as JSON
 	RawNameFrame    = 'N' // a thread's name: its id, then the name
-	RawRecordsFrame = 'w' // raw records, one after another
+	RawRecordsFrame = 'w' // raw records made at stops, one after another
+	RawChunksFrame  = 'C' // a drain pass's records as the rings held them
 	RawGoneFrame    = 'G' // a thread gone: its id, the CPU, the time
 	RawLostFrame    = 'L' // a thread's ring dropped records: its id
 )
@@ -43,9 +44,10 @@ func (c *rawCodec) prevOf(site uint32) *[]uint64 {
 // RawEncoder is a RawOutput that encodes into frames, handed to put in
 // order; a frame's payload is put's to keep.
 type RawEncoder struct {
-	put   func(kind byte, payload []byte)
-	codec rawCodec
-	batch []byte // records not yet put
+	put    func(kind byte, payload []byte)
+	codec  rawCodec
+	batch  []byte // records not yet put
+	chunks chunkEncoder
 }
 
 // NewRawEncoder makes an encoder that hands its frames to put.
@@ -139,6 +141,7 @@ type RawReader struct {
 	dec     *Decoder
 	codec   rawCodec
 	values  []uint64
+	pass    chunkHeap // a chunks frame's cursors, reused
 }
 
 // NewRawReader reads raw frames whose events go to handler.
@@ -149,7 +152,7 @@ func NewRawReader(handler func(*FuncEvent)) *RawReader {
 // IsRawFrame reports whether a frame of kind is a raw capture's.
 func IsRawFrame(kind byte) bool {
 	switch kind {
-	case RawTablesFrame, RawSiteFrame, RawNameFrame, RawRecordsFrame, RawGoneFrame, RawLostFrame:
+	case RawTablesFrame, RawSiteFrame, RawNameFrame, RawRecordsFrame, RawChunksFrame, RawGoneFrame, RawLostFrame:
 		return true
 	}
 	return false
@@ -194,6 +197,8 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 		rr.dec.RingLost(int(d.Varint()))
 	case RawRecordsFrame:
 		return rr.records(&d)
+	case RawChunksFrame:
+		return rr.chunks(&d)
 	}
 	if d.Bad {
 		return errRawDamaged

@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -11,7 +13,8 @@ import (
 )
 
 // rawSample is the frames of a raw capture: its tables, two sites, a
-// thread, an entry and its return, a ring's loss, the thread gone.
+// thread, an entry and its return as the rings held them (a chunk),
+// another pair made at stops, a ring's loss, the thread gone.
 func rawSample() (kinds []byte, payloads [][]byte) {
 	put := func(kind byte, payload []byte) {
 		kinds = append(kinds, kind)
@@ -21,16 +24,32 @@ func rawSample() (kinds []byte, payloads [][]byte) {
 	e.Begin(RawTables{Pid: 7, Trampoline: 0x1000})
 	e.Site(RawSite{ID: 1, Addr: 0x400000, Func: "work", Regs: []int{spOff}, StackWords: 1, Hook: true})
 	e.ThreadName(8, "w")
-	e.Record(RawRecord{Tid: 8, CPU: 1, Time: 100, Site: 1, Values: []uint64{0x7ff0, 0x401234, 1}})
-	e.Record(RawRecord{Tid: 8, CPU: 1, Time: 150, Site: ReturnSite, Values: []uint64{0x7ff0, 42, 0, 0}})
+	chunk := append(ringRecord(1, 1, 1100, 0x7ff0, 0x401234, 1), ringRecord(ReturnSite, ring.UnknownCPU, 1150, 0x7ff0, 42, 0, 0)...)
+	e.Chunk(ring.Line{TSC: 1000, NS: 0, PerTSC: 1}, 3, &ring.Chunk{Tid: 8, Bytes: [2][]byte{chunk[:48], chunk[48:]}, Records: 2})
+	e.EndChunks()
+	e.Record(RawRecord{Tid: 8, CPU: 1, Time: 300, Site: 1, Values: []uint64{0x7ff0, 0x401234, 1}})
+	e.Record(RawRecord{Tid: 8, CPU: 1, Time: 350, Site: ReturnSite, Values: []uint64{0x7ff0, 43, 0, 0}})
 	e.RingLost(8)
-	e.ThreadGone(8, 1, 200)
+	e.ThreadGone(8, 1, 400)
 	e.Flush()
 	return kinds, payloads
 }
 
-// TestRawRoundTrip: an entry and its return, encoded and decoded, are
-// the function tracer's entry and return of work, at their times.
+// ringRecord is a record as a ring holds it (ring's layout).
+func ringRecord(site uint32, cpu int, tsc uint64, values ...uint64) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, 1) // (its commit stamp: not read)
+	b = binary.LittleEndian.AppendUint64(b, uint64(site)<<32|uint64(cpu)<<16|uint64(ring.RecordHeader+8*len(values)))
+	b = binary.LittleEndian.AppendUint64(b, tsc)
+	for _, v := range values {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// TestRawRoundTrip: an entry and its return, from the rings and from
+// stops, encoded and decoded, are the function tracer's entries and
+// returns of work, at their times, on their CPUs (the chunk's for a
+// record with none).
 func TestRawRoundTrip(t *testing.T) {
 	var got []FuncEvent
 	rr := NewRawReader(func(ev *FuncEvent) { got = append(got, *ev) })
@@ -40,9 +59,25 @@ func TestRawRoundTrip(t *testing.T) {
 			t.Fatalf("frame %c: %v", k, err)
 		}
 	}
-	if len(got) != 2 || got[0].Kind != FuncEntry || got[1].Kind != FuncReturn || got[0].Func != "work" ||
-		got[0].Time != 100 || got[1].Time != 150 || got[1].EntryTime != 100 || got[0].Comm != "w" || got[0].CPU != 1 || got[0].Tid != 8 {
-		t.Fatalf("events %+v", got)
+	type ev struct {
+		kind      FuncEventKind
+		time, ent int64
+		cpu       int
+	}
+	var evs []ev
+	for _, g := range got {
+		if g.Func != "work" || g.Comm != "w" || g.Tid != 8 {
+			t.Fatalf("event %+v", g)
+		}
+		e := ev{kind: g.Kind, time: g.Time, cpu: g.CPU}
+		if g.Kind == FuncReturn {
+			e.ent = g.EntryTime
+		}
+		evs = append(evs, e)
+	}
+	want := []ev{{FuncEntry, 100, 0, 1}, {FuncReturn, 150, 100, 3}, {FuncEntry, 300, 0, 1}, {FuncReturn, 350, 300, 1}}
+	if !slices.Equal(evs, want) {
+		t.Fatalf("events %+v, want %+v", evs, want)
 	}
 }
 
@@ -106,14 +141,15 @@ func BenchmarkRawCapture(b *testing.B) {
 	}
 	rings := ring.New(mem, l)
 	enc := NewRawEncoder(func(byte, []byte) {})
+	line := ring.Line{PerTSC: 1}
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
 		fill()
 		b.StartTimer()
-		rings.DrainAll(0, func(r *ring.Record) {
-			enc.Record(RawRecord{Tid: r.Tid, CPU: r.CPU, Time: int64(r.TSC), Site: r.Site, Values: r.Values})
-		})
+		for rings.DrainAll(rawPassMax, ring.Take{Chunk: func(c *ring.Chunk) { enc.Chunk(line, -1, c) }}) > 0 {
+			enc.EndChunks()
+		}
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }

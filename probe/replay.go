@@ -127,10 +127,6 @@ func regWords(r *unix.PtraceRegs) *[unsafe.Sizeof(unix.PtraceRegs{}) / 8]uint64 
 
 // deliverRecord runs the handlers of one record's probes.
 func (t *Tracer) deliverRecord(rec *ring.Record) {
-	if t.raw.on {
-		t.captureRecord(rec)
-		return
-	}
 	in := t.inproc
 	if in.quiet[rec.Tid] {
 		// A vfork child's hit: not reported, as the stopping path

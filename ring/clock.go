@@ -154,12 +154,14 @@ func (c *Clock) Refresh() {
 }
 
 // Time is tsc, a stamp of the past, on the tracer's clock.
-func (c *Clock) Time(tsc uint64) int64 {
+func (c *Clock) Time(tsc uint64) int64 { return c.Line().Time(tsc) }
+
+// Line is the line Time follows now.
+func (c *Clock) Line() Line {
 	if !c.fitted {
 		c.Refresh() // (the first records drained at a stop)
 	}
-	d := float64(int64(tsc-c.anchor[0])) * c.perTSC
-	return int64(c.anchor[1]) + int64(d)
+	return Line{TSC: c.anchor[0], NS: c.anchor[1], PerTSC: c.perTSC}
 }
 
 // Ticks is about how many TSC ticks d takes (by the rough slope: its

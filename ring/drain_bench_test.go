@@ -24,6 +24,6 @@ func BenchmarkDrainBeforeIdle(b *testing.B) {
 		tids = append(tids, tid)
 	}
 	for b.Loop() {
-		r.DrainBefore(tids, ^uint64(0), 0, func(*Record) {})
+		r.DrainBefore(tids, ^uint64(0), 0, Take{Record: func(*Record) {}})
 	}
 }

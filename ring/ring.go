@@ -79,20 +79,20 @@ type Record struct {
 // after that commit (a lock handed over), which the look at its ring,
 // later, would find. That one is stamped after the pass began, and waits
 // for the next.
-func (r *Rings) Drain(max int, fn func(*Record)) int {
-	return r.drain(rdtsc(), max, fn)
+func (r *Rings) Drain(max int, take Take) int {
+	return r.drain(rdtsc(), max, take)
 }
 
 // DrainAll is Drain of every committed record, whenever stamped: the
 // last passes, once no thread records any more (a CPU whose counter runs
 // a little ahead of ours must not leave one behind).
-func (r *Rings) DrainAll(max int, fn func(*Record)) int {
-	return r.drain(0, max, fn)
+func (r *Rings) DrainAll(max int, take Take) int {
+	return r.drain(0, max, take)
 }
 
 // drain hands on the records of every ring stamped before stamp (0:
 // all).
-func (r *Rings) drain(stamp uint64, max int, fn func(*Record)) int {
+func (r *Rings) drain(stamp uint64, max int, take Take) int {
 	r.cursors = r.cursors[:0]
 	for slot := range r.layout.Slots {
 		base := r.ring(slot)
@@ -101,7 +101,7 @@ func (r *Rings) drain(stamp uint64, max int, fn func(*Record)) int {
 			r.noteAhead(slot, base)
 		}
 	}
-	return r.merge(stamp, max, fn)
+	return r.merge(stamp, max, take)
 }
 
 // noteAhead notes the pages of ring slot, at base, that its thread will
@@ -156,14 +156,14 @@ func (r *Rings) OwnerPages() []uint64 {
 // stamped before stamp (taken before the pass began): cheap enough for
 // every stop, as a thread's ring is found from its id (a look at every
 // ring's owner touches a page each).
-func (r *Rings) DrainBefore(tids []int, stamp uint64, max int, fn func(*Record)) int {
+func (r *Rings) DrainBefore(tids []int, stamp uint64, max int, take Take) int {
 	r.cursors = r.cursors[:0]
 	for _, tid := range tids {
 		if base, ok := r.knownRing(tid); ok {
 			r.openCursor(base, tid)
 		}
 	}
-	return r.merge(stamp, max, fn)
+	return r.merge(stamp, max, take)
 }
 
 // openCursor adds a cursor on the ring at base, of thread tid, to
@@ -175,8 +175,23 @@ func (r *Rings) openCursor(base uint64, tid int) {
 }
 
 // merge hands on the records of r.cursors by time stamp, those before
-// stamp (0: all), at most max (0: no bound).
-func (r *Rings) merge(stamp uint64, max int, fn func(*Record)) int {
+// stamp (0: all), at most max (0: no bound); or as chunks, a ring's
+// after another's.
+func (r *Rings) merge(stamp uint64, max int, take Take) int {
+	if take.Chunk != nil {
+		n := 0
+		for i := range r.cursors {
+			switch {
+			case max == 0:
+				n += r.chunk(&r.cursors[i], stamp, 0, take.Chunk)
+			case n < max:
+				n += r.chunk(&r.cursors[i], stamp, max-n, take.Chunk)
+			}
+			r.close(&r.cursors[i])
+		}
+		return n
+	}
+	fn := take.Record
 	// A binary heap of the cursors by their next record's stamp: a
 	// thousand threads' rings cost a record ten comparisons, not a
 	// thousand.
@@ -223,14 +238,17 @@ func (h *cursorHeap) Pop() any {
 // record never committed, nor at one it cannot read (a length that cannot
 // be: two threads that wrote one ring at once), which would stop every
 // pass there for ever.
-func (r *Rings) DrainThread(tid, max int, fn func(*Record)) (n int, more bool) {
+func (r *Rings) DrainThread(tid, max int, take Take) (n int, more bool) {
 	base, ok := r.ringOf(tid)
 	if !ok {
 		return 0, false
 	}
 	c := r.open(base, tid)
+	if take.Chunk != nil {
+		n = r.chunk(&c, 0, max, take.Chunk)
+	}
 	for c.ok && (max == 0 || n < max) {
-		r.hand(&c, fn)
+		r.hand(&c, take.Record)
 		n++
 	}
 	r.close(&c)

@@ -72,41 +72,54 @@ func newRing(t *testing.T, ringSize uint64) (*Rings, *producer) {
 // TestDrainWraps: records of changing lengths go round a small ring many
 // times, padded where one would cross the end (with a header, or in the
 // last 8 bytes without one); the reader hands on each, in order, with its
-// values, and frees their room.
+// values, and frees their room: one at a time, or as chunks (in one or
+// two pieces, no padding).
 func TestDrainWraps(t *testing.T) {
-	r, p := newRing(t, 4096)
-	var next, got uint64
-	for round := range 2000 {
-		nv := round % 7
-		vals := make([]uint64, nv)
-		for i := range vals {
-			vals[i] = next*10 + uint64(i)
-		}
-		at, stamp, ok := p.record(uint32(1+round%3), round%4, next, vals...)
-		if !ok {
-			t.Fatalf("round %d: full with the reader caught up", round)
-		}
-		p.put(at, stamp)
-		next++
-		if round%5 == 4 {
-			r.Drain(0, func(rec *Record) {
-				if rec.Tid != 4242 || rec.TSC != got || len(rec.Values) != int(got%7) || rec.CPU != int(got%4) || rec.Site != uint32(1+got%3) {
-					t.Fatalf("record %d: %+v", got, *rec)
+	for _, chunks := range []bool{false, true} {
+		r, p := newRing(t, 4096)
+		var next, got uint64
+		check := func(rec *Record) {
+			if rec.Tid != 4242 || rec.TSC != got || len(rec.Values) != int(got%7) || rec.CPU != int(got%4) || rec.Site != uint32(1+got%3) {
+				t.Fatalf("chunks %v: record %d: %+v", chunks, got, *rec)
+			}
+			for i, v := range rec.Values {
+				if v != got*10+uint64(i) {
+					t.Fatalf("chunks %v: record %d value %d: %d", chunks, got, i, v)
 				}
-				for i, v := range rec.Values {
-					if v != got*10+uint64(i) {
-						t.Fatalf("record %d value %d: %d", got, i, v)
-					}
-				}
-				got++
-			})
+			}
+			got++
 		}
-	}
-	if got != next {
-		t.Fatalf("read %d records of %d", got, next)
-	}
-	if !r.Drained(4242) || r.Lost(nil).Total() != 0 {
-		t.Fatalf("drained %v, lost %+v", r.Drained(4242), r.Lost(nil))
+		take := Take{Record: check}
+		if chunks {
+			take = Take{Chunk: func(c *Chunk) {
+				var rec Record
+				for c.Next(&rec) {
+					check(&rec)
+				}
+			}}
+		}
+		for round := range 2000 {
+			nv := round % 7
+			vals := make([]uint64, nv)
+			for i := range vals {
+				vals[i] = next*10 + uint64(i)
+			}
+			at, stamp, ok := p.record(uint32(1+round%3), round%4, next, vals...)
+			if !ok {
+				t.Fatalf("round %d: full with the reader caught up", round)
+			}
+			p.put(at, stamp)
+			next++
+			if round%5 == 4 {
+				r.Drain(0, take)
+			}
+		}
+		if got != next {
+			t.Fatalf("chunks %v: read %d records of %d", chunks, got, next)
+		}
+		if !r.Drained(4242) || r.Lost(nil).Total() != 0 {
+			t.Fatalf("chunks %v: drained %v, lost %+v", chunks, r.Drained(4242), r.Lost(nil))
+		}
 	}
 }
 
@@ -120,11 +133,11 @@ func TestDrainWaitsForCommit(t *testing.T) {
 	p.put(at2, stamp2)
 	var seen []uint64
 	collect := func(rec *Record) { seen = append(seen, rec.Values[0]) }
-	if n := r.Drain(0, collect); n != 0 {
+	if n := r.Drain(0, Take{Record: collect}); n != 0 {
 		t.Fatalf("drained %d past a record not committed", n)
 	}
 	p.put(at1, stamp1)
-	if n := r.Drain(0, collect); n != 2 || seen[0] != 1 || seen[1] != 2 {
+	if n := r.Drain(0, Take{Record: collect}); n != 2 || seen[0] != 1 || seen[1] != 2 {
 		t.Fatalf("after the commit: %d records, %v", n, seen)
 	}
 	dropped := 0
@@ -173,12 +186,12 @@ func TestDrainMerges(t *testing.T) {
 	collect := func(rec *Record) { seen = append(seen, rec.TSC) }
 	r.setTidTable(7, 0) // as the record routine does when it claims a ring not its id's
 	r.setTidTable(4242, 1)
-	if n := r.DrainBefore([]int{7, 4242}, 31, 0, collect); n != 2 || !slices.Equal(seen, []uint64{10, 30}) {
+	if n := r.DrainBefore([]int{7, 4242}, 31, 0, Take{Record: collect}); n != 2 || !slices.Equal(seen, []uint64{10, 30}) {
 		t.Fatalf("before 31: %d records, %v", n, seen)
 	}
 	b.put(heldAt, heldStamp)
 	seen = nil
-	if n := r.Drain(3, collect); n != 3 || !slices.Equal(seen, []uint64{20, 31, 40}) {
+	if n := r.Drain(3, Take{Record: collect}); n != 3 || !slices.Equal(seen, []uint64{20, 31, 40}) {
 		t.Fatalf("3 of the rest: %d records, %v", n, seen)
 	}
 	// Stamped after the pass began (a record made while it looks at
@@ -187,11 +200,11 @@ func TestDrainMerges(t *testing.T) {
 	at, stamp := commit(a, future)
 	a.put(at, stamp)
 	seen = nil
-	if n := r.Drain(0, collect); n != 2 || !slices.Equal(seen, []uint64{50, 60}) || r.Drained(7) || !r.Drained(4242) {
+	if n := r.Drain(0, Take{Record: collect}); n != 2 || !slices.Equal(seen, []uint64{50, 60}) || r.Drained(7) || !r.Drained(4242) {
 		t.Fatalf("the rest: %d records, %v", n, seen)
 	}
 	seen = nil
-	if n := r.DrainAll(0, collect); n != 1 || !slices.Equal(seen, []uint64{future}) || !r.Drained(7) {
+	if n := r.DrainAll(0, Take{Record: collect}); n != 1 || !slices.Equal(seen, []uint64{future}) || !r.Drained(7) {
 		t.Fatalf("DrainAll: %d records, %v", n, seen)
 	}
 }
@@ -221,7 +234,7 @@ func TestDrainMergesMany(t *testing.T) {
 	}
 	var seen []uint64
 	for len(seen) < records {
-		if r.Drain(1+rng.IntN(50), func(rec *Record) { seen = append(seen, rec.TSC) }) == 0 {
+		if r.Drain(1+rng.IntN(50), Take{Record: func(rec *Record) { seen = append(seen, rec.TSC) }}) == 0 {
 			t.Fatalf("nothing more after %d records", len(seen))
 		}
 	}
@@ -229,6 +242,56 @@ func TestDrainMergesMany(t *testing.T) {
 		if s != uint64(i+1) {
 			t.Fatalf("record %d has stamp %d", i, s)
 		}
+	}
+}
+
+// TestDrainChunks: as chunks, a pass of random size hands whole runs of
+// rings, each a thread's records in order, none lost or doubled.
+func TestDrainChunks(t *testing.T) {
+	l := Layout{Slots: 8, RingSize: 1 << 16, TidOff: 0x2d0}
+	mem := make([]byte, l.Size())
+	r := New(mem, l)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var producers []*producer
+	for slot := range l.Slots {
+		p := &producer{mem: mem, l: l, base: FirstRingOff + uint64(slot)*l.Stride()}
+		p.put(p.base+OwnerOff, uint64(100+slot))
+		producers = append(producers, p)
+	}
+	const records = 2000
+	for stamp := uint64(1); stamp <= records; stamp++ {
+		p := producers[rng.IntN(len(producers))]
+		at, commit, ok := p.record(1, 0, stamp, stamp)
+		if !ok {
+			t.Fatal("full")
+		}
+		p.put(at, commit)
+	}
+	last := map[int]uint64{}
+	total := 0
+	for total < records {
+		max := 1 + rng.IntN(50)
+		n := r.Drain(max, Take{Chunk: func(c *Chunk) {
+			var rec Record
+			got := 0
+			for c.Next(&rec) {
+				if rec.TSC <= last[rec.Tid] || rec.Values[0] != rec.TSC {
+					t.Fatalf("thread %d: stamp %d after %d, value %d", rec.Tid, rec.TSC, last[rec.Tid], rec.Values[0])
+				}
+				last[rec.Tid] = rec.TSC
+				got++
+			}
+			if got != c.Records {
+				t.Fatalf("chunk of %d records holds %d", c.Records, got)
+			}
+			total += got
+		}})
+		if n == 0 || n > max {
+			t.Fatalf("a pass of at most %d: %d records, after %d", max, n, total)
+		}
+	}
+	if total != records {
+		t.Fatalf("%d records of %d", total, records)
 	}
 }
 
@@ -253,7 +316,7 @@ func TestAhead(t *testing.T) {
 	look := func(head uint64, want []uint64) {
 		t.Helper()
 		p.put(p.base+HeadOff, head) // reserved, never committed: nothing to hand on
-		if n := r.Drain(0, func(*Record) {}); n != 0 {
+		if n := r.Drain(0, Take{Record: func(*Record) {}}); n != 0 {
 			t.Fatalf("head %d: %d records handed on", head, n)
 		}
 		if got := r.Ahead(); !slices.Equal(got, want) {

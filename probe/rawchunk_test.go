@@ -1,0 +1,99 @@
+package probe
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/probedbg/probe/internal/varint"
+	"github.com/probedbg/probe/ring"
+)
+
+// TestRawChunksRoundTrip: three threads' records of every shape (entries
+// and returns; no values, the function tracer's three and four, seven,
+// seventy; values repeated and not; CPUs known and not), in chunks of
+// two pieces, come back from a chunks frame with their values, merged by
+// time stamp, timed by the frame's line, the chunk's CPU given to those
+// with none.
+func TestRawChunksRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	line := ring.Line{TSC: 5000, NS: 1e9, PerTSC: 0.5}
+	type rec struct {
+		tid, cpu int
+		site     uint32
+		tsc      uint64
+		vals     []uint64
+	}
+	var want []rec
+	var chunks []*ring.Chunk
+	fallback := map[int]int{5: 2, 6: -1, 7: 9}
+	stamps := rng.Perm(3000)
+	for k, tid := range []int{5, 6, 7} {
+		mine := slices.Sorted(slices.Values(stamps[k*1000 : k*1000+1000]))
+		var b []byte
+		var bounds []int
+		prev := []uint64{1, 2, 3, 4, 5, 6, 7}
+		for _, s := range mine {
+			r := rec{tid: tid, cpu: rng.IntN(8), site: uint32(1 + rng.IntN(3)), tsc: 5000 + uint64(s)*7}
+			if rng.IntN(2) == 0 {
+				r.site = ReturnSite
+			}
+			if rng.IntN(10) == 0 {
+				r.cpu = ring.UnknownCPU
+			}
+			n := []int{0, 3, 4, 4, 3, 7, 70}[rng.IntN(7)]
+			for i := range n {
+				v := rng.Uint64()
+				if i < len(prev) && rng.IntN(2) == 0 {
+					v = prev[i]
+				}
+				r.vals = append(r.vals, v)
+			}
+			prev = append(prev[:0], r.vals...)
+			bounds = append(bounds, len(b))
+			b = append(b, ringRecord(r.site, r.cpu, r.tsc, r.vals...)...)
+			if r.cpu == ring.UnknownCPU && fallback[tid] >= 0 {
+				r.cpu = fallback[tid]
+			}
+			want = append(want, r)
+		}
+		cut := bounds[rng.IntN(len(bounds))]
+		chunks = append(chunks, &ring.Chunk{Tid: tid, Bytes: [2][]byte{b[:cut], b[cut:]}, Records: len(mine)})
+	}
+	slices.SortFunc(want, func(a, b rec) int { return int(a.tsc) - int(b.tsc) })
+	var frames [][]byte
+	e := NewRawEncoder(func(kind byte, payload []byte) {
+		if kind != RawChunksFrame {
+			t.Fatalf("a frame %c", kind)
+		}
+		frames = append(frames, payload)
+	})
+	for _, c := range chunks {
+		e.Chunk(line, fallback[c.Tid], c)
+	}
+	e.EndChunks()
+	if len(frames) != 1 {
+		t.Fatalf("%d frames", len(frames))
+	}
+	var got []rec
+	var h chunkHeap
+	err := h.read(&varint.Reader{B: frames[0]}, func(int) bool { return true }, func(r RawRecord) {
+		if r.Time != line.Time(want[len(got)].tsc) {
+			t.Fatalf("record %d: time %d, want %d", len(got), r.Time, line.Time(want[len(got)].tsc))
+		}
+		got = append(got, rec{tid: r.Tid, cpu: r.CPU, site: r.Site, tsc: want[len(got)].tsc, vals: slices.Clone(r.Values)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if g.tid != w.tid || g.cpu != w.cpu || g.site != w.site || !slices.Equal(g.vals, w.vals) && len(w.vals)+len(g.vals) > 0 {
+			t.Fatalf("record %d: %+v, want %+v", i, g, w)
+		}
+	}
+	t.Logf("%d records: %d bytes, %.1f a record", len(want), len(frames[0]), float64(len(frames[0]))/float64(len(want)))
+}
