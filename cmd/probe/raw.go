@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
@@ -13,15 +14,22 @@ import (
 
 // rawSink is the raw capture of a recording: an encoder whose frames go
 // to the recording through the stream, in order with the rest, at most
-// rawPending of them waiting.
+// rawPending bytes of them waiting.
 type rawSink struct {
-	enc  *probe.RawEncoder
-	rec  *output.Recorder
-	room chan struct{}
-	on   bool // the tracer captures raw (decided at its Start)
+	enc *probe.RawEncoder
+	rec *output.Recorder
+	on  bool // the tracer captures raw (decided at its Start)
+
+	mu      sync.Mutex
+	pending int           // bytes of frames put and not yet written
+	freed   chan struct{} // closed when some are written, if one waits
 }
 
-const rawPending = 64 // frames of up to 64 KiB: 4 MiB
+// rawPending bounds what the frames waiting for the writer hold. In
+// bytes, not frames: a stop puts a frame of the few records before it,
+// and 64 of those filled a bound of frames while the writer slept
+// (output.FlushInterval), holding the stop (Lua: 0.17 -> 0.32 s).
+const rawPending = 8 << 20
 
 // setupRaw asks t for raw capture where the recording would hold a
 // function_graph alone.
@@ -30,20 +38,52 @@ func setupRaw(t *probe.Tracer, ts tracers, o *options, s *sink, probes bool) err
 	if !ok || !o.record || probes || o.follow || o.args || ts != (tracers{graph: true}) {
 		return nil
 	}
-	r := &rawSink{rec: rec, room: make(chan struct{}, rawPending)}
+	r := &rawSink{rec: rec}
 	r.enc = probe.NewRawEncoder(func(kind byte, payload []byte) {
-		select {
-		case r.room <- struct{}{}:
-		case <-s.stream.Failed():
+		if !r.reserve(len(payload), s.stream.Failed()) {
 			return // nobody writes them any more
 		}
 		s.stream.Do(func(output.Writer) error {
-			<-r.room
+			r.release(len(payload))
 			return rec.Frame(kind, payload)
 		})
 	})
 	s.raw = r
 	return t.SetRawOutput(r.enc)
+}
+
+// reserve waits for room for n bytes of frames (a frame larger than the
+// bound goes alone); false if the writer has failed meanwhile.
+func (r *rawSink) reserve(n int, failed <-chan struct{}) bool {
+	for {
+		r.mu.Lock()
+		if r.pending == 0 || r.pending+n <= rawPending {
+			r.pending += n
+			r.mu.Unlock()
+			return true
+		}
+		if r.freed == nil {
+			r.freed = make(chan struct{})
+		}
+		freed := r.freed
+		r.mu.Unlock()
+		select {
+		case <-freed:
+		case <-failed:
+			return false
+		}
+	}
+}
+
+// release gives back the room of n bytes written.
+func (r *rawSink) release(n int) {
+	r.mu.Lock()
+	r.pending -= n
+	if r.freed != nil {
+		close(r.freed)
+		r.freed = nil
+	}
+	r.mu.Unlock()
 }
 
 // flush puts what the encoder holds into the stream, once the tracer
