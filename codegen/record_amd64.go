@@ -388,15 +388,23 @@ func (s *RecordStub) Size() int {
 	return len(b)
 }
 
+// regByOff is regOff turned round: the register at each offset of
+// struct user_regs_struct (built once: per stub it was half the cost of
+// generating the function tracer's ~700 stubs for Lua).
+var regByOff = func() map[int]int {
+	m := map[int]int{}
+	for reg, off := range regOff {
+		m[off] = reg
+	}
+	return m
+}()
+
 // Code returns the stub's bytes for placement at at.
 func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	if s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > ring.RecordMax {
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
 	}
-	byOff := map[int]int{}
-	for reg, off := range regOff {
-		byOff[off] = reg
-	}
+	byOff := regByOff
 	a := &asm{at: at}
 	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp: below the red zone
 	a.saveAll()

@@ -31,7 +31,9 @@ var unwinders = map[string]unwindAction{
 }
 
 // hookUnwinders puts internal probes on the unwinders of every module
-// mapped now. One that cannot be probed is left alone: exceptions through
+// mapped now (of a stripped library, those it exports: they are
+// libgcc_s's and libstdc++'s, and libc's debug file, read for none,
+// was a sixth of the function tracer's start). One that cannot be probed is left alone: exceptions through
 // hijacked frames would then end the program, as without this.
 func (t *Tracer) hookUnwinders(anchor int) {
 	for _, m := range t.space.Mapped {
@@ -39,7 +41,7 @@ func (t *Tracer) hookUnwinders(anchor int) {
 			continue
 		}
 		for name, action := range unwinders {
-			sym, ok := m.Lookup(name)
+			sym, ok := m.LookupExported(name)
 			if !ok || !sym.Func || sym.Size == 0 {
 				continue
 			}

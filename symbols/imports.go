@@ -64,7 +64,7 @@ func (m *Module) importTable() *imports {
 		}
 		jumpSlot, ok := m.relocType(uint32(elf.R_X86_64_JMP_SLOT), uint32(elf.R_AARCH64_JUMP_SLOT))
 		globDat, ok2 := m.relocType(uint32(elf.R_X86_64_GLOB_DAT), uint32(elf.R_AARCH64_GLOB_DAT))
-		dynsyms, err := m.elf.DynamicSymbols()
+		dynsyms, err := m.dynamicSymbols()
 		if !ok || !ok2 || err != nil {
 			return
 		}

@@ -55,6 +55,9 @@ type Module struct {
 	// plain Lookup does not pay for sorting.
 	loadOnce   sync.Once
 	loadErr    error
+	dynOnce    sync.Once
+	dynsym     []elf.Symbol // .dynsym, read once (dynamicSymbols)
+	dynErr     error
 	debugFile  string
 	entries    []entry
 	byName     map[string]int32 // best entry for each name
@@ -154,6 +157,38 @@ func (m *Module) DebugFile() string {
 func (m *Module) LoadSymbols() error {
 	m.loadOnce.Do(func() { m.loadErr = m.loadSymbols() })
 	return m.loadErr
+}
+
+// dynamicSymbols is the module's .dynsym, read once: several tables
+// are built from it.
+func (m *Module) dynamicSymbols() ([]elf.Symbol, error) {
+	m.dynOnce.Do(func() {
+		if m.elf == nil {
+			m.dynErr = elf.ErrNoSymbols
+			return
+		}
+		m.dynsym, m.dynErr = m.elf.DynamicSymbols()
+	})
+	return m.dynsym, m.dynErr
+}
+
+// LookupExported is Lookup of a function the module exports, for a
+// module whose full tables are not read yet and would come from a
+// separate debug file (libc's, with libc6-dbg: 11 ms, for names it does
+// not have): there only its dynamic symbols are looked at. Elsewhere it
+// is Lookup.
+func (m *Module) LookupExported(name string) (Symbol, bool) {
+	if m.elf == nil || m.elf.Section(".symtab") != nil {
+		return m.Lookup(name)
+	}
+	dynsym, _ := m.dynamicSymbols()
+	for _, s := range dynsym {
+		typ := elf.ST_TYPE(s.Info)
+		if s.Name == name && s.Section != elf.SHN_UNDEF && (typ == elf.STT_FUNC || typ == sttGNUIFunc) {
+			return Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: true, IFunc: typ == sttGNUIFunc}, true
+		}
+	}
+	return Symbol{}, false
 }
 
 // Lookup finds a symbol by exact name. Among duplicates (static functions
@@ -329,7 +364,7 @@ func (m *Module) loadSymbols() error {
 	default:
 		errs = append(errs, fmt.Errorf("read .symtab of %s: %w", m.Path, err))
 	}
-	dynsym, err := m.elf.DynamicSymbols()
+	dynsym, err := m.dynamicSymbols()
 	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
 		errs = append(errs, fmt.Errorf("read .dynsym of %s: %w", m.Path, err))
 	}
@@ -671,7 +706,7 @@ func (m *Module) linkSpan() (lo, hi uint64) {
 // Imports reports whether the module calls one of names from another
 // module: an undefined function in its dynamic symbols.
 func (m *Module) Imports(names ...string) bool {
-	dynsym, err := m.elf.DynamicSymbols()
+	dynsym, err := m.dynamicSymbols()
 	if err != nil {
 		return false
 	}

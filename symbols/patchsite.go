@@ -242,7 +242,7 @@ func (m *Module) scanProfilingSites() []PatchSite {
 			sc.targets[s.Addr] = true
 		}
 	}
-	dynsyms, _ := m.elf.DynamicSymbols()
+	dynsyms, _ := m.dynamicSymbols()
 	for _, r := range m.dynRelocs() {
 		t := elf.R_X86_64(r.typ)
 		if (t == elf.R_X86_64_GLOB_DAT || t == elf.R_X86_64_JMP_SLOT) && r.sym > 0 && int(r.sym) <= len(dynsyms) &&
@@ -398,7 +398,7 @@ func (m *Module) relocatedWords(secs []*elf.Section) map[uint64]uint64 {
 			words[r.off] = uint64(r.addend)
 		case absolute && r.sym > 0:
 			if dynsyms == nil {
-				dynsyms, _ = m.elf.DynamicSymbols()
+				dynsyms, _ = m.dynamicSymbols()
 			}
 			if int(r.sym) <= len(dynsyms) && dynsyms[r.sym-1].Section != elf.SHN_UNDEF {
 				words[r.off] = dynsyms[r.sym-1].Value + uint64(r.addend)

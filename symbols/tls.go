@@ -21,7 +21,7 @@ func (m *Module) TLSSlot(name string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	dynsym, err := m.elf.DynamicSymbols()
+	dynsym, err := m.dynamicSymbols()
 	if err != nil {
 		return 0, false
 	}
