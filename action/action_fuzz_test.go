@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		"p:work n=%di if n >= 3=>count",
 		"p:work => hist:n:linear=0 count:1x enable:a/b/c disable: print:x",
 		"p:work => hist:n:linear=0x10 hist:n:linear=-1 hist:duration",
+		`p:work n=%di => printf("%d %-5s|%#lx\n", n, comm, n) printf("(%d)", tid) count`,
 	} {
 		f.Add(s)
 	}

@@ -335,3 +335,66 @@ func TestTally(t *testing.T) {
 		t.Errorf("counted in the tracee:\n%s\nhit by hit:\n%s", got.String(), want.String())
 	}
 }
+
+// TestPrintf: printf's format is C's: flags, width, precision and length
+// modifiers, signed and unsigned, hex, octal, characters, strings,
+// pointers and %%, of fields, comm, pid, tid, cpu and a return's
+// duration; a string or a fault given to a number's verb shows as its
+// text; it prints nothing with tracing off, and the event is not
+// printed unless print is listed too.
+func TestPrintf(t *testing.T) {
+	s := NewSession()
+	fields := []string{"n", "u", "name", "bad"}
+	pl := compile(t, s, Probe{Event: "probe/r_work_0", Fields: fields, Return: true},
+		`printf("%d %5ld|%-4u|%x %#lx %o %c %s|%.2s|%8s|%p %d%% ", n, n, u, u, u, u, u, name, name, comm, u, bad) printf("pid=%d tid=%i cpu=%u took %llu\n", pid, tid, cpu, duration)`)
+	printed := compile(t, s, Probe{Event: "probe/p_work_0", Fields: fields}, `print printf("%s\n", n)`)
+	h := &probe.Hit{Comm: "w", Pid: 7, Tid: 8, CPU: 1, Time: 1500, Return: &probe.Return{EntryTime: 1000}, Fields: []fetch.Field{
+		{Name: "n", Value: fetch.UintValue(fetch.TypeS64, uint64(1<<64-3))},
+		{Name: "u", Value: fetch.UintValue(fetch.TypeU64, 65)},
+		{Name: "name", Value: fetch.StringValue("hello")},
+		{Name: "bad", Value: fetch.FaultValue(fetch.TypeU64)},
+	}}
+	if pl.Run(h) || !printed.Run(h) {
+		t.Fatal("printf printed the event, or print with printf did not")
+	}
+	want := "-3    -3|65  |41 0x41 101 A hello|he|       w|0x41 " + fetch.FaultString + "% pid=7 tid=8 cpu=1 took 500\n"
+	if got := string(pl.AppendPrinted(nil, h)); got != want {
+		t.Errorf("printed %q\nwant    %q", got, want)
+	}
+	if got := string(printed.AppendPrinted(nil, h)); got != "-3\n" {
+		t.Errorf("%%s of a number: %q", got)
+	}
+	s.SetTracing(false)
+	if got := pl.AppendPrinted(nil, h); len(got) != 0 {
+		t.Errorf("printed %q with tracing off", got)
+	}
+}
+
+// TestPrintfErrors: a printf that cannot print is bad input naming
+// itself: its format's conversions against its arguments, an unknown
+// conversion, an argument that is no field, duration at an entry, the
+// syntax.
+func TestPrintfErrors(t *testing.T) {
+	p := Probe{Event: "probe/p_work_0", Fields: []string{"n"}}
+	for text, why := range map[string]string{
+		`printf("%d %d\n", n)`:   "2 conversions for 1 arguments",
+		`printf("%d\n")`:         "1 conversions for 0 arguments",
+		`printf("%f\n", n)`:      `"%f": no such conversion`,
+		`printf("%l", n)`:        "ends in the middle",
+		`printf("%d\n", m)`:      "m is not a field of probe/p_work_0",
+		`printf("%d", duration)`: "duration is only known at a return probe",
+		`printf("%d" n)`:         "want a comma after the format",
+		`printf("%d, n)`:         "unclosed quote",
+		`printf(n)`:              `want printf("FORMAT", FIELD, ...)`,
+		`printf("%d", n+1)`:      `bad argument "n+1"`,
+		`printf("\q")`:           "bad format",
+	} {
+		acts, err := Parse(text)
+		if err == nil {
+			_, err = NewSession().Compile(p, acts)
+		}
+		if err == nil || !strings.Contains(err.Error(), why) || !errors.Is(err, fetch.ErrBadInput) || !strings.Contains(err.Error(), "bad action") {
+			t.Errorf("%s: %v, want an error saying %q", text, err, why)
+		}
+	}
+}

@@ -33,6 +33,7 @@ const (
 	Avg                    // its mean
 	Min                    // its least value
 	Max                    // its greatest
+	Printf                 // print Format with Args, and not the event
 )
 
 // Action is one parsed action token.
@@ -43,6 +44,10 @@ type Action struct {
 	Field string   // Hist, Sum..Max: a fetch-arg name, or "duration"
 	Step  uint64   // Hist: the bucket width of a linear histogram; 0 for log2
 	Event string   // Enable, Disable: [GRP/]EVENT
+	// Printf: the format (C's, its escapes undone) and the names of
+	// its arguments, fields or comm, pid, tid, cpu, duration.
+	Format string
+	Args   []string
 }
 
 // Duration is the Hist field that is a return probe's call duration (ns).
@@ -93,7 +98,10 @@ func Split(text string) (spec, actions string, has bool) {
 // Parse parses whitespace-separated action tokens. It checks the syntax
 // only; Compile checks the names against a probe.
 func Parse(text string) ([]Action, error) {
-	toks := strings.Fields(text)
+	toks, err := tokens(text)
+	if err != nil {
+		return nil, err
+	}
 	acts := make([]Action, 0, len(toks))
 	for _, tok := range toks {
 		a, err := parseOne(tok)
@@ -105,7 +113,55 @@ func Parse(text string) ([]Action, error) {
 	return acts, nil
 }
 
+// tokens cuts text at white space outside quotes and parentheses: a
+// printf's format and arguments are one token.
+func tokens(text string) ([]string, error) {
+	var toks []string
+	start, depth := -1, 0
+	var quote byte
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case quote != 0 && c == '\\':
+			i++
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case depth == 0 && (c == ' ' || c == '\t' || c == '\n'):
+			if start >= 0 {
+				toks = append(toks, text[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		toks = append(toks, text[start:])
+	}
+	if quote != 0 || depth != 0 {
+		tok := text
+		if len(toks) > 0 {
+			tok = toks[len(toks)-1]
+		}
+		return nil, bad(tok, "an unclosed quote or parenthesis")
+	}
+	return toks, nil
+}
+
 func parseOne(tok string) (Action, error) {
+	if strings.HasPrefix(tok, "printf(") {
+		return parsePrintf(tok)
+	}
 	name, arg, hasArg := strings.Cut(tok, ":")
 	a := Action{Text: tok}
 	noArg := func(k Kind) (Action, error) {
@@ -193,7 +249,50 @@ func parseOne(tok string) (Action, error) {
 		a.Event = arg
 		return a, nil
 	}
-	return a, bad(tok, "unknown action (want print, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)")
+	return a, bad(tok, "unknown action (want print, printf, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)")
+}
+
+// parsePrintf reads printf("FORMAT", ARG, ...): a C format string (its
+// escapes as Go's), then field names.
+func parsePrintf(tok string) (Action, error) {
+	a := Action{Kind: Printf, Text: tok}
+	inner, ok := strings.CutSuffix(strings.TrimPrefix(tok, "printf("), ")")
+	if !ok || !strings.HasPrefix(inner, `"`) {
+		return a, bad(tok, `want printf("FORMAT", FIELD, ...)`)
+	}
+	end := 1
+	for end < len(inner) && inner[end] != '"' {
+		if inner[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	if end >= len(inner) {
+		return a, bad(tok, "the format's quote is not closed")
+	}
+	format, err := strconv.Unquote(inner[:end+1])
+	if err != nil {
+		return a, bad(tok, "bad format %s: %v", inner[:end+1], err)
+	}
+	a.Format = format
+	rest := strings.TrimSpace(inner[end+1:])
+	if rest != "" {
+		list, ok := strings.CutPrefix(rest, ",")
+		if !ok {
+			return a, bad(tok, "want a comma after the format")
+		}
+		for arg := range strings.SplitSeq(list, ",") {
+			arg = strings.TrimSpace(arg)
+			if !isIdent(arg) {
+				return a, bad(tok, "bad argument %q (want a fetch-arg name, comm, pid, tid, cpu or duration)", arg)
+			}
+			a.Args = append(a.Args, arg)
+		}
+	}
+	if _, err := compileFormat(a.Format, len(a.Args)); err != nil {
+		return a, bad(tok, "%v", err)
+	}
+	return a, nil
 }
 
 // parseKeys reads a comma list of keys.

@@ -48,6 +48,7 @@ type Plan struct {
 	counts   []*counter
 	aggs     []*aggregate
 	hists    []*histTable
+	printers []printer
 	switches []toggle // enable/disable, bound by Bind
 	traceSet bool     // traceon or traceoff is listed
 	traceTo  bool     // the last one listed: on?
@@ -111,6 +112,22 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 			}
 		case Enable, Disable:
 			pl.switches = append(pl.switches, toggle{event: a.Event, on: a.Kind == Enable})
+		case Printf:
+			for _, arg := range a.Args {
+				switch {
+				case arg == "comm" || arg == "pid" || arg == "tid" || arg == "cpu" || has(arg):
+				case arg == Duration && p.Return:
+				case arg == Duration:
+					return nil, bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
+				default:
+					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, pid, tid, cpu)", arg, p.Event, fieldList(p.Fields))
+				}
+			}
+			pieces, err := compileFormat(a.Format, len(a.Args))
+			if err != nil {
+				return nil, bad(a.Text, "%v", err)
+			}
+			pl.printers = append(pl.printers, printer{pieces: pieces, args: a.Args})
 		}
 	}
 	s.mu.Lock()
@@ -156,6 +173,18 @@ func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
 	return nil
 }
 
+// AppendPrinted appends what the plan's printf actions print at hit h
+// (nothing when tracing is off); Run first.
+func (pl *Plan) AppendPrinted(b []byte, h *probe.Hit) []byte {
+	if len(pl.printers) == 0 || !pl.session.Tracing() {
+		return b
+	}
+	for i := range pl.printers {
+		b = pl.printers[i].appendText(b, h)
+	}
+	return b
+}
+
 // Stack reports whether the plan wants the user stack at each hit.
 func (pl *Plan) Stack() bool { return pl.stack }
 
@@ -170,7 +199,7 @@ func (pl *Plan) FieldsOnly() bool {
 	}
 	for _, a := range pl.acts {
 		switch a.Kind {
-		case Print, Count, Hist, Sum, Avg, Min, Max:
+		case Print, Printf, Count, Hist, Sum, Avg, Min, Max:
 		default:
 			return false
 		}
@@ -249,7 +278,7 @@ const maxKeyFrames = 32
 // (probe.Tally): nil unless the plan does nothing but count, by no key
 // or by thread (comm, tid), and draw log2 histograms of fields.
 func (pl *Plan) Tally() *probe.Tally {
-	if pl.print || pl.stack || pl.traceSet || len(pl.switches) > 0 || len(pl.aggs) > 0 || len(pl.counts)+len(pl.hists) == 0 {
+	if pl.print || pl.stack || pl.traceSet || len(pl.switches) > 0 || len(pl.aggs) > 0 || len(pl.printers) > 0 || len(pl.counts)+len(pl.hists) == 0 {
 		return nil
 	}
 	for _, c := range pl.counts {

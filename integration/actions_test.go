@@ -239,6 +239,8 @@ func TestActionBadInput(t *testing.T) {
 		{"p:leaf => avg:duration", `"avg:duration"`},
 		{"p:leaf n=%di:s64 => max:n:nosuch", `"max:n:nosuch"`},
 		{"p:leaf n=%di:s64 => hist:n:key=nosuch", `"hist:n:key=nosuch"`},
+		{`p:leaf n=%di:s64 => printf("%d %d\n", n)`, `"printf(\"%d %d\\n\", n)"`},
+		{`p:leaf n=%di:s64 => printf("%d\n", nosuch)`, `nosuch is not a field`},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			r := probe(t, "run", tc.spec, "--", actionsBin(t, true))
@@ -384,4 +386,43 @@ func TestActionInterval(t *testing.T) {
 	}
 	p.in.Close()
 	p.wait(t, cmdTimeout)
+}
+
+// TestActionPrintf: printf prints its format, as bpftrace's does, at
+// every hit and nothing else of the event: entry fields, a return's
+// value, comm, in the order of the calls, in-process and stopping; it
+// follows tracing off and on; in JSON its lines are comments.
+func TestActionPrintf(t *testing.T) {
+	comm := filepath.Base(actionsBin(t, false))
+	var want []string
+	for _, s := range actionSizes {
+		want = append(want, fmt.Sprintf("sized %3d|%#x by %s", s, s, comm))
+	}
+	for i := range topCalls {
+		want = append(want, fmt.Sprintf("top -> %d", 9*i))
+	}
+	for _, i := range []int{0, 1, 2, 6, 7, 8, 9} {
+		want = append(want, fmt.Sprintf("tick %d", i))
+	}
+	probes := []string{
+		`p:sized size=%di:s64 => printf("sized %3ld|%#lx by %s\n", size, size, comm)`,
+		`r:top $retval:s64 => printf("top -> %d\n", arg1)`,
+		`p:tick i=%di:u64 => printf("tick %u\n", i)`, "p:off => traceoff", "p:on => traceon",
+	}
+	for _, mode := range [][]string{nil, {"--no-inprocess"}} {
+		r := runActions(t, false, append(mode, probes...)...)
+		var got []string
+		for _, l := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				got = append(got, l)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%v: printed\n%s\nwant\n%s", mode, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	r := runActions(t, false, "--format", "json", `p:sized size=%di:s64 => printf("%d\n", size)`)
+	if n := strings.Count(r.stdout, `{"comment":"100"}`); n != 3 || strings.Contains(r.stdout, `"event"`) {
+		t.Errorf("json: %d comments of 100, want 3, and no events:\n%s", n, r.stdout)
+	}
 }

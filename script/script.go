@@ -705,12 +705,16 @@ func pieceIndex(n int, at func(int) (string, []string), token string) int {
 // action turns one YAML action into its CLI word: "stacktrace",
 // {count: [comm, tid]} -> "count:comm,tid", {hist: {field: size, scale:
 // linear, step: 16}} -> "hist:size:linear=16", {enable: EVENT} ->
-// "enable:EVENT". A word in the CLI form ("count:comm") is taken as is.
+// "enable:EVENT". A word in the CLI form ("count:comm"), or a printf,
+// is taken as is.
 func (l *loader) action(n ast.Node, what string) (string, error) {
 	if err := l.plain(n); err != nil {
 		return "", err
 	}
-	if _, ok := n.(*ast.StringNode); ok {
+	if sn, ok := n.(*ast.StringNode); ok {
+		if strings.HasPrefix(sn.Value, "printf(") {
+			return l.str(n, what) // (its format may hold spaces)
+		}
 		return l.word(n, what)
 	}
 	es, err := l.mapping(n, what, actionKeys)

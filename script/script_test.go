@@ -40,7 +40,7 @@ probes:
     args: $retval
     actions: [print, count, {count: [comm, tid]}, {hist: duration}, {hist: {field: x, scale: log2}},
               {hist: {field: x, scale: linear, step: 16}}, stacktrace, traceon, traceoff,
-              {enable: grp/done}, {disable: p_work_0}, "count:comm"]
+              {enable: grp/done}, {disable: p_work_0}, "count:comm", 'printf("%d took %u\n", x, duration)']
   - spec: 'p:libc:malloc size=%di:u64'
   - 'p:free'
   - return: work
@@ -63,7 +63,7 @@ duration: 2s
 		},
 		Probes: []Probe{
 			{Text: "p:work i x=%di:u32 if i > 1 && x != 0", Pos: Pos{"f.yaml", 9, 5}},
-			{Text: "r:grp/done work $retval => print count count:comm,tid hist:duration hist:x:log2 hist:x:linear=16 stacktrace traceon traceoff enable:grp/done disable:p_work_0 count:comm", Pos: Pos{"f.yaml", 12, 5}},
+			{Text: "r:grp/done work $retval => print count count:comm,tid hist:duration hist:x:log2 hist:x:linear=16 stacktrace traceon traceoff enable:grp/done disable:p_work_0 count:comm printf(\"%d took %u\\n\", x, duration)", Pos: Pos{"f.yaml", 12, 5}},
 			{Text: "p:libc:malloc size=%di:u64", Pos: Pos{"f.yaml", 18, 5}},
 			{Text: "p:free", Pos: Pos{"f.yaml", 19, 5}},
 			{Text: "r:probe/done2 work", Pos: Pos{"f.yaml", 20, 5}},

@@ -155,7 +155,14 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	}
 	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Tally: tally, Pre: func(h *probe.Hit) {
 		pl := plan.Load()
-		if pl == nil || !pl.Run(h) {
+		if pl == nil {
+			return
+		}
+		print := pl.Run(h)
+		if text := pl.AppendPrinted(nil, h); len(text) > 0 {
+			s.stream.Do(func(output.Writer) error { return s.writePrinted(text) })
+		}
+		if !print {
 			return
 		}
 		lane, goroutine := h.Lane()
@@ -282,6 +289,26 @@ func (s *sink) writeTables(tables string) error {
 	}
 	_, err := s.file.WriteString(tables)
 	return err
+}
+
+// writePrinted writes what printf actions printed, after what the
+// writer has: as it is into a text trace (bpftrace's printf: a line
+// ends where its format says), else as the format's comments, a line
+// each.
+func (s *sink) writePrinted(text []byte) error {
+	if err := s.writer.Flush(); err != nil {
+		return err
+	}
+	if s.text {
+		_, err := s.file.Write(text)
+		return err
+	}
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(text), "\n"), "\n") {
+		if err := s.writer.Comment(line); err != nil {
+			return err
+		}
+	}
+	return s.writer.Flush()
 }
 
 // drawActions prints the counts and histograms after the trace, as
