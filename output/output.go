@@ -145,6 +145,13 @@ func (t *Text) Comment(s string) error {
 	return err
 }
 
+// Print writes text as it is among the events (a printf action's).
+func (t *Text) Print(text []byte) error {
+	t.writeHeader()
+	_, err := t.w.Write(text)
+	return err
+}
+
 func (t *Text) Flush() error {
 	t.writeHeader()
 	return t.w.Flush()

@@ -296,6 +296,9 @@ func (s *sink) writeTables(tables string) error {
 // ends where its format says), else as the format's comments, a line
 // each.
 func (s *sink) writePrinted(text []byte) error {
+	if p, ok := s.writer.(interface{ Print([]byte) error }); ok && s.text {
+		return p.Print(text) // (buffered with the events)
+	}
 	if err := s.writer.Flush(); err != nil {
 		return err
 	}
