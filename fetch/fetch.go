@@ -132,6 +132,7 @@ const (
 	baseComm                    // the thread's comm
 	baseData                    // an immediate string
 	baseDwarf                   // a DWARF variable's raw value
+	baseExpr                    // worked out from the fields before it (expr.go)
 )
 
 // fetchArg is one compiled fetch-arg: a base value, dereferences (the
@@ -144,6 +145,7 @@ type fetchArg struct {
 	imm   uint64
 	data  string
 	dwarf DwarfVar
+	expr  *exprNode // baseExpr's
 	// dwarfRec says whether the DWARF variable reads nothing but
 	// registers and stack words (dwarfrecord.go): 0 not known yet, 1
 	// yes, -1 no.
@@ -296,6 +298,9 @@ func (c *compiler) compileToken(tok string) error {
 	} else {
 		name = c.defaultName(fetch, typ, typed)
 	}
+	if named && isExprBody(fetch, c.args.argNames()) {
+		return c.compileExpr(tok, name, fetch, typ, typed)
+	}
 	f, err := c.compileBody(tok, fetch, typ, typed)
 	if err != nil {
 		return err
@@ -352,6 +357,35 @@ func (c *compiler) add(tok string, f fetchArg, named bool) error {
 	}
 	c.args.args = append(c.args.args, f)
 	return nil
+}
+
+// compileExpr compiles NAME=EXPR, a fetch-arg worked out from those
+// before it, of an integer type (s64 unless typed).
+func (c *compiler) compileExpr(tok, name, body, typ string, typed bool) error {
+	f := fetchArg{name: name, base: baseExpr, typ: TypeS64}
+	n, why := parseExpr(body, c.args.argNames())
+	if why != "" {
+		return argErr(tok, "%s", why)
+	}
+	f.expr = n
+	if typed {
+		if err := parseFetchType(tok, typ, &f); err != nil {
+			return err
+		}
+		if info := f.typ.info(); info.str || info.size == 0 || f.bf || f.count > 0 {
+			return argErr(tok, "an expression is an integer: type %q cannot be", typ)
+		}
+	}
+	return c.add(tok, f, true)
+}
+
+// argNames is the fetch-args' names so far.
+func (a *Args) argNames() []string {
+	names := make([]string, len(a.args))
+	for i := range a.args {
+		names[i] = a.args[i].name
+	}
+	return names
 }
 
 func checkArgName(tok, name string) error {
@@ -913,8 +947,13 @@ func (a *Args) Fetch(h *HitEnv, dst []Field) []Field {
 		sc = fetchScratchPool.Get().(*fetchScratch)
 		sc.h, sc.stackWords, sc.stackRead, sc.stackValid = h, a.stackWords, false, 0
 	}
+	first := len(dst)
 	for i := range a.args {
 		f := &a.args[i]
+		if f.base == baseExpr {
+			dst = append(dst, Field{Name: f.name, Value: f.exprValue(dst[first:])})
+			continue
+		}
 		dst = append(dst, Field{Name: f.name, Value: f.fetch(h, sc)})
 	}
 	if sc != nil {
@@ -922,6 +961,15 @@ func (a *Args) Fetch(h *HitEnv, dst []Field) []Field {
 		fetchScratchPool.Put(sc)
 	}
 	return dst
+}
+
+// exprValue is a baseExpr's value from the fields before it.
+func (f *fetchArg) exprValue(fields []Field) Value {
+	v, ok := f.expr.eval(fields)
+	if !ok {
+		return faultAll(Value{typ: f.typ})
+	}
+	return Value{typ: f.typ, bits: uint64(v)}
 }
 
 func (f *fetchArg) fetch(h *HitEnv, sc *fetchScratch) Value {

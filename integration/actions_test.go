@@ -426,3 +426,33 @@ func TestActionPrintf(t *testing.T) {
 		t.Errorf("json: %d comments of 100, want 3, and no events:\n%s", n, r.stdout)
 	}
 }
+
+// TestFetchArgArithmetic: fetch-args worked out from others (issue 39:
+// bpftrace's arithmetic) are fields like any other: shown, filtered on,
+// counted by, printed; a return's as well; in-process and stopping.
+func TestFetchArgArithmetic(t *testing.T) {
+	for _, mode := range [][]string{nil, {"--no-inprocess"}} {
+		r := runActions(t, false, append(mode,
+			"p:sized size=%di:s64 dbl=size*2 if dbl > 100 => count:dbl",
+			`r:top r=$retval:s64 n=r/9 rem=r-n*9 => printf("%d %d\n", n, rem)`,
+			"p:tick i=%di:u64 sq=i*i-(i<<1):s64 if i < 3")...)
+		sameRows(t, "count:dbl", tableRows(t, r.stdout, "count:dbl of probe/p_sized_0: 5 hits, 3 keys"),
+			map[string]int{"dbl=110": 1, "dbl=178": 1, "dbl=200": 3})
+		var printed []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if regexp.MustCompile(`^\d+ \d+$`).MatchString(l) {
+				printed = append(printed, l)
+			}
+		}
+		if strings.Join(printed, ",") != "0 0,1 0,2 0,3 0,4 0" {
+			t.Errorf("%v: r/9 and r-n*9 printed %q", mode, printed)
+		}
+		var ticks []string
+		for _, m := range regexp.MustCompile(`p_tick_0: \(tick\+0x0/0x[0-9a-f]+\) i=(\d+) sq=(-?\d+)`).FindAllStringSubmatch(r.stdout, -1) {
+			ticks = append(ticks, m[1]+":"+m[2])
+		}
+		if strings.Join(ticks, ",") != "0:0,1:-1,2:0" {
+			t.Errorf("%v: ticks %q, want i*i-(i<<1) of 0, 1, 2", mode, ticks)
+		}
+	}
+}

@@ -213,28 +213,5 @@ func (t *Tracer) captureSite(r resolved) (resolved, error) {
 }
 
 // hasDwarfNames reports whether any fetch-arg token names a DWARF variable
-// rather than a register, memory or special variable.
-func hasDwarfNames(tokens []string) bool {
-	for _, tok := range tokens {
-		if tok == "if" {
-			return false
-		}
-		if _, fetch, ok := strings.Cut(tok, "="); ok {
-			tok = fetch
-		}
-		if tok == "" {
-			continue
-		}
-		switch tok[0] {
-		case '%', '@', '+', '-', '\\':
-			continue
-		case '$':
-			if strings.HasPrefix(tok, "$params") {
-				return true
-			}
-			continue
-		}
-		return true
-	}
-	return false
-}
+// rather than a register, memory, special variable or expression.
+func hasDwarfNames(tokens []string) bool { return fetch.ReadsDWARF(tokens) }
