@@ -185,6 +185,13 @@ func (pl *Plan) AppendPrinted(b []byte, h *probe.Hit) []byte {
 	return b
 }
 
+// PrintOnly reports whether the plan does nothing but print the event
+// (no action, or print): its hits may be printed from a recording, long
+// after.
+func (pl *Plan) PrintOnly() bool {
+	return pl.print && !pl.stack && !pl.traceSet && len(pl.switches)+len(pl.counts)+len(pl.aggs)+len(pl.hists)+len(pl.printers) == 0
+}
+
 // Stack reports whether the plan wants the user stack at each hit.
 func (pl *Plan) Stack() bool { return pl.stack }
 

@@ -279,3 +279,21 @@ func (n *exprNode) eval(fields []Field) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Portable reports whether tokens (a spec's fetch-args and filter)
+// compile the same from their text alone, with nothing of the process:
+// no DWARF name, no symbol's address, no symbol shown (:symbol). A
+// recording can then keep the text and the hits' records raw, and
+// compile them again when it is read (probe record's raw capture).
+func Portable(tokens []string, ret bool) bool {
+	a, err := Compile(tokens, CompileEnv{Return: ret})
+	if err != nil {
+		return false
+	}
+	for i := range a.args {
+		if a.args[i].typ == TypeSymbol || a.args[i].base == baseDwarf || a.args[i].typ == TypeDwarf {
+			return false
+		}
+	}
+	return true
+}

@@ -146,3 +146,85 @@ func wantRaw(t *testing.T, rec string) {
 		t.Errorf("probe report --info: want every record decoded from the tracee's; got\n%s", info)
 	}
 }
+
+// TestRawRecordProbes: entry probes whose hits are only printed are
+// recorded raw too, alone or with function_graph (probe/raw.go): their
+// fetch-args (registers, an expression) and filters compiled again from
+// their text by probe report, their hits as the live trace shows them,
+// thread by thread, among the calls where there are calls; a probe at a
+// function that stops the thread (trapper) is printed live into the
+// same recording, in its place. A probe that counts, or reads what only
+// the process knows (:symbol), makes the recording decoded live, as
+// before, and right.
+func TestRawRecordProbes(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "rawmix", filepath.Join("testdata", "raw", "rawmix.c"), "-O2", "-g", "-pthread")
+	args := []string{exe, "3", "40"}
+	probes := []string{"p:leaf x=%di:s64", "p:sw x=%di:s64 y=x&7 if y < 4", "p:trapper x=%di:s64 half=x/2"}
+	dir := t.TempDir()
+	raw := "probe: recorded raw: the records as the tracee makes them, decoded by probe report\n"
+	for _, tc := range []struct {
+		name  string
+		extra []string // before the probes
+		raw   bool
+	}{
+		{"probes", nil, true},
+		{"graph", []string{"--tracer", "function_graph"}, true},
+		{"symbol", []string{"p:work2 r=%ip:symbol"}, false},
+	} {
+		live, rec, report := filepath.Join(dir, tc.name+".live"), filepath.Join(dir, tc.name+".rec"), filepath.Join(dir, tc.name+".report")
+		list := append(append([]string{}, tc.extra...), probes...)
+		if r := probe(t, append(append([]string{"run", "-o", live}, list...), append([]string{"--"}, args...)...)...); r.code != 0 {
+			t.Fatalf("%s: probe run: %v", tc.name, r)
+		}
+		r := probe(t, append(append([]string{"record", "-v", "-o", rec}, list...), append([]string{"--"}, args...)...)...)
+		if wantRaw := tc.raw && runtime.GOARCH != "arm64"; r.code != 0 || strings.HasSuffix(r.stderr, raw) != wantRaw {
+			t.Fatalf("%s: probe record -v: %v\nwant raw %v", tc.name, r, wantRaw)
+		}
+		mustProbe(t, "report", "-o", report, rec)
+		liveThreads, repThreads := probeThreads(t, live), probeThreads(t, report)
+		if tc.extra != nil && tc.extra[0] == "--tracer" {
+			liveThreads, _ = graphThreads(t, live)
+			repThreads, _ = graphThreads(t, report)
+		}
+		if len(liveThreads) < 3 || !slices.EqualFunc(liveThreads, repThreads, slices.Equal) {
+			t.Errorf("%s: the threads' lines differ:\nlive\n%s\nreported\n%s", tc.name, strings.Join(slices.Concat(liveThreads...), "\n"), strings.Join(slices.Concat(repThreads...), "\n"))
+		}
+		// Each thread: 40 rounds of trapper, sw and leaf's hits, the
+		// filter keeping sw's of x&7 < 4.
+		if n := strings.Count(strings.Join(liveThreads[len(liveThreads)-1], "\n"), "p_trapper_0: "); n != 40 {
+			t.Errorf("%s: %d hits of trapper in a thread, want 40", tc.name, n)
+		}
+		if info := mustProbe(t, "report", "--info", rec).stdout; strings.Contains(info, "# raw:") != (tc.raw && runtime.GOARCH != "arm64") {
+			t.Errorf("%s: probe report --info:\n%s", tc.name, info)
+		}
+	}
+}
+
+// probeThreads reads a trace of probes' lines: each thread's events
+// without their CPU and time, threads sorted.
+func probeThreads(t *testing.T, path string) [][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`^ *\S+-(\d+) +\[\d+\] +[\d.]+: (.*)$`)
+	byTid := map[string][]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if m := line.FindStringSubmatch(l); m != nil {
+			byTid[m[1]] = append(byTid[m[1]], m[2])
+		}
+	}
+	var threads [][]string
+	for _, lines := range byTid {
+		threads = append(threads, lines)
+	}
+	slices.SortFunc(threads, func(a, b []string) int {
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+		return slices.Compare(a, b)
+	})
+	return threads
+}

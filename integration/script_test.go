@@ -193,7 +193,7 @@ var badScripts = []struct{ name, src, want string }{
 	{"bad filter", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    if: y > 1\n",
 		`4:9: bad probe "p:work x=%di if y > 1": bad filter "y > 1": unknown field "y" (fields: x, comm)`},
 	{"unknown action", "probes:\n  - at: work\n    actions: [print, bogus]\n",
-		`3:22: bad action "bogus": unknown action (want print, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)`},
+		`3:22: bad action "bogus": unknown action (want print, printf, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)`},
 	{"unknown action key", "probes:\n  - at: work\n    actions: [{counts: [comm]}]\n",
 		`3:16: probes[0].actions[0]: unknown key "counts" (want "count", "hist", "enable", "disable")`},
 	{"count key not fetched", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    actions: [{count: [y]}]\n",

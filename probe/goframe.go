@@ -67,7 +67,7 @@ func (t *Tracer) goroutineOf(tid int, regs *unix.PtraceRegs) (key, lane, goid in
 // program the goroutine.
 func (h *Hit) Lane() (lane, goroutine int64) {
 	t := h.tracer
-	if t == nil || h.regs == nil || t.ft == nil || !isGo(t.space.Main()) {
+	if t == nil || h.regs == nil || t.ft == nil || t.decoding != nil || !isGo(t.space.Main()) {
 		return int64(h.Tid), 0
 	}
 	_, lane, goroutine, _, _ = t.goroutineOf(h.Tid, h.regs)

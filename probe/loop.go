@@ -195,6 +195,9 @@ func (t *Tracer) onTrap(tid int) {
 func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, loadedRet uint64) (hit *Hit, hooked bool) {
 	t.handling(tid, regs, s.addr)
 	hit = t.newHit(tid, regs)
+	if t.raw.on && len(s.probes) > 0 {
+		t.raw.out.Flush() // (the records made at stops before this hit, first)
+	}
 	for _, p := range s.probes {
 		if p.enabled.Load() {
 			p.hits.Add(1)

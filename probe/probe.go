@@ -57,6 +57,10 @@ type Handler struct {
 	// Tally, with Recorded, says Pre only counts hits and draws log2
 	// histograms: the tracee may keep the counts itself (tally.go).
 	Tally *Tally
+	// Raw, with Recorded, says Pre does no more than print the hit: under
+	// raw capture (raw.go) the records of the probe's hits may go to the
+	// RawOutput as they are, and its Decoder make the hits later.
+	Raw bool
 }
 
 // Hit is one thread stopped at a probe. It is valid only during the handler.

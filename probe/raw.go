@@ -7,13 +7,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 )
 
 // Raw capture (probe record), as perf record and uftrace record keep
 // what the tracee wrote and decode it when the trace is read: with a
-// RawOutput set before Start, a function_graph alone (no probes, no
-// --args, no -f, C functions; x86-64) hands on each ring's run of
+// RawOutput set before Start, a function_graph (no --args, no -f, C
+// functions; x86-64) and entry probes whose hits are only printed and
+// whose fetch-args compile from their text alone (fetch.Portable), or
+// such probes alone, hand on each ring's run of
 // records as it lies there (ring.Chunk: their registers and stack words,
 // their site's id, their time), and does nothing else with them
 // (rawchunk.go encodes them). A Decoder makes of them, later, the events the
@@ -37,6 +40,8 @@ import (
 type RawOutput interface {
 	// Begin gives the tables, before anything else.
 	Begin(RawTables)
+	// Probe describes a probe, before a site names it.
+	Probe(RawProbe)
 	// Site says what the records of one site hold, before the first.
 	Site(RawSite)
 	// ThreadName names a thread before its first record.
@@ -54,6 +59,9 @@ type RawOutput interface {
 	ThreadGone(tid, cpu int, time int64)
 	// RingLost says a thread's ring has dropped records (full).
 	RingLost(tid int)
+	// Flush puts what it holds before what the handlers print next (a
+	// probe's hit at a stop, printed live).
+	Flush()
 }
 
 // RawTables are what decoding a tracer's raw records needs besides its
@@ -69,6 +77,17 @@ type RawTables struct {
 	// TracerTrampoline is where the tracer sends the returns it hooks
 	// at a stop: a tail call from such a call finds it at sp.
 	TracerTrampoline uint64
+	// NoFunctions: the function tracer does not run (probes alone do).
+	NoFunctions bool `json:",omitempty"`
+}
+
+// RawProbe is an entry probe whose hits are recorded raw: its name and
+// its fetch-args and filter as text, compiled again by the Decoder.
+type RawProbe struct {
+	ID           int
+	Group, Event string
+	Args         []string
+	ShownAt      string `json:",omitempty"`
 }
 
 // RawSite is what the records of a site hold (codegen.RecordStub), and
@@ -82,6 +101,12 @@ type RawSite struct {
 	Regs       []int
 	StackWords int
 	Hook       bool
+	// Reads are the memory the records copy (after the hooked flag);
+	// Where is the site as probes' hits show it; Probes, the ids of the
+	// probes at it.
+	Reads  []codegen.MemRead `json:",omitempty"`
+	Where  string            `json:",omitempty"`
+	Probes []int             `json:",omitempty"`
 }
 
 // RawRecord is one record as the tracee wrote it, its stamp turned into
@@ -109,6 +134,7 @@ type rawState struct {
 	lastTid   int
 	lost      map[int]bool      // threads whose ring's losses were said
 	trapIDs   map[uint64]uint32 // the site ids of functions that stop the thread, by address
+	probeIDs  map[*Probe]int    // the probes described, and their ids
 	vals      []uint64          // a record made at a stop, reused
 }
 
@@ -138,38 +164,63 @@ func (t *Tracer) startRaw() {
 	}
 	r := &t.raw
 	r.on, r.began, r.named, r.lost = true, true, map[int]bool{}, map[int]bool{}
-	r.tables = RawTables{Pid: t.pid, Trampoline: t.inproc.trampoline, TracerTrampoline: t.ret.trampoline,
-		MaxDepth: t.ft.opts.MaxDepth, GraphFunctions: len(t.ft.opts.GraphFunction) > 0}
+	r.tables = RawTables{Pid: t.pid, Trampoline: t.inproc.trampoline, TracerTrampoline: t.ret.trampoline, NoFunctions: t.ft == nil}
+	if t.ft != nil {
+		r.tables.MaxDepth, r.tables.GraphFunctions = t.ft.opts.MaxDepth, len(t.ft.opts.GraphFunction) > 0
+	}
 	r.out.Begin(r.tables)
 }
 
-// rawCapturable reports whether the tracer's work is a function_graph
-// alone whose every function records in the tracee.
+// rawCapturable reports whether the tracer's work is a function_graph,
+// or entry probes (rawProbe), or both, whose every function records in
+// the tracee.
 func (t *Tracer) rawCapturable() bool {
 	ft := t.ft
-	if ft == nil || t.inproc == nil || t.follow.on || len(t.probes) > 0 || !returnInSlot {
+	if t.inproc == nil || t.follow.on || !returnInSlot || ft == nil && len(t.probes) == 0 {
 		// (arm64: the tracer's frames of the calls the tracee hooked
 		// say where each function saved its return address, which the
 		// detach gives back: without them the program died of SIGSEGV
 		// at the first detach.)
 		return false
 	}
-	o := &ft.opts
-	if !o.Returns || o.Callers || o.Args || o.FromMain || o.Stack || o.Handler == nil {
-		return false
-	}
-	for _, s := range t.sites {
-		if s.fn == nil && s.fnRet == nil {
-			continue // the tracer's own (an unwinder's entry, the linker's)
-		}
-		if s.fn == nil || s.fn.isGo || len(s.returns) > 0 || len(s.probes) > 0 {
+	if ft != nil {
+		o := &ft.opts
+		if !o.Returns || o.Callers || o.Args || o.FromMain || o.Stack || o.Handler == nil {
 			return false
 		}
-		if s.opt != nil && s.opt.record != nil && !s.opt.record.code.Hook {
+	}
+	for _, p := range t.probes {
+		if !rawProbe(p) {
+			return false
+		}
+	}
+	for _, s := range t.sites {
+		if s.fn == nil && s.fnRet == nil && len(s.probes) == 0 {
+			continue // the tracer's own (an unwinder's entry, the linker's)
+		}
+		if s.fn != nil && s.fn.isGo || s.fnRet != nil || len(s.returns) > 0 || s.fn == nil && len(s.probes) == 0 {
+			return false
+		}
+		if s.fn != nil && s.opt != nil && s.opt.record != nil && !s.opt.record.code.Hook {
 			return false
 		}
 	}
 	return true
+}
+
+// rawProbe reports whether p's hits may be recorded raw: an entry
+// probe, in C, whose handler only prints them, whose fetch-args and
+// filter compile from their text alone.
+func rawProbe(p *Probe) bool {
+	if p.Kind != fetch.KindEntry || !p.handler.Recorded || !p.handler.Raw || p.override != nil || p.syscall != 0 {
+		return false
+	}
+	for _, s := range p.sites {
+		if s.module != nil && isGo(s.module) {
+			return false
+		}
+	}
+	return fetch.Portable(p.Spec.Args, false)
 }
 
 // rawPassMax bounds the records of a drain's pass under raw capture:
@@ -214,15 +265,33 @@ func (t *Tracer) announceSites() {
 		r.announced[id] = true
 		rs := t.inproc.sites[id]
 		s := rawSite(id, rs.site)
-		s.Regs, s.StackWords, s.Hook = rs.code.Regs, rs.code.StackWords, rs.code.Hook
+		s.Regs, s.StackWords, s.Hook, s.Reads = rs.code.Regs, rs.code.StackWords, rs.code.Hook, rs.code.Reads
+		for _, p := range rs.site.probes {
+			s.Probes = append(s.Probes, t.announceProbe(p))
+		}
 		r.out.Site(s)
 	}
+}
+
+// announceProbe describes p if not yet done, and returns its id.
+func (t *Tracer) announceProbe(p *Probe) int {
+	r := &t.raw
+	if id, ok := r.probeIDs[p]; ok {
+		return id
+	}
+	if r.probeIDs == nil {
+		r.probeIDs = map[*Probe]int{}
+	}
+	id := len(r.probeIDs) + 1
+	r.probeIDs[p] = id
+	r.out.Probe(RawProbe{ID: id, Group: p.Group, Event: p.Event, Args: p.Spec.Args, ShownAt: p.shownAt})
+	return id
 }
 
 // rawSite is site st as raw records name it, by id: its address and its
 // function.
 func rawSite(id uint32, st *site) RawSite {
-	s := RawSite{ID: id, Addr: st.addr}
+	s := RawSite{ID: id, Addr: st.addr, Where: st.where}
 	if fn := st.fn; fn != nil {
 		s.Func, s.Graph, s.Notrace = fn.name, fn.graph, fn.notrace
 	}

@@ -2,8 +2,10 @@ package probe
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 )
 
@@ -16,25 +18,57 @@ type Decoder struct {
 	t *Tracer
 	// lost are the threads whose rings dropped records (RingLost), for
 	// lose's count of returns not recorded.
-	lost map[int]bool
-	rec  ring.Record // handed to deliverRecord, reused
+	lost   map[int]bool
+	rec    ring.Record // handed to deliverRecord, reused
+	probes map[int]*Probe
+	onHit  func(*Hit)
+}
+
+// DecodeHandlers take what a Decoder makes: the function tracer's
+// events, and the hits of probes recorded raw, as the live handlers
+// would have (a Hit valid during the call).
+type DecodeHandlers struct {
+	Func  func(*FuncEvent)
+	Probe func(*Hit)
 }
 
 // NewDecoder makes the decoder of a tracer's raw records, which hands
-// its events to handler.
-func NewDecoder(tables RawTables, handler func(*FuncEvent)) *Decoder {
+// its events and hits to h.
+func NewDecoder(tables RawTables, h DecodeHandlers) *Decoder {
 	t := &Tracer{pid: tables.Pid, probes: map[string]*Probe{}}
 	t.newAddressSpace()
 	t.inproc = &inproc{sites: map[uint32]*recordSite{}, trampoline: tables.Trampoline}
+	t.inproc.env = fetch.HitEnv{Mem: &t.inproc.stack} // (no process: memory is what the records copied)
 	t.ret.trampoline = tables.TracerTrampoline
-	opts := FuncTraceOptions{Returns: true, MaxDepth: tables.MaxDepth, Handler: handler}
-	if tables.GraphFunctions {
-		opts.GraphFunction = []string{"(recorded)"} // (only whether there are any matters here)
+	if !tables.NoFunctions {
+		opts := FuncTraceOptions{Returns: true, MaxDepth: tables.MaxDepth, Handler: h.Func}
+		if tables.GraphFunctions {
+			opts.GraphFunction = []string{"(recorded)"} // (only whether there are any matters here)
+		}
+		t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
 	}
-	t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
-	d := &Decoder{t: t, lost: map[int]bool{}}
+	d := &Decoder{t: t, lost: map[int]bool{}, probes: map[int]*Probe{}, onHit: h.Probe}
 	t.decoding = d
 	return d
+}
+
+// Probe compiles a probe's fetch-args and filter from their text.
+func (d *Decoder) Probe(rp RawProbe) error {
+	if d.probes[rp.ID] != nil {
+		return fmt.Errorf("probe %d given twice", rp.ID)
+	}
+	args, err := fetch.Compile(rp.Args, fetch.CompileEnv{})
+	if err != nil {
+		return fmt.Errorf("probe %s/%s: %v", rp.Group, rp.Event, err)
+	}
+	if len(rp.Args) == 0 {
+		args = nil
+	}
+	p := &Probe{Group: rp.Group, Event: rp.Event, Kind: fetch.KindEntry, args: args, shownAt: rp.ShownAt, hits: new(atomic.Uint64)}
+	p.enabled.Store(true)
+	p.handler = Handler{Recorded: true, Raw: true, Pre: d.onHit}
+	d.probes[rp.ID] = p
+	return nil
 }
 
 // Site takes what a site's records hold.
@@ -50,8 +84,23 @@ func (d *Decoder) Site(s RawSite) error {
 	if s.StackWords < 0 || s.StackWords > codegen.RecordStackMax {
 		return fmt.Errorf("site %d: %d stack words", s.ID, s.StackWords)
 	}
-	st := &site{addr: s.Addr, funcName: s.Func, fn: &traceFunc{name: s.Func, graph: s.Graph, notrace: s.Notrace}}
-	d.t.inproc.sites[s.ID] = &recordSite{site: st, code: &codegen.RecordStub{Site: s.ID, Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook}}
+	for _, r := range s.Reads {
+		if r.Len <= 0 || r.Len > codegen.MemReadMax {
+			return fmt.Errorf("site %d: a copy of %d bytes", s.ID, r.Len)
+		}
+	}
+	st := &site{addr: s.Addr, funcName: s.Func, where: s.Where}
+	if s.Func != "" || len(s.Probes) == 0 {
+		st.fn = &traceFunc{name: s.Func, graph: s.Graph, notrace: s.Notrace}
+	}
+	for _, id := range s.Probes {
+		p := d.probes[id]
+		if p == nil {
+			return fmt.Errorf("site %d: probe %d never described", s.ID, id)
+		}
+		st.probes = append(st.probes, p)
+	}
+	d.t.inproc.sites[s.ID] = &recordSite{site: st, code: &codegen.RecordStub{Site: s.ID, Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook, Reads: s.Reads}}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 const (
 	RawTablesFrame  = 'T' // RawTables, as JSON: once, before the rest
 	RawSiteFrame    = 'S' // a RawSite, as JSON
+	RawProbeFrame   = 'P' // a RawProbe, as JSON
 	RawNameFrame    = 'N' // a thread's name: its id, then the name
 	RawRecordsFrame = 'w' // raw records made at stops, one after another
 	RawChunksFrame  = 'C' // a drain pass's records as the rings held them
@@ -59,6 +60,8 @@ func NewRawEncoder(put func(kind byte, payload []byte)) *RawEncoder {
 func (e *RawEncoder) Begin(t RawTables) { e.putJSON(RawTablesFrame, t) }
 
 func (e *RawEncoder) Site(s RawSite) { e.putJSON(RawSiteFrame, s) }
+
+func (e *RawEncoder) Probe(p RawProbe) { e.putJSON(RawProbeFrame, p) }
 
 func (e *RawEncoder) putJSON(kind byte, v any) {
 	js, err := json.Marshal(v)
@@ -137,22 +140,22 @@ func (e *RawEncoder) Flush() {
 // RawReader reads raw capture frames into the Decoder it makes from the
 // tables.
 type RawReader struct {
-	handler func(*FuncEvent)
-	dec     *Decoder
-	codec   rawCodec
-	values  []uint64
-	pass    chunkHeap // a chunks frame's cursors, reused
+	handlers DecodeHandlers
+	dec      *Decoder
+	codec    rawCodec
+	values   []uint64
+	pass     chunkHeap // a chunks frame's cursors, reused
 }
 
-// NewRawReader reads raw frames whose events go to handler.
-func NewRawReader(handler func(*FuncEvent)) *RawReader {
-	return &RawReader{handler: handler}
+// NewRawReader reads raw frames whose events and hits go to h.
+func NewRawReader(h DecodeHandlers) *RawReader {
+	return &RawReader{handlers: h}
 }
 
 // IsRawFrame reports whether a frame of kind is a raw capture's.
 func IsRawFrame(kind byte) bool {
 	switch kind {
-	case RawTablesFrame, RawSiteFrame, RawNameFrame, RawRecordsFrame, RawChunksFrame, RawGoneFrame, RawLostFrame:
+	case RawTablesFrame, RawSiteFrame, RawProbeFrame, RawNameFrame, RawRecordsFrame, RawChunksFrame, RawGoneFrame, RawLostFrame:
 		return true
 	}
 	return false
@@ -170,7 +173,7 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 		if err := json.Unmarshal(b, &t); err != nil {
 			return fmt.Errorf("raw tables: %v", err)
 		}
-		rr.dec = NewDecoder(t, rr.handler)
+		rr.dec = NewDecoder(t, rr.handlers)
 		return nil
 	}
 	if rr.dec == nil {
@@ -184,6 +187,12 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 			return fmt.Errorf("raw site: %v", err)
 		}
 		return rr.dec.Site(s)
+	case RawProbeFrame:
+		var p RawProbe
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fmt.Errorf("raw probe: %v", err)
+		}
+		return rr.dec.Probe(p)
 	case RawNameFrame:
 		tid := d.Varint()
 		rr.dec.ThreadName(int(tid), string(d.B))

@@ -3,12 +3,14 @@ package probe
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 )
 
@@ -22,7 +24,8 @@ func rawSample() (kinds []byte, payloads [][]byte) {
 	}
 	e := NewRawEncoder(put)
 	e.Begin(RawTables{Pid: 7, Trampoline: 0x1000})
-	e.Site(RawSite{ID: 1, Addr: 0x400000, Func: "work", Regs: []int{spOff}, StackWords: 1, Hook: true})
+	e.Probe(RawProbe{ID: 1, Group: "probe", Event: "p_work_0", Args: []string{"x=%di:s64", "y=x*2", "if", "y", ">=", "0"}})
+	e.Site(RawSite{ID: 1, Addr: 0x400000, Func: "work", Regs: []int{spOff}, StackWords: 1, Hook: true, Where: "work+0x0/0x10", Probes: []int{1}})
 	e.ThreadName(8, "w")
 	chunk := append(ringRecord(1, 1, 1100, 0x7ff0, 0x401234, 1), ringRecord(ReturnSite, ring.UnknownCPU, 1150, 0x7ff0, 42, 0, 0)...)
 	e.Chunk(ring.Line{TSC: 1000, NS: 0, PerTSC: 1}, 3, &ring.Chunk{Tid: 8, Bytes: [2][]byte{chunk[:48], chunk[48:]}, Records: 2})
@@ -52,7 +55,11 @@ func ringRecord(site uint32, cpu int, tsc uint64, values ...uint64) []byte {
 // record with none).
 func TestRawRoundTrip(t *testing.T) {
 	var got []FuncEvent
-	rr := NewRawReader(func(ev *FuncEvent) { got = append(got, *ev) })
+	var hits []string
+	rr := NewRawReader(DecodeHandlers{Func: func(ev *FuncEvent) { got = append(got, *ev) },
+		Probe: func(h *Hit) {
+			hits = append(hits, fmt.Sprintf("%s %s %d %d %s", h.Probe.Event, h.Where, h.Tid, h.Time, fetch.AppendFields(nil, h.Fields)))
+		}})
 	kinds, payloads := rawSample()
 	for i, k := range kinds {
 		if err := rr.Frame(k, payloads[i]); err != nil {
@@ -79,6 +86,11 @@ func TestRawRoundTrip(t *testing.T) {
 	if !slices.Equal(evs, want) {
 		t.Fatalf("events %+v, want %+v", evs, want)
 	}
+	// The probe at work's entry: its fetch-args compiled from their
+	// text, at both entries (%di not recorded: 0).
+	if w := []string{"p_work_0 work+0x0/0x10 8 100  x=0 y=0", "p_work_0 work+0x0/0x10 8 300  x=0 y=0"}; !slices.Equal(hits, w) {
+		t.Fatalf("probe hits %q, want %q", hits, w)
+	}
 }
 
 // FuzzRawFrames: whatever a raw frame holds, after the tables, the
@@ -92,9 +104,9 @@ func FuzzRawFrames(f *testing.F) {
 	site, _ := json.Marshal(RawSite{ID: 2, Regs: []int{4096}, StackWords: -1})
 	f.Add(byte(RawSiteFrame), site)
 	f.Fuzz(func(t *testing.T, kind byte, payload []byte) {
-		rr := NewRawReader(func(*FuncEvent) {})
+		rr := NewRawReader(DecodeHandlers{Func: func(*FuncEvent) {}, Probe: func(*Hit) {}})
 		ks, ps := rawSample()
-		for i := range ks[:3] { // the tables, the site, the thread
+		for i := range ks[:4] { // the tables, the probe, the site, the thread
 			if err := rr.Frame(ks[i], ps[i]); err != nil {
 				t.Fatal(err)
 			}

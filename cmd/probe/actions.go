@@ -153,7 +153,9 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	if recorded {
 		tally = plan.Load().Tally()
 	}
-	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Tally: tally, Pre: func(h *probe.Hit) {
+	// Hits only printed may be recorded raw (raw.go).
+	raw := recorded && s.rawWanted && plan.Load().PrintOnly()
+	p, err := t.AddSpec(d.Spec, probe.Handler{Recorded: recorded, Tally: tally, Raw: raw, Pre: func(h *probe.Hit) {
 		pl := plan.Load()
 		if pl == nil {
 			return
@@ -165,17 +167,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 		if !print {
 			return
 		}
-		lane, goroutine := h.Lane()
-		r := output.Record{
-			Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
-			Event: h.Probe.Event, Where: h.Where,
-			// The call stack it happened on: in function_graph, a
-			// comment among that stack's calls.
-			Lane: lane, Goroutine: goroutine,
-			EntryTime: returnEntry(h),
-			// Fields live only during the handler: keep a copy.
-			Fields: append([]fetch.Field(nil), h.Fields...),
-		}
+		r := hitRecord(h)
 		if pl.Stack() {
 			frames := h.Stack(maxStackFrames)
 			r.Stack = make([]string, len(frames))
@@ -205,6 +197,21 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 	plan.Store(pl)
 	s.planned(d)
 	return p, pl, nil
+}
+
+// hitRecord is a probe's hit as the trace prints it.
+func hitRecord(h *probe.Hit) output.Record {
+	lane, goroutine := h.Lane()
+	return output.Record{
+		Time: h.Time, CPU: h.CPU, Pid: h.Pid, Tid: h.Tid, Comm: h.Comm,
+		Event: h.Probe.Event, Where: h.Where,
+		// The call stack it happened on: in function_graph, a
+		// comment among that stack's calls.
+		Lane: lane, Goroutine: goroutine,
+		EntryTime: returnEntry(h),
+		// Fields live only during the handler: keep a copy.
+		Fields: append([]fetch.Field(nil), h.Fields...),
+	}
 }
 
 // planned notes that d's actions have their tables.

@@ -726,6 +726,7 @@ type sink struct {
 	// stopEvery ends the tables printed every --interval.
 	stopEvery func()
 	raw       *rawSink // probe record's raw capture, if asked for (raw.go)
+	rawWanted bool     // the recording may be raw: its probes' hits too
 }
 
 // traceFiles are the files a trace goes to: -o's (or standard output),
@@ -1034,13 +1035,14 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 	if err := t.SetRecordOutput(recordOutput{s.stream, o.buffer / 4}); err != nil {
 		return err
 	}
+	s.rawWanted = wantsRaw(ts, o, s)
 	if err := addProbes(t, specs, s); err != nil {
 		return err
 	}
 	if err := addTracer(t, ts, o, s); err != nil {
 		return err
 	}
-	if err := setupRaw(t, ts, o, s, len(specs) > 0); err != nil {
+	if err := setupRaw(t, ts, o, s); err != nil {
 		return err
 	}
 	if s.stopEvery == nil {

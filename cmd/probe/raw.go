@@ -31,13 +31,20 @@ type rawSink struct {
 // (output.FlushInterval), holding the stop (Lua: 0.17 -> 0.32 s).
 const rawPending = 8 << 20
 
-// setupRaw asks t for raw capture where the recording would hold a
-// function_graph alone.
-func setupRaw(t *probe.Tracer, ts tracers, o *options, s *sink, probes bool) error {
-	rec, ok := s.all.(*output.Recorder)
-	if !ok || !o.record || probes || o.follow || o.args || ts != (tracers{graph: true}) {
+// wantsRaw reports whether the recording may be raw: probe record of a
+// function_graph, of probes, or of both (the tracer decides at Start
+// whether each probe and function can: probe.Tracer.RawCapture).
+func wantsRaw(ts tracers, o *options, s *sink) bool {
+	_, ok := s.all.(*output.Recorder)
+	return ok && o.record && !o.follow && !o.args && (ts == tracers{graph: true} || ts == tracers{})
+}
+
+// setupRaw asks t for raw capture where the recording may be raw.
+func setupRaw(t *probe.Tracer, ts tracers, o *options, s *sink) error {
+	if !wantsRaw(ts, o, s) {
 		return nil
 	}
+	rec := s.all.(*output.Recorder)
 	r := &rawSink{rec: rec}
 	r.enc = probe.NewRawEncoder(func(kind byte, payload []byte) {
 		if !r.reserve(len(payload), s.stream.Failed()) {
@@ -111,9 +118,15 @@ func funcRecord(ev *probe.FuncEvent) output.Record {
 func rawReplay() output.FrameHandler {
 	var out output.ReplayOut
 	var r output.Record // (one, reused: a record made per call escaped to the heap)
-	rr := probe.NewRawReader(func(ev *probe.FuncEvent) {
-		r = funcRecord(ev)
-		out.Record(&r)
+	rr := probe.NewRawReader(probe.DecodeHandlers{
+		Func: func(ev *probe.FuncEvent) {
+			r = funcRecord(ev)
+			out.Record(&r)
+		},
+		Probe: func(h *probe.Hit) {
+			r = hitRecord(h)
+			out.Record(&r)
+		},
 	})
 	return func(kind byte, payload []byte, o output.ReplayOut) error {
 		out = o
