@@ -1046,7 +1046,7 @@ func addAll(t *probe.Tracer, specs []*probeDef, ts tracers, o *options, s *sink)
 		return err
 	}
 	if s.stopEvery == nil {
-		s.stopEvery = s.printEvery(o.interval, o.intervalClear)
+		s.stopEvery = s.printEvery(o.interval, o.intervalClear, t.Ready())
 	}
 	return nil
 }
