@@ -243,12 +243,9 @@ func (s *sink) emptyTables(defs []*probeDef) {
 // clear are emptied once printed (the final tables are then the last
 // interval's rest). The intervals start once the probes are placed
 // (ready closed), as bpftrace's once its probes are attached: placing
-// them takes a while (up to 0.7 s seen under TCG), and the tables
-// printed meanwhile read 0 hits of probes not counting yet. In the
-// guest TestAttachStopWhileAttached, which waits for the second table
-// and then stops the program, sent its SIGSTOP before a hit had been
-// counted, and the hits made between the start and the stop showed up
-// in the tables after it. stop ends it, before the final tables.
+// them takes up to 0.7 s under TCG, and tables printed meanwhile read 0
+// hits of probes not counting yet (TestAttachStopWhileAttached). stop
+// ends it, before the final tables.
 func (s *sink) printEvery(interval time.Duration, clear bool, ready <-chan struct{}) (stop func()) {
 	if interval <= 0 {
 		return func() {}
