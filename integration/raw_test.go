@@ -76,6 +76,13 @@ func graphThreads(t *testing.T, path string) (threads [][]string, notes []string
 			notes = append(notes, l)
 		}
 	}
+	return sortedThreads(byTid), notes
+}
+
+// sortedThreads is each thread's lines, sorted by length then content
+// (which thread ran first varies).
+func sortedThreads(byTid map[string][]string) [][]string {
+	var threads [][]string
 	for _, lines := range byTid {
 		threads = append(threads, lines)
 	}
@@ -85,7 +92,7 @@ func graphThreads(t *testing.T, path string) (threads [][]string, notes []string
 		}
 		return slices.Compare(a, b)
 	})
-	return threads, notes
+	return threads
 }
 
 // TestRawRecordAttachCycles: probe record attached to a running program
@@ -216,15 +223,5 @@ func probeThreads(t *testing.T, path string) [][]string {
 			byTid[m[1]] = append(byTid[m[1]], m[2])
 		}
 	}
-	var threads [][]string
-	for _, lines := range byTid {
-		threads = append(threads, lines)
-	}
-	slices.SortFunc(threads, func(a, b []string) int {
-		if len(a) != len(b) {
-			return len(a) - len(b)
-		}
-		return slices.Compare(a, b)
-	})
-	return threads
+	return sortedThreads(byTid)
 }

@@ -209,10 +209,10 @@ func TestDrainMerges(t *testing.T) {
 	}
 }
 
-// TestDrainMergesMany: eight threads' records with stamps in random
-// order between the rings (increasing in each) come out sorted by stamp,
-// in passes of random sizes, none lost or doubled.
-func TestDrainMergesMany(t *testing.T) {
+// eightRings is eight threads' rings holding n records, stamped 1 to n
+// (each its stamp for value), each in a ring picked at random.
+func eightRings(t *testing.T, n uint64) (*Rings, *rand.Rand) {
+	t.Helper()
 	l := Layout{Slots: 8, RingSize: 1 << 16, TidOff: 0x2d0}
 	mem := make([]byte, l.Size())
 	r := New(mem, l)
@@ -223,8 +223,7 @@ func TestDrainMergesMany(t *testing.T) {
 		p.put(p.base+OwnerOff, uint64(100+slot))
 		producers = append(producers, p)
 	}
-	const records = 2000
-	for stamp := uint64(1); stamp <= records; stamp++ {
+	for stamp := uint64(1); stamp <= n; stamp++ {
 		p := producers[rng.IntN(len(producers))]
 		at, commit, ok := p.record(1, 0, stamp, stamp)
 		if !ok {
@@ -232,6 +231,15 @@ func TestDrainMergesMany(t *testing.T) {
 		}
 		p.put(at, commit)
 	}
+	return r, rng
+}
+
+// TestDrainMergesMany: eight threads' records with stamps in random
+// order between the rings (increasing in each) come out sorted by stamp,
+// in passes of random sizes, none lost or doubled.
+func TestDrainMergesMany(t *testing.T) {
+	const records = 2000
+	r, rng := eightRings(t, records)
 	var seen []uint64
 	for len(seen) < records {
 		if r.Drain(1+rng.IntN(50), Take{Record: func(rec *Record) { seen = append(seen, rec.TSC) }}) == 0 {
@@ -248,25 +256,8 @@ func TestDrainMergesMany(t *testing.T) {
 // TestDrainChunks: as chunks, a pass of random size hands whole runs of
 // rings, each a thread's records in order, none lost or doubled.
 func TestDrainChunks(t *testing.T) {
-	l := Layout{Slots: 8, RingSize: 1 << 16, TidOff: 0x2d0}
-	mem := make([]byte, l.Size())
-	r := New(mem, l)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var producers []*producer
-	for slot := range l.Slots {
-		p := &producer{mem: mem, l: l, base: FirstRingOff + uint64(slot)*l.Stride()}
-		p.put(p.base+OwnerOff, uint64(100+slot))
-		producers = append(producers, p)
-	}
 	const records = 2000
-	for stamp := uint64(1); stamp <= records; stamp++ {
-		p := producers[rng.IntN(len(producers))]
-		at, commit, ok := p.record(1, 0, stamp, stamp)
-		if !ok {
-			t.Fatal("full")
-		}
-		p.put(at, commit)
-	}
+	r, rng := eightRings(t, records)
 	last := map[int]uint64{}
 	total := 0
 	for total < records {
