@@ -358,15 +358,15 @@ func TestPrintf(t *testing.T) {
 		t.Fatal("printf printed the event, or print with printf did not")
 	}
 	want := "-3    -3|65  |41 0x41 101 A hello|he|       w|0x41 " + fetch.FaultString + "% pid=7 tid=8 cpu=1 took 500\n"
-	if got := string(pl.AppendPrinted(nil, h)); got != want {
+	if got := string(pl.AppendPrinted(nil)); got != want {
 		t.Errorf("printed %q\nwant    %q", got, want)
 	}
-	if got := string(printed.AppendPrinted(nil, h)); got != "-3\n" {
+	if got := string(printed.AppendPrinted(nil)); got != "-3\n" {
 		t.Errorf("%%s of a number: %q", got)
 	}
 	s.SetTracing(false)
-	if got := pl.AppendPrinted(nil, h); len(got) != 0 {
-		t.Errorf("printed %q with tracing off", got)
+	if pl.Run(h); len(pl.AppendPrinted(nil)) != 0 {
+		t.Errorf("printed %q with tracing off", pl.AppendPrinted(nil))
 	}
 }
 
@@ -395,6 +395,60 @@ func TestPrintfErrors(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), why) || !errors.Is(err, fetch.ErrBadInput) || !strings.Contains(err.Error(), "bad action") {
 			t.Errorf("%s: %v, want an error saying %q", text, err, why)
+		}
+	}
+}
+
+// TestMarks: mark:NAME notes each thread's time at a hit, and @NAME reads
+// the time since it, by thread, in hist, sum and printf; a thread with
+// no mark yet adds nothing (printf shows ?); the hit that marks reads
+// the mark before it; a plan reading a mark no probe makes is refused at
+// Bind, and bad mark actions at Parse.
+func TestMarks(t *testing.T) {
+	s := NewSession()
+	lock := compile(t, s, Probe{Event: "probe/p_lock_0"}, "mark:t0")
+	unlock := compile(t, s, Probe{Event: "probe/p_unlock_0"}, `hist:@t0 max:@t0 printf("held %d\n", @t0)`)
+	again := compile(t, s, Probe{Event: "probe/p_again_0"}, `mark:t0 printf("since %d\n", @t0)`)
+	for _, pl := range []*Plan{lock, unlock, again} {
+		if err := pl.Bind(func(string) *probe.Probe { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(tid int, time int64) *probe.Hit { return &probe.Hit{Tid: tid, Time: time} }
+	printed := func(pl *Plan, h *probe.Hit) string {
+		pl.Run(h)
+		return string(pl.AppendPrinted(nil))
+	}
+	if got := printed(unlock, at(1, 50)); got != "held ?\n" {
+		t.Errorf("before any mark: %q", got)
+	}
+	lock.Run(at(1, 100))
+	lock.Run(at(2, 150))
+	if got := printed(unlock, at(1, 130)); got != "held 30\n" {
+		t.Errorf("thread 1: %q", got)
+	}
+	if got := printed(unlock, at(2, 400)); got != "held 250\n" {
+		t.Errorf("thread 2: %q", got)
+	}
+	if got := printed(again, at(1, 500)); got != "since 400\n" {
+		t.Errorf("a hit that marks reads the mark before it: %q", got)
+	}
+	if got := printed(unlock, at(1, 510)); got != "held 10\n" {
+		t.Errorf("after the mark again: %q", got)
+	}
+	var b strings.Builder
+	s.Draw(&b)
+	if !strings.Contains(b.String(), "hist:@t0 of probe/p_unlock_0 (log2): 3 values, sum 290") || !strings.Contains(b.String(), "max:@t0 of probe/p_unlock_0") || !strings.Contains(b.String(), "250") {
+		t.Errorf("Draw:\n%s", b.String())
+	}
+
+	lone := compile(t, NewSession(), Probe{Event: "probe/p_x_0"}, "hist:@nosuch")
+	if err := lone.Bind(func(string) *probe.Probe { return nil }); err == nil || !strings.Contains(err.Error(), "no probe marks nosuch") || !errors.Is(err, fetch.ErrBadInput) {
+		t.Errorf("Bind of an unmarked @nosuch: %v", err)
+	}
+	for _, text := range []string{"mark", "mark:", "mark:1x", "count:@t0"} {
+		if _, err := Parse(text); err == nil || !errors.Is(err, fetch.ErrBadInput) {
+			t.Errorf("Parse(%q): %v", text, err)
 		}
 	}
 }

@@ -34,6 +34,7 @@ const (
 	Min                    // its least value
 	Max                    // its greatest
 	Printf                 // print Format with Args, and not the event
+	Mark                   // note the hit's time for its thread, as Field
 )
 
 // Action is one parsed action token.
@@ -191,7 +192,7 @@ func parseOne(tok string) (Action, error) {
 	case "sum", "avg", "min", "max":
 		a.Kind = aggregates[name]
 		field, keys, hasKeys := strings.Cut(arg, ":")
-		if !hasArg || !isIdent(field) {
+		if !hasArg || !isValueName(field) {
 			return a, bad(tok, "want %s:FIELD[:KEY,...]", name)
 		}
 		a.Field = field
@@ -204,7 +205,7 @@ func parseOne(tok string) (Action, error) {
 	case "hist":
 		a.Kind = Hist
 		field, modes, _ := strings.Cut(arg, ":")
-		if !hasArg || !isIdent(field) {
+		if !hasArg || !isValueName(field) {
 			return a, bad(tok, "want hist:FIELD[:log2|:linear=STEP][:key=KEY,...]")
 		}
 		a.Field = field
@@ -234,6 +235,13 @@ func parseOne(tok string) (Action, error) {
 			}
 		}
 		return a, nil
+	case "mark":
+		a.Kind = Mark
+		if !hasArg || !isIdent(arg) {
+			return a, bad(tok, "want mark:NAME")
+		}
+		a.Field = arg
+		return a, nil
 	case "enable", "disable":
 		a.Kind = Enable
 		if name == "disable" {
@@ -249,7 +257,7 @@ func parseOne(tok string) (Action, error) {
 		a.Event = arg
 		return a, nil
 	}
-	return a, bad(tok, "unknown action (want print, printf, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)")
+	return a, bad(tok, "unknown action (want print, printf, count, sum, avg, min, max, hist, stacktrace, mark, traceon, traceoff, enable or disable)")
 }
 
 // parsePrintf reads printf("FORMAT", ARG, ...): a C format string (its
@@ -283,8 +291,8 @@ func parsePrintf(tok string) (Action, error) {
 		}
 		for arg := range strings.SplitSeq(list, ",") {
 			arg = strings.TrimSpace(arg)
-			if !isIdent(arg) {
-				return a, bad(tok, "bad argument %q (want a fetch-arg name, comm, pid, tid, cpu or duration)", arg)
+			if !isValueName(arg) {
+				return a, bad(tok, "bad argument %q (want a fetch-arg name, comm, pid, tid, cpu, duration or @MARK)", arg)
 			}
 			a.Args = append(a.Args, arg)
 		}
@@ -305,6 +313,12 @@ func parseKeys(tok, list string) ([]string, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// isValueName reports whether s names a value of a hit: a fetch-arg,
+// comm, tid..., or @MARK (the time since its thread's mark).
+func isValueName(s string) bool {
+	return isIdent(strings.TrimPrefix(s, "@"))
 }
 
 func isIdent(s string) bool {

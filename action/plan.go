@@ -2,6 +2,7 @@ package action
 
 import (
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,11 @@ type Session struct {
 	tracingOff atomic.Bool // zero value: tracing on
 	mu         sync.Mutex
 	plans      []*Plan
+	// marks are, by mark:NAME, each thread's time at its last hit of a
+	// probe that marks it; marked, the names some plan marks.
+	marksMu sync.Mutex
+	marks   map[string]map[int]int64
+	marked  map[string]bool
 }
 
 // NewSession returns a session with tracing on.
@@ -49,6 +55,9 @@ type Plan struct {
 	aggs     []*aggregate
 	hists    []*histTable
 	printers []printer
+	printed  []byte   // what the printers printed at the hit Run took
+	marks    []string // mark:NAME
+	markRefs []string // the @NAMEs the plan reads
 	switches []toggle // enable/disable, bound by Bind
 	traceSet bool     // traceon or traceoff is listed
 	traceTo  bool     // the last one listed: on?
@@ -70,12 +79,13 @@ type toggle struct {
 func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 	pl := &Plan{session: s, probe: p, acts: acts, print: len(acts) == 0}
 	has := func(name string) bool {
-		for _, f := range p.Fields {
-			if f == name {
-				return true
+		if mark, ok := strings.CutPrefix(name, "@"); ok {
+			if !slices.Contains(pl.markRefs, mark) {
+				pl.markRefs = append(pl.markRefs, mark)
 			}
+			return true // (checked by Bind: some probe marks it)
 		}
-		return false
+		return slices.Contains(p.Fields, name)
 	}
 	for _, a := range acts {
 		switch a.Kind {
@@ -112,6 +122,14 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 			}
 		case Enable, Disable:
 			pl.switches = append(pl.switches, toggle{event: a.Event, on: a.Kind == Enable})
+		case Mark:
+			pl.marks = append(pl.marks, a.Field)
+			s.marksMu.Lock()
+			if s.marked == nil {
+				s.marked = map[string]bool{}
+			}
+			s.marked[a.Field] = true
+			s.marksMu.Unlock()
 		case Printf:
 			for _, arg := range a.Args {
 				switch {
@@ -157,9 +175,19 @@ func (pl *Plan) Events() []string {
 	return ev
 }
 
-// Bind finds the probes that enable/disable act on; lookup returns nil
-// for an unknown event.
+// Bind finds the probes that enable/disable act on (lookup returns nil
+// for an unknown event), and checks that some probe marks each @MARK the
+// plan reads.
 func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
+	s := pl.session
+	s.marksMu.Lock()
+	for _, m := range pl.markRefs {
+		if !s.marked[m] {
+			s.marksMu.Unlock()
+			return bad("@"+m, "no probe marks %s (give one => mark:%s)", m, m)
+		}
+	}
+	s.marksMu.Unlock()
 	for i := range pl.switches {
 		t := &pl.switches[i]
 		if t.p = lookup(t.event); t.p == nil {
@@ -173,17 +201,9 @@ func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
 	return nil
 }
 
-// AppendPrinted appends what the plan's printf actions print at hit h
-// (nothing when tracing is off); Run first.
-func (pl *Plan) AppendPrinted(b []byte, h *probe.Hit) []byte {
-	if len(pl.printers) == 0 || !pl.session.Tracing() {
-		return b
-	}
-	for i := range pl.printers {
-		b = pl.printers[i].appendText(b, h)
-	}
-	return b
-}
+// AppendPrinted appends what the plan's printf actions printed at the
+// hit Run last took (nothing when tracing is off).
+func (pl *Plan) AppendPrinted(b []byte) []byte { return append(b, pl.printed...) }
 
 // PrintOnly reports whether the plan does nothing but print the event
 // (no action, or print): its hits may be printed from a recording, long
@@ -206,7 +226,7 @@ func (pl *Plan) FieldsOnly() bool {
 	}
 	for _, a := range pl.acts {
 		switch a.Kind {
-		case Print, Printf, Count, Hist, Sum, Avg, Min, Max:
+		case Print, Printf, Count, Hist, Sum, Avg, Min, Max, Mark:
 		default:
 			return false
 		}
@@ -251,20 +271,56 @@ func (pl *Plan) Run(h *probe.Hit) (print bool) {
 			c.addN(pl.keyBuf, 1)
 		}
 		for _, ht := range pl.hists {
-			if v, ok := histValue(h, ht.act.Field); ok {
+			if v, ok := pl.value(h, ht.act.Field); ok {
 				pl.keyBuf = appendKeys(pl.keyBuf[:0], ht.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
 				ht.at(pl.keyBuf).add(v)
 			}
 		}
 		for _, ag := range pl.aggs {
-			if v, ok := histValue(h, ag.act.Field); ok {
+			if v, ok := pl.value(h, ag.act.Field); ok {
 				pl.keyBuf = appendKeys(pl.keyBuf[:0], ag.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
 				ag.add(pl.keyBuf, v)
 			}
 		}
 		pl.mu.Unlock()
 	}
+	pl.printed = pl.printed[:0]
+	if len(pl.printers) > 0 && pl.session.Tracing() {
+		for i := range pl.printers {
+			pl.printed = pl.printers[i].appendText(pl.printed, h, pl.value)
+		}
+	}
+	// Marks last: the hit's own actions read the mark before it.
+	if len(pl.marks) > 0 {
+		s := pl.session
+		s.marksMu.Lock()
+		if s.marks == nil {
+			s.marks = map[string]map[int]int64{}
+		}
+		for _, m := range pl.marks {
+			if s.marks[m] == nil {
+				s.marks[m] = map[int]int64{}
+			}
+			s.marks[m][h.Tid] = h.Time
+		}
+		s.marksMu.Unlock()
+	}
 	return pl.print && pl.session.Tracing()
+}
+
+// value is the number of name at h: a numeric field, a return's
+// duration, or @MARK, the time since the thread's last hit of a probe
+// that marks it (none if it has none).
+func (pl *Plan) value(h *probe.Hit, name string) (int64, bool) {
+	mark, ok := strings.CutPrefix(name, "@")
+	if !ok {
+		return histValue(h, name)
+	}
+	s := pl.session
+	s.marksMu.Lock()
+	at, ok := s.marks[mark][h.Tid]
+	s.marksMu.Unlock()
+	return h.Time - at, ok
 }
 
 // stackKey is the hit's user stack as a key: its functions, outermost

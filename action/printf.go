@@ -84,8 +84,9 @@ type printer struct {
 	args   []string
 }
 
-// appendText appends the text the action prints at hit h.
-func (p *printer) appendText(b []byte, h *probe.Hit) []byte {
+// appendText appends the text the action prints at hit h; value reads
+// a number that is no field (duration, @MARK).
+func (p *printer) appendText(b []byte, h *probe.Hit, value func(*probe.Hit, string) (int64, bool)) []byte {
 	arg := 0
 	for _, pc := range p.pieces {
 		b = append(b, pc.lit...)
@@ -110,7 +111,7 @@ func (p *printer) appendText(b []byte, h *probe.Hit) []byte {
 		}
 		f := field(h, name)
 		if f == nil {
-			if v, ok := histValue(h, name); ok { // duration
+			if v, ok := value(h, name); ok { // duration, @MARK
 				b = appendNumber(b, pc, v, true)
 			} else {
 				b = append(b, '?')

@@ -456,3 +456,29 @@ func TestFetchArgArithmetic(t *testing.T) {
 		}
 	}
 }
+
+// TestActionMarks: latency between two probes, as bpftrace's
+// @start[tid] = nsecs: top marks its thread's time, and each leaf it
+// calls reads the time since, in a histogram and printf, in-process and
+// stopping; a mark read that no probe makes is bad input.
+func TestActionMarks(t *testing.T) {
+	for _, mode := range [][]string{nil, {"--no-inprocess"}} {
+		r := runActions(t, false, append(mode, "p:top => mark:t0",
+			`p:leaf n=%di:s64 => hist:@t0 printf("leaf %d %d\n", n, @t0)`)...)
+		var since []int
+		for _, m := range regexp.MustCompile(`(?m)^leaf (\d+) (-?\d+)$`).FindAllStringSubmatch(r.stdout, -1) {
+			ns, _ := strconv.Atoi(m[2])
+			if m[1] != strconv.Itoa(len(since)) || ns <= 0 || ns > 1e9 {
+				t.Errorf("%v: leaf %s, %s ns after top's entry", mode, m[1], m[2])
+			}
+			since = append(since, ns)
+		}
+		if len(since) != topCalls || !strings.Contains(r.stdout, fmt.Sprintf("# hist:@t0 of probe/p_leaf_0 (log2): %d values,", topCalls)) {
+			t.Errorf("%v: %d leaf lines, want %d, and their histogram:\n%s", mode, len(since), topCalls, r.stdout)
+		}
+	}
+	r := probe(t, "run", "p:leaf => hist:@t9", "--", actionsBin(t, false))
+	if r.code != 2 || !strings.Contains(r.stderr, `bad action "@t9": no probe marks t9 (give one => mark:t9)`) || r.stdout != "" {
+		t.Errorf("an unmarked @t9: %v", r)
+	}
+}

@@ -92,7 +92,7 @@ func TestBadInput(t *testing.T) {
 		{"filter incomplete", []string{"{pid}", "p:work i if i >"}, q(`probe: bad filter "i >": missing value after "i >"`), nil},
 		{"filter unclosed", []string{"{pid}", "p:work i if (i > 1"}, q(`probe: bad filter "(i > 1": missing ")"`), nil},
 		{"filter dangling &&", []string{"{pid}", "p:work i if i > 1 &&"}, q(`probe: bad filter "i > 1 &&": expression ends where a comparison was expected`), nil},
-		{"unknown action", []string{"{pid}", "p:work => bogus"}, q(`probe: bad action "bogus": unknown action (want print, printf, count, sum, avg, min, max, hist, stacktrace, traceon, traceoff, enable or disable)`), nil},
+		{"unknown action", []string{"{pid}", "p:work => bogus"}, q(`probe: bad action "bogus": unknown action (want print, printf, count, sum, avg, min, max, hist, stacktrace, mark, traceon, traceoff, enable or disable)`), nil},
 		{"action on a missing field", []string{"{pid}", "p:work => hist:nosuch"}, q(`probe: bad action "hist:nosuch": nosuch is not a field of probe/p_work_0 (fields: none)`), nil},
 		{"no action after =>", []string{"{pid}", "p:work =>"}, q(`probe: bad action "=>": no action after it (want e.g. => count)`), nil},
 		{"two histogram scales", []string{"{pid}", "p:work i=%di => hist:i:log2:linear=5"}, q(`probe: bad action "hist:i:log2:linear=5": log2 and linear=5: a histogram has one scale`), nil},

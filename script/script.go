@@ -191,7 +191,7 @@ var (
 	tracerKeys = []string{"name", "filter", "notrace", "graph-function", "max-depth", "graph-time-threshold", "args"}
 	outputKeys = []string{"file", "format"}
 	probeKeys  = []string{"at", "return", "spec", "event", "args", "if", "actions"}
-	actionKeys = []string{"count", "hist", "enable", "disable"}
+	actionKeys = []string{"count", "hist", "enable", "disable", "mark"}
 	histKeys   = []string{"field", "scale", "step"}
 	// Actions written as a bare word.
 	wordActions = []string{"print", "count", "stacktrace", "traceon", "traceoff"}
@@ -741,7 +741,7 @@ func (l *loader) action(n ast.Node, what string) (string, error) {
 			return "", err
 		}
 		return "count:" + strings.Join(keys, ","), nil
-	case "enable", "disable":
+	case "enable", "disable", "mark":
 		ev, err := l.word(e.value, what)
 		if err != nil {
 			return "", err

@@ -40,7 +40,7 @@ probes:
     args: $retval
     actions: [print, count, {count: [comm, tid]}, {hist: duration}, {hist: {field: x, scale: log2}},
               {hist: {field: x, scale: linear, step: 16}}, stacktrace, traceon, traceoff,
-              {enable: grp/done}, {disable: p_work_0}, "count:comm", 'printf("%d took %u\n", x, duration)']
+              {enable: grp/done}, {disable: p_work_0}, "count:comm", 'printf("%d took %u\n", x, duration)', {mark: m0}]
   - spec: 'p:libc:malloc size=%di:u64'
   - 'p:free'
   - return: work
@@ -63,7 +63,7 @@ duration: 2s
 		},
 		Probes: []Probe{
 			{Text: "p:work i x=%di:u32 if i > 1 && x != 0", Pos: Pos{"f.yaml", 9, 5}},
-			{Text: "r:grp/done work $retval => print count count:comm,tid hist:duration hist:x:log2 hist:x:linear=16 stacktrace traceon traceoff enable:grp/done disable:p_work_0 count:comm printf(\"%d took %u\\n\", x, duration)", Pos: Pos{"f.yaml", 12, 5}},
+			{Text: "r:grp/done work $retval => print count count:comm,tid hist:duration hist:x:log2 hist:x:linear=16 stacktrace traceon traceoff enable:grp/done disable:p_work_0 count:comm printf(\"%d took %u\\n\", x, duration) mark:m0", Pos: Pos{"f.yaml", 12, 5}},
 			{Text: "p:libc:malloc size=%di:u64", Pos: Pos{"f.yaml", 18, 5}},
 			{Text: "p:free", Pos: Pos{"f.yaml", 19, 5}},
 			{Text: "r:probe/done2 work", Pos: Pos{"f.yaml", 20, 5}},
@@ -158,18 +158,18 @@ func TestParseErrors(t *testing.T) {
 		{"probe number", "probes:\n  - 42\n", `f.yaml:2:5: probes[0]: want a probe (a mapping with keys "at", "return", "spec", "event", "args", "if", "actions", or a string such as "p:work i"), got the number 42`},
 		{"location with space", "probes:\n  - at: work i\n", `f.yaml:2:9: probes[0].at: want one word, got "work i"`},
 		{"empty second document", "0\n---", `f.yaml:2:1: want one YAML document, found a second`},
-		{"empty action mapping", "probes:\n  - at: work\n    actions: [print, {}]\n", `f.yaml:3:22: probes[0].actions[1]: want an action: print, count, stacktrace, traceon, traceoff, or a mapping with one of "count", "hist", "enable", "disable", got an empty mapping`},
+		{"empty action mapping", "probes:\n  - at: work\n    actions: [print, {}]\n", `f.yaml:3:22: probes[0].actions[1]: want an action: print, count, stacktrace, traceon, traceoff, or a mapping with one of "count", "hist", "enable", "disable", "mark", got an empty mapping`},
 		{"args mapping", "probes:\n  - at: work\n    args: {i: 1}\n", `f.yaml:3:11: probes[0].args[0]: want a string, got a mapping`},
 		{"empty if", "probes:\n  - at: work\n    if: ''\n", `f.yaml:3:9: probes[0].if: want a filter expression such as "size > 64"`},
 		{"event on spec", "probes:\n  - spec: p:work\n    event: x\n", `f.yaml:3:5: probes[0]: "event" goes with "at" or "return"; name a spec's event in the spec (p:GRP/EVENT LOCATION)`},
 		{"actions not a list", "probes:\n  - at: work\n    actions: count\n", `f.yaml:3:14: probes[0].actions: want a list of actions, got "count"`},
-		{"unknown action key", "probes:\n  - at: work\n    actions: [{counts: [comm]}]\n", `f.yaml:3:16: probes[0].actions[0]: unknown key "counts" (want "count", "hist", "enable", "disable")`},
+		{"unknown action key", "probes:\n  - at: work\n    actions: [{counts: [comm]}]\n", `f.yaml:3:16: probes[0].actions[0]: unknown key "counts" (want "count", "hist", "enable", "disable", "mark")`},
 		{"two actions in one item", "probes:\n  - at: work\n    actions:\n      - count: [comm]\n        hist: i\n", `f.yaml:5:9: probes[0].actions[0]: want one action per list item, got "count" and "hist"`},
 		{"hist no field", "probes:\n  - at: work\n    actions: [{hist: {scale: log2}}]\n", `f.yaml:3:22: probes[0].actions[0].hist: missing "field" (a fetch-arg name, or duration for a return probe)`},
 		{"hist bad scale", "probes:\n  - at: work\n    actions: [{hist: {field: i, scale: log10}}]\n", `f.yaml:3:40: probes[0].actions[0].hist.scale: unknown scale "log10" (want log2 or linear)`},
 		{"hist linear no step", "probes:\n  - at: work\n    actions: [{hist: {field: i, scale: linear}}]\n", `f.yaml:3:22: probes[0].actions[0].hist: a linear scale needs "step" (the width of a bucket)`},
 		{"hist step without linear", "probes:\n  - at: work\n    actions: [{hist: {field: i, step: 4}}]\n", `f.yaml:3:33: probes[0].actions[0].hist.step: goes with scale: linear`},
-		{"action number", "probes:\n  - at: work\n    actions: [1]\n", `f.yaml:3:15: probes[0].actions[0]: want an action: print, count, stacktrace, traceon, traceoff, or a mapping with one of "count", "hist", "enable", "disable", got the number 1`},
+		{"action number", "probes:\n  - at: work\n    actions: [1]\n", `f.yaml:3:15: probes[0].actions[0]: want an action: print, count, stacktrace, traceon, traceoff, or a mapping with one of "count", "hist", "enable", "disable", "mark", got the number 1`},
 		{"anchor", "probes:\n  - &a {at: work}\n  - *a\n", `f.yaml:2:5: anchors and aliases are not supported: write the value out`},
 		{"anchored key", "probes:\n  - &a at: work\n", `f.yaml:2:5: anchors and aliases are not supported: write the value out`},
 		{"anchored top key", "&a probes:\n  - at: work\n", `f.yaml:1:1: anchors and aliases are not supported: write the value out`},

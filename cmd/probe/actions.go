@@ -161,7 +161,7 @@ func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan
 			return
 		}
 		print := pl.Run(h)
-		if text := pl.AppendPrinted(nil, h); len(text) > 0 {
+		if text := pl.AppendPrinted(nil); len(text) > 0 {
 			s.stream.Do(func(output.Writer) error { return s.writePrinted(text) })
 		}
 		if !print {
