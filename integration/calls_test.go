@@ -481,3 +481,38 @@ func TestCallsLtrace(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsTerminalOrder: where the trace and the program write to one
+// terminal, their lines come out in the order they happened, as under
+// ltrace: each printf's line, then the call's (its return comes after
+// its write), whether its calls are recorded in-process or stop the
+// thread. (script(1) gives both a terminal.)
+func TestCallsTerminalOrder(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Fatal("script(1) is needed (util-linux)")
+	}
+	exe := builtOnce(t, "order", filepath.Join("testdata", "tracers", "order.c"), "-O2", "-g")
+	var want []string
+	for i := range 5 {
+		want = append(want, fmt.Sprintf("strlen(\"word%d\") = 5", i), fmt.Sprintf("line %d", 5+i), fmt.Sprintf("printf(\"line %%zu\\n\", %d) = 7", 5+i))
+	}
+	for _, engine := range []string{"", "--no-inprocess "} {
+		cmd := exec.Command("script", "-qfec", fmt.Sprintf("%s run %s--calls 'libc:strlen,libc:printf' -- %s", probeBin, engine, exe), "/dev/null")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", engine, err, out)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.ReplaceAll(string(out), "\r", ""), "\n") {
+			l = regexp.MustCompile(`^\[pid \d+\] `).ReplaceAllString(l, "")
+			l = regexp.MustCompile(` +=`).ReplaceAllString(l, " =")
+			if strings.HasPrefix(l, "strlen") || strings.HasPrefix(l, "printf") || strings.HasPrefix(l, "line") {
+				got = append(got, l)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%son a terminal:\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

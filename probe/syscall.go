@@ -2,9 +2,12 @@ package probe
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/sysnum"
@@ -86,7 +89,7 @@ func (t *Tracer) uninstallSyscall(p *Probe) {
 // updateSyscallStops puts threads under PTRACE_SYSCALL while some
 // syscall probe is enabled, and takes them out when none is.
 func (t *Tracer) updateSyscallStops() {
-	on := false
+	on := t.writeSync != nil
 	for _, ps := range t.sysProbes {
 		for _, p := range ps {
 			on = on || p.enabled.Load()
@@ -116,6 +119,9 @@ func (t *Tracer) onSyscall(tid int) {
 		t.onUnloadingSyscall(regs)
 	}
 	nr := int(tracee.SyscallNr(regs))
+	if entry {
+		t.syncWrite(tid, regs, nr)
+	}
 	if !entry {
 		if skipped := t.settleSkipped(tid, regs); skipped >= 0 {
 			nr = skipped // (before the exit's probes: they see the result given)
@@ -185,4 +191,53 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// writeSync is SyncWrites': the file descriptors whose writes wait for
+// the trace, and what flushes it.
+type writeSync struct {
+	fds   []int
+	flush func()
+}
+
+// writeSyscalls are the system calls that write to their first
+// argument, a descriptor.
+var writeSyscalls = func() map[int]bool {
+	m := map[int]bool{}
+	for _, name := range []string{"write", "writev", "pwrite64", "pwritev", "pwritev2"} {
+		if nr, ok := sysnum.Number(name); ok {
+			m[nr] = true
+		}
+	}
+	return m
+}()
+
+// SyncWrites keeps the trace in order with what the program writes to
+// fds (its terminal, when the trace goes there too): before each such
+// write, what the threads recorded until then is handed on and flush
+// runs, which writes out the trace so far. The threads then stop at
+// every system call (PTRACE_SYSCALL), as under ltrace or strace, a few
+// microseconds each; nil fds ends it.
+func (t *Tracer) SyncWrites(fds []int, flush func()) error {
+	return t.do(func(int) error {
+		t.writeSync = nil
+		if len(fds) > 0 {
+			t.writeSync = &writeSync{fds: fds, flush: flush}
+		}
+		t.updateSyscallStops()
+		return nil
+	})
+}
+
+// syncWrite hands on the trace before thread tid's write, stopped at
+// its entry with regs, if it writes where SyncWrites says.
+func (t *Tracer) syncWrite(tid int, regs *unix.PtraceRegs, nr int) {
+	ws := t.writeSync
+	if ws == nil || !writeSyscalls[nr] || !slices.Contains(ws.fds, int(int32(tracee.SyscallArg(regs, 0)))) {
+		return
+	}
+	if t.inproc != nil {
+		t.drainUntil(tid, t.inproc.clock.Stamp()) // (the loop holds the handlers' lock)
+	}
+	ws.flush()
 }

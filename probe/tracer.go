@@ -78,6 +78,7 @@ type Tracer struct {
 	decoding   *Decoder            // a Tracer with no process, decoding raw records (rawdecode.go)
 	pastStacks []StackUsage        // the stack tracer's, from function tracers stopped
 	sysProbes  map[sysKey][]*Probe // syscall probes, by system call entry or exit
+	writeSync  *writeSync          // SyncWrites'; nil: none
 	linker     *linkerWatch        // libraries loaded and unloaded (pending.go)
 }
 

@@ -537,6 +537,7 @@ func cmdRun(args []string, record bool) (int, error) {
 			}
 		}
 	}()
+	syncWrites(t, sink)
 	sink.stream.Sync()
 	startVerbose(t, sink, o.verbose)
 	var status probe.ExitStatus
@@ -661,6 +662,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 		// with the tables of the probes that had not gone in, empty.
 		sink.emptyTables(parsed)
 	}
+	syncWrites(t, sink)
 	sink.stream.Sync()
 	startVerbose(t, sink, o.verbose)
 	var timeout <-chan time.Time
@@ -727,6 +729,15 @@ type sink struct {
 	stopEvery func()
 	raw       *rawSink // probe record's raw capture, if asked for (raw.go)
 	rawWanted bool     // the recording may be raw: its probes' hits too
+}
+
+// syncWrites keeps the trace in order with the program's own output
+// where both go to one terminal (sharedTerminal). (A tracer that has
+// ended fails it, and says so where it is waited for.)
+func syncWrites(t *probe.Tracer, s *sink) {
+	if fds := sharedTerminal(t.Pid(), s.file); fds != nil {
+		t.SyncWrites(fds, s.stream.Sync)
+	}
 }
 
 // traceFiles are the files a trace goes to: -o's (or standard output),

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/probedbg/probe/fetch"
 )
@@ -232,4 +233,27 @@ func historyPath() string {
 func ownedByUs(fi os.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && int(st.Uid) == os.Geteuid()
+}
+
+// sharedTerminal is which of the tracee's standard output and error
+// write to the terminal the trace goes to: their writes wait for the
+// trace (probe.Tracer.SyncWrites), so that its lines and the program's
+// come out in the order they happened, as under ltrace. None when the
+// trace goes to a file or a pipe.
+func sharedTerminal(pid int, trace *os.File) []int {
+	if trace == nil || !term.IsTerminal(int(trace.Fd())) {
+		return nil
+	}
+	var ours unix.Stat_t
+	if unix.Fstat(int(trace.Fd()), &ours) != nil {
+		return nil
+	}
+	var fds []int
+	for _, fd := range []int{1, 2} {
+		var st unix.Stat_t
+		if unix.Stat(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), &st) == nil && st.Dev == ours.Dev && st.Ino == ours.Ino && st.Rdev == ours.Rdev {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
 }
