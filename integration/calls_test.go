@@ -516,3 +516,57 @@ func TestCallsTerminalOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsSyscalls: -S shows the system calls among the library calls,
+// as ltrace -S: each its line, SYS_NAME, its arguments typed as the C
+// library's function of that name (openat's flags by name, its path as
+// text), a failure as -1 and its errno; a call's own system calls
+// inside its line, cut as ltrace cuts it; in-process and stopping alike.
+// Without --calls, -S is bad input.
+func TestCallsSyscalls(t *testing.T) {
+	t.Parallel()
+	exe := lifecycleBin(t, "syscalls", o2pie)
+	dir := t.TempDir()
+	present, missing := filepath.Join(dir, "present"), filepath.Join(dir, "missing")
+	if err := os.WriteFile(present, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := "SYS_open("
+	if runtime.GOARCH == "arm64" {
+		open = "SYS_openat(-100," // (no raw open: the program's raw openat)
+	}
+	want := []string{
+		fmt.Sprintf(`[pid N] open("%s", O_RDONLY <unfinished ...>`, present),
+		fmt.Sprintf(`[pid N] SYS_openat(-100, "%s", O_RDONLY) = 3`, present),
+		`[pid N] <... open resumed> = 3`,
+		fmt.Sprintf(`[pid N] open("%s", O_RDONLY <unfinished ...>`, missing),
+		fmt.Sprintf(`[pid N] SYS_openat(-100, "%s", O_RDONLY) = -1 ENOENT (No such file or directory)`, missing),
+		`[pid N] <... open resumed> = -1 ENOENT (No such file or directory)`,
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libc:open", "-S", "--", exe, present, missing)...)
+		var got []string
+		raw := ""
+		for _, l := range callLines(r.stdout) {
+			switch {
+			case strings.HasPrefix(l, "[pid N] "+open) && strings.Contains(l, "O_CLOEXEC"):
+				raw = l // (glibc's open passes O_RDONLY alone)
+			case strings.Contains(l, dir) || strings.Contains(l, "open resumed"):
+				got = append(got, l)
+			}
+		}
+		// The raw system call, after glibc's two.
+		if len(got) > 0 && raw != "" && slices.Index(callLines(r.stdout), raw) < slices.Index(callLines(r.stdout), got[len(got)-1]) {
+			t.Errorf("%v: the raw call %q before open's", engine, raw)
+		}
+		if !slices.Equal(got, want) || !strings.Contains(raw, present) || !strings.HasSuffix(raw, " = 4") {
+			t.Errorf("%v: -S lines\n%s\nraw %q\nwant\n%s", engine, strings.Join(got, "\n"), raw, strings.Join(want, "\n"))
+		}
+		if !strings.Contains(r.stdout, "[pid ") || !strings.Contains(r.stdout, "SYS_exit_group(") {
+			t.Errorf("%v: no exit_group line:\n%s", engine, r.stdout)
+		}
+	}
+	if r := probe(t, "run", "-S", "--", exe, present, missing); r.code != 2 || !strings.Contains(r.stderr, "-S needs --calls") {
+		t.Errorf("-S without --calls: %v", r)
+	}
+}

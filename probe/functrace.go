@@ -80,6 +80,9 @@ type FuncTraceOptions struct {
 	// as the call left it, a field "errno" (its name, as EINTR), as
 	// strace shows a failed call.
 	Errno bool
+	// Syscalls, with Args (ltrace -S): the threads' system calls too,
+	// each an entry and a return of a function "SYS_NAME" (syscalls.go).
+	Syscalls bool
 	// Handler receives events on the ptrace thread; keep it short.
 	Handler func(*FuncEvent)
 }
@@ -136,6 +139,7 @@ func (t *Tracer) TraceFunctions(opts FuncTraceOptions) (*FuncTraceInfo, error) {
 		var err error
 		if info, err = t.installFuncTracer(anchor, opts); err == nil {
 			t.optimizeLate(anchor)
+			t.updateSyscallStops() // (Syscalls)
 		}
 		return err
 	})

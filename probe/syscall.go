@@ -89,7 +89,7 @@ func (t *Tracer) uninstallSyscall(p *Probe) {
 // updateSyscallStops puts threads under PTRACE_SYSCALL while some
 // syscall probe is enabled, and takes them out when none is.
 func (t *Tracer) updateSyscallStops() {
-	on := t.writeSync != nil
+	on := t.writeSync != nil || t.tracingSyscalls()
 	for _, ps := range t.sysProbes {
 		for _, p := range ps {
 			on = on || p.enabled.Load()
@@ -121,6 +121,9 @@ func (t *Tracer) onSyscall(tid int) {
 	nr := int(tracee.SyscallNr(regs))
 	if entry {
 		t.syncWrite(tid, regs, nr)
+	}
+	if t.tracingSyscalls() {
+		t.traceSyscall(tid, regs, nr, entry)
 	}
 	if !entry {
 		if skipped := t.settleSkipped(tid, regs); skipped >= 0 {

@@ -290,6 +290,7 @@ type options struct {
 	calls         globList      // --calls: ltrace's library calls
 	summary       bool          // -c: ltrace -c's table of them
 	callLines     callLines     // -t, -tt, -ttt, -r, -T, -n, -s: ltrace's lines
+	syscalls      bool          // -S: the system calls among --calls
 	interval      time.Duration // --interval: print the tables this often
 	intervalClear bool          // --interval-clear: and empty them once printed
 
@@ -352,6 +353,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.Var(&o.calls, "calls", "")
 	fs.BoolVar(&o.summary, "c", false, "")
 	o.callLines.flags(fs)
+	fs.BoolVar(&o.syscalls, "S", false, "")
 	fs.Var((*durationFlag)(&o.interval), "interval", "")
 	fs.BoolVar(&o.intervalClear, "interval-clear", false, "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")

@@ -63,6 +63,8 @@ func parseTracers(o *options) (tracers, error) {
 		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
 	} else if f := o.callLines.given(); f != "" {
 		return ts, fmt.Errorf("%s needs --calls (ltrace's lines of the library calls)", f)
+	} else if o.syscalls {
+		return ts, fmt.Errorf("-S needs --calls (ltrace -S: the system calls among the library calls)")
 	}
 	if n := o.callLines.indent; n < 0 || n > 64 {
 		return ts, fmt.Errorf("-n %d: want from 0 to 64 spaces a level", n)
@@ -154,7 +156,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	if ts.calls {
 		// ltrace: the program's calls into the libraries, with their
 		// arguments and results.
-		opts.Filter, opts.Args, opts.FromMain, opts.Errno = o.calls, true, true, true
+		opts.Filter, opts.Args, opts.FromMain, opts.Errno, opts.Syscalls = o.calls, true, true, true, o.syscalls
 	}
 	// The stack tracer alone reports at the end: no event per call.
 	if ts.function || ts.graph || ts.profile || ts.calls {
