@@ -19,7 +19,9 @@ import (
 // arguments are not shown (fcntl's and ioctl's third, which the command
 // decides; sscanf's pointers). Types: the C
 // integer types by name, char (a character), bool, string (a char *
-// shown as its text), ptr (any other pointer), oflags (open's flags,
+// shown as its text), ptr (any other pointer), outbuf and outstr (a
+// buffer the call fills, shown at its return: as many bytes as the
+// result, or a string), oflags (open's flags,
 // shown as O_... names), fd, pid, size, ssize, off, mode (octal), signal
 // (its name, SIGALRM), void,
 // format (a printf format: the "..." arguments after it are shown as it
@@ -65,7 +67,7 @@ int! __fprintf_chk(ptr stream, int flag, format format, ...)
 int! __sprintf_chk(ptr str, int flag, size slen, format format, ...)
 int! __snprintf_chk(ptr str, size maxlen, int flag, size slen, format format, ...)
 int! fputs(string s, ptr stream)
-ptr fgets(ptr s, int size, ptr stream)
+ptr fgets(outstr s, int size, ptr stream)
 ptr! fopen(string pathname, string mode)
 ptr! fdopen(fd fd, string mode)
 int! fclose(ptr stream)
@@ -78,9 +80,9 @@ fd! open64(string pathname, oflags flags, mode mode)
 fd! openat(fd dirfd, string pathname, oflags flags, mode mode)
 fd! creat(string pathname, mode mode)
 int! close(fd fd)
-ssize! read(fd fd, ptr buf, size count)
+ssize! read(fd fd, outbuf buf, size count)
 ssize! write(fd fd, ptr buf, size count)
-ssize! pread(fd fd, ptr buf, size count, off offset)
+ssize! pread(fd fd, outbuf buf, size count, off offset)
 ssize! pwrite(fd fd, ptr buf, size count, off offset)
 off! lseek(fd fd, off offset, int whence)
 int! dup(fd oldfd)
@@ -128,7 +130,7 @@ int! bind(fd sockfd, ptr addr, uint addrlen)
 int! listen(fd sockfd, int backlog)
 int! accept(fd sockfd, ptr addr, ptr addrlen)
 ssize! send(fd sockfd, ptr buf, size len, int flags)
-ssize! recv(fd sockfd, ptr buf, size len, int flags)
+ssize! recv(fd sockfd, outbuf buf, size len, int flags)
 int! poll(ptr fds, ulong nfds, int timeout)
 ptr! mmap(ptr addr, size length, int prot, int flags, fd fd, off offset)
 int! munmap(ptr addr, size length)
@@ -162,7 +164,7 @@ ptr dlopen(string filename, int flags)
 ptr dlsym(ptr handle, string symbol)
 int dlclose(ptr handle)
 ssize! sendto(fd sockfd, ptr buf, size len, int flags, ptr dest_addr, uint addrlen)
-ssize! recvfrom(fd sockfd, ptr buf, size len, int flags, ptr src_addr, ptr addrlen)
+ssize! recvfrom(fd sockfd, outbuf buf, size len, int flags, ptr src_addr, ptr addrlen)
 ssize! sendmsg(fd sockfd, ptr msg, int flags)
 ssize! recvmsg(fd sockfd, ptr msg, int flags)
 int! shutdown(fd sockfd, int how)
@@ -270,6 +272,11 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true, Format: "format"}, nil
 	case "ptr":
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8}, nil
+	case "outbuf", "outstr":
+		// A buffer the call fills: shown at the return, as ltrace
+		// shows read's, with as many bytes as the result says (outbuf)
+		// or as a string (outstr); a pointer at the entry.
+		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, Format: t}, nil
 	case "oflags", "mode":
 		v := i(4, false)
 		v.Format = t // shown by decoders

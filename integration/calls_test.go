@@ -570,3 +570,29 @@ func TestCallsSyscalls(t *testing.T) {
 		t.Errorf("-S without --calls: %v", r)
 	}
 }
+
+// TestCallsFilledBuffers: a buffer the call fills is shown as it holds
+// it at the return, as ltrace shows it: read's bytes (as many as it
+// read), fgets' line, and at the end of the file (NULL) the pointer;
+// stopping or recording in-process alike (these stop at their entry to
+// hook their return).
+func TestCallsFilledBuffers(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "filled", filepath.Join("testdata", "tracers", "filled.c"), "-O2", "-g")
+	in := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(in, []byte("hello\nworld\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`[pid N] read(3, "hello\nworld\n", 64) = 12`,
+		`[pid N] fgets("hello\n", 32, 0xADDR) = 0xADDR`,
+		`[pid N] fgets("world\n", 32, 0xADDR) = 0xADDR`,
+		`[pid N] fgets(0xADDR, 32, 0xADDR) = 0x0`,
+	}
+	for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+		r := mustProbe(t, append(append([]string{"run"}, engine...), "--calls", "libc:read,libc:fgets", "--", exe, in)...)
+		if got := callLines(r.stdout); !slices.Equal(got, want) || !strings.Contains(r.stdout, "12 1 1\n") {
+			t.Errorf("%v:\n%s\nwant\n%s", engine, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}

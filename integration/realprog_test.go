@@ -291,8 +291,9 @@ func TestRealXz(t *testing.T) {
 		r := runStdin(t, input, probeBin, append([]string{"run", "-o", out, "--calls", "libc:read", "--calls", "libc:write", "--", xz}, args...)...)
 		checkRun(t, "xz under --calls", r, plain.stdout)
 		// A failed call says its errno: xz reads its standard input
-		// without blocking, and polls on EAGAIN.
-		line := regexp.MustCompile(`^\[pid \d+\] (read|write)\((\d+), 0x[0-9a-f]+, (\d+)\)\s+= (-?\d+)( EAGAIN \(Resource temporarily unavailable\))?$`)
+		// without blocking, and polls on EAGAIN. What a read filled is
+		// shown as it holds it.
+		line := regexp.MustCompile(`^\[pid \d+\] (read|write)\((\d+), (?:0x[0-9a-f]+|"(?:[^"\\]|\\.)*"), (\d+)\)\s+= (-?\d+)( EAGAIN \(Resource temporarily unavailable\))?$`)
 		var read, written int64
 		for _, l := range strings.Split(strings.TrimSuffix(readFile(t, out), "\n"), "\n") {
 			m := line.FindStringSubmatch(l)

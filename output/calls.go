@@ -177,7 +177,7 @@ func (c *Calls) Write(r *Record) error {
 		} else {
 			b = c.begin(c.buf[:0], r.Tid, call.rec.Time, len(c.open[r.Lane]))
 			b = append(append(b, r.Func...), '(')
-			b = append(c.appendArgs(b, call.rec.Fields), ") "...)
+			b = append(c.appendArgs(b, call.rec.Fields, filled(r.Fields)), ") "...)
 		}
 		for n := utf8.RuneCount(b); n < callColumn; n++ { // (as fmt's %-40s: runes)
 			b = append(b, ' ')
@@ -213,17 +213,37 @@ func (c *Calls) Write(r *Record) error {
 func (c *Calls) line(call *Record, depth int, end string) {
 	b := c.begin(c.buf[:0], call.Tid, call.Time, depth)
 	b = append(append(b, call.Func...), '(')
-	c.buf = append(c.appendArgs(b, call.Fields), end...)
+	c.buf = append(c.appendArgs(b, call.Fields, nil), end...)
 	c.w.Write(c.buf)
 }
 
-// appendArgs appends the arguments as ltrace shows them: values only.
-func (c *Calls) appendArgs(b []byte, fields []fetch.Field) []byte {
+// filled is what a return says of the buffers its call filled: its
+// fields after the result and errno (read's "buf").
+func filled(ret []fetch.Field) []fetch.Field {
+	if len(ret) > 1 && ret[1].Name == "errno" {
+		return ret[2:]
+	}
+	if len(ret) > 0 {
+		return ret[1:]
+	}
+	return nil
+}
+
+// appendArgs appends the arguments as ltrace shows them: values only, a
+// buffer the call filled as it filled it (an argument of its name in
+// out).
+func (c *Calls) appendArgs(b []byte, fields, out []fetch.Field) []byte {
 	for i, f := range fields {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = c.appendValue(b, f.Value)
+		v := f.Value
+		for _, o := range out {
+			if o.Name == f.Name {
+				v = o.Value
+			}
+		}
+		b = c.appendValue(b, v)
 	}
 	return b
 }

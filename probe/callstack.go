@@ -78,6 +78,9 @@ type shadowFrame struct {
 	// that call returns, as the tracee's frame at the slot said at the
 	// entry. Live, the tracer's frame of that call says it.
 	home uint64
+	// out is where the buffer the call fills is (funcArgs.outSlot),
+	// read at its return.
+	out uint64
 }
 
 // returnsTo is where f's return sends the thread: its return address,

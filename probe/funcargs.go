@@ -40,6 +40,9 @@ type funcArgs struct {
 	vars      map[string]*symbols.Var // the DWARF parameters specs read, compiled
 	enum      map[int64]string        // the result's names, if an enum
 	format    string                  // the result's format, if a table type
+	// outSlot is 1 + the slot of a buffer the call fills (the table's
+	// outbuf, outstr), shown at its return; 0: none.
+	outSlot int
 	vals      []fetch.Field           // scratch: params' values
 	fields    []fetch.Field           // scratch: what a handler gets, valid during it
 }
@@ -148,6 +151,11 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	}}
 	fa.specs = specs
 	fa.varFormat, fa.fixed = -1, fixed
+	for i, sl := range fa.slots {
+		if sl.format == "outbuf" || sl.format == "outstr" {
+			fa.outSlot = i + 1
+		}
+	}
 	if sig.Variadic {
 		fa.varFormat = formatParam(fa)
 	}
@@ -292,8 +300,10 @@ func (fa *funcArgs) show(vals, dst []fetch.Field) []fetch.Field {
 	return dst
 }
 
-// resultFields is fn's result at the hit of its return, or nil.
-func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []fetch.Field {
+// resultFields is the result of f's call at the hit of its return, or
+// nil; then the buffer it filled, if the table says it fills one.
+func (t *Tracer) resultFields(f *shadowFrame, hit *Hit) []fetch.Field {
+	fn := f.fn
 	if fn == nil || fn.args == nil || fn.args.result == nil {
 		return nil
 	}
@@ -310,7 +320,36 @@ func (t *Tracer) resultFields(fn *traceFunc, hit *Hit) []fetch.Field {
 		}
 		fa.fields = append(fa.fields, fetch.Field{Name: "errno", Value: errno})
 	}
+	if fa.outSlot > 0 && f.out != 0 && !failed && !t.replaying(hit) {
+		if v, ok := filled(fa, f.out, fa.fields[0].Value, hit); ok {
+			fa.fields = append(fa.fields, fetch.Field{Name: fa.slots[fa.outSlot-1].name, Value: v})
+		}
+	}
 	return fa.fields
+}
+
+// filled is the buffer at addr that a call filled, as its result says:
+// read's bytes (outbuf: the result's count, at most a string's), fgets'
+// string (outstr); false where it filled none (fgets' NULL).
+func filled(fa *funcArgs, addr uint64, result fetch.Value, hit *Hit) (fetch.Value, bool) {
+	if fa.slots[fa.outSlot-1].format == "outstr" {
+		if result.Uint() == 0 {
+			return fetch.Value{}, false
+		}
+		if s, ok := fetch.ReadString(hit.Mem, addr); ok {
+			return fetch.StringValue(s), true
+		}
+		return fetch.FaultValue(fetch.TypeString), true
+	}
+	n := min(result.Int(), fetch.MaxStringSize-1)
+	if n <= 0 {
+		return fetch.StringValue(""), true
+	}
+	b := make([]byte, n)
+	if got, _ := hit.Mem.ReadAt(b, int64(addr)); got < len(b) {
+		return fetch.FaultValue(fetch.TypeString), true
+	}
+	return fetch.StringValue(string(b)), true
 }
 
 // failed reports whether result v says the call failed, setting errno,

@@ -422,6 +422,11 @@ func (t *Tracer) traceEnter(cs *callStack, f *shadowFrame, fn *traceFunc, hit *H
 		f.mode |= frameGraph
 	}
 	fields := t.entryFields(fn, hit)
+	if fa := fn.args; fa != nil && fa.outSlot > 0 {
+		if sl := fa.slots[fa.outSlot-1]; sl.i >= 0 && sl.i < len(fa.vals) {
+			f.out = fa.vals[sl.i].Value.Uint()
+		}
+	}
 	if o.Callers {
 		t.ft.send(FuncEntry, f, hit, cs.lane, cs.goroutine, t.callerName(f.ret), fields)
 	} else {

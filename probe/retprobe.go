@@ -163,7 +163,7 @@ func (t *Tracer) popsOnReturn(s *site, n uint64) bool {
 func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
 	faultPoint("return")
 	if f.mode&frameRecorded != 0 {
-		t.ft.emit(FuncReturn, f, hit, cs, t.resultFields(f.fn, hit))
+		t.ft.emit(FuncReturn, f, hit, cs, t.resultFields(f, hit))
 	}
 	if len(f.site.returns) == 0 {
 		return
