@@ -43,8 +43,8 @@ type funcArgs struct {
 	// outSlot is 1 + the slot of a buffer the call fills (the table's
 	// outbuf, outstr), shown at its return; 0: none.
 	outSlot int
-	vals      []fetch.Field           // scratch: params' values
-	fields    []fetch.Field           // scratch: what a handler gets, valid during it
+	vals    []fetch.Field // scratch: params' values
+	fields  []fetch.Field // scratch: what a handler gets, valid during it
 }
 
 // argSlot is one parameter: field i of params' values, or text when i < 0;
