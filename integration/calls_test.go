@@ -522,7 +522,8 @@ func TestCallsTerminalOrder(t *testing.T) {
 // library's function of that name (openat's flags by name, its path as
 // text), a failure as -1 and its errno; a call's own system calls
 // inside its line, cut as ltrace cuts it; in-process and stopping alike.
-// Without --calls, -S is bad input.
+// With -L, the system calls alone; -S without --calls or -L, and -L
+// without -S or with --calls, are bad input.
 func TestCallsSyscalls(t *testing.T) {
 	t.Parallel()
 	exe := lifecycleBin(t, "syscalls", o2pie)
@@ -566,8 +567,24 @@ func TestCallsSyscalls(t *testing.T) {
 			t.Errorf("%v: no exit_group line:\n%s", engine, r.stdout)
 		}
 	}
-	if r := probe(t, "run", "-S", "--", exe, present, missing); r.code != 2 || !strings.Contains(r.stderr, "-S needs --calls") {
-		t.Errorf("-S without --calls: %v", r)
+	// -L: the system calls alone.
+	r := mustProbe(t, "run", "-S", "-L", "--", exe, present, missing)
+	var sys []string
+	for _, l := range callLines(r.stdout) {
+		if !strings.HasPrefix(l, "[pid N] SYS_") {
+			t.Errorf("-S -L: %q", l)
+		}
+		if strings.Contains(l, dir) {
+			sys = append(sys, l)
+		}
+	}
+	if len(sys) != 3 || sys[0] != want[1] || sys[1] != want[4] || !strings.Contains(sys[2], "O_CLOEXEC") {
+		t.Errorf("-S -L: %q", sys)
+	}
+	for _, args := range [][]string{{"-S"}, {"-L"}, {"-L", "-S", "--calls", "libc:open"}} {
+		if r := probe(t, append(append([]string{"run"}, args...), "--", exe, present, missing)...); r.code != 2 || !strings.Contains(r.stderr, "-S needs --calls") && !strings.Contains(r.stderr, "-L: no library calls") {
+			t.Errorf("%v: %v", args, r)
+		}
 	}
 }
 

@@ -183,6 +183,9 @@ func (g *funcGlob) covers(m *symbols.Mapped) bool {
 // they name. Every pattern must match something, as writing a glob that
 // matches nothing to set_ftrace_filter fails.
 func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
+	if opts.NoFunctions {
+		return nil, nil
+	}
 	flag := "--filter"
 	if opts.FromMain {
 		flag = "--calls" // (ltrace's selection is of the calls)

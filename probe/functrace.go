@@ -81,8 +81,9 @@ type FuncTraceOptions struct {
 	// strace shows a failed call.
 	Errno bool
 	// Syscalls, with Args (ltrace -S): the threads' system calls too,
-	// each an entry and a return of a function "SYS_NAME" (syscalls.go).
-	Syscalls bool
+	// each an entry and a return of a function "SYS_NAME" (syscalls.go);
+	// with NoFunctions (ltrace -L) those alone.
+	Syscalls, NoFunctions bool
 	// Handler receives events on the ptrace thread; keep it short.
 	Handler func(*FuncEvent)
 }
@@ -196,7 +197,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 			}
 		}
 	}
-	if info.Functions == 0 {
+	if info.Functions == 0 && !opts.NoFunctions {
 		undo()
 		why := "no function selected could be probed"
 		if len(info.Skipped) > 0 {

@@ -291,6 +291,7 @@ type options struct {
 	summary       bool          // -c: ltrace -c's table of them
 	callLines     callLines     // -t, -tt, -ttt, -r, -T, -n, -s: ltrace's lines
 	syscalls      bool          // -S: the system calls among --calls
+	noLibCalls    bool          // -L: with -S, the system calls alone
 	interval      time.Duration // --interval: print the tables this often
 	intervalClear bool          // --interval-clear: and empty them once printed
 
@@ -354,6 +355,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.summary, "c", false, "")
 	o.callLines.flags(fs)
 	fs.BoolVar(&o.syscalls, "S", false, "")
+	fs.BoolVar(&o.noLibCalls, "L", false, "")
 	fs.Var((*durationFlag)(&o.interval), "interval", "")
 	fs.BoolVar(&o.intervalClear, "interval-clear", false, "")
 	fs.BoolVar(&o.noBoost, "no-boost", false, "")

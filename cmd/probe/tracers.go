@@ -63,8 +63,13 @@ func parseTracers(o *options) (tracers, error) {
 		return ts, fmt.Errorf("-c needs --calls (ltrace -c's table of the library calls)")
 	} else if f := o.callLines.given(); f != "" {
 		return ts, fmt.Errorf("%s needs --calls (ltrace's lines of the library calls)", f)
+	} else if o.syscalls && o.noLibCalls {
+		ts.calls = true // (ltrace -S -L: the system calls alone)
 	} else if o.syscalls {
-		return ts, fmt.Errorf("-S needs --calls (ltrace -S: the system calls among the library calls)")
+		return ts, fmt.Errorf("-S needs --calls (ltrace -S: the system calls among the library calls), or -L (the system calls alone)")
+	}
+	if o.noLibCalls && (!o.syscalls || len(o.calls) > 0) {
+		return ts, fmt.Errorf("-L: no library calls, the system calls alone: give it with -S, without --calls")
 	}
 	if n := o.callLines.indent; n < 0 || n > 64 {
 		return ts, fmt.Errorf("-n %d: want from 0 to 64 spaces a level", n)
@@ -156,7 +161,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	if ts.calls {
 		// ltrace: the program's calls into the libraries, with their
 		// arguments and results.
-		opts.Filter, opts.Args, opts.FromMain, opts.Errno, opts.Syscalls = o.calls, true, true, true, o.syscalls
+		opts.Filter, opts.Args, opts.FromMain, opts.Errno, opts.Syscalls, opts.NoFunctions = o.calls, true, true, true, o.syscalls, o.noLibCalls
 	}
 	// The stack tracer alone reports at the end: no event per call.
 	if ts.function || ts.graph || ts.profile || ts.calls {
