@@ -73,9 +73,12 @@ SPEC is a probe definition, e.g. 'p:work', 'p:libc:malloc', 'p:work+0x4',
 'p:sys_openat' (a system call, when no symbol has that name).
 'o:FUNC $retval=V [errno=E] [if FILTER]' makes calls of FUNC return V at
 once, with errno E (error injection; see docs/injection-and-patching.md).
+A fetch-arg may be worked out from those before it: 'total=n*size:u64'.
 It may end with actions: 'SPEC [if FILTER] => ACTION ...', ACTION one of
-print, count[:KEY,...], hist:FIELD[:log2|:linear=STEP], stacktrace,
-traceon, traceoff, enable:EVENT, disable:EVENT (see docs/scripts.md).
+print, printf("FORMAT", FIELD, ...), count[:KEY,...],
+hist:FIELD[:log2|:linear=STEP], sum, avg, min, max, stacktrace, mark:NAME
+(then @NAME, the time since, is a FIELD), traceon, traceoff, enable:EVENT,
+disable:EVENT (see docs/scripts.md).
 
 flags:
   -o FILE                   write events to FILE instead of standard output
@@ -113,6 +116,9 @@ flags:
   -n N                      with --calls: N spaces before a call for each call
                             it is made inside
   -s N                      with --calls: strings cut to N bytes, then "..."
+  -S                        with --calls: the system calls too, each a line
+                            SYS_name(args) = result (ltrace -S)
+  -L                        with -S and no --calls: the system calls alone
   --interval D              print every count, hist, sum, avg, min and max
                             table each D while tracing (they add up)
   --interval-clear          ... and empty them once printed: each table is

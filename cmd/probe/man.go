@@ -35,7 +35,9 @@ type helpFlag struct {
 // helpColumn is the indent of the flags' text.
 var helpColumn = strings.Repeat(" ", 28)
 
-var flagLine = regexp.MustCompile(`^  (-{1,2}[a-z][a-z0-9-]*)( \S+)?\s{2,}(.*)$`)
+// flagLine is a flag's first line: its names ("-t, -tt, -ttt"), its
+// argument, its text.
+var flagLine = regexp.MustCompile(`^  (-{1,2}[a-zA-Z][a-zA-Z0-9-]*(?:, -{1,2}[a-zA-Z][a-zA-Z0-9-]*)*)( [A-Z]\S*)?\s{2,}(.*)$`)
 
 func parseHelp(help string) helpSections {
 	var h helpSections
