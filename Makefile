@@ -42,4 +42,5 @@ clean:
 bench:
 	bench/run.sh
 	bench/pipeline.sh
+	bench/calls.sh
 	bench/lua.sh
