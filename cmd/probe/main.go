@@ -741,10 +741,15 @@ type sink struct {
 	rawWanted bool     // the recording may be raw: its probes' hits too
 }
 
-// syncWrites keeps the trace in order with the program's own output
-// where both go to one terminal (sharedTerminal). (A tracer that has
-// ended fails it, and says so where it is waited for.)
+// syncWrites keeps ltrace's lines (--calls) in order with the program's
+// own output where both go to one terminal (sharedTerminal): its users
+// read them as one story, and pay a stop a system call for it, as under
+// ltrace; other traces are not slowed so. (A tracer that has ended
+// fails it, and says so where it is waited for.)
 func syncWrites(t *probe.Tracer, s *sink) {
+	if !s.calls {
+		return
+	}
 	if fds := sharedTerminal(t.Pid(), s.file); fds != nil {
 		t.SyncWrites(fds, s.stream.Sync)
 	}
