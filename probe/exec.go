@@ -195,6 +195,7 @@ func (t *Tracer) programReady(tid int) {
 		if _, err := t.installFuncTracer(tid, *opts); err != nil {
 			t.note("pid %d exec'd %s: the function tracer stops here: %v", t.pid, t.programPath(), err)
 		}
+		t.updateSyscallStops() // (-S)
 	}
 	if !t.detached && len(t.step.threads) == 0 {
 		t.optimizeSites(tid)

@@ -114,6 +114,7 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 			c.ret.parked[proc.Pid] = append(c.ret.parked[proc.Pid], &cp)
 		}
 	}
+	c.updateSyscallStops() // (its syscall probes', -S's)
 	proc.Cont(proc.Pid, sig)
 	return true
 }
