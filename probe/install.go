@@ -458,7 +458,12 @@ func (t *Tracer) resolveOne(loc fetch.Location) (resolved, error) {
 				return bad(err)
 			}
 			var ok bool
-			if sym, ok = m.Lookup(loc.Symbol); !ok {
+			// (A library's exported function first: its debug file's
+			// table, read for one name, was a sixth of a start.)
+			if sym, ok = m.LookupExported(loc.Symbol); !ok {
+				sym, ok = m.Lookup(loc.Symbol)
+			}
+			if !ok {
 				return bad(&symbols.UnknownSymbolError{Name: loc.Symbol, Suggestions: m.Suggest(loc.Symbol, 3)})
 			}
 		} else if m, sym, err = t.space.Lookup(loc.Symbol); err != nil {

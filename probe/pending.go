@@ -64,7 +64,7 @@ func (t *Tracer) armLinkerWatch(anchor int) error {
 
 func (t *Tracer) placeLinkerWatch(anchor int) error {
 	for _, m := range t.space.Mapped {
-		rd, ok := m.Lookup("_r_debug")
+		rd, ok := m.LookupExported("_r_debug") // (the dynamic linker's: no debug file read for it)
 		if !ok {
 			continue
 		}
@@ -73,7 +73,7 @@ func (t *Tracer) placeLinkerWatch(anchor int) error {
 		if !ok || brk == 0 {
 			// Not initialised yet (a static program before its
 			// first dlopen): the function it will point to.
-			sym, found := m.Lookup("_dl_debug_state")
+			sym, found := m.LookupExported("_dl_debug_state")
 			if !found {
 				continue
 			}

@@ -367,7 +367,4 @@ func goRetAddrs(code []byte, entry uint64) ([]uint64, error) {
 }
 
 // isGo reports whether a module was built by the Go toolchain.
-func isGo(m *symbols.Mapped) bool {
-	_, ok := m.Lookup("runtime.main")
-	return ok
-}
+func isGo(m *symbols.Mapped) bool { return m.BuiltByGo() }

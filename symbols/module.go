@@ -172,7 +172,7 @@ func (m *Module) dynamicSymbols() ([]elf.Symbol, error) {
 	return m.dynsym, m.dynErr
 }
 
-// LookupExported is Lookup of a function the module exports, for a
+// LookupExported is Lookup of a function or object the module exports, for a
 // module whose full tables are not read yet and would come from a
 // separate debug file (libc's, with libc6-dbg: 11 ms, for names it does
 // not have): there only its dynamic symbols are looked at. Elsewhere it
@@ -184,11 +184,31 @@ func (m *Module) LookupExported(name string) (Symbol, bool) {
 	dynsym, _ := m.dynamicSymbols()
 	for _, s := range dynsym {
 		typ := elf.ST_TYPE(s.Info)
-		if s.Name == name && s.Section != elf.SHN_UNDEF && (typ == elf.STT_FUNC || typ == sttGNUIFunc) {
-			return Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: true, IFunc: typ == sttGNUIFunc}, true
+		if s.Name == name && s.Section != elf.SHN_UNDEF && (typ == elf.STT_FUNC || typ == sttGNUIFunc || typ == elf.STT_OBJECT) &&
+			!(s.HasVersion && s.VersionIndex.IsHidden()) { // (the default version: name@VER is another)
+			return Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: typ != elf.STT_OBJECT, IFunc: typ == sttGNUIFunc}, true
 		}
 	}
 	return Symbol{}, false
+}
+
+// BuiltByGo reports whether the module was built by the Go toolchain:
+// its .go.buildinfo or .gopclntab section, which a stripped Go binary
+// keeps too, or runtime.main among its symbols where it has a .symtab
+// of its own (a stripped library's debug file is not read for it: libc's
+// was a sixth of a probe's start).
+func (m *Module) BuiltByGo() bool {
+	if m.elf == nil {
+		return false
+	}
+	if m.elf.Section(".go.buildinfo") != nil || m.elf.Section(".gopclntab") != nil {
+		return true
+	}
+	if m.elf.Section(".symtab") == nil {
+		return false
+	}
+	_, ok := m.Lookup("runtime.main")
+	return ok
 }
 
 // Lookup finds a symbol by exact name. Among duplicates (static functions
