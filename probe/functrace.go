@@ -81,7 +81,7 @@ type FuncTraceOptions struct {
 	// strace shows a failed call.
 	Errno bool
 	// Syscalls, with Args (ltrace -S): the threads' system calls too,
-	// each an entry and a return of a function "SYS_NAME" (syscalls.go);
+	// each an entry and a return of a function "SYS_NAME" (syscalltrace.go);
 	// with NoFunctions (ltrace -L) those alone.
 	Syscalls, NoFunctions bool
 	// Handler receives events on the ptrace thread; keep it short.

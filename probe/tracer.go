@@ -79,7 +79,7 @@ type Tracer struct {
 	pastStacks []StackUsage        // the stack tracer's, from function tracers stopped
 	sysProbes  map[sysKey][]*Probe // syscall probes, by system call entry or exit
 	writeSync  *writeSync          // SyncWrites'; nil: none
-	sysCalls   sysCalls            // the system calls shown among the calls (syscalls.go)
+	sysCalls   sysCalls            // the system calls shown among the calls (syscalltrace.go)
 	linker     *linkerWatch        // libraries loaded and unloaded (pending.go)
 }
 

@@ -1,11 +1,12 @@
 package probe
 
 import (
+	"golang.org/x/sys/unix"
+
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/sysnum"
 	"github.com/probedbg/probe/tracee"
-	"golang.org/x/sys/unix"
 )
 
 // The threads' system calls among the function tracer's calls, as
