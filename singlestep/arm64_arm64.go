@@ -441,6 +441,9 @@ func (in *Insn) String() string {
 // ReturnsPopping is false on arm64: no return pops its caller's stack.
 func ReturnsPopping(code []byte, addr uint64, n uint64) bool { return false }
 
+// SweepRunOn is 0: each word is decoded alone, no decoding runs on.
+const SweepRunOn = 0
+
 // SweepBranches returns every direct branch in a stretch of code at addr:
 // every aligned word is an instruction, so entries (needed where
 // instructions have many lengths) change nothing.

@@ -12,6 +12,10 @@ import (
 // (data before the next entry, or an entry inside an instruction).
 const maxRunOn = 4096
 
+// SweepRunOn is how far past the next entry SweepBranches' decoding from
+// an entry may go on.
+const SweepRunOn = maxRunOn
+
 // SweepBranches decodes a stretch of executable code, at address addr,
 // and returns every direct branch in it: a linear sweep, begun at addr and
 // again at each of entries (sorted addresses known to start instructions:
