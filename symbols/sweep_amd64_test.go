@@ -39,3 +39,36 @@ func TestBranchTargetsParallel(t *testing.T) {
 		t.Logf("%#x, %d bytes: %d branches", c.addr, len(c.code), len(one))
 	}
 }
+
+// BenchmarkSweepLibc is libc's largest stretch of code swept at once and
+// in parts, one a CPU (here: 12.8 and 8.4 ms).
+func BenchmarkSweepLibc(b *testing.B) {
+	m, err := OpenModule("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	code, err := m.executableCode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries := m.entryPoints()
+	var big codeRange
+	for _, c := range code {
+		if len(c.code) > len(big.code) {
+			big = c
+		}
+	}
+	lo := sort.Search(len(entries), func(i int) bool { return entries[i] >= big.addr })
+	hi := sort.Search(len(entries), func(i int) bool { return entries[i] >= big.addr+uint64(len(big.code)) })
+	b.Run("one", func(b *testing.B) {
+		for b.Loop() {
+			singlestep.SweepBranches(big.code, big.addr, entries[lo:hi])
+		}
+	})
+	b.Run("parts", func(b *testing.B) {
+		for b.Loop() {
+			sweepParallel(big, entries[lo:hi])
+		}
+	})
+}
