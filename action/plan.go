@@ -87,6 +87,19 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 		}
 		return slices.Contains(p.Fields, name)
 	}
+	// value checks name, a number a's FIELD reads: a field, @MARK, or
+	// a return probe's duration; also lists the other names it may be.
+	value := func(a Action, name, also string) error {
+		switch {
+		case has(name):
+		case name == Duration && p.Return:
+		case name == Duration:
+			return bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
+		default:
+			return bad(a.Text, "%s is not a field of %s (fields: %s%s)", name, p.Event, fieldList(p.Fields), also)
+		}
+		return nil
+	}
 	for _, a := range acts {
 		switch a.Kind {
 		case Print:
@@ -103,13 +116,8 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 				pl.stackKey = pl.stackKey || k == StackKey
 			}
 			if a.Kind != Count {
-				switch {
-				case has(a.Field):
-				case a.Field == Duration && p.Return:
-				case a.Field == Duration:
-					return nil, bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
-				default:
-					return nil, bad(a.Text, "%s is not a field of %s (fields: %s)", a.Field, p.Event, fieldList(p.Fields))
+				if err := value(a, a.Field, ""); err != nil {
+					return nil, err
 				}
 			}
 			switch a.Kind {
@@ -132,13 +140,11 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 			s.marksMu.Unlock()
 		case Printf:
 			for _, arg := range a.Args {
-				switch {
-				case arg == "comm" || arg == "pid" || arg == "tid" || arg == "cpu" || has(arg):
-				case arg == Duration && p.Return:
-				case arg == Duration:
-					return nil, bad(a.Text, "duration is only known at a return probe (r:), and %s is an entry probe", p.Event)
-				default:
-					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, pid, tid, cpu)", arg, p.Event, fieldList(p.Fields))
+				if arg == "comm" || arg == "pid" || arg == "tid" || arg == "cpu" {
+					continue
+				}
+				if err := value(a, arg, "; or comm, pid, tid, cpu"); err != nil {
+					return nil, err
 				}
 			}
 			pieces, err := compileFormat(a.Format, len(a.Args))
