@@ -442,6 +442,11 @@ func TestMarks(t *testing.T) {
 		t.Errorf("Draw:\n%s", b.String())
 	}
 
+	// Marks are set and read hit by hit: no count of the tracee's.
+	if counted, read := compile(t, s, Probe{Event: "probe/p_c_0"}, "mark:t1 count"), compile(t, s, Probe{Event: "probe/p_r_0"}, "hist:@t1"); counted.Tally() != nil || read.Tally() != nil {
+		t.Error("a plan that marks, or reads a mark, counted in the tracee")
+	}
+
 	lone := compile(t, NewSession(), Probe{Event: "probe/p_x_0"}, "hist:@nosuch")
 	if err := lone.Bind(func(string) *probe.Probe { return nil }); err == nil || !strings.Contains(err.Error(), "no probe marks nosuch") || !errors.Is(err, fetch.ErrBadInput) {
 		t.Errorf("Bind of an unmarked @nosuch: %v", err)

@@ -345,10 +345,14 @@ const maxKeyFrames = 32
 
 // Tally returns what the probe's tracee may count for the plan itself
 // (probe.Tally): nil unless the plan does nothing but count, by no key
-// or by thread (comm, tid), and draw log2 histograms of fields.
+// or by thread (comm, tid), and draw log2 histograms of fields; nor
+// marks or reads a mark.
 func (pl *Plan) Tally() *probe.Tally {
 	if pl.print || pl.stack || pl.traceSet || len(pl.switches) > 0 || len(pl.aggs) > 0 || len(pl.printers) > 0 || len(pl.counts)+len(pl.hists) == 0 {
 		return nil
+	}
+	if len(pl.marks)+len(pl.markRefs) > 0 {
+		return nil // (a mark is the tracer's, set and read hit by hit)
 	}
 	for _, c := range pl.counts {
 		for _, k := range c.act.Keys {

@@ -477,7 +477,12 @@ func TestActionMarks(t *testing.T) {
 			t.Errorf("%v: %d leaf lines, want %d, and their histogram:\n%s", mode, len(since), topCalls, r.stdout)
 		}
 	}
-	r := probe(t, "run", "p:leaf => hist:@t9", "--", actionsBin(t, false))
+	// Counted alone (which the tracee could count) and read alone.
+	r := runActions(t, false, "p:top => mark:t0 count", "p:leaf => hist:@t0")
+	if !strings.Contains(r.stdout, fmt.Sprintf("# hist:@t0 of probe/p_leaf_0 (log2): %d values,", topCalls)) {
+		t.Errorf("mark:t0 count, hist:@t0: want %d values:\n%s", topCalls, r.stdout)
+	}
+	r = probe(t, "run", "p:leaf => hist:@t9", "--", actionsBin(t, false))
 	if r.code != 2 || !strings.Contains(r.stderr, `bad action "@t9": no probe marks t9 (give one => mark:t9)`) || r.stdout != "" {
 		t.Errorf("an unmarked @t9: %v", r)
 	}
