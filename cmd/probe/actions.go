@@ -290,44 +290,35 @@ func (s *sink) printEvery(interval time.Duration, clear bool, ready <-chan struc
 
 // writeTables writes drawn tables after what the writer has: as they
 // are into a text trace, else as the format's comments, a line each.
-func (s *sink) writeTables(tables string) error {
+func (s *sink) writeTables(tables string) error { return s.writeText(tables, "# ") }
+
+// writePrinted writes what printf actions printed, as writeTables does
+// (bpftrace's printf: a line ends where its format says), buffered with
+// the events where the writer can (output.Text.Print).
+func (s *sink) writePrinted(text []byte) error {
+	if p, ok := s.writer.(interface{ Print([]byte) error }); ok && s.text {
+		return p.Print(text)
+	}
+	return s.writeText(string(text), "")
+}
+
+// writeText writes text after what the writer has: as it is into a
+// text trace, else as the format's comments, a line each, less mark
+// (the writer marks a comment itself: "# count..." not "# # count...").
+func (s *sink) writeText(text, mark string) error {
 	if err := s.writer.Flush(); err != nil {
 		return err
 	}
 	if !s.text {
-		for _, line := range strings.Split(strings.TrimSuffix(tables, "\n"), "\n") {
-			// The writer marks a comment itself: "# count..." not "# # count...".
-			if err := s.writer.Comment(strings.TrimPrefix(line, "# ")); err != nil {
+		for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+			if err := s.writer.Comment(strings.TrimPrefix(line, mark)); err != nil {
 				return err
 			}
 		}
 		return s.writer.Flush()
 	}
-	_, err := s.file.WriteString(tables)
+	_, err := s.file.WriteString(text)
 	return err
-}
-
-// writePrinted writes what printf actions printed, after what the
-// writer has: as it is into a text trace (bpftrace's printf: a line
-// ends where its format says), else as the format's comments, a line
-// each.
-func (s *sink) writePrinted(text []byte) error {
-	if p, ok := s.writer.(interface{ Print([]byte) error }); ok && s.text {
-		return p.Print(text) // (buffered with the events)
-	}
-	if err := s.writer.Flush(); err != nil {
-		return err
-	}
-	if s.text {
-		_, err := s.file.Write(text)
-		return err
-	}
-	for line := range strings.SplitSeq(strings.TrimSuffix(string(text), "\n"), "\n") {
-		if err := s.writer.Comment(line); err != nil {
-			return err
-		}
-	}
-	return s.writer.Flush()
 }
 
 // drawActions prints the counts and histograms after the trace, as
