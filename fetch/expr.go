@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -78,7 +79,7 @@ func isExprBody(body string, names []string) bool {
 			for j < len(body) && isIdentChar(body[j]) {
 				j++
 			}
-			if (i == 0 || body[i-1] != '%') && containsName(names, body[i:j]) {
+			if (i == 0 || body[i-1] != '%') && slices.Contains(names, body[i:j]) {
 				named = true
 			}
 			i = j
@@ -97,15 +98,8 @@ func isExprBody(body string, names []string) bool {
 	return named && op
 }
 
-func containsName(names []string, s string) bool {
-	for _, n := range names {
-		if n == s {
-			return true
-		}
-	}
-	return false
-}
-
+// isIdentStart and isIdentChar are a name's first and other bytes
+// (isIdent).
 func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isIdentChar(c byte) bool  { return isIdentStart(c) || c >= '0' && c <= '9' }
 
@@ -199,10 +193,8 @@ func (p *exprParser) unary() *exprNode {
 		}
 		name := p.s[p.i:j]
 		p.i = j
-		for k, n := range p.names {
-			if n == name {
-				return &exprNode{op: "f", field: k}
-			}
+		if k := slices.Index(p.names, name); k >= 0 {
+			return &exprNode{op: "f", field: k}
 		}
 		p.fail("%q is not a fetch-arg before it (fetch-args: %s)", name, strings.Join(p.names, ", "))
 		return nil

@@ -208,9 +208,8 @@ func isIdent(s string) bool {
 	if s == "" {
 		return false
 	}
-	for i, c := range s {
-		ok := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9'
-		if !ok {
+	for i := range len(s) {
+		if !isIdentChar(s[i]) || i == 0 && !isIdentStart(s[i]) {
 			return false
 		}
 	}
