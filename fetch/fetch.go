@@ -298,8 +298,8 @@ func (c *compiler) compileToken(tok string) error {
 	} else {
 		name = c.defaultName(fetch, typ, typed)
 	}
-	if named && isExprBody(fetch, c.args.argNames()) {
-		return c.compileExpr(tok, name, fetch, typ, typed)
+	if names := c.args.argNames(); named && isExprBody(fetch, names) {
+		return c.compileExpr(tok, name, fetch, typ, typed, names)
 	}
 	f, err := c.compileBody(tok, fetch, typ, typed)
 	if err != nil {
@@ -360,10 +360,10 @@ func (c *compiler) add(tok string, f fetchArg, named bool) error {
 }
 
 // compileExpr compiles NAME=EXPR, a fetch-arg worked out from those
-// before it, of an integer type (s64 unless typed).
-func (c *compiler) compileExpr(tok, name, body, typ string, typed bool) error {
+// before it (names), of an integer type (s64 unless typed).
+func (c *compiler) compileExpr(tok, name, body, typ string, typed bool, names []string) error {
 	f := fetchArg{name: name, base: baseExpr, typ: TypeS64}
-	n, why := parseExpr(body, c.args.argNames())
+	n, why := parseExpr(body, names)
 	if why != "" {
 		return argErr(tok, "%s", why)
 	}
