@@ -211,7 +211,3 @@ func (t *Tracer) captureSite(r resolved) (resolved, error) {
 	}
 	return at, nil
 }
-
-// hasDwarfNames reports whether any fetch-arg token names a DWARF variable
-// rather than a register, memory, special variable or expression.
-func hasDwarfNames(tokens []string) bool { return fetch.ReadsDWARF(tokens) }

@@ -115,7 +115,7 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *fetch.Spec) error {
 			rs = []resolved{r}
 		}
 	}
-	if s.Kind == fetch.KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && hasDwarfNames(s.Args) {
+	if s.Kind == fetch.KindEntry && s.Loc.Symbol != "" && s.Loc.Offset == 0 && !s.Loc.HasLine && fetch.ReadsDWARF(s.Args) {
 		// As perf probe: variables are read after the prologue, where
 		// gcc's frame-based locations hold them.
 		if after, err := t.captureSite(r); err == nil {
@@ -163,7 +163,7 @@ func (t *Tracer) installReturn(anchor int, p *Probe, r resolved) error {
 			return badInput(fmt.Errorf("%s: no return probe on %s: %s", r.where, r.sym.Name, why))
 		}
 		capture := r
-		if hasDwarfNames(p.Spec.Args) {
+		if fetch.ReadsDWARF(p.Spec.Args) {
 			var err error
 			if capture, err = t.captureSite(r); err != nil {
 				return badInput(fmt.Errorf("%s: %w", r.where, err))
