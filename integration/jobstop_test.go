@@ -234,9 +234,10 @@ func TestAttachStopWhileAttached(t *testing.T) {
 // SIGCONT and checks it runs to a right end.
 func (j *jobstop) stoppedAfterDetach(t *testing.T, out, what string) {
 	t.Helper()
-	if got := j.states(t); got != "TTTT" {
-		t.Errorf("thread states %q after the detach, want TTTT:\n%s", got, threadsReport(j.pid()))
-	}
+	// A thread let go in a group-stop is woken to stop again in the
+	// kernel, before any code of its own: on a loaded machine it may
+	// still be runnable (R) when probe has exited.
+	j.waitStates(t, 'T')
 	j.untraced(t)
 	j.stillFor(t, out, 200*time.Millisecond, what)
 	j.signal(t, syscall.SIGCONT)

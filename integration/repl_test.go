@@ -210,10 +210,18 @@ func (r *replSession) waitFor(t *testing.T, re string) []string {
 	}
 }
 
+// wholeLines is the output up to its last newline: the pipe may have
+// handed over part of a line still being written, which would parse as
+// an event with a value cut short.
+func (r *replSession) wholeLines() string {
+	out := r.text()
+	return out[:strings.LastIndexByte(out, '\n')+1]
+}
+
 // events parses the event lines printed so far.
 func (r *replSession) events() []event {
 	var evs []event
-	for _, line := range strings.Split(r.text(), "\n") {
+	for _, line := range strings.Split(r.wholeLines(), "\n") {
 		if ev, ok := parseEvent(line); ok {
 			evs = append(evs, ev)
 		}
@@ -542,7 +550,8 @@ func TestREPLInProcess(t *testing.T) {
 		a   int64
 	}
 	next := map[key]int64{}
-	for line := range strings.SplitSeq(r.text(), "\n") {
+	// Events drained after the deletion may still be coming.
+	for line := range strings.SplitSeq(r.wholeLines(), "\n") {
 		c, ok := parseSeqLine(strings.TrimPrefix(line, "probe> "))
 		if !ok {
 			if _, isEvent := parseEvent(line); isEvent {
