@@ -41,7 +41,7 @@ const (
 type Action struct {
 	Kind  Kind
 	Text  string   // the token as written
-	Keys  []string // Count, Sum..Max, Hist: fetch-arg names or comm, tid, cpu, stack; none: one total
+	Keys  []string // Count, Sum..Max, Hist: fetch-arg names or comm, pid, tid, cpu, stack; none: one total
 	Field string   // Hist, Sum..Max: a fetch-arg name, or "duration"
 	Step  uint64   // Hist: the bucket width of a linear histogram; 0 for log2
 	Event string   // Enable, Disable: [GRP/]EVENT

@@ -110,8 +110,8 @@ func (s *Session) Compile(p Probe, acts []Action) (*Plan, error) {
 			pl.traceSet, pl.traceTo = true, a.Kind == TraceOn
 		case Count, Sum, Avg, Min, Max, Hist:
 			for _, k := range a.Keys {
-				if k != "comm" && k != "tid" && k != "cpu" && k != StackKey && !has(k) {
-					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, tid, cpu, stack)", k, p.Event, fieldList(p.Fields))
+				if k != "comm" && k != "pid" && k != "tid" && k != "cpu" && k != StackKey && !has(k) {
+					return nil, bad(a.Text, "%s is not a field of %s (fields: %s; or comm, pid, tid, cpu, stack)", k, p.Event, fieldList(p.Fields))
 				}
 				pl.stackKey = pl.stackKey || k == StackKey
 			}
@@ -273,18 +273,18 @@ func (pl *Plan) Run(h *probe.Hit) (print bool) {
 		}
 		pl.mu.Lock()
 		for _, c := range pl.counts {
-			pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
+			pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, h.Comm, h.Pid, h.Tid, h.CPU, h, pl.stackText)
 			c.addN(pl.keyBuf, 1)
 		}
 		for _, ht := range pl.hists {
 			if v, ok := pl.value(h, ht.act.Field); ok {
-				pl.keyBuf = appendKeys(pl.keyBuf[:0], ht.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
+				pl.keyBuf = appendKeys(pl.keyBuf[:0], ht.act.Keys, h.Comm, h.Pid, h.Tid, h.CPU, h, pl.stackText)
 				ht.at(pl.keyBuf).add(v)
 			}
 		}
 		for _, ag := range pl.aggs {
 			if v, ok := pl.value(h, ag.act.Field); ok {
-				pl.keyBuf = appendKeys(pl.keyBuf[:0], ag.act.Keys, h.Comm, h.Tid, h.CPU, h, pl.stackText)
+				pl.keyBuf = appendKeys(pl.keyBuf[:0], ag.act.Keys, h.Comm, h.Pid, h.Tid, h.CPU, h, pl.stackText)
 				ag.add(pl.keyBuf, v)
 			}
 		}
@@ -356,7 +356,7 @@ func (pl *Plan) Tally() *probe.Tally {
 	}
 	for _, c := range pl.counts {
 		for _, k := range c.act.Keys {
-			if k != "comm" && k != "tid" {
+			if k != "comm" && k != "pid" && k != "tid" {
 				return nil
 			}
 		}
@@ -379,7 +379,7 @@ func (pl *Plan) addTally(d probe.TallyDelta) {
 		if d.Hits == 0 {
 			break // (values of hits counted before: no key of none)
 		}
-		pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, d.Comm, d.Tid, 0, nil, "")
+		pl.keyBuf = appendKeys(pl.keyBuf[:0], c.act.Keys, d.Comm, d.Pid, d.Tid, 0, nil, "")
 		c.addN(pl.keyBuf, d.Hits)
 	}
 	for i, ht := range pl.hists {
@@ -402,9 +402,9 @@ type counter struct {
 	total  uint64
 }
 
-// appendKeys appends the key text of keys: "comm=..., tid=...", the
+// appendKeys appends the key text of keys: "comm=..., pid=..., tid=...", the
 // fields' values from h (nil: none), the stack's text.
-func appendKeys(buf []byte, keys []string, comm string, tid, cpu int, h *probe.Hit, stack string) []byte {
+func appendKeys(buf []byte, keys []string, comm string, pid, tid, cpu int, h *probe.Hit, stack string) []byte {
 	for i, k := range keys {
 		if i > 0 {
 			buf = append(buf, ", "...)
@@ -413,6 +413,8 @@ func appendKeys(buf []byte, keys []string, comm string, tid, cpu int, h *probe.H
 		switch k {
 		case "comm":
 			buf = append(buf, comm...)
+		case "pid":
+			buf = strconv.AppendInt(buf, int64(pid), 10)
 		case "tid":
 			buf = strconv.AppendInt(buf, int64(tid), 10)
 		case "cpu":

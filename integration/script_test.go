@@ -197,7 +197,7 @@ var badScripts = []struct{ name, src, want string }{
 	{"unknown action key", "probes:\n  - at: work\n    actions: [{counts: [comm]}]\n",
 		`3:16: probes[0].actions[0]: unknown key "counts" (want "count", "hist", "enable", "disable", "mark")`},
 	{"count key not fetched", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    actions: [{count: [y]}]\n",
-		`4:15: bad action "count:y": y is not a field of probe/p_work_0 (fields: x; or comm, tid, cpu, stack)`},
+		`4:15: bad action "count:y": y is not a field of probe/p_work_0 (fields: x; or comm, pid, tid, cpu, stack)`},
 	{"duration on entry", "probes:\n  - at: work\n    actions: [{hist: duration}]\n",
 		`3:15: bad action "hist:duration": duration is only known at a return probe (r:), and probe/p_work_0 is an entry probe`},
 	{"bad step", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    actions: [{hist: {field: x, scale: linear, step: 0}}]\n",

@@ -30,7 +30,7 @@ type drainState struct {
 // any, once Start is done with the tracer's state: from then on the
 // drain and the loop take turns (withHandlers).
 func (t *Tracer) startDrain() {
-	if t.inproc == nil && !t.follow.on || t.drain.stop != nil {
+	if t.inproc == nil && !t.follow.on && len(t.follow.children) == 0 || t.drain.stop != nil {
 		return
 	}
 	t.drain.stop, t.drain.done = make(chan struct{}), make(chan struct{})

@@ -170,11 +170,20 @@ func (t *Tracer) programReady(tid int) {
 	if space, err := symbols.LoadProcess(t.pid); err == nil {
 		t.setSpace(space)
 	}
-	dropped := t.follow.execDropped
-	t.follow.execDropped = nil
-	if !t.follow.on {
+	if t.follow.on {
+		t.installProgram(tid, fmt.Sprintf("pid %d exec'd %s", t.pid, t.programPath()))
 		return
 	}
+	t.follow.execDropped, t.follow.execTracer = nil, nil
+}
+
+// installProgram installs in the program t's process runs (its symbols
+// read) the probes of t.follow.execDropped and the function tracer of
+// t.follow.execTracer, then puts in the jumps. A probe or a tracer that
+// cannot go in is noted after who ("pid N exec'd PATH"). tid is held.
+func (t *Tracer) installProgram(tid int, who string) {
+	dropped := t.follow.execDropped
+	t.follow.execDropped = nil
 	for _, p := range dropped {
 		// A copy per program: its fetch-args are compiled for this one.
 		q := &Probe{Spec: p.Spec, Group: p.Group, Event: p.Event, Kind: p.Kind, handler: p.handler, hits: p.hits}
@@ -184,7 +193,7 @@ func (t *Tracer) programReady(tid int) {
 			err = t.installIn(tid, q)
 		}
 		if err != nil {
-			t.note("pid %d exec'd %s: %s not installed: %v", t.pid, t.programPath(), p.Name(), err)
+			t.note("%s: %s not installed: %v", who, p.Name(), err)
 			continue
 		}
 		q.enabled.Store(p.enabled.Load())
@@ -193,7 +202,7 @@ func (t *Tracer) programReady(tid int) {
 	if opts := t.follow.execTracer; opts != nil {
 		t.follow.execTracer = nil
 		if _, err := t.installFuncTracer(tid, *opts); err != nil {
-			t.note("pid %d exec'd %s: the function tracer stops here: %v", t.pid, t.programPath(), err)
+			t.note("%s: the function tracer stops here: %v", who, err)
 		}
 		t.updateSyscallStops() // (-S)
 	}

@@ -176,7 +176,7 @@ func (t *Tracer) startRaw() {
 // the tracee.
 func (t *Tracer) rawCapturable() bool {
 	ft := t.ft
-	if t.inproc == nil || t.follow.on || !returnInSlot || ft == nil && len(t.probes) == 0 {
+	if t.inproc == nil || t.follow.on || len(t.follow.children) > 0 || !returnInSlot || ft == nil && len(t.probes) == 0 {
 		// (arm64: the tracer's frames of the calls the tracee hooked
 		// say where each function saved its return address, which the
 		// detach gives back: without them the program died of SIGSEGV

@@ -28,6 +28,7 @@ type Tally struct {
 
 // TallyDelta is what one thread added to a probe's counts.
 type TallyDelta struct {
+	Pid   int // the thread's process
 	Tid   int
 	Comm  string
 	Hits  uint64
@@ -177,7 +178,7 @@ func (t *Tracer) handTally(tid int, pt *siteTally, words, last []uint64) {
 		copy(last[pt.at:end], words[pt.at:end])
 		return
 	}
-	d := TallyDelta{Tid: tid, Comm: t.threadComm(tid), Hits: words[pt.passedAt()] - last[pt.passedAt()], Hists: make([]Log2Hist, len(pt.values))}
+	d := TallyDelta{Pid: t.pid, Tid: tid, Comm: t.threadComm(tid), Hits: words[pt.passedAt()] - last[pt.passedAt()], Hists: make([]Log2Hist, len(pt.values))}
 	for j := range pt.values {
 		at := pt.histAt(j)
 		h := &d.Hists[j]

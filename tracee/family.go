@@ -81,6 +81,28 @@ func (p *Process) adoptProcess(pid int) (*Process, error) {
 	return child, nil
 }
 
+// AttachMember is Attach of pid as a member of p's family: seized by the
+// thread that traces p, so that WaitAny reports its threads too, with
+// p's options (Launched aside: it is not killed if we die).
+func (p *Process) AttachMember(pid int) (*Process, error) {
+	if p.family != nil && p.family.procs[pid] != nil || pid == p.Pid {
+		return nil, fmt.Errorf("pid %d: %w", pid, ErrAlreadyTraced)
+	}
+	q, err := seize(&Process{Pid: pid, threads: make(map[int]*Thread), early: p.early, taken: p.taken, syscallStops: p.syscallStops})
+	if err != nil {
+		if q != nil {
+			q.Release()
+		}
+		return nil, err
+	}
+	if p.family == nil {
+		p.family = &family{procs: map[int]*Process{p.Pid: p}}
+	}
+	q.family = p.family
+	p.family.procs[pid] = q
+	return q, nil
+}
+
 // Leave takes a process that is gone (or detached) out of its family and
 // releases its memory handle.
 func (p *Process) Leave() {

@@ -124,11 +124,16 @@ type Thread struct {
 // thread appears, and leaves them all running. Threads created later are
 // traced through PTRACE_O_TRACECLONE.
 func Attach(pid int) (*Process, error) {
+	return seize(&Process{Pid: pid, threads: make(map[int]*Thread), early: make(map[int]unix.WaitStatus), taken: &takenStatuses{}})
+}
+
+// seize is Attach of p.Pid into p, made empty.
+func seize(p *Process) (*Process, error) {
+	pid := p.Pid
 	quietChildStops()
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
 		return nil, fmt.Errorf("pid %d: %w", pid, ErrNoProcess)
 	}
-	p := &Process{Pid: pid, threads: make(map[int]*Thread), early: make(map[int]unix.WaitStatus), taken: &takenStatuses{}}
 	for {
 		tids, err := taskIDs(pid)
 		if err != nil {

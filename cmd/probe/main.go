@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"debug/elf"
 	"errors"
@@ -40,13 +41,15 @@ import (
 const usage = `usage:
   probe run [flags] [SPEC ...] -- CMD [ARGS ...]
         launch CMD and trace it
-  probe attach [flags] PID [SPEC ...]
-        attach to a running process (no SPEC on a terminal, or --repl: an
-        interactive session; type help)
+  probe attach [flags] PID[,PID...] [SPEC ...]
+  probe attach [flags] --comm NAME [SPEC ...]
+        attach to running processes: those given, or every one named NAME
+        (no SPEC on a terminal, or --repl, and one PID: an interactive
+        session; type help)
   probe run|attach --script FILE.yaml ...
         probes, tracer and output from a script (see docs/scripts.md)
   probe record -o FILE [flags] [SPEC ...] -- CMD
-  probe record -o FILE [flags] PID [SPEC ...]
+  probe record -o FILE [flags] PID[,PID...] [SPEC ...]
         record a trace of CMD, or of a running process, to FILE
   probe report [--format F] [-o OUT] [--info] [--tid T,..]
                [--time-range FROM~TO] [--filter G] [--notrace G]
@@ -91,6 +94,7 @@ flags:
   --format F                the trace's format:
                             {{formats}}
   --duration D              detach after D (attach), e.g. 5s
+  --comm NAME               attach: to every process named NAME (ps -o comm)
   --tracer T[,T]            {{tracers}}
   --filter GLOB             functions to trace (MOD:GLOB for a library's;
                             !GLOB or MOD:!GLOB leaves them out); default:
@@ -325,6 +329,8 @@ type options struct {
 	follow       bool     // -f: follow forks and execs
 	command      []string // run: the command launched
 	pid          int      // attach: the process; run: once launched
+	morePids     []int    // attach: the processes after the first (PID,PID..., --comm)
+	comm         string   // attach --comm: every process of this name
 	wallOffset   int64    // report: the recording's monotonic-to-Unix offset
 	bootOffset   int64    // report: its monotonic-to-boot-time offset
 }
@@ -384,6 +390,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.StringVar(&o.format, "format", "", "")
 	fs.IntVar(&o.buffer, "buffer-size", output.DefaultBuffer, "")
 	fs.BoolVar(&o.follow, "f", false, "")
+	fs.StringVar(&o.comm, "comm", "", "")
 	if pos, err = parseInterleaved(fs, args); err != nil {
 		return o, nil, nil, flagError(err)
 	}
@@ -486,6 +493,9 @@ func cmdRun(args []string, record bool) (int, error) {
 		return bad("%v", err)
 	}
 	o.record, o.command = record, argv
+	if o.comm != "" {
+		return bad("--comm: for attach only (run traces the program it launches)")
+	}
 	if o.set["duration"] {
 		return bad("--duration: for attach only (run traces until the program exits; Ctrl-C ends it)")
 	}
@@ -591,14 +601,22 @@ func cmdAttach(args []string, record bool) (int, error) {
 	if len(rest) > 0 {
 		return bad("unexpected -- %s: attach takes a PID, not a command", strings.Join(rest, " "))
 	}
-	if len(pos) == 0 {
-		return bad("missing PID (usage: probe attach [flags] PID [SPEC ...])")
+	var pids []int
+	if o.comm != "" {
+		if pids, err = pidsOfComm(o.comm); err != nil {
+			return bad("%v", err)
+		}
+		pos = append([]string{""}, pos...) // (where a PID would be)
+	} else {
+		if len(pos) == 0 {
+			return bad("missing PID (usage: probe attach [flags] PID[,PID...] [SPEC ...])")
+		}
+		if pids, err = parsePids(pos[0]); err != nil {
+			return bad("%v", err)
+		}
 	}
-	pid, err := strconv.Atoi(pos[0])
-	if err != nil || pid <= 0 {
-		return bad("bad PID %q", pos[0])
-	}
-	o.pid = pid
+	pid := pids[0]
+	o.pid, o.morePids = pid, pids[1:]
 	if o.script != "" {
 		specs, err := applyScript(&o, pos[1:], true)
 		if err != nil {
@@ -619,8 +637,11 @@ func cmdAttach(args []string, record bool) (int, error) {
 		return bad("%v", err)
 	}
 	interactive := replWanted(&o, pos[1:], ts)
+	if interactive && len(o.morePids) > 0 {
+		return bad("the REPL attaches to one process: %d given", len(pids))
+	}
 	if len(pos) == 1 && !ts.any() && !interactive {
-		return bad("no probes given (usage: probe attach [flags] PID SPEC ..., or --repl)")
+		return bad("no probes given (usage: probe attach [flags] PID[,PID...] SPEC ..., or --repl)")
 	}
 	parsed, err := parseSpecs(pos[1:])
 	if err == nil {
@@ -672,6 +693,15 @@ func cmdAttach(args []string, record bool) (int, error) {
 		// with the tables of the probes that had not gone in, empty.
 		sink.emptyTables(parsed)
 	}
+	// The other processes before any runs with the probes: one that
+	// cannot be traced leaves them all as they were.
+	for _, more := range o.morePids {
+		if err := t.Adopt(more); err != nil {
+			t.Detach()
+			t.Wait()
+			return failure(err)
+		}
+	}
 	syncWrites(t, sink)
 	sink.stream.Sync()
 	startVerbose(t, sink, o.verbose)
@@ -700,6 +730,66 @@ func cmdAttach(args []string, record bool) (int, error) {
 		fmt.Fprintf(os.Stderr, "probe: pid %d killed by %s\n", pid, unix.SignalName(status.Signal))
 	}
 	return 0, nil
+}
+
+// parsePids reads attach's PID[,PID...]: processes that exist, each once.
+func parsePids(arg string) ([]int, error) {
+	var pids []int
+	for f := range strings.SplitSeq(arg, ",") {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("bad PID %q", f)
+		}
+		if slices.Contains(pids, pid) {
+			return nil, fmt.Errorf("PID %d given twice", pid)
+		}
+		if pid == os.Getpid() {
+			return nil, fmt.Errorf("PID %d: probe itself", pid)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil && len(arg) > len(f) {
+			// (One PID alone: attach says what is wrong with it.)
+			return nil, fmt.Errorf("PID %d: no such process", pid)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// pidsOfComm lists the processes whose name (comm, as ps shows it: the
+// first 15 bytes) is name, in the order of their PIDs; probe itself is
+// never one.
+func pidsOfComm(name string) ([]int, error) {
+	if name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("--comm %q: a process name (as ps -o comm shows it)", name)
+	}
+	short := name[:min(len(name), 15)] // TASK_COMM_LEN - 1
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSuffix(string(b), "\n") != short {
+			continue
+		}
+		// (A zombie's name stays until it is reaped: nothing to trace.)
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("--comm %s: no process of that name", name)
+	}
+	slices.Sort(pids)
+	return pids, nil
 }
 
 // attachCatching attaches to pid with SIGINT, SIGTERM and SIGHUP caught

@@ -36,7 +36,7 @@ const rawPending = 8 << 20
 // whether each probe and function can: probe.Tracer.RawCapture).
 func wantsRaw(ts tracers, o *options, s *sink) bool {
 	_, ok := s.all.(*output.Recorder)
-	return ok && o.record && !o.follow && !o.args && (ts == tracers{graph: true} || ts == tracers{})
+	return ok && o.record && !o.follow && len(o.morePids) == 0 && !o.args && (ts == tracers{graph: true} || ts == tracers{})
 }
 
 // setupRaw asks t for raw capture where the recording may be raw.
