@@ -21,7 +21,10 @@ import (
 // integer types by name, char (a character), bool, string (a char *
 // shown as its text), ptr (any other pointer), outbuf and outstr (a
 // buffer the call fills, shown at its return: as many bytes as the
-// result, or a string), oflags (open's flags,
+// result, or a string), outfds (the two descriptors pipe fills, shown at
+// its return as [3, 4]), strarray (a NULL-terminated array of strings,
+// exec's argv: ["ls", "-l"], at most FuncTraceOptions.ArrayLen of
+// them), oflags (open's flags,
 // shown as O_... names), fd, pid, size, ssize, off, mode (octal), signal
 // (its name, SIGALRM), void,
 // format (a printf format: the "..." arguments after it are shown as it
@@ -87,7 +90,7 @@ ssize! pwrite(fd fd, ptr buf, size count, off offset)
 off! lseek(fd fd, off offset, int whence)
 int! dup(fd oldfd)
 int! dup2(fd oldfd, fd newfd)
-int! pipe(ptr pipefd)
+int! pipe(outfds pipefd)
 int! unlink(string pathname)
 int! rename(string oldpath, string newpath)
 int! mkdir(string pathname, mode mode)
@@ -119,8 +122,12 @@ uint getgid()
 uint getegid()
 mode umask(mode mask)
 pid! fork()
-int! execve(string pathname, ptr argv, ptr envp)
-int! execvp(string file, ptr argv)
+int! execve(string pathname, strarray argv, strarray envp)
+int! execvp(string file, strarray argv)
+int! execv(string path, strarray argv)
+int! execvpe(string file, strarray argv, strarray envp)
+int posix_spawn(ptr pid, string path, ptr file_actions, ptr attrp, strarray argv, strarray envp)
+int posix_spawnp(ptr pid, string file, ptr file_actions, ptr attrp, strarray argv, strarray envp)
 pid! waitpid(pid pid, ptr wstatus, int options)
 int! kill(pid pid, signal sig)
 int raise(signal sig)
@@ -150,7 +157,8 @@ int! stat(string pathname, ptr statbuf)
 int! lstat(string pathname, ptr statbuf)
 int! fstat(fd fd, ptr statbuf)
 int! fstatat(fd dirfd, string pathname, ptr statbuf, int flags)
-int! pipe2(ptr pipefd, oflags flags)
+int! pipe2(outfds pipefd, oflags flags)
+int! socketpair(int domain, int type, int protocol, outfds sv)
 ssize! readv(fd fd, ptr iov, int iovcnt)
 ssize! writev(fd fd, ptr iov, int iovcnt)
 int! ftruncate(fd fd, off length)
@@ -317,10 +325,12 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, String: true, Format: "format"}, nil
 	case "ptr":
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8}, nil
-	case "outbuf", "outstr":
+	case "outbuf", "outstr", "outfds", "strarray":
 		// A buffer the call fills: shown at the return, as ltrace
-		// shows read's, with as many bytes as the result says (outbuf)
-		// or as a string (outstr); a pointer at the entry.
+		// shows read's, with as many bytes as the result says (outbuf),
+		// as a string (outstr) or as two descriptors (outfds); a
+		// pointer at the entry. An array of strings (strarray): read
+		// at the entry.
 		return symbols.ABIValue{Class: symbols.ClassPointer, Size: 8, Format: t}, nil
 	case "oflags", "mode":
 		v := i(4, false)

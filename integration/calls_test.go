@@ -613,3 +613,36 @@ func TestCallsFilledBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsArrays: what pipe and socketpair fill is shown at their
+// return, two descriptors; execv's argv as its strings, four of them by
+// default and -A's number, as ltrace's -A; both engines.
+func TestCallsArrays(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "arrays", filepath.Join("testdata", "tracers", "arrays.c"), "-O2", "-g")
+	for _, tc := range []struct {
+		flags []string
+		argv  string
+	}{
+		{nil, `["echo", "one", "two", "three", ...]`},
+		{[]string{"-A", "2"}, `["echo", "one", ...]`},
+		{[]string{"-A", "6"}, `["echo", "one", "two", "three", "four", "five"]`},
+	} {
+		want := []string{
+			`[pid N] pipe([3, 4]) = 0`,
+			`[pid N] socketpair(1, 1, 0, [5, 6]) = 0`,
+			`[pid N] execv("/bin/echo", ` + tc.argv + `) = <no return ...>`,
+		}
+		for _, engine := range [][]string{nil, {"--no-inprocess"}} {
+			args := append(append(append([]string{"run"}, engine...), tc.flags...), "--calls", "libc:pipe,libc:socketpair,libc:execv", "--", exe)
+			r := mustProbe(t, args...)
+			if got := callLines(r.stdout); !slices.Equal(got, want) || !strings.Contains(r.stdout, "one two three four five\n") {
+				t.Errorf("%v:\n%s\nwant\n%s", args, r.stdout, strings.Join(want, "\n"))
+			}
+		}
+	}
+	if r := probe(t, "run", "--calls", "libc:pipe", "-A", "-1", "--", exe); r.code != 2 || r.stderr != "probe: -A -1: want at least 1 element\n" {
+		t.Errorf("-A -1: %v", r)
+	}
+}
+

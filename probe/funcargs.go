@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,8 +43,11 @@ type funcArgs struct {
 	enum      map[int64]string        // the result's names, if an enum
 	format    string                  // the result's format, if a table type
 	// outSlot is 1 + the slot of a buffer the call fills (the table's
-	// outbuf, outstr), shown at its return; 0: none.
+	// outbuf, outstr, outfds), shown at its return; 0: none.
 	outSlot int
+	// arrays: a parameter is an array of strings (the table's
+	// strarray), read at a stop.
+	arrays bool
 	vals    []fetch.Field // scratch: params' values
 	fields  []fetch.Field // scratch: what a handler gets, valid during it
 }
@@ -152,8 +157,11 @@ func compileFuncArgs(m *symbols.Mapped, fn string, entry uint64, library bool) *
 	fa.specs = specs
 	fa.varFormat, fa.fixed = -1, fixed
 	for i, sl := range fa.slots {
-		if sl.format == "outbuf" || sl.format == "outstr" {
+		switch sl.format {
+		case "outbuf", "outstr", "outfds":
 			fa.outSlot = i + 1
+		case "strarray":
+			fa.arrays = true
 		}
 	}
 	if sig.Variadic {
@@ -272,7 +280,65 @@ func (t *Tracer) entryFields(fn *traceFunc, hit *Hit) []fetch.Field {
 	if fa.varFormat >= 0 && !t.replaying(hit) {
 		fa.fields = t.variadicFields(fa, hit, fa.fields)
 	}
+	if fa.arrays && !t.replaying(hit) {
+		t.arrayFields(fa, hit)
+	}
 	return fa.fields
+}
+
+// defaultArrayLen is how many of an array's elements are shown by
+// default, as ltrace's -A.
+const defaultArrayLen = 4
+
+// arrayFields shows fa's arrays of strings as their strings: ["ls",
+// "-l", ...], the first FuncTraceOptions.ArrayLen of them.
+func (t *Tracer) arrayFields(fa *funcArgs, hit *Hit) {
+	most := cmp.Or(t.ft.opts.ArrayLen, defaultArrayLen)
+	for _, sl := range fa.slots {
+		if sl.format != "strarray" || sl.i < 0 || sl.i >= len(fa.vals) {
+			continue
+		}
+		i := slices.IndexFunc(fa.fields, func(f fetch.Field) bool { return f.Name == sl.name })
+		if i < 0 {
+			continue
+		}
+		if v, ok := stringArray(hit.Mem, fa.vals[sl.i].Value.Uint(), most); ok {
+			fa.fields[i].Value = fetch.DwarfValue(v)
+		}
+	}
+}
+
+// stringArray is the NULL-terminated array of strings at addr as C
+// shows it: ["a", "b"], its first most strings and "..." for more;
+// false for a NULL array, or one that cannot be read.
+func stringArray(mem fetch.Memory, addr uint64, most int) (string, bool) {
+	if addr == 0 {
+		return "", false
+	}
+	b := []byte{'['}
+	var word [8]byte
+	for i := 0; ; i++ {
+		if n, err := mem.ReadAt(word[:], int64(addr)+int64(i)*8); err != nil || n < len(word) {
+			return "", false
+		}
+		p := binary.LittleEndian.Uint64(word[:])
+		if p == 0 {
+			break
+		}
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		if i == most {
+			b = append(b, "..."...)
+			break
+		}
+		if str, ok := fetch.ReadString(mem, p); ok {
+			b = fetch.StringValue(str).AppendText(b)
+		} else {
+			b = fetch.FaultValue(fetch.TypeString).AppendText(b)
+		}
+	}
+	return string(append(b, ']')), true
 }
 
 // show appends to dst the parameters as --args shows them, from vals,
@@ -330,9 +396,21 @@ func (t *Tracer) resultFields(f *shadowFrame, hit *Hit) []fetch.Field {
 
 // filled is the buffer at addr that a call filled, as its result says:
 // read's bytes (outbuf: the result's count, at most a string's), fgets'
-// string (outstr); false where it filled none (fgets' NULL).
+// string (outstr), pipe's descriptors (outfds); false where it filled
+// none (fgets' NULL, a failed pipe).
 func filled(fa *funcArgs, addr uint64, result fetch.Value, hit *Hit) (fetch.Value, bool) {
-	if fa.slots[fa.outSlot-1].format == "outstr" {
+	switch fa.slots[fa.outSlot-1].format {
+	case "outfds":
+		// (The call failed: nothing filled.)
+		var fds [8]byte
+		if result.Int() != 0 {
+			return fetch.Value{}, false
+		}
+		if n, err := hit.Mem.ReadAt(fds[:], int64(addr)); err != nil || n < len(fds) {
+			return fetch.FaultValue(fetch.TypeString), true
+		}
+		return fetch.DwarfValue(fmt.Sprintf("[%d, %d]", int32(binary.LittleEndian.Uint32(fds[:])), int32(binary.LittleEndian.Uint32(fds[4:])))), true
+	case "outstr":
 		if result.Uint() == 0 {
 			return fetch.Value{}, false
 		}

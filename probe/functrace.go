@@ -80,6 +80,9 @@ type FuncTraceOptions struct {
 	// as the call left it, a field "errno" (its name, as EINTR), as
 	// strace shows a failed call.
 	Errno bool
+	// ArrayLen, with Args (ltrace -A): the most elements of an array
+	// shown (exec's argv), the rest as "..."; 0: 4, as ltrace's.
+	ArrayLen int
 	// Syscalls, with Args (ltrace -S): the threads' system calls too,
 	// each an entry and a return of a function "SYS_NAME" (syscalltrace.go);
 	// with NoFunctions (ltrace -L) those alone.

@@ -159,6 +159,9 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	if traced && st.fn.args != nil && st.fn.args.varFormat >= 0 {
 		return need, "its arguments after the format are read at a stop"
 	}
+	if traced && st.fn.args != nil && st.fn.args.arrays {
+		return need, "the strings of its arrays are read at a stop"
+	}
 	if traced && returns && st.fn.args != nil && st.fn.args.outSlot > 0 {
 		return need, "the buffer it fills is read at its return, a stop"
 	}

@@ -120,6 +120,8 @@ flags:
   -n N                      with --calls: N spaces before a call for each call
                             it is made inside
   -s N                      with --calls: strings cut to N bytes, then "..."
+  -A N                      with --calls: arrays (exec's argv) cut to N
+                            elements (default 4), then "..."
   -S                        with --calls: the system calls too, each a line
                             SYS_name(args) = result (ltrace -S)
   -L                        with -S and no --calls: the system calls alone

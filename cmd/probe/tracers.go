@@ -77,6 +77,9 @@ func parseTracers(o *options) (tracers, error) {
 	if n := o.callLines.strlen; n < 0 {
 		return ts, fmt.Errorf("-s %d: want a length of at least 1 byte", n)
 	}
+	if n := o.callLines.arraylen; n < 0 {
+		return ts, fmt.Errorf("-A %d: want at least 1 element", n)
+	}
 	type flagSet struct {
 		name string
 		set  bool
@@ -162,6 +165,7 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 		// ltrace: the program's calls into the libraries, with their
 		// arguments and results.
 		opts.Filter, opts.Args, opts.FromMain, opts.Errno, opts.Syscalls, opts.NoFunctions = o.calls, true, true, true, o.syscalls, o.noLibCalls
+		opts.ArrayLen = o.callLines.arraylen
 	}
 	// The stack tracer alone reports at the end: no event per call.
 	if ts.function || ts.graph || ts.profile || ts.calls {
@@ -241,6 +245,7 @@ type callLines struct {
 	durations  bool // -T: spent in each call
 	indent     int  // -n: spaces a nesting level
 	strlen     int  // -s: the most bytes of a string shown
+	arraylen   int  // -A: the most elements of an array shown
 }
 
 func (c *callLines) flags(fs *flag.FlagSet) {
@@ -251,6 +256,7 @@ func (c *callLines) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.durations, "T", false, "")
 	fs.IntVar(&c.indent, "n", 0, "")
 	fs.IntVar(&c.strlen, "s", 0, "")
+	fs.IntVar(&c.arraylen, "A", 0, "")
 }
 
 // stamp is output.CallsOptions.Stamp: the most precise asked for.
@@ -271,7 +277,7 @@ func (c *callLines) given() string {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}, {"-n", c.indent != 0}, {"-s", c.strlen != 0}} {
+	}{{"-t", c.t}, {"-tt", c.tt}, {"-ttt", c.ttt}, {"-r", c.relative}, {"-T", c.durations}, {"-n", c.indent != 0}, {"-s", c.strlen != 0}, {"-A", c.arraylen != 0}} {
 		if f.set {
 			return f.name
 		}
