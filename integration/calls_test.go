@@ -645,4 +645,3 @@ func TestCallsArrays(t *testing.T) {
 		t.Errorf("-A -1: %v", r)
 	}
 }
-

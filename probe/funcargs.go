@@ -48,8 +48,8 @@ type funcArgs struct {
 	// arrays: a parameter is an array of strings (the table's
 	// strarray), read at a stop.
 	arrays bool
-	vals    []fetch.Field // scratch: params' values
-	fields  []fetch.Field // scratch: what a handler gets, valid during it
+	vals   []fetch.Field // scratch: params' values
+	fields []fetch.Field // scratch: what a handler gets, valid during it
 }
 
 // argSlot is one parameter: field i of params' values, or text when i < 0;
