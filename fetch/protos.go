@@ -25,7 +25,8 @@ import (
 // its return as [3, 4]), strarray (a NULL-terminated array of strings,
 // exec's argv: ["ls", "-l"], at most FuncTraceOptions.ArrayLen of
 // them), oflags (open's flags,
-// shown as O_... names), fd, pid, size, ssize, off, mode (octal), signal
+// shown as O_... names), fd, pid, size, ssize, off, mode (octal), hex (a
+// word in hex: ioctl's request), signal
 // (its name, SIGALRM), void,
 // format (a printf format: the "..." arguments after it are shown as it
 // says).
@@ -241,14 +242,69 @@ int ferror(ptr stream)
 void perror(string s)
 `
 
+// syscallTable is the system calls -S shows that the C library has no
+// function of the same name and arguments for (the kernel's order: its
+// ioctl and fcntl take one word more, not "..."), in the table's types.
+const syscallTable = `
+int newfstatat(fd dirfd, string pathname, ptr statbuf, int flags)
+int statx(fd dirfd, string pathname, int flags, uint mask, ptr statxbuf)
+long getdents64(fd fd, ptr dirp, size count)
+int ioctl(fd fd, hex request, hex arg)
+int fcntl(fd fd, int cmd, ulong arg)
+long futex(ptr uaddr, int futex_op, int val, ptr timeout, ptr uaddr2, int val3)
+void exit_group(int status)
+void exit(int status)
+ptr brk(ptr addr)
+int arch_prctl(int code, ulong addr)
+pid set_tid_address(ptr tidptr)
+long set_robust_list(ptr head, size len)
+int rseq(ptr rseq, uint rseq_len, int flags, uint sig)
+int prlimit64(pid pid, int resource, ptr new_limit, ptr old_limit)
+ssize getrandom(outbuf buf, size buflen, uint flags)
+long clone3(ptr cl_args, size size)
+long clone(ulong flags, ptr stack, ptr parent_tid, ptr child_tid, ulong tls)
+int rt_sigaction(signal signum, ptr act, ptr oldact, size sigsetsize)
+int rt_sigprocmask(int how, ptr set, ptr oldset, size sigsetsize)
+long rt_sigreturn()
+ssize pread64(fd fd, outbuf buf, size count, off offset)
+ssize pwrite64(fd fd, ptr buf, size count, off offset)
+int clock_nanosleep(int clockid, int flags, ptr request, ptr remain)
+pid wait4(pid pid, ptr wstatus, int options, ptr rusage)
+int epoll_wait(fd epfd, ptr events, int maxevents, int timeout)
+int epoll_pwait(fd epfd, ptr events, int maxevents, int timeout, ptr sigmask, size sigsetsize)
+int ppoll(ptr fds, uint nfds, ptr tmo_p, ptr sigmask, size sigsetsize)
+int sched_getaffinity(pid pid, size cpusetsize, ptr mask)
+pid gettid()
+int tgkill(pid tgid, pid tid, signal sig)
+`
+
+// SyscallPrototype is the signature -S shows system call name with: the
+// system calls' own table, else the C library's function of that name
+// where it takes what the kernel does (not a variadic one).
+func SyscallPrototype(name string) (symbols.Signature, bool) {
+	if sig, ok := syscallPrototypes()[name]; ok {
+		sig.Params = slices.Clone(sig.Params)
+		return sig, true
+	}
+	sig, ok := Prototype(name)
+	return sig, ok && !sig.Variadic
+}
+
+// syscallPrototypes is syscallTable, parsed once.
+var syscallPrototypes = sync.OnceValue(func() map[string]symbols.Signature { return parseTable(syscallTable, nil) })
+
 // errnoFailures are the functions of the table whose failure result sets
 // errno (filled with the table).
 var errnoFailures = map[string]bool{}
 
 // prototypes is the table, parsed once.
-var prototypes = sync.OnceValue(func() map[string]symbols.Signature {
+var prototypes = sync.OnceValue(func() map[string]symbols.Signature { return parseTable(prototypeTable, errnoFailures) })
+
+// parseTable parses a table of prototypes; errno, if not nil, gets the
+// functions whose failure sets errno (their "!").
+func parseTable(text string, errno map[string]bool) map[string]symbols.Signature {
 	table := map[string]symbols.Signature{}
-	for _, line := range strings.Split(prototypeTable, "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if line = strings.TrimSpace(line); line == "" {
 			continue
 		}
@@ -257,12 +313,12 @@ var prototypes = sync.OnceValue(func() map[string]symbols.Signature {
 			panic(fmt.Sprintf("prototype table: %q: %v", line, err)) // a bad table is ours, found by the tests
 		}
 		table[name] = sig
-		if strings.Contains(line[:strings.IndexByte(line, '(')], "! ") {
-			errnoFailures[name] = true
+		if errno != nil && strings.Contains(line[:strings.IndexByte(line, '(')], "! ") {
+			errno[name] = true
 		}
 	}
 	return table
-})
+}
 
 func parsePrototype(line string) (string, symbols.Signature, error) {
 	var sig symbols.Signature
@@ -340,6 +396,10 @@ func prototypeType(t string) (symbols.ABIValue, error) {
 		v := i(4, true)
 		v.Format = t
 		return v, nil
+	case "hex":
+		v := i(8, false)
+		v.Format = t
+		return v, nil
 	}
 	return symbols.ABIValue{}, fmt.Errorf("unknown type %q", t)
 }
@@ -389,6 +449,7 @@ func Decode(format string, v Value) Value {
 var decoders = map[string]func(Value) Value{
 	"oflags": func(v Value) Value { return DwarfValue(openFlags(v.Uint())) },
 	"mode":   func(v Value) Value { return DwarfValue(fmt.Sprintf("%#o", v.Uint())) },
+	"hex":    func(v Value) Value { return DwarfValue(fmt.Sprintf("%#x", v.Uint())) },
 	"signal": func(v Value) Value {
 		if name := unix.SignalName(unix.Signal(v.Int())); name != "" {
 			return DwarfValue(name)

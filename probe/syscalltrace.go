@@ -12,9 +12,10 @@ import (
 // The threads' system calls among the function tracer's calls, as
 // ltrace -S shows them (FuncTraceOptions.Syscalls): an entry at each
 // syscall-enter stop and a return at its exit, of a function SYS_NAME,
-// its arguments typed as the C library's function of that name is in
-// the table of prototypes (fetch/protos.go: write's fd, buffer and
-// count, open's flags by name), "?" where it has none; the result as
+// its arguments typed as the table of system calls or the C library's
+// function of that name in the table of prototypes has them
+// (fetch/protos.go: write's fd, buffer and count, open's flags by name,
+// newfstatat's), "?" where neither has it; the result as
 // the kernel gives it, a failure (-4095..-1) as -1 and its errno. The
 // threads stop at every system call, as under ltrace and strace.
 
@@ -36,8 +37,8 @@ func (t *Tracer) tracingSyscalls() bool { return t.ft != nil && t.ft.opts.Syscal
 // syscallArgs is what system call nr shows of its arguments.
 func syscallArgs(nr int) *funcArgs {
 	fa := &funcArgs{vars: map[string]*symbols.Var{}, varFormat: -1}
-	sig, ok := fetch.Prototype(sysnum.Name(nr))
-	usable := ok && !sig.Variadic && len(sig.Params) <= 6
+	sig, ok := fetch.SyscallPrototype(sysnum.Name(nr))
+	usable := ok && len(sig.Params) <= 6
 	for _, p := range sig.Params {
 		usable = usable && (p.Class == symbols.ClassInt || p.Class == symbols.ClassPointer)
 	}

@@ -1,5 +1,6 @@
 // syscalls: opens files through glibc (which calls openat) and through
-// the raw open system call (arm64 has none: the raw openat). With "loop", it prints "ready" and opens its
+// the raw open system call (arm64 has none: the raw openat), then makes
+// a raw ioctl of fd -1. With "loop", it prints "ready" and opens its
 // file every 20 ms until the stop file appears.
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ int main(int argc, char **argv)
 #else
 	long raw = syscall(SYS_openat, AT_FDCWD, argv[1], O_RDONLY | O_CLOEXEC);
 #endif
+	syscall(SYS_ioctl, -1, 0x5401, 0); /* -S: typed by its table of system calls */
 	printf("fds %d %d %ld\n", fd, missing, raw);
 	return 0;
 }
