@@ -120,7 +120,7 @@ func (m *Module) sharedBranchSet() *branchSet {
 	return s
 }
 
-func (m *Module) findBranchTargets() (*BranchTargets, error) {
+func (m *Module) findBranchTargets() (bt *BranchTargets, err error) {
 	if m.elf == nil || m.elf.Machine != elf.EM_X86_64 {
 		return nil, fmt.Errorf("%s: branch targets are known for x86-64 code only", m.Path)
 	}
@@ -128,7 +128,13 @@ func (m *Module) findBranchTargets() (*BranchTargets, error) {
 	if err != nil {
 		return nil, err
 	}
-	bt := &BranchTargets{entries: m.entryPoints()}
+	bt = &BranchTargets{entries: m.entryPoints()}
+	// The sweep is a function of the code and where it starts anew.
+	key := branchKey(code, bt.entries)
+	if bt.branches, err = loadBranchCache(key); err == nil {
+		return bt, nil
+	}
+	defer storeBranchCache(key, bt)
 	for _, c := range code {
 		lo := sort.Search(len(bt.entries), func(i int) bool { return bt.entries[i] >= c.addr })
 		hi := sort.Search(len(bt.entries), func(i int) bool { return bt.entries[i] >= c.addr+uint64(len(c.code)) })

@@ -150,6 +150,7 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 	for _, sp := range specs {
 		s.specs[sp.Spec.Event] = sp.Text
 	}
+	releaseGC(t)
 	t.Start()
 	for !s.quit {
 		select {
