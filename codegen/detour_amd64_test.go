@@ -473,3 +473,58 @@ func TestPlanDetourJumpTableBase(t *testing.T) {
 		t.Fatalf("the base written again: %v, want refused", err)
 	}
 }
+
+// TestPlanDetourJumpTableIndex: the index may be a 32-bit copy of the
+// register the bound was checked on (`mov %esi,%eax`), or loaded after
+// the check from the memory the cmp read, a store elsewhere between
+// (`cmpb $2,0x65(%rdi); movb $1,0x67(%rdi); ja; movzbl 0x65(%rdi),%eax`);
+// a store to that memory, or a write of its address's register, between
+// check and load makes the table's length unknown.
+func TestPlanDetourJumpTableIndex(t *testing.T) {
+	const fn = 0x401000
+	read := func(table uint64, entries ...uint64) singlestep.TableReader {
+		return func(addr, n uint64) ([]byte, error) {
+			var b []byte
+			for _, e := range entries {
+				b = binary.LittleEndian.AppendUint32(b, uint32(int32(e-table)))
+			}
+			if addr != table || n != uint64(len(b)) {
+				t.Fatalf("read %d bytes at %#x, want the %d entries at %#x", n, addr, len(entries), table)
+			}
+			return b, nil
+		}
+	}
+	copied := hx(t, "83 fe 02 77 12 48 8d 15 f0 00 00 00 89 f0 48 63 04 82 48 01 d0 ff e0 c3 c3 c3 c3")
+	if d, err := PlanDetour(copied, fn, fn, read(fn+0xfc, fn+0x17, fn+0x18, fn+0x19)); err != nil || d.Covered != 5 {
+		t.Errorf("the index copied: %v, %+v; want 5 bytes covered", err, d)
+	}
+	if _, err := PlanDetour(copied, fn, fn, read(fn+0xfc, fn+0x17, fn+0x2, fn+0x19)); err == nil || !strings.Contains(err.Error(), "lands inside") {
+		t.Errorf("the index copied, an entry inside the jump: %v, want refused", err)
+	}
+	loaded := hx(t, "80 7f 65 02 c6 47 67 01 77 14 0f b6 47 65 48 8d 15 f0 00 00 00 48 63 04 82 48 01 d0 ff e0 c3 c3 c3 c3")
+	table := read(fn+0x105, fn+0x1e, fn+0x1f, fn+0x20)
+	if d, err := PlanDetour(loaded, fn, fn, table); err != nil || d.Covered != 8 {
+		t.Errorf("the index loaded: %v, %+v; want 8 bytes covered", err, d)
+	}
+	for _, tc := range []struct {
+		name  string
+		at    int
+		bytes string
+	}{
+		{"a store to the index's memory", 4, "c6 47 65 01"},
+		{"its address's register written", 4, "48 89 f7 90"},
+		{"a check of another width", 0, "66 83 7f 65"}, // cmpw: 16 bits checked, 8 loaded
+	} {
+		code := slices.Clone(loaded)
+		b := hx(t, tc.bytes)
+		copy(code[tc.at:], b)
+		if tc.at == 0 {
+			// cmpw $2,0x65(%rdi) is 5 bytes: the store after it
+			// shrinks to keep the rest in place.
+			code = slices.Concat(b, []byte{0x02, 0x88, 0x47, 0x67}, loaded[8:])
+		}
+		if _, err := PlanDetour(code, fn, fn, table); err == nil || !strings.Contains(err.Error(), "indirect jump") {
+			t.Errorf("%s: %v, want refused", tc.name, err)
+		}
+	}
+}

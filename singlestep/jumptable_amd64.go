@@ -20,7 +20,12 @@ import (
 //
 // every instruction between the cmp and the jmp one that writes neither
 // register but where named, and no branch of the function landing after
-// the ja (past the bound check). The lea may also be anywhere in the
+// the ja (past the bound check). The index may be copied (`mov
+// %esi,%eax`) or loaded after its check from the memory the cmp read
+// (`cmpb $N, 0x65(%rbx)`, `ja`, `movzbl 0x65(%rbx),%eax`), nothing
+// written there or to its address's registers in between; instructions
+// that leave the flags (moves, a store elsewhere) may stand between the
+// cmp and the ja. The lea may also be anywhere in the
 // function when the base is a callee-saved register it writes nowhere
 // else, but in pops on the way out (uniqueTable). Anything else stays
 // refused.
@@ -51,10 +56,12 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 	if load.Op != x86asm.MOVSXD || load.Args[0] != r || !ok || m.Base != base || m.Scale != 4 || m.Disp != 0 || m.Segment != 0 || family(m.Index) != m.Index {
 		return nil, false
 	}
-	idx := m.Index   // the register the entry is picked by
-	var table uint64 // the lea's table, once found
-	var bound int64  // N, once found
-	var guard uint64 // the ja's address
+	idx := m.Index     // the register the entry is picked by
+	var idxMem *x86asm.Mem // or the memory it was loaded from, once found
+	var idxBytes int       // and the load's width
+	var table uint64       // the lea's table, once found
+	var bound int64        // N, once found
+	var guard uint64       // the ja's address
 	for k := j - 3; k >= 0 && k >= j-window && guard == 0; k-- {
 		in, at := insts[k].inst, insts[k].addr
 		dst, _ := in.Args[0].(x86asm.Reg)
@@ -65,20 +72,31 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 				return nil, false
 			}
 			table = at + uint64(in.Len) + uint64(lm.Disp)
-		case in.Op == x86asm.MOVZX && family(dst) == idx:
-			src, ok := in.Args[1].(x86asm.Reg)
-			if !ok || family(src) == 0 || isHigh8(src) {
+		case (in.Op == x86asm.MOVZX || in.Op == x86asm.MOV) && idxMem == nil && family(dst) == idx:
+			// The index as a copy (movzbl %al,%eax; mov %esi,%eax: a
+			// 32-bit mov clears the upper half) or a load of it.
+			switch src := in.Args[1].(type) {
+			case x86asm.Reg:
+				if family(src) == 0 || isHigh8(src) || in.Op == x86asm.MOV && (!wide(dst) || regBytes(src) != regBytes(dst)) {
+					return nil, false
+				}
+				idx = family(src) // the bound is on the source
+			case x86asm.Mem:
+				if in.Op == x86asm.MOV && !wide(dst) || src.Base == x86asm.RIP || family(src.Base) == 0 && src.Base != 0 {
+					return nil, false
+				}
+				idxMem, idxBytes, idx = &src, in.MemBytes, 0
+			default:
 				return nil, false
 			}
-			idx = family(src) // the bound is on the source
 		case in.Op == x86asm.JA:
-			cmp := insts[k-1].inst
-			n, ok := cmp.Args[1].(x86asm.Imm)
-			cr, _ := cmp.Args[0].(x86asm.Reg)
-			if k == 0 || cmp.Op != x86asm.CMP || !ok || family(cr) != idx || isHigh8(cr) || n < 0 || n >= maxTable {
+			c, ok := boundCheck(insts, k, idx, idxMem, idxBytes)
+			if !ok {
 				return nil, false
 			}
-			bound, guard = int64(n), at
+			bound, guard = c, at
+		case idxMem != nil && (writesMem(in, idxMem, idxBytes) || dst != 0 && writesAddress(dst, idxMem)):
+			return nil, false // the loaded index's memory may have changed since its check
 		case dst != 0 && (family(dst) == base || family(dst) == idx || family(dst) == r):
 			return nil, false // the table, the index or the result changed here
 		case !plainOp(in.Op):
@@ -105,6 +123,79 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 		targets = append(targets, table+uint64(int64(int32(binary.LittleEndian.Uint32(b[i:])))))
 	}
 	return targets, true
+}
+
+// boundCheck finds the cmp the ja at insts[k] follows (past moves that
+// leave the flags) and returns its bound, if it checks the index: the
+// register idx, or the idxBytes at idxMem.
+func boundCheck(insts []located, k int, idx x86asm.Reg, idxMem *x86asm.Mem, idxBytes int) (int64, bool) {
+	for c := k - 1; c >= 0 && c >= k-4; c-- {
+		in := insts[c].inst
+		dst, _ := in.Args[0].(x86asm.Reg)
+		if in.Op != x86asm.CMP {
+			// Between the cmp and the ja: what writes no flags, nor
+			// the index, nor the memory it is loaded from.
+			if in.Op != x86asm.MOV && in.Op != x86asm.MOVZX && in.Op != x86asm.LEA && in.Op != x86asm.NOP ||
+				dst != 0 && (family(dst) == idx || idxMem != nil && writesAddress(dst, idxMem)) ||
+				idxMem != nil && writesMem(in, idxMem, idxBytes) {
+				return 0, false
+			}
+			continue
+		}
+		n, ok := in.Args[1].(x86asm.Imm)
+		if !ok || n < 0 || n >= maxTable {
+			return 0, false
+		}
+		switch a := in.Args[0].(type) {
+		case x86asm.Reg:
+			return int64(n), idxMem == nil && family(a) == idx && !isHigh8(a)
+		case x86asm.Mem:
+			return int64(n), idxMem != nil && a == *idxMem && in.MemBytes == idxBytes
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
+// wide reports whether r is a 32- or 64-bit general register: a mov to
+// it sets the whole 64.
+func wide(r x86asm.Reg) bool {
+	return r >= x86asm.EAX && r <= x86asm.R15L || r >= x86asm.RAX && r <= x86asm.R15
+}
+
+// regBytes is a general register's width.
+func regBytes(r x86asm.Reg) int {
+	switch {
+	case r >= x86asm.RAX && r <= x86asm.R15:
+		return 8
+	case r >= x86asm.EAX && r <= x86asm.R15L:
+		return 4
+	case r >= x86asm.AX && r <= x86asm.R15W:
+		return 2
+	}
+	return 1
+}
+
+// writesAddress reports whether writing dst changes where m is.
+func writesAddress(dst x86asm.Reg, m *x86asm.Mem) bool {
+	return family(dst) != 0 && (family(dst) == family(m.Base) || family(dst) == family(m.Index))
+}
+
+// writesMem reports whether in may write the n bytes at m: any store but
+// one at the same base, no index, and bytes apart (a struct's other
+// field: movb $1,0x67(%rbx) beside 0x65(%rbx)).
+func writesMem(in x86asm.Inst, m *x86asm.Mem, n int) bool {
+	if in.Op == x86asm.CMP || in.Op == x86asm.TEST {
+		return false // (reads)
+	}
+	w, ok := in.Args[0].(x86asm.Mem)
+	if !ok {
+		return in.Op == x86asm.PUSH // (below the stack pointer: not the index's, but say so)
+	}
+	if w.Base != m.Base || w.Index != 0 || m.Index != 0 || w.Segment != m.Segment {
+		return true
+	}
+	return w.Disp < m.Disp+int64(n) && m.Disp < w.Disp+int64(in.MemBytes)
 }
 
 // located is an instruction and its address.
