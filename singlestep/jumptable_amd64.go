@@ -56,7 +56,7 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 	if load.Op != x86asm.MOVSXD || load.Args[0] != r || !ok || m.Base != base || m.Scale != 4 || m.Disp != 0 || m.Segment != 0 || family(m.Index) != m.Index {
 		return nil, false
 	}
-	idx := m.Index     // the register the entry is picked by
+	idx := m.Index         // the register the entry is picked by
 	var idxMem *x86asm.Mem // or the memory it was loaded from, once found
 	var idxBytes int       // and the load's width
 	var table uint64       // the lea's table, once found
