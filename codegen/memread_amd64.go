@@ -36,18 +36,27 @@ func (s *RecordStub) Fixup(at, rip uint64) (uint64, bool) {
 	return 0, false
 }
 
+// Where copyReads parks what the system call would take, below %rsp.
+const (
+	parkRecord = -8
+	parkStamp  = -16
+	parkRing   = -24
+)
+
 // sysProcessVMReadv is process_vm_readv's number on x86-64.
 const sysProcessVMReadv = 310
 
 // copyReads appends, for a stub whose record is at %rsi, the reads into
 // the record. The record's address, the commit stamp (%r9) and the ring
-// (%r10, for the hook routine after) wait in the thread's red zone
-// meanwhile, at the entry free for the function to come (rsSP-8, -16,
-// -24): the system call takes every argument register.
+// (%r10, for the hook routine after) wait in the stub's own red zone
+// meanwhile, below its save area (parked): the system call takes every
+// argument register, and nothing pushes in between (a signal frame goes
+// below the red zone). Not in the thread's red zone: a probe inside a
+// function has the function's data there (gcc -O0's locals of a leaf).
 func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
-	a.storeM(regRSI, regRSP, rsSP-8)
-	a.storeM(regR9, regRSP, rsSP-16)
-	a.storeM(regR10, regRSP, rsSP-24)
+	a.storeM(regRSI, regRSP, parkRecord)
+	a.storeM(regR9, regRSP, parkStamp)
+	a.storeM(regR10, regRSP, parkRing)
 	at := s.values() // the first read's word
 	iov := int32(s.Len() - 8*iovWords)
 	starts := make([]int, len(s.Reads)) // each read's first word
@@ -86,7 +95,7 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		// copy comes here with neither).
 		slow := len(a.b)
 		s.fixups[len(s.fixups)-1].slow = slow
-		a.loadM(regRSI, regRSP, rsSP-8)
+		a.loadM(regRSI, regRSP, parkRecord)
 		a.loadM(regRAX, regRSI, addr)
 		a.storeM(regRAX, regRSI, iov+16) // the remote iovec: the address,
 		a.leaM(regRCX, regRSI, data)
@@ -106,10 +115,10 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		a.raw(0x45, 0x31, 0xc9)        // xor %r9d,%r9d
 		a.raw(0xb8)                    // mov $sysProcessVMReadv,%eax
 		a.b = binary.LittleEndian.AppendUint32(a.b, sysProcessVMReadv)
-		a.raw(0x0f, 0x05)               // syscall
-		a.loadM(regRSI, regRSP, rsSP-8) // the record
-		a.raw(0x48, 0x83, 0xf8, 0xfc)   // cmp $-EINTR,%rax
-		a.jccBack(ccE, call)            // a signal came first: again
+		a.raw(0x0f, 0x05)                   // syscall
+		a.loadM(regRSI, regRSP, parkRecord) // the record
+		a.raw(0x48, 0x83, 0xf8, 0xfc)       // cmp $-EINTR,%rax
+		a.jccBack(ccE, call)                // a signal came first: again
 		if skip != 0 {
 			a.land(skip)
 		}
@@ -117,8 +126,8 @@ func (s *RecordStub) copyReads(a *asm, byOff map[int]int) error {
 		a.storeM(regRAX, regRSI, res)
 		at += r.Words()
 	}
-	a.loadM(regR9, regRSP, rsSP-16)
-	a.loadM(regR10, regRSP, rsSP-24)
+	a.loadM(regR9, regRSP, parkStamp)
+	a.loadM(regR10, regRSP, parkRing)
 	return nil
 }
 
@@ -181,7 +190,7 @@ func (s *RecordStub) copyDirect(a *asm, r MemRead, data int32) (done int) {
 	a.raw(0xfc)                   // cld (the entry's ABI has it clear; the stub's popfq puts it back)
 	s.fixups = append(s.fixups, fixup{copy: len(a.b)})
 	a.raw(0xf3, 0xa4)                                 // rep movsb: faults where a range went away
-	a.loadM(regRSI, regRSP, rsSP-8)                   // the record
+	a.loadM(regRSI, regRSP, parkRecord)               // the record
 	disp8([]byte{0x3b}, regR9, regR8, ring.MapGenOff) // cmp Gen(%r8),%r9
 	slows = append(slows, a.jcc(ccNE))                // the table changed meanwhile: again, by the system call
 	done = a.jmpFwd()

@@ -51,6 +51,10 @@ type Location struct {
 	File       string // FILE:LINE (DWARF line table)
 	Line       int    // with File: the line; with Symbol: FUNC:RLINE, relative to the function's first line (as perf probe)
 	HasLine    bool
+	// SDT: a <sys/sdt.h> probe (sdt:[MOD:]PROVIDER:NAME), each a glob;
+	// Module, if set, the file that has it.
+	SDT            bool
+	Provider, Name string
 }
 
 func (l Location) String() string {
@@ -59,6 +63,8 @@ func (l Location) String() string {
 		b.WriteString(l.Module + ":")
 	}
 	switch {
+	case l.SDT:
+		b.WriteString(l.Provider + ":" + l.Name)
 	case l.File != "":
 		fmt.Fprintf(&b, "%s:%d", l.File, l.Line)
 	case l.HasLine:
@@ -113,8 +119,10 @@ func ParseSpec(text string) (*Spec, error) {
 		s.Kind = KindDelete
 	case "o":
 		s.Kind = KindOverride
+	case "sdt", "usdt":
+		return parseSDTSpec(s, name, rest, bad)
 	default:
-		return nil, bad(typ, "unknown probe type (want p:, r:, o: or -:)")
+		return nil, bad(typ, "unknown probe type (want p:, r:, o:, sdt: or -:)")
 	}
 	if hasName && name == "" {
 		return nil, bad(head, "missing location or event name after %q", typ+":")
@@ -176,6 +184,44 @@ func ParseSpec(text string) (*Spec, error) {
 		s.Event = defaultEventName(s.Kind, loc)
 	}
 	return s, nil
+}
+
+// parseSDTSpec parses the rest of sdt:[MOD:]PROVIDER:NAME [FETCHARGS]
+// (bpftrace's usdt:PATH:PROVIDER:NAME too): an entry probe at each site
+// of the matching notes, its event PROVIDER/NAME in group sdt_PROVIDER,
+// as perf names them.
+func parseSDTSpec(s *Spec, loc string, rest []string, bad func(tok, format string, args ...any) error) (*Spec, error) {
+	s.Kind = KindEntry
+	parts := strings.Split(loc, ":")
+	var mod string
+	switch len(parts) {
+	case 2:
+	case 3:
+		if mod, parts = parts[0], parts[1:]; mod == "" {
+			return nil, bad(loc, "want sdt:[MOD:]PROVIDER:NAME")
+		}
+	default:
+		return nil, bad(loc, "want sdt:[MOD:]PROVIDER:NAME")
+	}
+	if parts[0] == "" || parts[1] == "" {
+		return nil, bad(loc, "want sdt:[MOD:]PROVIDER:NAME")
+	}
+	s.Loc = Location{Module: mod, SDT: true, Provider: parts[0], Name: parts[1]}
+	s.Group, s.Event = SDTEventName(parts[0], parts[1])
+	if len(rest) > 0 {
+		s.Args = rest
+	}
+	return s, nil
+}
+
+// SDTEventName is the group and event of an SDT probe's events.
+func SDTEventName(provider, name string) (group, event string) {
+	return "sdt_" + sanitize(provider), sanitize(name)
+}
+
+// IsGlob reports whether an SDT location names more than one probe.
+func (l Location) IsGlob() bool {
+	return l.SDT && strings.ContainsAny(l.Provider+l.Name, "*?[")
 }
 
 // isEventName reports whether the part after "p:" is GRP/EVENT rather

@@ -18,14 +18,18 @@ import (
 // where a return probe's DWARF names are read (after the prologue, where
 // gcc's frame-based locations are valid); 0 otherwise.
 func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
-	if len(p.Spec.Args) == 0 {
+	tokens := p.Spec.Args
+	if p.Spec.Loc.SDT {
+		tokens = p.sdtArgs
+	}
+	if len(tokens) == 0 {
 		return nil
 	}
 	pc := r.addr
 	if capturePC != 0 {
 		pc = capturePC
 	}
-	args, err := fetch.Compile(p.Spec.Args, t.compileEnv(p, r, pc))
+	args, err := fetch.Compile(tokens, t.compileEnv(p, r, pc))
 	if err != nil {
 		return err
 	}

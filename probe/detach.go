@@ -78,6 +78,7 @@ func (t *Tracer) detachAll(anchor int) {
 		sites = append(sites, st)
 	}
 	t.restoreSites(sites)
+	t.lowerAllSemaphores()
 	t.putBackRedirects(t.proc)
 	if ringing {
 		// With the original bytes back, the thread sent to take it

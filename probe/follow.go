@@ -98,6 +98,7 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 		c.probes[name] = p
 	}
 	c.sysProbes = copySysProbes(t.sysProbes)
+	c.semaphores = maps.Clone(t.semaphores) // (its memory's copy has them raised)
 	c.ret.trampoline, c.ret.trap, c.ret.goidOff, c.ft = t.ret.trampoline, t.ret.trap, t.ret.goidOff, t.ft
 	c.mail.box, c.mail.tried = t.mail.box, true // shared with the child, as the memory
 	if t.linker != nil {

@@ -128,8 +128,8 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, t.recording.stoppedWhy
 	case st.module == nil || isGo(st.module):
 		return need, "Go code"
-	case !st.atEntry():
-		return need, "not at a function's entry"
+	case !st.atEntry() && (traced || len(st.returns) > 0):
+		return need, "not at a function's entry" // (a return is hooked at the entry's [sp])
 	case len(st.overrides) > 0:
 		return need, overrideStops
 	case !st.onlyEntryWork():

@@ -98,6 +98,9 @@ func (t *Tracer) placeProbe(anchor int, p *Probe, s *fetch.Spec) error {
 		// Said before the offset is checked: no offset would do.
 		return badInput(fmt.Errorf("%s: a return probe must be at a function's entry (no +offset)", s.Loc))
 	}
+	if s.Loc.SDT {
+		return t.placeSDT(anchor, p, s)
+	}
 	rs, err := t.resolve(s)
 	if err != nil {
 		return err
@@ -344,6 +347,7 @@ func within(a, b, d uint64) bool {
 // frame already hijacked still returns through the trampoline.
 func (t *Tracer) uninstall(p *Probe) error {
 	delete(t.probes, p.Name())
+	t.lowerSemaphores(p)
 	if p.onEnable != nil {
 		t.uninstallSyscall(p)
 		return nil

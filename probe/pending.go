@@ -104,7 +104,7 @@ func (t *Tracer) placeLinkerWatch(anchor int) error {
 // mistake is reported at once. It reports whether p was taken.
 func (t *Tracer) addPending(anchor int, p *Probe) (bool, error) {
 	loc := p.Spec.Loc
-	if loc.Module == "" || loc.HasLine || loc.Symbol == "" && !loc.HasFileOff {
+	if loc.Module == "" || loc.HasLine || loc.Symbol == "" && !loc.HasFileOff && !loc.SDT {
 		return false, nil
 	}
 	var unknown *symbols.UnknownModuleError
@@ -142,12 +142,26 @@ func (t *Tracer) checkOnDisk(p *Probe, lib *pendingLib) error {
 	t.space = &symbols.Space{Pid: mapped.Pid, Mapped: append(slices.Clone(mapped.Mapped), disk.Main())}
 	defer func() { t.space = mapped }()
 	s := lib.spec(p.Spec)
+	scratch := &Probe{Spec: p.Spec, Kind: p.Kind}
+	if s.Loc.SDT {
+		sites, err := t.resolveSDT(s.Loc)
+		if err != nil {
+			return err
+		}
+		if scratch.sdtArgs, err = sdtFetchArgs(s, sites); err != nil {
+			return err
+		}
+		if err := t.compileArgs(scratch, sites[0].r, 0); err != nil {
+			return err
+		}
+		p.args = scratch.args // for FieldNames until it is installed
+		return nil
+	}
 	rs, err := t.resolve(s)
 	if err != nil {
 		return err
 	}
 	r := rs[0]
-	scratch := &Probe{Spec: p.Spec, Kind: p.Kind}
 	if s.Kind == fetch.KindReturn && (r.sym.Name == "" || r.addr != r.sym.Addr+r.module.Bias) {
 		return badInput(fmt.Errorf("%s: a return probe must be on a function's entry", r.where))
 	}

@@ -139,10 +139,13 @@ type Probe struct {
 	Kind fetch.Kind
 
 	handler  Handler
-	sites    []*site        // one; for a Go return probe, each RET of the function
-	funcName string         // the function a return probe reports
-	shownAt  string         // where its hits say they are, when not at its site's place (a Go entry, moved past the stack check)
-	args     *fetch.Args    // fetch-args and filter; nil when none
+	sites    []*site     // one; for a Go return probe, each RET of the function
+	funcName string      // the function a return probe reports
+	shownAt  string      // where its hits say they are, when not at its site's place (a Go entry, moved past the stack check)
+	args     *fetch.Args // fetch-args and filter; nil when none
+	// sdtArgs are an sdt: probe's fetch-args, $argN made its note's
+	// (sdt.go).
+	sdtArgs  []string
 	override *overrideState // an o: probe's (override.go)
 	captures []*symbols.Var // a return probe's DWARF names, read at entry
 	enabled  atomic.Bool

@@ -42,6 +42,9 @@ type Tracer struct {
 	// thread replaces space when libraries come and go.
 	shownSpace atomic.Pointer[symbols.Space]
 	anchor     int // a thread held stopped while commands run, or 0
+	// semaphores are the SDT semaphores each probe raised in the
+	// process (sdt.go): a fork child's memory has them raised too.
+	semaphores map[*Probe][]uint64
 	// installHeld are the other threads, held from the first breakpoint
 	// written before Start until Start (holdForInstall).
 	installHeld []int
@@ -202,6 +205,7 @@ func (t *Tracer) newAddressSpace() {
 	t.mail.stubs = make(map[uint64]*jumpOpt)
 	t.mail.dirty = make(map[int]bool)
 	t.traps.reblocked = make(map[int]bool)
+	t.semaphores = nil // (an exec's new program has its own, at zero)
 }
 
 // newTracer starts the ptrace thread, which runs setup and then serves

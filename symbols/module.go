@@ -77,6 +77,7 @@ type Module struct {
 	cfi     cfiCache   // call frame information, for unwinding (cfi.go)
 	ifunc   ifuncSlots // IRELATIVE GOT slots by resolver (ifunc.go)
 	imports imports    // the names of GOT slots and of call sites (imports.go)
+	sdt     sdtNotes   // .note.stapsdt (sdt.go)
 
 	branchOnce sync.Once
 	branches   *branchSet // direct branch targets, shared by file (branches.go)

@@ -12,6 +12,7 @@ import (
 	"github.com/probedbg/probe/output"
 	"github.com/probedbg/probe/probe"
 	"github.com/probedbg/probe/script"
+	"github.com/probedbg/probe/symbols"
 )
 
 // maxStackFrames bounds a stacktrace action's unwind.
@@ -107,6 +108,10 @@ func addProbes(t *probe.Tracer, defs []*probeDef, s *sink) error {
 			}
 		}
 	}
+	defs, err := expandSDT(t, defs)
+	if err != nil {
+		return err
+	}
 	plans := make([]*action.Plan, 0, len(defs))
 	for _, d := range defs {
 		_, pl, err := addProbe(t, d, s)
@@ -129,6 +134,57 @@ func addProbes(t *probe.Tracer, defs []*probeDef, s *sink) error {
 		}
 	}
 	return nil
+}
+
+// expandSDT makes a def of each SDT probe an sdt: def's globs match
+// (sdt:python:*), each with the def's fetch-args and actions.
+func expandSDT(t *probe.Tracer, defs []*probeDef) ([]*probeDef, error) {
+	var out []*probeDef
+	for _, d := range defs {
+		if !d.Spec.Loc.SDT {
+			out = append(out, d)
+			continue
+		}
+		matches, err := t.SDTMatches(d.Spec.Loc)
+		if err != nil && d.Spec.Loc.IsGlob() {
+			return nil, located(d, err)
+		}
+		if err != nil || !d.Spec.Loc.IsGlob() {
+			// (Not there yet, a library to come: the fields are
+			// known once it is.)
+			e := *d
+			if err == nil {
+				e.fields, e.fieldsOpen = sdtFields(d.Spec, matches[0])
+			}
+			out = append(out, &e)
+			continue
+		}
+		for _, n := range matches {
+			sp := *d.Spec
+			sp.Loc.Provider, sp.Loc.Name = n.Provider, n.Name
+			sp.Group, sp.Event = fetch.SDTEventName(n.Provider, n.Name)
+			e := *d
+			e.Spec = &sp
+			e.fields, e.fieldsOpen = sdtFields(&sp, n)
+			out = append(out, &e)
+		}
+	}
+	return out, nil
+}
+
+// sdtFields are the field names an sdt: probe's hits have at the site of
+// note n: known before the probe goes in, so that its actions are
+// compiled first and may run from the records the tracee makes.
+func sdtFields(sp *fetch.Spec, n symbols.SDTProbe) (fields []string, open bool) {
+	tokens, err := fetch.SDTFetchArgs(sp.Args, fetch.ParseSDTArgs(n.Args))
+	if err != nil {
+		return nil, true // (the install says what is wrong)
+	}
+	args, err := fetch.Compile(tokens, fetch.CompileEnv{ResolveSymbol: func(string) (uint64, error) { return 0x1000, nil }})
+	if err != nil {
+		return nil, true
+	}
+	return append([]string{}, args.Names()...), false
 }
 
 // addProbe installs one probe whose hits run its actions and, when they

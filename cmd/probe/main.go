@@ -1246,6 +1246,9 @@ func cmdList(args []string) (int, error) {
 	defer w.Flush()
 	mods := append([]*symbols.Mapped(nil), space.Mapped...)
 	sort.SliceStable(mods, func(i, j int) bool { return mods[i].Name < mods[j].Name })
+	if sdtGlob, ok := strings.CutPrefix(glob, "sdt:"); ok {
+		return listSDT(w, mods, sdtGlob)
+	}
 	for _, m := range mods {
 		// A function's tracing sites (mcount calls, fentry nops, patchable
 		// nops), by the function's link address: "KIND@+0xOFF".
@@ -1277,6 +1280,31 @@ func cmdList(args []string) (int, error) {
 				fmt.Fprintf(w, " %s", strings.Join(marks, ","))
 			}
 			fmt.Fprintln(w)
+		}
+	}
+	return 0, nil
+}
+
+// listSDT lists the SDT probes whose PROVIDER:NAME matches glob (a
+// provider glob alone: all its probes): the site's address, the
+// semaphore's or -, the module, sdt:PROVIDER:NAME and its arguments as
+// the note spells them.
+func listSDT(w io.Writer, mods []*symbols.Mapped, glob string) (int, error) {
+	provider, name, ok := strings.Cut(glob, ":")
+	if !ok {
+		name = "*"
+	}
+	for _, m := range mods {
+		notes, err := m.SDTMatch(provider, name)
+		if err != nil {
+			return 1, err
+		}
+		for _, n := range notes {
+			sem := "-"
+			if n.Semaphore != 0 {
+				sem = fmt.Sprintf("0x%x", n.Semaphore+m.Bias)
+			}
+			fmt.Fprintf(w, "0x%016x %s %s sdt:%s:%s %s\n", n.PC+m.Bias, sem, m.Name, n.Provider, n.Name, n.Args)
 		}
 	}
 	return 0, nil

@@ -393,21 +393,27 @@ func (s *session) add(text string) error {
 	if err := applyFail(&s.o, []*probeDef{d}, true); err != nil {
 		return err
 	}
-	p, pl, err := addProbe(s.t, d, s.sink)
+	defs, err := expandSDT(s.t, []*probeDef{d}) // (sdt:python:*: each probe)
 	if err != nil {
 		return err
 	}
-	// enable:/disable: may name any probe of the session, added before.
-	if err := pl.Bind(s.lookup); err != nil {
-		pl.Remove()
-		s.t.Remove(p)
-		return err
+	for _, d := range defs {
+		p, pl, err := addProbe(s.t, d, s.sink)
+		if err != nil {
+			return err
+		}
+		// enable:/disable: may name any probe of the session, added before.
+		if err := pl.Bind(s.lookup); err != nil {
+			pl.Remove()
+			s.t.Remove(p)
+			return err
+		}
+		s.mu.Lock()
+		s.specs[p.Event] = text
+		s.plans[p.Event] = pl
+		s.mu.Unlock()
+		fmt.Fprintf(s.term, "added %s\n", p.Event)
 	}
-	s.mu.Lock()
-	s.specs[p.Event] = text
-	s.plans[p.Event] = pl
-	s.mu.Unlock()
-	fmt.Fprintf(s.term, "added %s\n", p.Event)
 	return nil
 }
 

@@ -141,6 +141,21 @@ func (anyVar) Read(*fetch.HitEnv) (uint64, string, error) { return 0, "", nil }
 // decides how it compares.
 func checkArgs(sp *fetch.Spec) (fields []string, err error) {
 	args := sp.Args
+	if sp.Loc.SDT {
+		// $argN are known once the notes are read: checked as any
+		// registers, the fields open until then.
+		some := make([]fetch.SDTArg, 12) // (sys/sdt.h's most)
+		for i := range some {
+			some[i] = fetch.SDTArg{Fetch: `\0`, Type: "u64"}
+		}
+		if args, err = fetch.SDTFetchArgs(args, some); err != nil {
+			return nil, &fetch.SpecError{Spec: sp.Text, Reason: err.Error()}
+		}
+		if _, err := fetch.Compile(args, fetch.CompileEnv{ResolveSymbol: func(string) (uint64, error) { return 0x1000, nil }}); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
 	for i, tok := range args {
 		if tok == "if" {
 			if dwarfNames(args[:i]) || sp.Kind == fetch.KindOverride {

@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Static probes (sdt:PROVIDER:NAME), from <sys/sdt.h> notes:
+// integration/testdata/sdt.
+
+// sdtHeader is where the host's <sys/sdt.h> is (systemtap-sdt-dev):
+// searched last, so that the arm64 cross compiler, whose own tree has
+// none, finds it there and nothing else of the host's.
+const sdtHeader = "-idirafter/usr/include/x86_64-linux-gnu"
+
+// sdtBins builds the sdt program in two ways (-O0 without PIE, -O2 with)
+// and its library beside them.
+func sdtBins(t *testing.T) []string {
+	t.Helper()
+	src := filepath.Join("testdata", "sdt")
+	builtOnceBy(t, "libsdtlib.so", func(lib string) error {
+		abs, _ := filepath.Abs(filepath.Join(src, "sdtlib.c"))
+		return build(binDir, "gcc", "-O2", "-g", sdtHeader, "-shared", "-fPIC", "-o", lib, abs)
+	})
+	return []string{
+		builtOnce(t, "sdt_O0_nopie", filepath.Join(src, "sdt.c"), "-O0", "-g", sdtHeader, "-fno-pie", "-no-pie"),
+		builtOnce(t, "sdt_O2_pie", filepath.Join(src, "sdt.c"), "-O2", "-g", sdtHeader, "-fpie", "-pie"),
+	}
+}
+
+// sdtLine matches a hit's line: the event and its fields.
+var sdtLine = regexp.MustCompile(`^ +sdt_\S+-\d+ +\[\d+\] [\d.]+: (\w+): \((\S+)\)(.*)$`)
+
+// sdtHits are the event and fields of the hits in out, in order.
+func sdtHits(out string) []string {
+	var hits []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if m := sdtLine.FindStringSubmatch(line); m != nil {
+			hits = append(hits, m[1]+m[3])
+		}
+	}
+	return hits
+}
+
+// TestSDT: every probe of the program (sdt:demo:*) fires at its site
+// with the note's arguments as arg1..argN, typed by their size and sign;
+// a probe behind a semaphore runs because the tracer raised it (the
+// program counts its runs: 0 untraced); $argN in fetch-args, filters and
+// actions; a library's probe waits for the library's dlopen.
+func TestSDT(t *testing.T) {
+	t.Parallel()
+	for _, exe := range sdtBins(t) {
+		name := filepath.Base(exe)
+		if r := runCmd(t, nil, exe, "3"); r.stdout != "sum=3 gated=0\n" {
+			t.Fatalf("%s untraced: %v", name, r)
+		}
+		r := mustProbe(t, "run", "sdt:demo:*", "--", exe, "3")
+		want := []string{"tick arg1=0 arg2=0", "gated arg1=0", "tick arg1=1 arg2=-1", "gated arg1=1",
+			"tick arg1=2 arg2=-2", "gated arg1=2", "done arg1=3"}
+		if got := sdtHits(r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(r.stdout, "sum=3 gated=3\n") {
+			t.Errorf("%s: sdt:demo:*:\n%s\nwant the hits\n%s\nand gated=3", name, r.stdout, strings.Join(want, "\n"))
+		}
+		// Inside a function, recorded in the tracee: every hit, its
+		// arguments read where the note says (-O0: in the leaf's red
+		// zone, which the record must leave as it is), the program's
+		// sum right.
+		r = mustProbe(t, "run", "-v", "sdt:demo:tick i=$arg1 => sum:i", "--", exe, "20000")
+		if !strings.Contains(r.stderr, "probe: sdt_demo/tick: in-process") || !strings.Contains(r.stdout, "sum=199990000 gated=0\n") ||
+			!strings.Contains(r.stdout, "# sum:i of sdt_demo/tick: 20000 values, 1 key\ntotal    199990000\n") {
+			t.Errorf("%s: in-process:\n%v", name, r)
+		}
+		r = mustProbe(t, "run", "sdt:demo:tick i=$arg1 n=$arg2:s8 if i > 7 => count:n", "--", exe, "10")
+		if !strings.Contains(r.stdout, "# count:n of sdt_demo/tick: 2 hits, 2 keys\n") || !strings.Contains(r.stdout, "\nn=-8 ") || !strings.Contains(r.stdout, "\nn=-9 ") {
+			t.Errorf("%s: $argN by name, typed, filtered, counted:\n%s", name, r.stdout)
+		}
+	}
+	// A library's probe, before its dlopen: pending, then at each call.
+	exe := sdtBins(t)[1]
+	lib := filepath.Join(filepath.Dir(exe), "libsdtlib.so")
+	r := mustProbe(t, "run", "sdt:"+lib+":demolib:hit i=$arg1", "--", exe, "lib", "3")
+	if got := sdtHits(r.stdout); strings.Join(got, ",") != "hit i=0,hit i=1,hit i=2" || !strings.Contains(r.stdout, "libsum=6\n") {
+		t.Errorf("a dlopened library's probe:\n%v", r)
+	}
+}
+
+// TestSDTList: probe list BINARY 'sdt:*' lists each probe's site, its
+// semaphore, its module and its arguments as the note spells them.
+func TestSDTList(t *testing.T) {
+	t.Parallel()
+	exe := sdtBins(t)[1]
+	r := mustProbe(t, "list", exe, "sdt:*")
+	want := regexp.MustCompile(`^0x[0-9a-f]{16} 0x[0-9a-f]+ sdt_O2_pie sdt:demo:done -8@.+
+0x[0-9a-f]{16} 0x[0-9a-f]+ sdt_O2_pie sdt:demo:gated -8@\S+
+0x[0-9a-f]{16} 0x[0-9a-f]+ sdt_O2_pie sdt:demo:tick -8@\S+ -4@\S+
+$`)
+	if !want.MatchString(r.stdout) {
+		t.Errorf("list sdt:*:\n%s", r.stdout)
+	}
+	r = mustProbe(t, "list", filepath.Join(filepath.Dir(exe), "libsdtlib.so"), "sdt:demolib")
+	if !regexp.MustCompile(`^0x[0-9a-f]{16} - libsdtlib.so sdt:demolib:hit -8@\S+\n$`).MatchString(r.stdout) {
+		t.Errorf("list sdt:demolib (no semaphore):\n%s", r.stdout)
+	}
+}
+
+// TestSDTBadInput: a probe that is not there (the list of those that
+// are), a $argN past the probe's, a glob matching nothing, a malformed
+// spec: exit 2, one line, the program not run.
+func TestSDTBadInput(t *testing.T) {
+	t.Parallel()
+	exe := sdtBins(t)[1]
+	for _, tc := range []struct{ spec, want string }{
+		{"sdt:demo:nosuch", `probe: sdt:demo:nosuch: no such SDT probe in any module (it has demo:done, demo:gated, demo:tick)`},
+		{"sdt:demo:tick x=$arg9", `probe: sdt:demo:tick: $arg9: the probe has 2 arguments`},
+		{"sdt:nosuch:*", `probe: sdt:nosuch:*: no SDT probe matches`},
+		{"sdt:demo", `probe: bad probe "sdt:demo": "demo": want sdt:[MOD:]PROVIDER:NAME`},
+	} {
+		r := probe(t, "run", tc.spec, "--", exe, "3")
+		if r.code != 2 || strings.TrimSuffix(r.stderr, "\n") != tc.want || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stdout, "sum=") {
+			t.Errorf("%s: %v\nwant exit 2 and %q", tc.spec, r, tc.want)
+		}
+	}
+}
+
+// TestSDTSemaphore: attached to a running program, a probe behind a
+// semaphore raises it (the program sees 1 and runs the probe, as many
+// times as it is counted) and puts it back to 0 at the detach; the
+// program runs on and ends right.
+func TestSDTSemaphore(t *testing.T) {
+	t.Parallel()
+	for _, exe := range sdtBins(t) {
+		p := startPiped(t, nil, exe, "loop")
+		p.waitStdout(t, "ready\n", 10*time.Second)
+		pr := startProbe(t, "attach", "-v", "--duration", "1s", strconv.Itoa(p.pid()), "sdt:demo:gated => count")
+		pr.waitStdout(t, "# tracer: nop\n", 20*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintln(p.in)
+		p.waitStdout(t, "sem=", 10*time.Second)
+		r := pr.wait(t, 30*time.Second)
+		m := regexp.MustCompile(`# count of sdt_demo/gated: (\d+) hits`).FindStringSubmatch(r.stdout)
+		if r.code != 0 || m == nil || m[1] == "0" {
+			t.Fatalf("%s: attach: %v", filepath.Base(exe), r)
+		}
+		waitUntraced(t, p.pid(), 10*time.Second)
+		fmt.Fprintln(p.in)
+		want := fmt.Sprintf("sem=0 gated=%s\n", m[1])
+		p.waitStdout(t, want, 10*time.Second)
+		if !strings.Contains(p.stdout.String(), "ready\nsem=1 gated=") {
+			t.Errorf("%s: while attached the program saw %q, want sem=1", filepath.Base(exe), p.stdout.String())
+		}
+		p.in.Close()
+		if res := p.wait(t, cmdTimeout); res.code != 0 || !strings.HasSuffix(res.stdout, " gated="+m[1]+"\n") {
+			t.Errorf("%s: after the detach: %v", filepath.Base(exe), res)
+		}
+	}
+}
+
+// TestSDTLibstdcxx: libstdc++'s own static probes, libstdcxx:throw and
+// libstdcxx:catch, fire once per exception a C++ program throws and
+// catches.
+func TestSDTLibstdcxx(t *testing.T) {
+	t.Parallel()
+	exe := builtOnceBy(t, "sdt_throw", func(exe string) error {
+		abs, _ := filepath.Abs(filepath.Join("testdata", "sdt", "throw.cc"))
+		return build(binDir, "g++", "-O2", "-g", "-o", exe, abs)
+	})
+	r := mustProbe(t, "run", "sdt:libstdcxx:throw => count", "sdt:libstdcxx:catch => count", "--", exe, "7")
+	for _, want := range []string{"caught=7\n", "# count of sdt_libstdcxx/throw: 7 hits", "# count of sdt_libstdcxx/catch: 7 hits"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q in\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestSDTPython: Debian's python3.11's function__return probe (behind a
+// semaphore) fires once per call of a Python function, named by its
+// second argument, a string: the script's leaf and key as often as it
+// calls them. (Its function__entry fires only for frames entered from C
+// in 3.11: CPython's issue gh-98894.)
+func TestSDTPython(t *testing.T) {
+	t.Parallel()
+	py := "/usr/bin/python3.11"
+	script := filepath.Join(t.TempDir(), "calls.py")
+	mustWrite(t, script, "def leaf(x):\n    return x + 1\ndef key(x):\n    return -x\nr = list(map(leaf, range(7)))\ns = sorted(range(5), key=key)\nprint(sum(r), s)\n")
+	r := mustProbe(t, "run", "sdt:python:function__return f=$arg2:string => count:f", "--", py, script)
+	for _, want := range []string{"28 [4, 3, 2, 1, 0]\n", "\nf=\"leaf\" ", "\nf=\"key\" "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("want %q in\n%s", want, r.stdout)
+		}
+	}
+	for fn, n := range map[string]int{"leaf": 7, "key": 5} {
+		if !regexp.MustCompile(fmt.Sprintf(`\nf="%s" +%d \|`, fn, n)).MatchString(r.stdout) {
+			t.Errorf("%s: want %d returns in\n%s", fn, n, r.stdout)
+		}
+	}
+}
+
+func mustWrite(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

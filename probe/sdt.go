@@ -1,0 +1,220 @@
+package probe
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/probedbg/probe/fetch"
+	"github.com/probedbg/probe/symbols"
+)
+
+// Static probes (sdt:PROVIDER:NAME): the sites <sys/sdt.h> leaves in a
+// program, each a nop described by a note (symbols.SDTProbe). A probe
+// there is an entry probe at each site whose $argN are the note's
+// arguments. Where a note has a semaphore, the program computes the
+// arguments and reaches the site only while that counter is not zero:
+// each probe adds one for each site while it is in, and takes it back
+// when it goes (uninstall, detach).
+
+// sdtSite is a resolved site and its note.
+type sdtSite struct {
+	r    resolved
+	note symbols.SDTProbe
+}
+
+// resolveSDT finds the sites of loc: the notes matching its provider and
+// name in the module it names, or in every module mapped.
+func (t *Tracer) resolveSDT(loc fetch.Location) ([]sdtSite, error) {
+	mods := t.space.Mapped
+	if loc.Module != "" {
+		m, err := t.space.FindModule(loc.Module)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		mods = []*symbols.Mapped{m}
+	}
+	var sites []sdtSite
+	var known []string
+	for _, m := range mods {
+		all, err := m.SDTProbes()
+		if err != nil {
+			return nil, badInput(err)
+		}
+		for _, n := range all {
+			if !matchGlob(loc.Provider, n.Provider) || !matchGlob(loc.Name, n.Name) {
+				known = append(known, n.Provider+":"+n.Name)
+				continue
+			}
+			r, err := t.atLinkAddr(m, n.PC)
+			if err != nil {
+				return nil, err
+			}
+			sites = append(sites, sdtSite{r, n})
+		}
+	}
+	if len(sites) == 0 {
+		where := "any module"
+		if loc.Module != "" {
+			where = loc.Module
+		}
+		if len(known) == 0 {
+			return nil, badInput(fmt.Errorf("sdt:%s: %s has no SDT probes", loc, where))
+		}
+		return nil, badInput(fmt.Errorf("sdt:%s: no such SDT probe in %s (it has %s)", loc, where, strings.Join(dedup(known), ", ")))
+	}
+	return sites, nil
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for i, x := range s {
+		if i == 0 || x != s[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// matchGlob is a shell glob match, a bad pattern matching nothing.
+func matchGlob(pattern, s string) bool { return fetch.GlobMatch(pattern, s) }
+
+// sdtFetchArgs is what p's fetch-args are at sites: $argN made the
+// notes' arguments, which must then be the same at every site.
+func sdtFetchArgs(s *fetch.Spec, sites []sdtSite) ([]string, error) {
+	args := sites[0].note.Args
+	for _, st := range sites[1:] {
+		if st.note.Args != args {
+			uses := len(s.Args) == 0 || s.Args[0] == "if"
+			for _, a := range s.Args {
+				uses = uses || strings.Contains(a, "$arg")
+			}
+			if uses {
+				return nil, badInput(fmt.Errorf("sdt:%s: its %d sites keep their arguments in different places (%q, %q): name fetch-args that do not read $argN", s.Loc, len(sites), args, st.note.Args))
+			}
+			return s.Args, nil
+		}
+	}
+	out, err := fetch.SDTFetchArgs(s.Args, fetch.ParseSDTArgs(args))
+	if err != nil {
+		return nil, badInput(fmt.Errorf("sdt:%s: %w", s.Loc, err))
+	}
+	return out, nil
+}
+
+// placeSDT resolves the sdt: spec s and puts p at each of its sites,
+// then raises their semaphores; on failure nothing of p is left.
+func (t *Tracer) placeSDT(anchor int, p *Probe, s *fetch.Spec) error {
+	sites, err := t.resolveSDT(s.Loc)
+	if err != nil {
+		return err
+	}
+	if p.sdtArgs, err = sdtFetchArgs(s, sites); err != nil {
+		return err
+	}
+	r := sites[0].r
+	p.shownAt = ""
+	p.Addr, p.Where, p.Module, p.captures = r.addr, r.where, r.module.Name, nil
+	if err := t.compileArgs(p, r, 0); err != nil {
+		return err
+	}
+	for _, st := range sites {
+		if err := t.attachSite(anchor, p, st.r, func(s *site) { s.probes = append(s.probes, p) }); err != nil {
+			t.detachSites(p)
+			return err
+		}
+	}
+	if err := t.raiseSemaphores(p, sites); err != nil {
+		t.detachSites(p)
+		return err
+	}
+	return nil
+}
+
+// raiseSemaphores adds one to the semaphore of each of p's sites that has
+// one; on failure it takes back what it added.
+func (t *Tracer) raiseSemaphores(p *Probe, sites []sdtSite) error {
+	for _, st := range sites {
+		if st.note.Semaphore == 0 {
+			continue
+		}
+		addr := st.note.Semaphore + st.r.module.Bias
+		if err := t.addSemaphore(addr, 1); err != nil {
+			t.lowerSemaphores(p)
+			return badInput(fmt.Errorf("sdt:%s: its semaphore at %#x cannot be written: %w", p.Spec.Loc, addr, err))
+		}
+		if t.semaphores == nil {
+			t.semaphores = map[*Probe][]uint64{}
+		}
+		t.semaphores[p] = append(t.semaphores[p], addr)
+	}
+	return nil
+}
+
+// lowerSemaphores takes back what raiseSemaphores added for p in t's
+// process.
+func (t *Tracer) lowerSemaphores(p *Probe) {
+	for _, addr := range t.semaphores[p] {
+		t.addSemaphore(addr, -1)
+	}
+	delete(t.semaphores, p)
+}
+
+// addSemaphore adds d to the uint16 counter at addr, as the tracee sees
+// it (another tracer's counts included), never below zero.
+func (t *Tracer) addSemaphore(addr uint64, d int) error {
+	var b [2]byte
+	if n, err := t.proc.ReadAt(b[:], int64(addr)); err != nil || n != len(b) {
+		return fmt.Errorf("read: %v", err)
+	}
+	v := int(binary.LittleEndian.Uint16(b[:])) + d
+	if v < 0 || v > 0xffff {
+		return nil // (someone else's count: left alone)
+	}
+	binary.LittleEndian.PutUint16(b[:], uint16(v))
+	if n, err := t.proc.WriteAt(b[:], int64(addr)); err != nil || n != len(b) {
+		return fmt.Errorf("write: %v", err)
+	}
+	return nil
+}
+
+// lowerAllSemaphores takes back every count t raised, for a detach.
+func (t *Tracer) lowerAllSemaphores() {
+	for p := range t.semaphores {
+		t.lowerSemaphores(p)
+	}
+}
+
+// SDTMatches lists the SDT probes loc's globs match in the process's
+// modules (or the module it names), by provider and name, once each:
+// what sdt:PROVIDER:* stands for. Safe from any goroutine.
+func (t *Tracer) SDTMatches(loc fetch.Location) ([]symbols.SDTProbe, error) {
+	space := t.Symbols()
+	mods := space.Mapped
+	if loc.Module != "" {
+		m, err := space.FindModule(loc.Module)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		mods = []*symbols.Mapped{m}
+	}
+	var out []symbols.SDTProbe
+	seen := map[string]bool{}
+	for _, m := range mods {
+		all, err := m.SDTProbes()
+		if err != nil {
+			return nil, badInput(err)
+		}
+		for _, n := range all {
+			key := n.Provider + ":" + n.Name
+			if matchGlob(loc.Provider, n.Provider) && matchGlob(loc.Name, n.Name) && !seen[key] {
+				seen[key] = true
+				out = append(out, n)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, badInput(fmt.Errorf("sdt:%s: no SDT probe matches", loc))
+	}
+	return out, nil
+}
