@@ -44,3 +44,4 @@ bench:
 	bench/pipeline.sh
 	bench/calls.sh
 	bench/lua.sh
+	bench/sdt.sh

@@ -80,10 +80,19 @@ func TestSDT(t *testing.T) {
 			t.Errorf("%s: $argN by name, typed, filtered, counted:\n%s", name, r.stdout)
 		}
 	}
+	// Stripped: the site's function known from its FDE alone, named by
+	// its address; jump-optimised and recorded in the tracee all the
+	// same.
+	stripped := builtOnce(t, "sdt_O2_stripped", filepath.Join("testdata", "sdt", "sdt.c"), "-O2", "-g0", "-s", sdtHeader)
+	r := mustProbe(t, "run", "-v", "sdt:demo:tick", "--", stripped, "2")
+	if !strings.Contains(r.stderr, "probe: sdt_demo/tick: in-process") ||
+		!regexp.MustCompile(`\n +sdt_O2_stripped-\d+ +\[\d+\] [\d.]+: tick: \(0x[0-9a-f]+\+0x[0-9a-f]+/0x[0-9a-f]+\) arg1=1 arg2=-1\n`).MatchString(r.stdout) {
+		t.Errorf("stripped:\n%v", r)
+	}
 	// A library's probe, before its dlopen: pending, then at each call.
 	exe := sdtBins(t)[1]
 	lib := filepath.Join(filepath.Dir(exe), "libsdtlib.so")
-	r := mustProbe(t, "run", "sdt:"+lib+":demolib:hit i=$arg1", "--", exe, "lib", "3")
+	r = mustProbe(t, "run", "sdt:"+lib+":demolib:hit i=$arg1", "--", exe, "lib", "3")
 	if got := sdtHits(r.stdout); strings.Join(got, ",") != "hit i=0,hit i=1,hit i=2" || !strings.Contains(r.stdout, "libsum=6\n") {
 		t.Errorf("a dlopened library's probe:\n%v", r)
 	}

@@ -513,6 +513,11 @@ func (t *Tracer) atLinkAddr(m *symbols.Mapped, link uint64) (resolved, error) {
 		}
 		return t.inFunction(m, sym, link)
 	}
+	// A static function of a stripped file: its FDE's range, checked
+	// as a symbol's.
+	if sym, ok := m.FunctionAt(link + m.Bias); ok {
+		return t.inFunction(m, sym, link)
+	}
 	// No symbol to decode from: trust the user's address.
 	code, err := m.ReadCode(link, 16)
 	if err != nil {

@@ -320,3 +320,16 @@ func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 	}
 	return true, ""
 }
+
+// FunctionAt is, for an address no symbol covers (a static function of a
+// stripped file), the function the call frame information says it is
+// in: an FDE's range, as a Symbol named by its address ("0x4f2080").
+func (m *Mapped) FunctionAt(pc uint64) (Symbol, bool) {
+	c := &m.Module.cfi
+	c.once.Do(func() { c.fdes = m.Module.parseCFI() })
+	fde, err := c.fdes.FDEForPC(pc - m.Bias)
+	if err != nil || fde == nil || fde.End() <= fde.Begin() {
+		return Symbol{}, false
+	}
+	return Symbol{Name: fmt.Sprintf("%#x", fde.Begin()), Addr: fde.Begin(), Size: fde.End() - fde.Begin(), Func: true}, true
+}
