@@ -66,6 +66,13 @@ func TestSDT(t *testing.T) {
 		if got := sdtHits(r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(r.stdout, "sum=3 gated=3\n") {
 			t.Errorf("%s: sdt:demo:*:\n%s\nwant the hits\n%s\nand gated=3", name, r.stdout, strings.Join(want, "\n"))
 		}
+		// Recorded (raw, where they record in the tracee) and reported:
+		// the same hits, the same fields.
+		rec := filepath.Join(t.TempDir(), "sdt.rec")
+		mustProbe(t, "record", "-o", rec, "sdt:demo:*", "--", exe, "3")
+		if got := sdtHits(mustProbe(t, "report", rec).stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: recorded and reported:\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 		// Inside a function, recorded in the tracee: every hit, its
 		// arguments read where the note says (-O0: in the leaf's red
 		// zone, which the record must leave as it is), the program's
@@ -214,4 +221,60 @@ func mustWrite(t *testing.T, path, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSDTPythonAttach: attached to a running python3.11, its
+// function__return probe (behind a semaphore) counts the calls the
+// program makes while attached; the semaphore, read from the process's
+// memory, is 1 while attached and 0 again after the detach.
+func TestSDTPythonAttach(t *testing.T) {
+	t.Parallel()
+	script := filepath.Join(t.TempDir(), "serve.py")
+	mustWrite(t, script, "import sys\ndef leaf(x):\n    return x + 1\nprint('ready', flush=True)\nfor line in sys.stdin:\n    print(sum(map(leaf, range(int(line)))), flush=True)\n")
+	p := startPiped(t, nil, "/usr/bin/python3.11", script)
+	p.waitStdout(t, "ready\n", 20*time.Second)
+	list := mustProbe(t, "list", strconv.Itoa(p.pid()), "sdt:python:function__return")
+	f := strings.Fields(list.stdout)
+	if len(f) < 2 {
+		t.Fatalf("list: %v", list)
+	}
+	sem, err := strconv.ParseUint(f[1], 0, 64)
+	if err != nil {
+		t.Fatalf("list: the semaphore %q: %v", f[1], err)
+	}
+	semaphore := func() uint16 {
+		t.Helper()
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", p.pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mem.Close()
+		var b [2]byte
+		if _, err := mem.ReadAt(b[:], int64(sem)); err != nil {
+			t.Fatal(err)
+		}
+		return uint16(b[0]) | uint16(b[1])<<8
+	}
+	if v := semaphore(); v != 0 {
+		t.Fatalf("the semaphore is %d before the attach", v)
+	}
+	pr := startProbe(t, "attach", "-v", "--duration", "2s", strconv.Itoa(p.pid()), `sdt:python:function__return f=$arg2:string if f == "leaf" => count`)
+	pr.waitStdout(t, "# tracer: nop\n", 20*time.Second)
+	if v := semaphore(); v != 1 {
+		t.Errorf("the semaphore is %d while attached, want 1", v)
+	}
+	fmt.Fprintln(p.in, 30)
+	p.waitStdout(t, "465\n", 10*time.Second)
+	fmt.Fprintln(p.in, 12)
+	p.waitStdout(t, "78\n", 10*time.Second)
+	r := pr.wait(t, 30*time.Second)
+	if r.code != 0 || !strings.Contains(r.stdout, "# count of sdt_python/function__return: 42 hits") {
+		t.Errorf("attach: %v\nwant 42 returns of leaf", r)
+	}
+	waitUntraced(t, p.pid(), 10*time.Second)
+	if v := semaphore(); v != 0 {
+		t.Errorf("the semaphore is %d after the detach, want 0", v)
+	}
+	fmt.Fprintln(p.in, 3)
+	p.waitStdout(t, "78\n6\n", 10*time.Second) // (it runs on, untraced)
 }

@@ -18,10 +18,7 @@ import (
 // where a return probe's DWARF names are read (after the prologue, where
 // gcc's frame-based locations are valid); 0 otherwise.
 func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
-	tokens := p.Spec.Args
-	if p.Spec.Loc.SDT {
-		tokens = p.sdtArgs
-	}
+	tokens := p.fetchTokens()
 	if len(tokens) == 0 {
 		return nil
 	}
@@ -35,6 +32,15 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 	}
 	p.args = args
 	return nil
+}
+
+// fetchTokens are p's fetch-args as compiled: an sdt: probe's with its
+// $argN made its note's.
+func (p *Probe) fetchTokens() []string {
+	if p.Spec.Loc.SDT {
+		return p.sdtArgs
+	}
+	return p.Spec.Args
 }
 
 // compileEnv is what p's fetch-args at r compile against: symbols, and

@@ -220,7 +220,7 @@ func rawProbe(p *Probe) bool {
 			return false
 		}
 	}
-	return fetch.Portable(p.Spec.Args, false)
+	return fetch.Portable(p.fetchTokens(), false)
 }
 
 // rawPassMax bounds the records of a drain's pass under raw capture:
@@ -284,7 +284,7 @@ func (t *Tracer) announceProbe(p *Probe) int {
 	}
 	id := len(r.probeIDs) + 1
 	r.probeIDs[p] = id
-	r.out.Probe(RawProbe{ID: id, Group: p.Group, Event: p.Event, Args: p.Spec.Args, ShownAt: p.shownAt})
+	r.out.Probe(RawProbe{ID: id, Group: p.Group, Event: p.Event, Args: p.fetchTokens(), ShownAt: p.shownAt})
 	return id
 }
 
