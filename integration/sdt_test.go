@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -277,4 +278,31 @@ func TestSDTPythonAttach(t *testing.T) {
 	}
 	fmt.Fprintln(p.in, 3)
 	p.waitStdout(t, "78\n6\n", 10*time.Second) // (it runs on, untraced)
+}
+
+// TestSDTREPL: the REPL completes sdt:PROVIDER:NAME, adds it, and a glob
+// adds a probe for each it matches; at the detach the semaphores are
+// back down and the program ends right.
+func TestSDTREPL(t *testing.T) {
+	t.Parallel()
+	exe := sdtBins(t)[1]
+	p := startPiped(t, nil, exe, "loop")
+	p.waitStdout(t, "ready\n", 10*time.Second)
+	env := []string{"XDG_STATE_HOME=" + t.TempDir(), "HOME=" + t.TempDir()}
+	r := startREPL(t, env, true, "attach", strconv.Itoa(p.pid()))
+	io.WriteString(r.in, "add sdt:demo:ga\t\r")
+	r.waitFor(t, `added gated\n`)
+	io.WriteString(r.in, "add sdt:demo:t* => count\r")
+	r.waitFor(t, `added tick\n`)
+	r.send(t, "detach")
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+	waitUntraced(t, p.pid(), 10*time.Second)
+	fmt.Fprintln(p.in)
+	p.waitStdout(t, "sem=0 gated=", 10*time.Second)
+	p.in.Close()
+	if res := p.wait(t, cmdTimeout); res.code != 0 {
+		t.Errorf("after the detach: %v", res)
+	}
 }

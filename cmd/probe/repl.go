@@ -859,6 +859,12 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 		cmd, _, _ := strings.Cut(strings.TrimSpace(text), " ")
 		switch cmd {
 		case "add":
+			if rest, ok := strings.CutPrefix(word, "sdt:"); ok && i == len("add") {
+				// sdt:PROVIDER:NAME, completed whole.
+				word = rest
+				cands = c.s.sdtNames()
+				break
+			}
 			// p:FUNC, r:FUNC, p:GRP/EVENT FUNC, p:MOD:FUNC: complete
 			// after the last ':', in MOD's functions when one is named,
 			// else in the program's and its libraries'.
@@ -900,3 +906,18 @@ func (c completer) Do(line []rune, pos int) ([][]rune, int) {
 func sectionedFormats() string {
 	return strings.Join(output.FormatsWhere(func(f *output.Format) bool { return f.Sectioned }), " or ")
 }
+
+// sdtNames are the process's static probes, PROVIDER:NAME, for
+// completion of add sdt:.
+func (s *session) sdtNames() []string {
+	var names []string
+	for _, m := range s.t.Symbols().Mapped {
+		notes, _ := m.SDTProbes()
+		for _, n := range notes {
+			names = append(names, n.Provider+":"+n.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
