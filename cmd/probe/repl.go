@@ -920,4 +920,3 @@ func (s *session) sdtNames() []string {
 	sort.Strings(names)
 	return names
 }
-
