@@ -18,14 +18,7 @@ out=bin/bench/calls
 mkdir -p "$out"
 echo '{"a":1}' >"$out/in.json"
 
-wall() {
-	local t0 t1
-	t0=$(date +%s%N)
-	"$@" >/dev/null 2>&1
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+. bench/lib.sh # wall, median
 ms() {
 	local xs=()
 	for _ in $(seq "$runs"); do xs+=("$(wall "$@")"); done

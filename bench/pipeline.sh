@@ -36,17 +36,7 @@ lua=bin/bench/lua
 probe=bin/probe
 rec=$out/rec.probe
 
-# wall CMD...: the wall time of one run in milliseconds, its stdout in
-# $out/last and its stderr in $out/last.err.
-wall() {
-	local t0 t1
-	t0=$(date +%s%N)
-	"$@" >"$out/last" 2>"$out/last.err"
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
-
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+. bench/lib.sh # wall, median
 
 # graphcalls FILE: the calls a function_graph text holds (probe's or
 # uftrace replay's): the lines that open a call or are a whole one.

@@ -19,14 +19,7 @@ out=bin/bench/sdt
 mkdir -p "$out"
 printf 'def leaf(x):\n    return x + 1\nprint(sum(map(leaf, range(%d))))\n' "$calls" >"$out/calls.py"
 
-wall() {
-	local t0 t1
-	t0=$(date +%s%N)
-	"$@" >"$out/last" 2>"$out/last.err"
-	t1=$(date +%s%N)
-	echo $(((t1 - t0) / 1000000))
-}
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+. bench/lib.sh # wall, median
 ref=
 row() {
 	local name=$1 hits=$2 ms=()
