@@ -83,6 +83,12 @@ func TestSDT(t *testing.T) {
 			!strings.Contains(r.stdout, "# sum:i of sdt_demo/tick: 20000 values, 1 key\ntotal    199990000\n") {
 			t.Errorf("%s: in-process:\n%v", name, r)
 		}
+		// One probe, two sites, its argument in another place at each:
+		// each site reads its own.
+		r = mustProbe(t, "run", "sdt:demo:twice x=$arg1", "--", exe, "twice", "3")
+		if got := strings.Join(sdtHits(r.stdout), ","); got != "twice x=100,twice x=0,twice x=101,twice x=1,twice x=102,twice x=2" || !strings.Contains(r.stdout, "twice=309\n") {
+			t.Errorf("%s: two sites:\n%v", name, r)
+		}
 		r = mustProbe(t, "run", "sdt:demo:tick i=$arg1 n=$arg2:s8 if i > 7 => count:n", "--", exe, "10")
 		if !strings.Contains(r.stdout, "# count:n of sdt_demo/tick: 2 hits, 2 keys\n") || !strings.Contains(r.stdout, "\nn=-8 ") || !strings.Contains(r.stdout, "\nn=-9 ") {
 			t.Errorf("%s: $argN by name, typed, filtered, counted:\n%s", name, r.stdout)
@@ -115,6 +121,8 @@ func TestSDTList(t *testing.T) {
 	want := regexp.MustCompile(`^0x[0-9a-f]{16} 0x[0-9a-f]+ sdt_O2_pie sdt:demo:done -8@.+
 0x[0-9a-f]{16} 0x[0-9a-f]+ sdt_O2_pie sdt:demo:gated -8@\S+
 0x[0-9a-f]{16} 0x[0-9a-f]+ sdt_O2_pie sdt:demo:tick -8@\S+ -4@\S+
+0x[0-9a-f]{16} (0x[0-9a-f]+) sdt_O2_pie sdt:demo:twice -8@\S+
+0x[0-9a-f]{16} (0x[0-9a-f]+) sdt_O2_pie sdt:demo:twice -8@\S+
 $`)
 	if !want.MatchString(r.stdout) {
 		t.Errorf("list sdt:*:\n%s", r.stdout)
@@ -132,7 +140,7 @@ func TestSDTBadInput(t *testing.T) {
 	t.Parallel()
 	exe := sdtBins(t)[1]
 	for _, tc := range []struct{ spec, want string }{
-		{"sdt:demo:nosuch", `probe: sdt:demo:nosuch: no such SDT probe in any module (it has demo:done, demo:gated, demo:tick)`},
+		{"sdt:demo:nosuch", `probe: sdt:demo:nosuch: no such SDT probe in any module (it has demo:done, demo:gated, demo:tick, demo:twice)`},
 		{"sdt:demo:tick x=$arg9", `probe: sdt:demo:tick: $arg9: the probe has 2 arguments`},
 		{"sdt:nosuch:*", `probe: sdt:nosuch:*: no SDT probe matches`},
 		{"sdt:demo", `probe: bad probe "sdt:demo": "demo": want sdt:[MOD:]PROVIDER:NAME`},

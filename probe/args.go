@@ -34,6 +34,14 @@ func (t *Tracer) compileArgs(p *Probe, r resolved, capturePC uint64) error {
 	return nil
 }
 
+// argsAt are p's fetch-args at site st.
+func (p *Probe) argsAt(st *site) *fetch.Args {
+	if a := st.sdtArgs[p]; a != nil {
+		return a
+	}
+	return p.args
+}
+
 // fetchTokens are p's fetch-args as compiled: an sdt: probe's with its
 // $argN made its note's.
 func (p *Probe) fetchTokens() []string {
@@ -183,14 +191,18 @@ func (t *Tracer) envFor(hit *Hit) *fetch.HitEnv {
 }
 
 // fetch evaluates p's fetch-args into hit.Fields and applies its filter.
-func (t *Tracer) fetch(p *Probe, hit *Hit) bool {
-	if p.args == nil {
+func (t *Tracer) fetch(p *Probe, hit *Hit) bool { return t.fetchArgs(p.args, hit) }
+
+// fetchArgs evaluates args (nil: none) into hit.Fields and applies their
+// filter.
+func (t *Tracer) fetchArgs(args *fetch.Args, hit *Hit) bool {
+	if args == nil {
 		hit.Fields = nil
 		return true
 	}
-	t.scratch.fields = p.args.Fetch(t.envFor(hit), t.scratch.fields[:0])
+	t.scratch.fields = args.Fetch(t.envFor(hit), t.scratch.fields[:0])
 	hit.Fields = t.scratch.fields
-	return p.args.Keep(t.scratch.fields)
+	return args.Keep(t.scratch.fields)
 }
 
 func (t *Tracer) symbolize(addr uint64) string {

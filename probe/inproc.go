@@ -145,7 +145,7 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		if !p.handler.Recorded || p.handler.Post != nil {
 			return need, fmt.Sprintf("%s: its actions need the thread stopped", p.Name())
 		}
-		low := p.args.Lower()
+		low := p.argsAt(st).Lower()
 		if low.NoRecord != "" {
 			return need, fmt.Sprintf("%s: %s", p.Name(), low.NoRecord)
 		}

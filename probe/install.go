@@ -362,6 +362,7 @@ func (t *Tracer) detachSites(p *Probe) error {
 		st.returns = without(st.returns, p)
 		st.retInsns = without(st.retInsns, p)
 		st.captures = without(st.captures, p)
+		delete(st.sdtArgs, p)
 		st.overrides = without(st.overrides, p)
 		st.post = false
 		for _, q := range st.probes {

@@ -201,7 +201,7 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 	for _, p := range s.probes {
 		if p.enabled.Load() {
 			p.hits.Add(1)
-			if t.fetch(p, hit) && p.handler.Pre != nil {
+			if t.fetchArgs(p.argsAt(s), hit) && p.handler.Pre != nil {
 				faultPoint("entry")
 				hit.Probe = p
 				hit.Where = cmp.Or(p.shownAt, s.where)

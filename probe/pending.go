@@ -148,7 +148,7 @@ func (t *Tracer) checkOnDisk(p *Probe, lib *pendingLib) error {
 		if err != nil {
 			return err
 		}
-		if scratch.sdtArgs, err = sdtFetchArgs(s, sites); err != nil {
+		if scratch.sdtArgs, err = sdtFetchArgs(s, sites[0].note.Args); err != nil {
 			return err
 		}
 		if err := t.compileArgs(scratch, sites[0].r, 0); err != nil {

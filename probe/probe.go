@@ -200,6 +200,9 @@ type site struct {
 	returns  []*Probe // return probes of the function entered here
 	retInsns []*Probe // Go return probes of a function returning by this RET
 	captures []*Probe // return probes whose DWARF names are read here
+	// sdtArgs are the fetch-args of an sdt: probe at this site, where its
+	// note keeps the arguments elsewhere than at the probe's first site.
+	sdtArgs map[*Probe]*fetch.Args
 	// overrides are o: probes: after the rest, one may make the call
 	// return at once (override.go).
 	overrides []*Probe

@@ -216,8 +216,8 @@ func rawProbe(p *Probe) bool {
 		return false
 	}
 	for _, s := range p.sites {
-		if s.module != nil && isGo(s.module) {
-			return false
+		if s.module != nil && isGo(s.module) || s.sdtArgs[p] != nil {
+			return false // (a P frame has the probe's one set of fetch-args)
 		}
 	}
 	return fetch.Portable(p.fetchTokens(), false)

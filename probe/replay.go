@@ -162,10 +162,10 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 			continue
 		}
 		p.hits.Add(1)
-		if p.args != nil {
-			in.fields = p.args.Fetch(t.envFor(hit), in.fields[:0])
+		if args := p.argsAt(rs.site); args != nil {
+			in.fields = args.Fetch(t.envFor(hit), in.fields[:0])
 			hit.Fields = in.fields
-			if !p.args.Keep(in.fields) {
+			if !args.Keep(in.fields) {
 				continue
 			}
 		} else {

@@ -3,6 +3,7 @@ package probe
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/probedbg/probe/fetch"
@@ -79,22 +80,9 @@ func dedup(s []string) []string {
 // matchGlob is a shell glob match, a bad pattern matching nothing.
 func matchGlob(pattern, s string) bool { return fetch.GlobMatch(pattern, s) }
 
-// sdtFetchArgs is what p's fetch-args are at sites: $argN made the
-// notes' arguments, which must then be the same at every site.
-func sdtFetchArgs(s *fetch.Spec, sites []sdtSite) ([]string, error) {
-	args := sites[0].note.Args
-	for _, st := range sites[1:] {
-		if st.note.Args != args {
-			uses := len(s.Args) == 0 || s.Args[0] == "if"
-			for _, a := range s.Args {
-				uses = uses || strings.Contains(a, "$arg")
-			}
-			if uses {
-				return nil, badInput(fmt.Errorf("sdt:%s: its %d sites keep their arguments in different places (%q, %q): name fetch-args that do not read $argN", s.Loc, len(sites), args, st.note.Args))
-			}
-			return s.Args, nil
-		}
-	}
+// sdtFetchArgs is what s's fetch-args are at a site whose note has
+// arguments args: $argN made the note's.
+func sdtFetchArgs(s *fetch.Spec, args string) ([]string, error) {
 	out, err := fetch.SDTFetchArgs(s.Args, fetch.ParseSDTArgs(args))
 	if err != nil {
 		return nil, badInput(fmt.Errorf("sdt:%s: %w", s.Loc, err))
@@ -103,13 +91,15 @@ func sdtFetchArgs(s *fetch.Spec, sites []sdtSite) ([]string, error) {
 }
 
 // placeSDT resolves the sdt: spec s and puts p at each of its sites,
-// then raises their semaphores; on failure nothing of p is left.
+// then raises their semaphores; on failure nothing of p is left. A site
+// whose note keeps the arguments elsewhere than the first's gets its own
+// fetch-args (site.sdtArgs), with the same names.
 func (t *Tracer) placeSDT(anchor int, p *Probe, s *fetch.Spec) error {
 	sites, err := t.resolveSDT(s.Loc)
 	if err != nil {
 		return err
 	}
-	if p.sdtArgs, err = sdtFetchArgs(s, sites); err != nil {
+	if p.sdtArgs, err = sdtFetchArgs(s, sites[0].note.Args); err != nil {
 		return err
 	}
 	r := sites[0].r
@@ -118,15 +108,38 @@ func (t *Tracer) placeSDT(anchor int, p *Probe, s *fetch.Spec) error {
 	if err := t.compileArgs(p, r, 0); err != nil {
 		return err
 	}
+	fail := func(err error) error {
+		t.detachSites(p)
+		return err
+	}
 	for _, st := range sites {
-		if err := t.attachSite(anchor, p, st.r, func(s *site) { s.probes = append(s.probes, p) }); err != nil {
-			t.detachSites(p)
-			return err
+		var own *fetch.Args
+		if st.note.Args != sites[0].note.Args {
+			tokens, err := sdtFetchArgs(s, st.note.Args)
+			if err == nil {
+				own, err = fetch.Compile(tokens, t.compileEnv(p, st.r, st.r.addr))
+			}
+			if err == nil && !slices.Equal(own.Names(), p.FieldNames()) {
+				err = badInput(fmt.Errorf("sdt:%s: its sites' arguments differ in number (%q, %q)", s.Loc, sites[0].note.Args, st.note.Args))
+			}
+			if err != nil {
+				return fail(err)
+			}
+		}
+		if err := t.attachSite(anchor, p, st.r, func(at *site) {
+			at.probes = append(at.probes, p)
+			if own != nil {
+				if at.sdtArgs == nil {
+					at.sdtArgs = map[*Probe]*fetch.Args{}
+				}
+				at.sdtArgs[p] = own
+			}
+		}); err != nil {
+			return fail(err)
 		}
 	}
 	if err := t.raiseSemaphores(p, sites); err != nil {
-		t.detachSites(p)
-		return err
+		return fail(err)
 	}
 	return nil
 }

@@ -83,8 +83,8 @@ func (t *Tracer) tallyPlan(st *site, traced bool) []siteTally {
 			return nil
 		}
 		pt := siteTally{p: p}
-		low := p.args.Lower()
-		if p.args.Filter() != "" {
+		low := p.argsAt(st).Lower()
+		if p.argsAt(st).Filter() != "" {
 			if pt.filter = low.Filter; pt.filter == nil {
 				return nil
 			}
@@ -210,10 +210,10 @@ func (t *Tracer) handRejected(rs *recordSite, words, last []uint64) {
 func siteFilter(st *site) *codegen.Filter {
 	var f *codegen.Filter
 	for _, p := range st.probes {
-		if p.args.Filter() == "" {
+		if p.argsAt(st).Filter() == "" {
 			return nil
 		}
-		pf := p.args.Lower().Filter
+		pf := p.argsAt(st).Lower().Filter
 		if pf == nil {
 			return nil
 		}

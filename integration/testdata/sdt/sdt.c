@@ -7,6 +7,9 @@
  *   sdt loop    prints "ready", then calls step(i) every 100 us until
  *               stdin closes; each line it reads makes it print
  *               "sem=V gated=G" (its semaphore now); then as above
+ *   sdt twice N calls pair(i, 100 + i) and one(i) for i < N: a probe
+ *               demo:twice in each, its argument 100 + i, then i, kept
+ *               in another register at each site
  *   sdt lib N   dlopens libsdtlib.so (beside it) and calls its
  *               libstep(i) N times: a probe demolib:hit(i) there, with
  *               no semaphore
@@ -28,6 +31,7 @@
 SEMAPHORE(demo_tick_semaphore);
 SEMAPHORE(demo_gated_semaphore);
 SEMAPHORE(demo_done_semaphore);
+SEMAPHORE(demo_twice_semaphore);
 
 static long gated, sum;
 
@@ -42,8 +46,27 @@ __attribute__((noinline)) void step(long i)
 	sum += i;
 }
 
+__attribute__((noinline)) long pair(long a, long b)
+{
+	DTRACE_PROBE1(demo, twice, b);
+	return a + b;
+}
+
+__attribute__((noinline)) long one(long a)
+{
+	DTRACE_PROBE1(demo, twice, a);
+	return a;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "twice") == 0) {
+		long n = atol(argv[2]), s = 0;
+		for (long i = 0; i < n; i++)
+			s += pair(i, 100 + i) + one(i);
+		printf("twice=%ld\n", s);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "lib") == 0) {
 		char path[PATH_MAX];
 		snprintf(path, sizeof path, "%s/libsdtlib.so", dirname(strdup(argv[0])));
