@@ -43,7 +43,7 @@ func (t *Tracer) resolveSDT(loc fetch.Location) ([]sdtSite, error) {
 			return nil, badInput(err)
 		}
 		for _, n := range all {
-			if !matchGlob(loc.Provider, n.Provider) || !matchGlob(loc.Name, n.Name) {
+			if !fetch.GlobMatch(loc.Provider, n.Provider) || !fetch.GlobMatch(loc.Name, n.Name) {
 				known = append(known, n.Provider+":"+n.Name)
 				continue
 			}
@@ -76,9 +76,6 @@ func dedup(s []string) []string {
 	}
 	return out
 }
-
-// matchGlob is a shell glob match, a bad pattern matching nothing.
-func matchGlob(pattern, s string) bool { return fetch.GlobMatch(pattern, s) }
 
 // sdtFetchArgs is what s's fetch-args are at a site whose note has
 // arguments args: $argN made the note's.
@@ -220,7 +217,7 @@ func (t *Tracer) SDTMatches(loc fetch.Location) ([]symbols.SDTProbe, error) {
 		}
 		for _, n := range all {
 			key := n.Provider + ":" + n.Name
-			if matchGlob(loc.Provider, n.Provider) && matchGlob(loc.Name, n.Name) && !seen[key] {
+			if fetch.GlobMatch(loc.Provider, n.Provider) && fetch.GlobMatch(loc.Name, n.Name) && !seen[key] {
 				seen[key] = true
 				out = append(out, n)
 			}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"path"
 	"sort"
 	"sync"
 )
@@ -34,25 +33,6 @@ type sdtNotes struct {
 func (m *Module) SDTProbes() ([]SDTProbe, error) {
 	m.sdt.once.Do(func() { m.sdt.probes, m.sdt.err = m.readSDTNotes() })
 	return m.sdt.probes, m.sdt.err
-}
-
-// SDTMatch returns the module's SDT probes whose provider and name match
-// the globs.
-func (m *Module) SDTMatch(provider, name string) ([]SDTProbe, error) {
-	all, err := m.SDTProbes()
-	var out []SDTProbe
-	for _, p := range all {
-		if globMatch(provider, p.Provider) && globMatch(name, p.Name) {
-			out = append(out, p)
-		}
-	}
-	return out, err
-}
-
-// globMatch is path.Match, a bad pattern matching nothing.
-func globMatch(pattern, s string) bool {
-	ok, err := path.Match(pattern, s)
-	return ok && err == nil
 }
 
 // ntSTAPSDT is the note type of a SystemTap SDT probe descriptor.

@@ -1295,11 +1295,14 @@ func listSDT(w io.Writer, mods []*symbols.Mapped, glob string) (int, error) {
 		name = "*"
 	}
 	for _, m := range mods {
-		notes, err := m.SDTMatch(provider, name)
+		notes, err := m.SDTProbes()
 		if err != nil {
 			return 1, err
 		}
 		for _, n := range notes {
+			if !fetch.GlobMatch(provider, n.Provider) || !fetch.GlobMatch(name, n.Name) {
+				continue
+			}
 			sem := "-"
 			if n.Semaphore != 0 {
 				sem = fmt.Sprintf("0x%x", n.Semaphore+m.Bias)
