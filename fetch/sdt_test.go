@@ -85,6 +85,7 @@ func TestParseSDTSpec(t *testing.T) {
 		{"sdt:python:function__entry", "", "python", "function__entry", "sdt_python", "function__entry"},
 		{"usdt:/usr/lib/libstdc++.so.6:libstdcxx:throw", "/usr/lib/libstdc++.so.6", "libstdcxx", "throw", "sdt_libstdcxx", "throw"},
 		{"sdt:python:*", "", "python", "*", "sdt_python", "_"},
+		{"usdt:/usr/bin/python3.11:line", "/usr/bin/python3.11", "*", "line", "sdt__", "line"},
 	} {
 		s, err := ParseSpec(tc.text)
 		if err != nil || !s.Loc.SDT || s.Loc.Module != tc.mod || s.Loc.Provider != tc.prov || s.Loc.Name != tc.name || s.Group != tc.group || s.Event != tc.event || s.Kind != KindEntry {

@@ -187,7 +187,8 @@ func ParseSpec(text string) (*Spec, error) {
 }
 
 // parseSDTSpec parses the rest of sdt:[MOD:]PROVIDER:NAME [FETCHARGS]
-// (bpftrace's usdt:PATH:PROVIDER:NAME too): an entry probe at each site
+// (bpftrace's usdt:PATH:PROVIDER:NAME and usdt:PATH:NAME too): an entry
+// probe at each site
 // of the matching notes, its event PROVIDER/NAME in group sdt_PROVIDER,
 // as perf names them.
 func parseSDTSpec(s *Spec, loc string, rest []string, bad func(tok, format string, args ...any) error) (*Spec, error) {
@@ -196,6 +197,10 @@ func parseSDTSpec(s *Spec, loc string, rest []string, bad func(tok, format strin
 	var mod string
 	switch len(parts) {
 	case 2:
+		if strings.Contains(parts[0], "/") {
+			// bpftrace's usdt:PATH:NAME: any provider of the file.
+			mod, parts = parts[0], []string{"*", parts[1]}
+		}
 	case 3:
 		if mod, parts = parts[0], parts[1:]; mod == "" {
 			return nil, bad(loc, "want sdt:[MOD:]PROVIDER:NAME")
