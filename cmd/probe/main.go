@@ -12,12 +12,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"os"
 	"os/signal"
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -1019,9 +1019,11 @@ func recordsLostNote(l ring.Lost) string {
 // The start (symbols, the branch sweep of each library probed, the
 // stubs) builds most of what probe keeps, ~20-50 MB, from a heap of 4:
 // the collector ran once each time it doubled, ~10 ms of a 50 ms start.
-// Until the probes are placed it runs only if the heap reaches
-// startHeap (a program whose start needs more still starts).
-const startHeap = 256 << 20
+// Until the probes are placed it does not run, unless the heap passes
+// startHeap (a program with DWARF of hundreds of MB): from there on it
+// runs as usual (a memory limit alone would have it run again and again
+// on a live heap above it).
+const startHeap = 192 << 20
 
 var gcHeld atomic.Bool
 
@@ -1029,7 +1031,17 @@ var gcHeld atomic.Bool
 func holdGC() {
 	gcHeld.Store(true)
 	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(startHeap)
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for gcHeld.Load() {
+			metrics.Read(sample)
+			if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > startHeap {
+				letGCRun()
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
 }
 
 // releaseGC lets the collector run as usual once t has placed its probes
@@ -1043,11 +1055,14 @@ func releaseGC(t *probe.Tracer) {
 		case <-t.Ready():
 		case <-t.Done():
 		}
-		if gcHeld.CompareAndSwap(true, false) {
-			debug.SetGCPercent(100)
-			debug.SetMemoryLimit(math.MaxInt64)
-		}
+		letGCRun()
 	}()
+}
+
+func letGCRun() {
+	if gcHeld.CompareAndSwap(true, false) {
+		debug.SetGCPercent(100)
+	}
 }
 
 // startVerbose starts t; with -v it says how each probe's hits are
