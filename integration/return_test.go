@@ -99,8 +99,10 @@ func TestReturnDetachLive(t *testing.T) {
 	}
 	evs := parseEventsFile(t, ev)
 	entries, returns := countByName(evs)["p_slow_0"], countByName(evs)["r_slow_0"]
-	if entries < 5 || returns < entries-1 || returns > entries {
-		t.Errorf("%d entries and %d returns of slow: want several, all but the last returned", entries, returns)
+	// (slow takes 20 ms: ~20 calls in the 400 ms, but under TCG on a
+	// loaded host as few as 4 were.)
+	if entries < 2 || returns < entries-1 || returns > entries {
+		t.Errorf("%d entries and %d returns of slow: want two or more, all but the last returned", entries, returns)
 	}
 	if n := countByName(evs)["r_outer_0"]; n != 0 {
 		t.Errorf("%d returns of outer, which was still running", n)
