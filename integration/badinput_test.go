@@ -63,7 +63,7 @@ func TestBadInput(t *testing.T) {
 	permissionHint := permissionHint()
 	cases := []badCase{
 		// Malformed specs.
-		{"unknown probe type", []string{"{pid}", "q:work"}, q(`probe: bad probe "q:work": "q": unknown probe type (want p:, r:, o: or -:)`), nil},
+		{"unknown probe type", []string{"{pid}", "q:work"}, q(`probe: bad probe "q:work": "q": unknown probe type (want p:, r:, o:, sdt: or -:)`), nil},
 		{"empty location", []string{"{pid}", "p:"}, q(`probe: bad probe "p:": missing location or event name after "p:"`), nil},
 		{"bad offset", []string{"{pid}", "p:work+zz"}, q(`probe: bad probe "p:work+zz": "work+zz": bad offset "zz" (want decimal or 0x hex)`), nil},
 		{"event without location", []string{"{pid}", "p:grp/ev"}, q(`probe: bad probe "p:grp/ev": missing location after event name "grp/ev"`), nil},

@@ -188,7 +188,7 @@ var badScripts = []struct{ name, src, want string }{
 	{"unknown tracer", "tracer: function_grph\nprobes: [p:work]\n", `1:9: unknown tracer "function_grph" (want nop, function, function_graph, profile, stack)`},
 	{"tracers that conflict", "tracer:\n  name: [function, function_graph]\n", "2:3: --tracer: function and function_graph cannot run together"},
 	{"bad spec", "probes:\n  - at: work+zz\n", `2:9: bad probe "p:work+zz": "work+zz": bad offset "zz" (want decimal or 0x hex)`},
-	{"bad spec string", "probes:\n  - 'q:work'\n", `2:5: bad probe "q:work": "q": unknown probe type (want p:, r:, o: or -:)`},
+	{"bad spec string", "probes:\n  - 'q:work'\n", `2:5: bad probe "q:work": "q": unknown probe type (want p:, r:, o:, sdt: or -:)`},
 	{"bad fetch-arg", "probes:\n  - at: work\n    args: [i, \"x=%xx\"]\n", `3:15: bad probe "p:work i x=%xx": unknown register "%xx" in "x=%xx"`},
 	{"bad filter", "probes:\n  - at: work\n    args: [\"x=%di\"]\n    if: y > 1\n",
 		`4:9: bad probe "p:work x=%di if y > 1": bad filter "y > 1": unknown field "y" (fields: x, comm)`},

@@ -118,6 +118,16 @@ type recordNeeds struct {
 	filter *codegen.Filter
 }
 
+// stackKnown reports whether the call frame information has a rule for
+// st's address: the compiler's own frame, sp a stack.
+func stackKnown(st *site) bool {
+	if st.module == nil {
+		return false
+	}
+	_, ok := st.module.CallerRule(st.addr)
+	return ok
+}
+
 // recordPlan says what st's stub must record, or why st traps.
 func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 	traced, returns := t.cFunc(st)
@@ -130,6 +140,13 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, "Go code"
 	case !st.atEntry() && (traced || len(st.returns) > 0):
 		return need, "not at a function's entry" // (a return is hooked at the entry's [sp])
+	case !st.atEntry() && !stackKnown(st):
+		// The stub runs on the thread's stack, below its red zone: at an
+		// entry the ABI says that is free; inside a function, only code
+		// whose frame the call frame information describes keeps sp a
+		// stack a signal could land on (hand-written assembly may use
+		// it as anything: TestExact's mov %rdi,%rsp).
+		return need, "inside a function, where no call frame information describes its stack"
 	case len(st.overrides) > 0:
 		return need, overrideStops
 	case !st.onlyEntryWork():
