@@ -3,6 +3,7 @@ package symbols
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"sync"
@@ -63,7 +64,17 @@ func (m *Module) readSDTNotes() ([]SDTProbe, error) {
 	if m.elf.Class == elf.ELFCLASS32 {
 		word = 4
 	}
-	bo := m.elf.ByteOrder
+	out, err := parseSDTNotes(data, baseAddr, m.elf.ByteOrder, word)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", m.Path, err)
+	}
+	return out, err
+}
+
+// parseSDTNotes parses the notes of .note.stapsdt, data, of a file whose
+// .stapsdt.base is at baseAddr (0: none) and whose addresses are word
+// bytes; by provider, name and site.
+func parseSDTNotes(data []byte, baseAddr uint64, bo binary.ByteOrder, word int) ([]SDTProbe, error) {
 	addr := func(b []byte) uint64 {
 		if word == 4 {
 			return uint64(bo.Uint32(b))
@@ -72,15 +83,17 @@ func (m *Module) readSDTNotes() ([]SDTProbe, error) {
 	}
 	align := func(n uint32) int { return int((n + 3) &^ 3) }
 	var out []SDTProbe
+	var err error
 	for len(data) >= 12 {
 		namesz, descsz, typ := bo.Uint32(data), bo.Uint32(data[4:]), bo.Uint32(data[8:])
 		rest := data[12:]
-		if align(namesz) > len(rest) || align(namesz)+align(descsz) > len(rest) {
-			return out, fmt.Errorf("%s: .note.stapsdt: a note runs past the section", m.Path)
+		if align(namesz)+int(descsz) > len(rest) {
+			err = fmt.Errorf(".note.stapsdt: a note runs past the section")
+			break
 		}
 		owner := string(bytes.TrimRight(rest[:namesz], "\x00"))
 		desc := rest[align(namesz) : align(namesz)+int(descsz)]
-		data = rest[align(namesz)+align(descsz):]
+		data = rest[min(align(namesz)+align(descsz), len(rest)):] // (the last may end unpadded)
 		if owner != "stapsdt" || typ != ntSTAPSDT || len(desc) < 3*word {
 			continue
 		}
@@ -107,5 +120,5 @@ func (m *Module) readSDTNotes() ([]SDTProbe, error) {
 		}
 		return out[i].PC < out[j].PC
 	})
-	return out, nil
+	return out, err
 }
