@@ -83,6 +83,17 @@ func TestSDT(t *testing.T) {
 			!strings.Contains(r.stdout, "# sum:i of sdt_demo/tick: 20000 values, 1 key\ntotal    199990000\n") {
 			t.Errorf("%s: in-process:\n%v", name, r)
 		}
+		// A fork child: untraced (no -f), its copy of the semaphore is
+		// put back and it computes as untraced; followed (-f), it is
+		// probed as its parent is.
+		r = mustProbe(t, "run", "sdt:demo:gated => count", "--", exe, "fork", "3")
+		if !strings.Contains(r.stdout, "child gated=0\nparent gated=3\n") || !strings.Contains(r.stdout, "# count of sdt_demo/gated: 3 hits") {
+			t.Errorf("%s: fork, not followed:\n%v", name, r)
+		}
+		r = mustProbe(t, "run", "-f", "sdt:demo:gated => count", "--", exe, "fork", "3")
+		if !strings.Contains(r.stdout, "child gated=3\nparent gated=3\n") || !strings.Contains(r.stdout, "# count of sdt_demo/gated: 6 hits") {
+			t.Errorf("%s: fork, followed:\n%v", name, r)
+		}
 		// One probe, two sites, its argument in another place at each:
 		// each site reads its own.
 		r = mustProbe(t, "run", "sdt:demo:twice x=$arg1", "--", exe, "twice", "3")

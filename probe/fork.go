@@ -63,6 +63,7 @@ func (t *Tracer) releaseChild(ev tracee.Event) (adopted bool) {
 	}
 	t.restoreSitesIn(child, sites)
 	t.putBackRedirects(child)
+	t.lowerSemaphoresIn(child)
 	// Its stack is a copy of the forking thread's, hijacked returns and
 	// all (and on arm64 its x30, where a hooked leaf forked).
 	t.unhijackInprocIn(child, ev.Tid)

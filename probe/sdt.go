@@ -149,7 +149,7 @@ func (t *Tracer) raiseSemaphores(p *Probe, sites []sdtSite) error {
 			continue
 		}
 		addr := st.note.Semaphore + st.r.module.Bias
-		if err := t.addSemaphore(addr, 1); err != nil {
+		if err := addSemaphore(t.proc, addr, 1); err != nil {
 			t.lowerSemaphores(p)
 			return badInput(fmt.Errorf("sdt:%s: its semaphore at %#x cannot be written: %w", p.Spec.Loc, addr, err))
 		}
@@ -165,16 +165,16 @@ func (t *Tracer) raiseSemaphores(p *Probe, sites []sdtSite) error {
 // process.
 func (t *Tracer) lowerSemaphores(p *Probe) {
 	for _, addr := range t.semaphores[p] {
-		t.addSemaphore(addr, -1)
+		addSemaphore(t.proc, addr, -1)
 	}
 	delete(t.semaphores, p)
 }
 
-// addSemaphore adds d to the uint16 counter at addr, as the tracee sees
-// it (another tracer's counts included), never below zero.
-func (t *Tracer) addSemaphore(addr uint64, d int) error {
+// addSemaphore adds d to the uint16 counter at addr in mem, as the
+// tracee sees it (another tracer's counts included), never below zero.
+func addSemaphore(mem fetch.Memory, addr uint64, d int) error {
 	var b [2]byte
-	if n, err := t.proc.ReadAt(b[:], int64(addr)); err != nil || n != len(b) {
+	if n, err := mem.ReadAt(b[:], int64(addr)); err != nil || n != len(b) {
 		return fmt.Errorf("read: %v", err)
 	}
 	v := int(binary.LittleEndian.Uint16(b[:])) + d
@@ -182,10 +182,20 @@ func (t *Tracer) addSemaphore(addr uint64, d int) error {
 		return nil // (someone else's count: left alone)
 	}
 	binary.LittleEndian.PutUint16(b[:], uint16(v))
-	if n, err := t.proc.WriteAt(b[:], int64(addr)); err != nil || n != len(b) {
+	if n, err := mem.WriteAt(b[:], int64(addr)); err != nil || n != len(b) {
 		return fmt.Errorf("write: %v", err)
 	}
 	return nil
+}
+
+// lowerSemaphoresIn takes back, in the memory of a fork child let go
+// (mem), the counts its copy of our process's memory holds.
+func (t *Tracer) lowerSemaphoresIn(mem fetch.Memory) {
+	for _, addrs := range t.semaphores {
+		for _, addr := range addrs {
+			addSemaphore(mem, addr, -1)
+		}
+	}
 }
 
 // lowerAllSemaphores takes back every count t raised, for a detach.

@@ -7,6 +7,8 @@
  *   sdt loop    prints "ready", then calls step(i) every 100 us until
  *               stdin closes; each line it reads makes it print
  *               "sem=V gated=G" (its semaphore now); then as above
+ *   sdt fork N  forks; parent and child each call step(i) for i < N and
+ *               print "child gated=G" / "parent gated=G" (in that order)
  *   sdt twice N calls pair(i, 100 + i) and one(i) for i < N: a probe
  *               demo:twice in each, its argument 100 + i, then i, kept
  *               in another register at each site
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Each probe of a file built with _SDT_HAS_SEMAPHORES has one; only
@@ -60,6 +63,19 @@ __attribute__((noinline)) long one(long a)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "fork") == 0) {
+		long n = atol(argv[2]);
+		pid_t pid = fork();
+		for (long i = 0; i < n; i++)
+			step(i);
+		if (pid == 0) {
+			printf("child gated=%ld\n", gated);
+			return 0;
+		}
+		waitpid(pid, NULL, 0);
+		printf("parent gated=%ld\n", gated);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "twice") == 0) {
 		long n = atol(argv[2]), s = 0;
 		for (long i = 0; i < n; i++)
