@@ -36,7 +36,7 @@ func sdtBins(t *testing.T) []string {
 }
 
 // sdtLine matches a hit's line: the event and its fields.
-var sdtLine = regexp.MustCompile(`^ +sdt_\S+-\d+ +\[\d+\] [\d.]+: (\w+): \((\S+)\)(.*)$`)
+var sdtLine = regexp.MustCompile(`^ +sdt_\S+-\d+ +\[\d+\] +[\d.]+: (\w+): \((\S+)\)(.*)$`)
 
 // sdtHits are the event and fields of the hits in out, in order.
 func sdtHits(out string) []string {
@@ -114,7 +114,7 @@ func TestSDT(t *testing.T) {
 	// same.
 	r := mustProbe(t, "run", "-v", "sdt:demo:tick", "--", stripped, "2")
 	if !strings.Contains(r.stderr, "probe: sdt_demo/tick: in-process") ||
-		!regexp.MustCompile(`\n +sdt_O2_stripped-\d+ +\[\d+\] [\d.]+: tick: \(0x[0-9a-f]+\+0x[0-9a-f]+/0x[0-9a-f]+\) arg1=1 arg2=-1\n`).MatchString(r.stdout) {
+		!regexp.MustCompile(`\n +sdt_O2_stripped-\d+ +\[\d+\] +[\d.]+: tick: \(0x[0-9a-f]+\+0x[0-9a-f]+/0x[0-9a-f]+\) arg1=1 arg2=-1\n`).MatchString(r.stdout) {
 		t.Errorf("stripped:\n%v", r)
 	}
 	// A library's probe, before its dlopen: pending, then at each call.
