@@ -224,6 +224,12 @@ func SDTEventName(provider, name string) (group, event string) {
 	return "sdt_" + sanitize(provider), sanitize(name)
 }
 
+// MatchesSDT reports whether an SDT location's globs match the probe
+// provider:name.
+func (l Location) MatchesSDT(provider, name string) bool {
+	return GlobMatch(l.Provider, provider) && GlobMatch(l.Name, name)
+}
+
 // IsGlob reports whether an SDT location names more than one probe.
 func (l Location) IsGlob() bool {
 	return l.SDT && strings.ContainsAny(l.Provider+l.Name, "*?[")

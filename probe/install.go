@@ -516,7 +516,7 @@ func (t *Tracer) atLinkAddr(m *symbols.Mapped, link uint64) (resolved, error) {
 	}
 	// A static function of a stripped file: its FDE's range, checked
 	// as a symbol's.
-	if sym, ok := m.FunctionAt(link + m.Bias); ok {
+	if sym, ok := m.FunctionCovering(link); ok {
 		return t.inFunction(m, sym, link)
 	}
 	// No symbol to decode from: trust the user's address.

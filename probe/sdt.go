@@ -27,32 +27,17 @@ type sdtSite struct {
 // resolveSDT finds the sites of loc: the notes matching its provider and
 // name in the module it names, or in every module mapped.
 func (t *Tracer) resolveSDT(loc fetch.Location) ([]sdtSite, error) {
-	mods := t.space.Mapped
-	if loc.Module != "" {
-		m, err := t.space.FindModule(loc.Module)
-		if err != nil {
-			return nil, badInput(err)
-		}
-		mods = []*symbols.Mapped{m}
+	notes, known, err := sdtNotes(t.space, loc)
+	if err != nil {
+		return nil, err
 	}
 	var sites []sdtSite
-	var known []string
-	for _, m := range mods {
-		all, err := m.SDTProbes()
+	for _, mn := range notes {
+		r, err := t.atLinkAddr(mn.m, mn.n.PC)
 		if err != nil {
-			return nil, badInput(err)
+			return nil, err
 		}
-		for _, n := range all {
-			if !fetch.GlobMatch(loc.Provider, n.Provider) || !fetch.GlobMatch(loc.Name, n.Name) {
-				known = append(known, n.Provider+":"+n.Name)
-				continue
-			}
-			r, err := t.atLinkAddr(m, n.PC)
-			if err != nil {
-				return nil, err
-			}
-			sites = append(sites, sdtSite{r, n})
-		}
+		sites = append(sites, sdtSite{r, mn.n})
 	}
 	if len(sites) == 0 {
 		where := "any module"
@@ -62,19 +47,41 @@ func (t *Tracer) resolveSDT(loc fetch.Location) ([]sdtSite, error) {
 		if len(known) == 0 {
 			return nil, badInput(fmt.Errorf("sdt:%s: %s has no SDT probes", loc, where))
 		}
-		return nil, badInput(fmt.Errorf("sdt:%s: no such SDT probe in %s (it has %s)", loc, where, strings.Join(dedup(known), ", ")))
+		return nil, badInput(fmt.Errorf("sdt:%s: no such SDT probe in %s (it has %s)", loc, where, strings.Join(slices.Compact(known), ", ")))
 	}
 	return sites, nil
 }
 
-func dedup(s []string) []string {
-	var out []string
-	for i, x := range s {
-		if i == 0 || x != s[i-1] {
-			out = append(out, x)
+// moduleNote is an SDT note and the module it is in.
+type moduleNote struct {
+	m *symbols.Mapped
+	n symbols.SDTProbe
+}
+
+// sdtNotes returns the notes loc matches in the module it names, or in
+// every module of space, and the PROVIDER:NAME of all the notes there.
+func sdtNotes(space *symbols.Space, loc fetch.Location) (matched []moduleNote, known []string, err error) {
+	mods := space.Mapped
+	if loc.Module != "" {
+		m, err := space.FindModule(loc.Module)
+		if err != nil {
+			return nil, nil, badInput(err)
+		}
+		mods = []*symbols.Mapped{m}
+	}
+	for _, m := range mods {
+		all, err := m.SDTProbes()
+		if err != nil {
+			return nil, nil, badInput(err)
+		}
+		for _, n := range all {
+			known = append(known, n.Provider+":"+n.Name)
+			if loc.MatchesSDT(n.Provider, n.Name) {
+				matched = append(matched, moduleNote{m, n})
+			}
 		}
 	}
-	return out
+	return matched, known, nil
 }
 
 // sdtFetchArgs is what s's fetch-args are at a site whose note has
@@ -209,28 +216,16 @@ func (t *Tracer) lowerAllSemaphores() {
 // modules (or the module it names), by provider and name, once each:
 // what sdt:PROVIDER:* stands for. Safe from any goroutine.
 func (t *Tracer) SDTMatches(loc fetch.Location) ([]symbols.SDTProbe, error) {
-	space := t.Symbols()
-	mods := space.Mapped
-	if loc.Module != "" {
-		m, err := space.FindModule(loc.Module)
-		if err != nil {
-			return nil, badInput(err)
-		}
-		mods = []*symbols.Mapped{m}
+	notes, _, err := sdtNotes(t.Symbols(), loc)
+	if err != nil {
+		return nil, err
 	}
 	var out []symbols.SDTProbe
 	seen := map[string]bool{}
-	for _, m := range mods {
-		all, err := m.SDTProbes()
-		if err != nil {
-			return nil, badInput(err)
-		}
-		for _, n := range all {
-			key := n.Provider + ":" + n.Name
-			if fetch.GlobMatch(loc.Provider, n.Provider) && fetch.GlobMatch(loc.Name, n.Name) && !seen[key] {
-				seen[key] = true
-				out = append(out, n)
-			}
+	for _, mn := range notes {
+		if key := mn.n.Provider + ":" + mn.n.Name; !seen[key] {
+			seen[key] = true
+			out = append(out, mn.n)
 		}
 	}
 	if len(out) == 0 {

@@ -77,12 +77,12 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 			// 32-bit mov clears the upper half) or a load of it.
 			switch src := in.Args[1].(type) {
 			case x86asm.Reg:
-				if family(src) == 0 || isHigh8(src) || in.Op == x86asm.MOV && (!wide(dst) || regBytes(src) != regBytes(dst)) {
+				if family(src) == 0 || isHigh8(src) || in.Op == x86asm.MOV && (regBytes(dst) < 4 || regBytes(src) != regBytes(dst)) {
 					return nil, false
 				}
 				idx = family(src) // the bound is on the source
 			case x86asm.Mem:
-				if in.Op == x86asm.MOV && !wide(dst) || src.Base == x86asm.RIP || family(src.Base) == 0 && src.Base != 0 {
+				if in.Op == x86asm.MOV && regBytes(dst) < 4 || src.Base == x86asm.RIP || family(src.Base) == 0 && src.Base != 0 {
 					return nil, false
 				}
 				idxMem, idxBytes, idx = &src, in.MemBytes, 0
@@ -157,13 +157,8 @@ func boundCheck(insts []located, k int, idx x86asm.Reg, idxMem *x86asm.Mem, idxB
 	return 0, false
 }
 
-// wide reports whether r is a 32- or 64-bit general register: a mov to
-// it sets the whole 64.
-func wide(r x86asm.Reg) bool {
-	return r >= x86asm.EAX && r <= x86asm.R15L || r >= x86asm.RAX && r <= x86asm.R15
-}
-
-// regBytes is a general register's width.
+// regBytes is a general register's width (a mov to one of 4 or 8 sets
+// all 64 bits).
 func regBytes(r x86asm.Reg) int {
 	switch {
 	case r >= x86asm.RAX && r <= x86asm.R15:

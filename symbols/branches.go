@@ -281,10 +281,9 @@ func (m *Module) fdeStarts() []uint64 {
 	if starts, err := m.ehFrameHdrStarts(); err == nil {
 		return starts
 	}
-	c := &m.cfi
-	c.once.Do(func() { c.fdes = m.parseCFI() })
-	starts := make([]uint64, 0, len(c.fdes))
-	for _, f := range c.fdes {
+	fdes := m.frameEntries()
+	starts := make([]uint64, 0, len(fdes))
+	for _, f := range fdes {
 		starts = append(starts, f.Begin())
 	}
 	return starts

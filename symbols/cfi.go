@@ -2,6 +2,7 @@ package symbols
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
@@ -59,13 +60,13 @@ func (m *Mapped) CallerRule(pc uint64) (CallerRule, bool) {
 
 func (m *Module) callerRule(link uint64) (CallerRule, bool) {
 	c := &m.cfi
-	c.once.Do(func() { c.fdes = m.parseCFI() })
+	fdes := m.frameEntries()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r, ok := c.rules[link]; ok {
 		return r.CallerRule, r.ok
 	}
-	r := ruleAt(c.fdes, link)
+	r := ruleAt(fdes, link)
 	if c.rules == nil {
 		c.rules = make(map[uint64]cfiRule)
 	}
@@ -321,15 +322,24 @@ func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 	return true, ""
 }
 
-// FunctionAt is, for an address no symbol covers (a static function of a
-// stripped file), the function the call frame information says it is
-// in: an FDE's range, as a Symbol named by its address ("0x4f2080").
-func (m *Mapped) FunctionAt(pc uint64) (Symbol, bool) {
-	c := &m.Module.cfi
-	c.once.Do(func() { c.fdes = m.Module.parseCFI() })
-	fde, err := c.fdes.FDEForPC(pc - m.Bias)
+// FunctionCovering is, for a link address no symbol covers (a static
+// function of a stripped file), the function the call frame information
+// says it is in: an FDE's range, named by its address ("0x4f2080").
+func (m *Module) FunctionCovering(link uint64) (Symbol, bool) { return m.fdeFunction(link, "") }
+
+// fdeFunction is the FDE covering link as a function named name (its
+// address for ""), or false.
+func (m *Module) fdeFunction(link uint64, name string) (Symbol, bool) {
+	fde, err := m.frameEntries().FDEForPC(link)
 	if err != nil || fde == nil || fde.End() <= fde.Begin() {
 		return Symbol{}, false
 	}
-	return Symbol{Name: fmt.Sprintf("%#x", fde.Begin()), Addr: fde.Begin(), Size: fde.End() - fde.Begin(), Func: true}, true
+	return Symbol{Name: cmp.Or(name, fmt.Sprintf("%#x", fde.Begin())), Addr: fde.Begin(), Size: fde.End() - fde.Begin(), Func: true}, true
+}
+
+// frameEntries are the module's FDEs, parsed once.
+func (m *Module) frameEntries() frame.FrameDescriptionEntries {
+	c := &m.cfi
+	c.once.Do(func() { c.fdes = m.parseCFI() })
+	return c.fdes
 }

@@ -61,11 +61,8 @@ func (m *Module) FunctionAt(link uint64, name string) (Symbol, bool) {
 	if sym, ok := m.SymbolAt(link); ok && sym.Addr == link && sym.Func {
 		return sym, true
 	}
-	c := &m.cfi
-	c.once.Do(func() { c.fdes = m.parseCFI() })
-	fde, err := c.fdes.FDEForPC(link)
-	if err != nil || fde.Begin() != link || fde.End() <= link {
-		return Symbol{}, false
+	if fn, ok := m.fdeFunction(link, name); ok && fn.Addr == link {
+		return fn, true
 	}
-	return Symbol{Name: name, Addr: link, Size: fde.End() - link, Func: true}, true
+	return Symbol{}, false
 }

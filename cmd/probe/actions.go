@@ -176,15 +176,11 @@ func expandSDT(t *probe.Tracer, defs []*probeDef) ([]*probeDef, error) {
 // note n: known before the probe goes in, so that its actions are
 // compiled first and may run from the records the tracee makes.
 func sdtFields(sp *fetch.Spec, n symbols.SDTProbe) (fields []string, open bool) {
-	tokens, err := fetch.SDTFetchArgs(sp.Args, fetch.ParseSDTArgs(n.Args))
+	names, err := sdtArgNames(sp, fetch.ParseSDTArgs(n.Args))
 	if err != nil {
 		return nil, true // (the install says what is wrong)
 	}
-	args, err := fetch.Compile(tokens, fetch.CompileEnv{ResolveSymbol: func(string) (uint64, error) { return 0x1000, nil }})
-	if err != nil {
-		return nil, true
-	}
-	return append([]string{}, args.Names()...), false
+	return names, false
 }
 
 // addProbe installs one probe whose hits run its actions and, when they

@@ -1305,9 +1305,10 @@ func cmdList(args []string) (int, error) {
 // semaphore's or -, the module, sdt:PROVIDER:NAME and its arguments as
 // the note spells them.
 func listSDT(w io.Writer, mods []*symbols.Mapped, glob string) (int, error) {
-	provider, name, ok := strings.Cut(glob, ":")
-	if !ok {
-		name = "*"
+	loc := fetch.Location{SDT: true}
+	var ok bool
+	if loc.Provider, loc.Name, ok = strings.Cut(glob, ":"); !ok {
+		loc.Name = "*"
 	}
 	for _, m := range mods {
 		notes, err := m.SDTProbes()
@@ -1315,7 +1316,7 @@ func listSDT(w io.Writer, mods []*symbols.Mapped, glob string) (int, error) {
 			return 1, err
 		}
 		for _, n := range notes {
-			if !fetch.GlobMatch(provider, n.Provider) || !fetch.GlobMatch(name, n.Name) {
+			if !loc.MatchesSDT(n.Provider, n.Name) {
 				continue
 			}
 			sem := "-"

@@ -910,12 +910,10 @@ func sectionedFormats() string {
 // sdtNames are the process's static probes, PROVIDER:NAME, for
 // completion of add sdt:.
 func (s *session) sdtNames() []string {
+	notes, _ := s.t.SDTMatches(fetch.Location{SDT: true, Provider: "*", Name: "*"})
 	var names []string
-	for _, m := range s.t.Symbols().Mapped {
-		notes, _ := m.SDTProbes()
-		for _, n := range notes {
-			names = append(names, n.Provider+":"+n.Name)
-		}
+	for _, n := range notes {
+		names = append(names, n.Provider+":"+n.Name)
 	}
 	sort.Strings(names)
 	return names

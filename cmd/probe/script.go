@@ -148,13 +148,8 @@ func checkArgs(sp *fetch.Spec) (fields []string, err error) {
 		for i := range some {
 			some[i] = fetch.SDTArg{Fetch: `\0`, Type: "u64"}
 		}
-		if args, err = fetch.SDTFetchArgs(args, some); err != nil {
-			return nil, &fetch.SpecError{Spec: sp.Text, Reason: err.Error()}
-		}
-		if _, err := fetch.Compile(args, fetch.CompileEnv{ResolveSymbol: func(string) (uint64, error) { return 0x1000, nil }}); err != nil {
-			return nil, err
-		}
-		return nil, nil
+		_, err := sdtArgNames(sp, some)
+		return nil, err
 	}
 	for i, tok := range args {
 		if tok == "if" {
@@ -169,7 +164,7 @@ func checkArgs(sp *fetch.Spec) (fields []string, err error) {
 	params := false
 	env := fetch.CompileEnv{
 		Return:        sp.Kind == fetch.KindReturn,
-		ResolveSymbol: func(string) (uint64, error) { return 0x1000, nil },
+		ResolveSymbol: anySymbol,
 		DWARF:         func(string) (fetch.DwarfVar, error) { return anyVar{}, nil },
 		Params:        func() ([]string, error) { params = true; return nil, nil },
 	}
@@ -181,6 +176,23 @@ func checkArgs(sp *fetch.Spec) (fields []string, err error) {
 		return nil, nil
 	}
 	return append([]string{}, compiled.Names()...), nil // known, even if none
+}
+
+// anySymbol resolves every symbol, for checks without a process.
+func anySymbol(string) (uint64, error) { return 0x1000, nil }
+
+// sdtArgNames compiles an sdt: spec's fetch-args as they are at a site
+// whose note has arguments args, and returns their names.
+func sdtArgNames(sp *fetch.Spec, args []fetch.SDTArg) ([]string, error) {
+	tokens, err := fetch.SDTFetchArgs(sp.Args, args)
+	if err != nil {
+		return nil, &fetch.SpecError{Spec: sp.Text, Reason: err.Error()}
+	}
+	compiled, err := fetch.Compile(tokens, fetch.CompileEnv{ResolveSymbol: anySymbol})
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{}, compiled.Names()...), nil
 }
 
 // dwarfNames reports whether a fetch-arg names a DWARF variable.
