@@ -221,6 +221,11 @@ type RecordStub struct {
 	// is hooked whatever the entry's filter says.
 	Filter   *Filter
 	Rejected int
+	// FrameEntry: the stub runs past a prologue that pushed %rbp and set
+	// it to sp (plain -pg's call of mcount, x86-64 only): it records sp,
+	// rbp and the stack words, and hooks the return, as at the entry,
+	// through the frame: the return address at 8(%rbp).
+	FrameEntry bool
 
 	pops   int     // where the pops start in the code, once made
 	fixups []fixup // its copies of memory, once made

@@ -137,12 +137,12 @@ func (a *asm) dropTop(konst uint64) {
 }
 
 // hook appends the hook routine. A stub calls it with the thread's ring
-// in %r10, its saves below the thread's sp; it returns %r8 = 1 if the
-// return is hooked, else 0, and uses %rax, %rcx, %rdx, %rdi, %r8, %r11.
+// in %r10, its saves below the thread's sp, and the slot of the return
+// address in %rcx (hookEntries); it returns %r8 = 1 if the return is
+// hooked, else 0, and uses %rax, %rcx, %rdx, %rdi, %r8, %r11.
 // A tail call finds its caller's hooked slot at sp (the trampoline): it
 // returns along with the caller, a frame of its own at the same slot.
 func (r *RecordRoutine) hook(a *asm, konst uint64) {
-	a.leaM(regRCX, regRSP, 8+rsSP) // the thread's sp: the slot
 	again := len(a.b)
 	a.loadM(regR11, regRCX, 0) // the return address
 	a.loadM(regRAX, regR10, ring.ShadowTopOff)

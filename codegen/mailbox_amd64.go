@@ -85,6 +85,9 @@ type asm struct {
 	at  uint64 // where the code goes
 	b   []byte
 	err error
+	// frame: the code reads the thread's sp, rbp and stack words as at
+	// the function's entry, through its frame (RecordStub.FrameEntry).
+	frame bool
 }
 
 func (a *asm) pc() uint64    { return a.at + uint64(len(a.b)) }

@@ -20,7 +20,7 @@ import (
 // tally routine, the hook routine, the return trampoline, an int3 (the trampoline's way
 // out when no frame of its thread's returns), and the trampoline's
 // address as data.
-type routineOffsets struct{ tally, hook, trampoline, trampPops, trap, size int }
+type routineOffsets struct{ tally, hookFrame, hook, trampoline, trampPops, trap, size int }
 
 var routineAt = func() routineOffsets {
 	r := &RecordRoutine{Layout: ring.Layout{Slots: 1, RingSize: 4096}}
@@ -34,6 +34,10 @@ func (r *RecordRoutine) Size() int { return routineAt.size }
 
 // HookRoutine is where the hook routine of a copy placed at at starts.
 func HookRoutine(at uint64) uint64 { return at + uint64(routineAt.hook) }
+
+// HookFrameRoutine is where the hook routine of a copy placed at at
+// starts for a stub with FrameEntry: the slot is 8(%rbp).
+func HookFrameRoutine(at uint64) uint64 { return at + uint64(routineAt.hookFrame) }
 
 // Trampoline is where the return trampoline of a copy placed at at
 // starts.
@@ -59,7 +63,12 @@ func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 	r.record(a)
 	tally := len(a.b)
 	r.tally(a)
+	hookFrame := len(a.b)
+	a.leaM(regRCX, regRBP, 8) // the slot through the frame (RecordStub.FrameEntry)
+	body := a.jmpFwd()
 	hook := len(a.b)
+	a.leaM(regRCX, regRSP, 8+rsSP) // the thread's sp: the slot
+	a.land(body)
 	r.hook(a, konst)
 	tramp := len(a.b)
 	var pops routineOffsets
@@ -72,7 +81,7 @@ func (r *RecordRoutine) gen(a *asm, konst uint64, o *routineOffsets) {
 	}
 	a.b = binary.LittleEndian.AppendUint64(a.b, tr)
 	if o != nil {
-		*o = routineOffsets{tally: tally, hook: hook, trampoline: tramp, trampPops: pops.trampPops, trap: trap, size: len(a.b)}
+		*o = routineOffsets{tally: tally, hookFrame: hookFrame, hook: hook, trampoline: tramp, trampPops: pops.trampPops, trap: trap, size: len(a.b)}
 	}
 }
 
@@ -405,7 +414,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
 	}
 	byOff := regByOff
-	a := &asm{at: at}
+	a := &asm{at: at, frame: s.FrameEntry}
 	a.raw(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp: below the red zone
 	a.saveAll()
 	if len(s.Tallies) > 0 {
@@ -435,10 +444,8 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		if !ok || reg > regFlags {
 			return nil, fmt.Errorf("register at %d of the registers' struct: not recordable", off)
 		}
-		if saved := slices.Index(rsSaved, reg); saved >= 0 {
-			a.loadStack(8 * saved)
-		} else if reg == regRSP {
-			a.leaM(regRAX, regRSP, rsSP)
+		if slices.Contains(rsSaved, reg) || reg == regRSP || reg == regRBP && a.frame {
+			a.loadThreadReg(reg)
 		} else {
 			a.storeM(reg, regRSI, int32(ring.RecordHeader+8*i))
 			continue
@@ -446,7 +453,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		put(i)
 	}
 	for w := range s.StackWords {
-		a.loadStack(rsSP + 8*w)
+		a.loadThreadWord(w)
 		put(len(s.Regs) + w)
 	}
 	if len(s.Reads) > 0 {
@@ -461,7 +468,11 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.raw(0x4d, 0x85, 0xd2) // test %r10,%r10: no ring, no shadow stack
 		none := a.jcc(ccE)
 		a.raw(0xe8) // call HookRoutine
-		a.rel32(HookRoutine(s.Routine))
+		if s.FrameEntry {
+			a.rel32(HookFrameRoutine(s.Routine))
+		} else {
+			a.rel32(HookRoutine(s.Routine))
+		}
 		a.land(none)
 		a.raw(0x48, 0x85, 0xf6) // test %rsi,%rsi
 		skip = a.jcc(ccE)

@@ -2,6 +2,7 @@ package codegen
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -25,7 +26,7 @@ func TestRecordCodeDecodes(t *testing.T) {
 		t.Fatalf("the trampoline's address as data: %#x, want %#x", tr, Trampoline(routine))
 	}
 	insts := decodeAll(t, code[:len(code)-8], routine)
-	for _, part := range []uint64{routine, TallyRoutine(routine), HookRoutine(routine), Trampoline(routine), TrampolineTrap(routine)} {
+	for _, part := range []uint64{routine, TallyRoutine(routine), HookFrameRoutine(routine), HookRoutine(routine), Trampoline(routine), TrampolineTrap(routine)} {
 		if _, ok := insts[part]; !ok {
 			t.Errorf("%#x: not an instruction's start", part)
 		}
@@ -187,6 +188,48 @@ func TestRecordCodeDecodes(t *testing.T) {
 
 // walk follows sp through code entered at sp, which must come back to
 // it, asking rewind at each instruction for the sp at the entry.
+// TestRecordFrameEntry: a stub past plain -pg's prologue records sp,
+// rbp and the stack words as at the entry (8(%rbp), (%rbp), 8(%rbp)
+// up), and its hook takes the slot from the frame: HookFrameRoutine
+// starts with lea 8(%rbp),%rcx and goes on where HookRoutine's own lea
+// (from sp) does.
+func TestRecordFrameEntry(t *testing.T) {
+	l := ring.Layout{Base: 0x7f0000000000, Slots: 256, RingSize: 4 << 20, TidOff: 0x2d0}
+	const routine, at = 0x10000, 0x11000
+	code, _ := (&RecordRoutine{Layout: l}).Code(routine)
+	insts := decodeAll(t, code[:len(code)-8], routine)
+	lea, jmp := insts[HookFrameRoutine(routine)], insts[HookFrameRoutine(routine)+7]
+	if lea.String() != "LEA RCX, [RBP+0x8]" || jmp.Op != x86asm.JMP {
+		t.Fatalf("HookFrameRoutine: %v; %v", lea, jmp)
+	}
+	if body := HookFrameRoutine(routine) + 7 + uint64(jmp.Len) + uint64(int64(jmp.Args[0].(x86asm.Rel))); body != HookRoutine(routine)+uint64(insts[HookRoutine(routine)].Len) {
+		t.Errorf("HookFrameRoutine goes on at %#x, HookRoutine's body is at %#x", body, HookRoutine(routine)+uint64(insts[HookRoutine(routine)].Len))
+	}
+	s := &RecordStub{Routine: routine, Next: 0x20000, Site: 7, Regs: []int{regOff[regRSP], regOff[regRBP], regOff[regRDI]}, StackWords: 2, Hook: true, FrameEntry: true, Rings: l.Base}
+	code, err := s.Code(at)
+	if err != nil || len(code) != s.Size() {
+		t.Fatalf("%v, %d bytes, Size %d", err, len(code), s.Size())
+	}
+	var loads []string
+	calls := map[uint64]bool{}
+	for pc, in := range decodeAll(t, code, at) {
+		if in.Op == x86asm.CALL {
+			calls[pc+uint64(in.Len)+uint64(int64(in.Args[0].(x86asm.Rel)))] = true
+		}
+		if m, ok := in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RBP {
+			loads = append(loads, in.String())
+		}
+	}
+	slices.Sort(loads)
+	want := []string{"LEA RAX, [RBP+0x8]", "MOV RAX, [RBP+0x10]", "MOV RAX, [RBP+0x8]", "MOV RAX, [RBP]"}
+	if !slices.Equal(loads, want) {
+		t.Errorf("reads through rbp: %q, want %q", loads, want)
+	}
+	if !calls[routine] || !calls[HookFrameRoutine(routine)] || len(calls) != 2 {
+		t.Errorf("calls %v: want the routine and HookFrameRoutine", calls)
+	}
+}
+
 func walk(t *testing.T, code []byte, sp uint64, rewind func(off int, rsp uint64) (StubRewind, bool)) {
 	t.Helper()
 	rsp := sp

@@ -359,6 +359,8 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
 	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > ring.RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
+	case s.FrameEntry:
+		return nil, fmt.Errorf("a record through the frame: x86-64 only")
 	}
 	a := &a64{at: at}
 	saves(a)

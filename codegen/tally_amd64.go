@@ -62,7 +62,7 @@ func (s *RecordStub) tallyBody(a *asm, byOff map[int]int) {
 // loadValue appends the making of v in %rax (%rcx is free to use).
 func (s *RecordStub) loadValue(a *asm, v TallyValue, byOff map[int]int) {
 	if v.Word >= 0 {
-		a.loadStack(rsSP + 8*v.Word)
+		a.loadThreadWord(v.Word)
 	} else {
 		a.loadThreadReg(byOff[v.Reg])
 	}
@@ -96,11 +96,25 @@ func (a *asm) loadThreadReg(reg int) {
 	switch saved := slices.Index(rsSaved, reg); {
 	case saved >= 0:
 		a.loadStack(8 * saved)
+	case reg == regRSP && a.frame:
+		a.leaM(regRAX, regRBP, 8) // sp as at the entry: above the return address
+	case reg == regRBP && a.frame:
+		a.loadM(regRAX, regRBP, 0) // the caller's, which the prologue pushed
 	case reg == regRSP:
 		a.leaM(regRAX, regRSP, rsSP)
 	default:
 		a.raw(0x48|byte(reg>>3&1)<<2, 0x89, 0xc0|byte(reg&7)<<3) // mov %reg,%rax
 	}
+}
+
+// loadThreadWord appends the load into %rax of the thread's stack word
+// w: at sp+8w, or as at the entry (asm.frame).
+func (a *asm) loadThreadWord(w int) {
+	if a.frame {
+		a.loadM(regRAX, regRBP, int32(8+8*w))
+		return
+	}
+	a.loadStack(rsSP + 8*w)
 }
 
 // valueCut is the mask of a size-byte value.

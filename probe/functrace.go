@@ -291,14 +291,20 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if err != nil {
 		return nil, badInput(err)
 	}
-	off := 0
+	off, frame := 0, false
 	if c.fn.isGo {
 		off = singlestep.GoStackCheckEnd(code)
 	} else {
-		// Past -mfentry's call of __fentry__: it reads the real
-		// caller (a -pg program's gprof arcs), and the hook finds
-		// the function as at its entry.
+		// Past -mfentry's call of __fentry__, or plain -pg's call of
+		// mcount: either reads the real caller (a -pg program's gprof
+		// arcs), which a return hooked before it would hide. Past
+		// __fentry__ the function is as at its entry; past mcount, as
+		// at its entry seen through its frame.
 		off = m.FentryCallEnd(sym)
+		if off == 0 {
+			off = m.McountCallEnd(sym)
+			frame = off > 0
+		}
 	}
 	at := funcSite(m, sym, code, off)
 	var sites []*site
@@ -306,6 +312,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if err != nil {
 		return nil, err
 	}
+	st.frame = st.frame || frame
 	if t.ft.opts.Args && c.fn.args == nil {
 		// By the first of its names the table has (the one shown, an
 		// IFUNC's for --calls, or an alias: glibc's index is strchr):

@@ -138,9 +138,13 @@ func (t *Tracer) recordPlan(st *site) (need recordNeeds, why string) {
 		return need, t.recording.stoppedWhy
 	case st.module == nil || isGo(st.module):
 		return need, "Go code"
-	case !st.atEntry() && (traced || len(st.returns) > 0):
+	case st.frame && len(st.probes) > 0:
+		// The stub records the entry seen through the frame; the
+		// probes want the registers at their address.
+		return need, "a probe shares the address past the call of mcount"
+	case !st.atEntry() && !st.frame && (traced || len(st.returns) > 0):
 		return need, "not at a function's entry" // (a return is hooked at the entry's [sp])
-	case !st.atEntry() && !stackKnown(st):
+	case !st.atEntry() && !st.frame && !stackKnown(st):
 		// The stub runs on the thread's stack, below its red zone: at an
 		// entry the ABI says that is free; inside a function, only code
 		// whose frame the call frame information describes keeps sp a
@@ -438,12 +442,12 @@ func (t *Tracer) recordStub(st *site) (*codegen.RecordStub, *recordSite) {
 			return nil, nil
 		}
 		in.nextID++
-		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base}
+		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base, FrameEntry: st.frame}
 		return rec, &recordSite{site: st, code: rec, tallies: need.tallies}
 	}
 	in.nextID++
 	rec := &codegen.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
-		Reads: need.Reads, Rings: in.rings.Layout().Base}
+		Reads: need.Reads, Rings: in.rings.Layout().Base, FrameEntry: st.frame}
 	rs := &recordSite{site: st, code: rec}
 	if need.filter != nil && in.tallyWords < ring.TallyWords {
 		rec.Filter, rec.Rejected = need.filter, in.tallyWords

@@ -219,14 +219,23 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 	if s.unwind != 0 {
 		t.onUnwinder(tid, regs, s.unwind, hit)
 	}
+	// Past plain -pg's call of mcount the tracer and the return probes
+	// see the function as at its entry, its return address at 8(%rbp).
+	entry, seen := regs, true
+	if s.frame && (s.fn != nil || len(s.returns) > 0) {
+		v, ok := t.entryView(regs)
+		entry, hit.regs, seen = &v, &v, ok
+	}
 	switch {
+	case !seen:
 	case s.fn != nil && !t.ft.opts.Returns:
-		t.traceEntryOnly(regs, s, hit, loadedRet)
+		t.traceEntryOnly(entry, s, hit, loadedRet)
 	case s.fn != nil && s.fn.isGo:
 		t.goEnter(tid, regs, s, hit)
 	case len(s.returns) > 0 || s.fn != nil:
-		hooked = t.enter(tid, regs, s, hit, hookRet)
+		hooked = t.enter(tid, entry, s, hit, hookRet)
 	}
+	hit.regs = regs
 	if len(s.captures) > 0 {
 		t.capture(tid, s, hit)
 	}

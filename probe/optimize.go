@@ -172,8 +172,9 @@ func (t *Tracer) optimizeSites(anchor int) {
 	var cands []*site
 	for _, st := range t.sites {
 		want := len(st.probes) > 0 && st.plainEntry() || t.ret.trampoline != 0 && t.returnHookEntry(st) || t.callerEntry(st)
-		if want && !trapDetours {
-			// (arm64) A detour only for a stub that records.
+		if want && (!trapDetours || st.frame && !st.plainEntry()) {
+			// (arm64, and past mcount's call, where a detour's hook
+			// would read [sp]) A detour only for a stub that records.
 			_, why := t.recordPlan(st)
 			want, st.trapWhy = why == "", why
 		}
@@ -288,7 +289,7 @@ func (t *Tracer) planDetour(st *site, addrs []uint64) *codegen.Detour {
 		st.trapWhy = "no jump fits: " + branchAt.ReplaceAllString(why, "")
 		return nil
 	}
-	if !st.plainEntry() {
+	if !st.plainEntry() && !st.frame { // (past mcount: only a record stub hooks, through the frame)
 		if !st.atEntry() {
 			return nil // the hook reads [sp] as the return address: entries only
 		}
@@ -393,7 +394,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 		return
 	}
 	rec, rs := t.recordStub(st)
-	if rec == nil && !trapDetours {
+	if rec == nil && (!trapDetours || st.frame && !st.plainEntry()) {
 		return // the site's trapWhy says why it does not record
 	}
 	var stub *codegen.MailboxStub
@@ -485,7 +486,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 // if st is a C function's entry (the stub uses the stack below the red
 // zone, free only there) and the process has a mailbox; else nil.
 func (t *Tracer) entryStub(anchor int, st *site) *codegen.MailboxStub {
-	if !st.atEntry() || t.ensureMailbox(anchor, st.addr) == nil {
+	if !st.atEntry() || st.frame || t.ensureMailbox(anchor, st.addr) == nil {
 		return nil
 	}
 	routine, _ := t.mailboxRoutine(anchor, codegen.MailboxEntry)

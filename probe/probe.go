@@ -217,7 +217,11 @@ type site struct {
 
 	module *symbols.Mapped // the module and function addr is in, for optimize
 	sym    symbols.Symbol
-	opt    *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
+	// frame: addr is just past plain -pg's call of mcount, after the
+	// prologue (Module.McountCallEnd): the function as at its entry, seen
+	// through its frame (entryView).
+	frame bool
+	opt   *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
 	// trapWhy is why the site's probes do not record in the tracee
 	// (inproc.go), when optimizeSites found a reason.
 	trapWhy string

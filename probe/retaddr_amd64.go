@@ -96,3 +96,15 @@ func (t *Tracer) slotHooked(f *shadowFrame) bool {
 	w, ok := t.readWord(f.sp)
 	return ok && w == t.ret.trampoline
 }
+
+// entryView is a thread's registers just past plain -pg's call of mcount
+// (site.frame) as they were at the function's entry: sp just above the
+// return address at 8(%rbp), rbp the caller's, which the prologue pushed
+// at (%rbp); the rest as they came (the pushes and mcount keep them).
+// false: the frame cannot be read.
+func (t *Tracer) entryView(regs *unix.PtraceRegs) (unix.PtraceRegs, bool) {
+	v := *regs
+	bp, ok := t.readWord(regs.Rbp)
+	v.Rsp, v.Rbp = regs.Rbp+8, bp
+	return v, ok
+}

@@ -450,3 +450,66 @@ func (m *Module) FentryCallEnd(fn Symbol) int {
 	}
 	return off + inst.Len
 }
+
+// McountCallEnd returns where, in function fn, the call of mcount that
+// plain -pg puts after the prologue ends, as an offset from fn; 0 if fn
+// has none, or a prologue other than `push %rbp; mov %rsp,%rbp` (after an
+// endbr64 at most) and then only pushes and immediate adjustments of sp.
+// Past it the function is as at its entry seen through its frame: the
+// return address at 8(%rbp), the arguments' registers as they came (the
+// pushes and mcount keep them). A hook there leaves mcount the real
+// caller to read (gprof's arcs).
+func (m *Module) McountCallEnd(fn Symbol) int {
+	sites := m.sites()
+	if len(sites) == 0 || m.elf.Machine != elf.EM_X86_64 {
+		return 0
+	}
+	code, err := m.ReadCode(fn.Addr, min(fn.Size, scanBytes))
+	if err != nil {
+		return 0
+	}
+	off := 0
+	if bytes.HasPrefix(code, endbr64) {
+		off = len(endbr64)
+	}
+	if !bytes.HasPrefix(code[off:], framePrologue) {
+		return 0
+	}
+	off += len(framePrologue)
+	for range scanInsns {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return 0
+		}
+		if inst.Op == x86asm.CALL {
+			i, found := slices.BinarySearchFunc(sites, fn.Addr+uint64(off), func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
+			if !found || sites[i].Kind != McountCall {
+				return 0
+			}
+			return off + inst.Len
+		}
+		if !keepsFrame(&inst) {
+			return 0
+		}
+		off += inst.Len
+	}
+	return 0
+}
+
+// framePrologue is `push %rbp; mov %rsp,%rbp`.
+var framePrologue = []byte{0x55, 0x48, 0x89, 0xe5}
+
+// keepsFrame reports whether inst, in a prologue after the frame pointer
+// is set, leaves %rbp and every register but %rsp as they were: a push,
+// or sp moved by an immediate (sub, add, and for alignment).
+func keepsFrame(inst *x86asm.Inst) bool {
+	switch inst.Op {
+	case x86asm.PUSH:
+		_, reg := inst.Args[0].(x86asm.Reg)
+		return reg
+	case x86asm.SUB, x86asm.ADD, x86asm.AND:
+		_, imm := inst.Args[1].(x86asm.Imm)
+		return inst.Args[0] == x86asm.RSP && imm
+	}
+	return false
+}
