@@ -222,10 +222,12 @@ func (m *Module) profilingBuild() bool {
 }
 
 // Limits of the look at a function's start for an mcount call: gcc puts
-// it after the frame set-up (push %rbp; mov %rsp,%rbp; sub $N,%rsp).
+// it after the frame set-up (endbr64; push %rbp; mov %rsp,%rbp; up to five
+// pushes of callee-saved registers; sub $N,%rsp: 10 instructions with the
+// call, 36 bytes at most).
 const (
-	scanBytes = 32
-	scanInsns = 6
+	scanBytes = 48
+	scanInsns = 12
 )
 
 // profilingScan finds the -pg sites of an x86-64 module without recorded ones.
