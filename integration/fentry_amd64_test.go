@@ -162,3 +162,97 @@ func gprofArcs(graph string) string {
 	slices.Sort(arcs)
 	return strings.Join(slices.Compact(arcs), "\n")
 }
+
+// TestFentryCxx: C++ built with -pg, plain (hooked past mcount) and with
+// -mfentry: classes with a virtual call, a template, std::sort with a
+// lambda, and an exception thrown through two traced functions (and a
+// destructor run on the way) and caught in a third. In-process and
+// stopping, the program checks its own results, prints what it prints
+// untraced, each function is entered as often as the program counts,
+// the two graphs are the same, and gprof's call graph is the untraced
+// run's.
+func TestFentryCxx(t *testing.T) {
+	t.Parallel()
+	src, _ := filepath.Abs(filepath.Join("testdata", "fentry", "pgcxx.cc"))
+	for _, kind := range []struct{ name, flags string }{
+		{"pg", "-O2 -pg -fPIE -pie"},
+		{"fentry", "-O2 -pg -mfentry -fPIE -pie"},
+		{"pg-O0", "-O0 -pg -no-pie"},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			exe := builtOnceBy(t, "pgcxx-"+kind.name, func(exe string) error {
+				return build(binDir, "g++", append([]string{"-g", "-Wall", "-o", exe, src}, strings.Fields(kind.flags)...)...)
+			})
+			cxxGraphs(t, exe)
+		})
+	}
+}
+
+// cxxName is a function_graph line's call of a function, its name
+// without the suffix of a clone gcc made (.constprop.0, .isra.0).
+var (
+	cxxCallRE  = regexp.MustCompile(`^\s*(.*)\(\)( \{|;)$`)
+	cxxCloneRE = regexp.MustCompile(`(\.(constprop|isra|part|cold)\.\d+)+$`)
+)
+
+func cxxGraphs(t *testing.T, exe string) {
+	dir := t.TempDir()
+	env := func(run string) []string { return gmonEnv(filepath.Join(dir, run)) }
+	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
+		os.Mkdir(filepath.Join(dir, run), 0o755)
+	}
+	base := runCmd(t, env("untraced"), exe, "3")
+	lines := strings.Split(strings.TrimSuffix(base.stdout, "\n"), "\n")
+	if base.code != 0 || len(lines) != 11 || !strings.HasSuffix(lines[0], " ok") {
+		t.Fatalf("%s 3: %v", exe, base)
+	}
+	want := map[string]int{}
+	for _, l := range lines[1:] {
+		i := strings.LastIndexByte(l, ' ')
+		n, err := strconv.Atoi(l[i+1:])
+		if err != nil || n == 0 {
+			t.Fatalf("%s 3: count line %q", exe, l)
+		}
+		want[l[:i]] = n
+	}
+	var shapes []string
+	for _, mode := range []string{"-v", "--no-inprocess"} {
+		out := filepath.Join(dir, "trace"+mode)
+		r := probeEnv(t, env(mode), "run", mode, "-o", out, "--tracer", "function_graph", "--filter", "pg::*", "--", exe, "3")
+		if r.code != 0 || r.stdout != base.stdout || mode == "-v" && !regexp.MustCompile(`probe: function tracer: \d+ functions in-process`).MatchString(r.stderr) {
+			t.Fatalf("probe run %s: want exit 0, %q and the functions in-process on stderr; got %v", mode, base.stdout, r)
+		}
+		shape := graphShape(t, readTrace(t, out))
+		got := map[string]int{}
+		for _, l := range strings.Split(shape, "\n") {
+			if m := cxxCallRE.FindStringSubmatch(l); m != nil {
+				got[cxxCloneRE.ReplaceAllString(m[1], "")]++
+			}
+		}
+		for fn, n := range want {
+			if got[fn] != n {
+				t.Errorf("probe run %s: %s entered %d times in the trace, the program counts %d", mode, fn, got[fn], n)
+			}
+		}
+		shapes = append(shapes, shape)
+	}
+	if shapes[0] != shapes[1] {
+		t.Errorf("in-process and stopping graphs differ:\n%s\n%s", limit(shapes[0]), limit(shapes[1]))
+	}
+	graphs := map[string]string{}
+	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
+		files, _ := filepath.Glob(filepath.Join(dir, run, "gmon.*"))
+		if len(files) != 1 {
+			t.Fatalf("run %s: want one gmon.out, got %v", run, files)
+		}
+		g := runCmd(t, nil, "gprof", "-b", "-q", exe, files[0])
+		if g.code != 0 {
+			t.Fatalf("gprof: %v", g)
+		}
+		graphs[run] = gprofArcs(g.stdout)
+	}
+	if !strings.Contains(graphs["untraced"], "pg::thrower(int)") || graphs["-v"] != graphs["untraced"] || graphs["--no-inprocess"] != graphs["untraced"] {
+		t.Errorf("gprof's call graph, untraced:\n%s\nin-process:\n%s\nstopping:\n%s", graphs["untraced"], graphs["-v"], graphs["--no-inprocess"])
+	}
+}
