@@ -122,9 +122,12 @@ type dlHost struct {
 	done  chan error
 }
 
-func startHost(t *testing.T, host, lib string) *dlHost {
+func startHost(t *testing.T, host, lib string, args ...string) *dlHost {
 	t.Helper()
-	h := &dlHost{cmd: exec.Command(host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2)), out: &syncBuf{}, done: make(chan error, 1)}
+	if len(args) == 0 {
+		args = []string{fmt.Sprint(dlRound1), fmt.Sprint(dlRound2)}
+	}
+	h := &dlHost{cmd: exec.Command(host, append([]string{lib}, args...)...), out: &syncBuf{}, done: make(chan error, 1)}
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -143,6 +146,13 @@ func startHost(t *testing.T, host, lib string) *dlHost {
 // untraced run.
 func (h *dlHost) finish(t *testing.T) {
 	t.Helper()
+	h.finishWith(t, dlopenWant())
+}
+
+// finishWith waits for the host (any program started by startHost, args
+// after the library's) to end, with exit status 0 and output want.
+func (h *dlHost) finishWith(t *testing.T, want string) {
+	t.Helper()
 	select {
 	case err := <-h.done:
 		h.done <- err
@@ -152,8 +162,8 @@ func (h *dlHost) finish(t *testing.T) {
 	case <-time.After(cmdTimeout):
 		t.Fatalf("host did not finish; output:\n%s", h.out.String())
 	}
-	if h.out.String() != dlopenWant() {
-		t.Errorf("host output:\n%s\nwant:\n%s", h.out.String(), dlopenWant())
+	if h.out.String() != want {
+		t.Errorf("host output:\n%s\nwant:\n%s", h.out.String(), want)
 	}
 }
 
