@@ -141,6 +141,15 @@ func TestFentryDetachUnderLoad(t *testing.T) {
 	detachUnderLoad(t, fentryBin(t), gmonEnv(dir))
 }
 
+// TestPgDetachUnderLoad: as TestFentryDetachUnderLoad, twenty attaches,
+// on the plain -pg build, hooked past the call of mcount, through the
+// frame: a thread may be anywhere in a record stub or its hook.
+func TestPgDetachUnderLoad(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "fentry-pg", filepath.Join("testdata", "fentry", "fentry.c"), "-O2", "-g", "-pthread", "-fno-optimize-sibling-calls", "-pg", "-fPIE", "-pie")
+	detachUnderLoadN(t, 20, exe, gmonEnv(t.TempDir()))
+}
+
 // gprofNoise is a call graph's indexes and times; gprofCount a call
 // count ("3", "3/3", "3+65670").
 var (

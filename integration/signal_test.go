@@ -29,10 +29,15 @@ func TestSignalDetachUnderLoad(t *testing.T) {
 // SIGKILL, then checks that the text is the file's again and that the
 // threads found every result right.
 func detachUnderLoad(t *testing.T, exe string, env []string, more ...string) {
+	detachUnderLoadN(t, 12, exe, env, more...)
+}
+
+// detachUnderLoadN is detachUnderLoad with rounds attaches.
+func detachUnderLoadN(t *testing.T, rounds int, exe string, env []string, more ...string) {
 	p := startBg(t, env, exe, append([]string{"threads", "4"}, more...)...)
 	p.waitStdout(t, "ready", 10*time.Second)
 	pid := strconv.Itoa(p.pid())
-	for i := range 12 {
+	for i := range rounds {
 		pr := startBg(t, nil, probeBin, "attach", "-v", "-o", os.DevNull, "--tracer", "function_graph", "--filter", "fib,work", pid)
 		for deadline := time.Now().Add(30 * time.Second * timeScale); !strings.Contains(pr.stderr.String(), "in-process"); time.Sleep(10 * time.Millisecond) {
 			if p.exited() {
@@ -44,7 +49,7 @@ func detachUnderLoad(t *testing.T, exe string, env []string, more ...string) {
 		}
 		time.Sleep(time.Duration(i*3) * time.Millisecond)
 		sig := syscall.SIGINT
-		if i%3 == 1 { // (the last round detaches)
+		if i%3 == 1 && i != rounds-1 { // (the last round detaches)
 			sig = syscall.SIGKILL
 		}
 		pr.signal(t, sig)
