@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/internal/fault"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -70,7 +71,7 @@ func (t *Tracer) resumeOptimized(tid int, s *site, regs *unix.PtraceRegs, via *j
 			// Past the swap, for the test of a detach that finds a
 			// thread there.
 			t.stepOut(tid, func(rip uint64) bool { return rip != via.skip })
-			faultPoint("swapped")
+			fault.Point("swapped")
 		}
 		t.proc.Cont(tid, 0)
 	case via != nil && via.detour.LoadReturn && t.callerEntry(s):

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/internal/fault"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -202,7 +203,7 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 		if p.enabled.Load() {
 			p.hits.Add(1)
 			if t.fetchArgs(p.argsAt(s), hit) && p.handler.Pre != nil {
-				faultPoint("entry")
+				fault.Point("entry")
 				hit.Probe = p
 				hit.Where = cmp.Or(p.shownAt, s.where)
 				p.handler.Pre(hit)

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/internal/fault"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
 )
@@ -246,7 +247,7 @@ func (t *Tracer) mailboxTrap(tid int, regs *unix.PtraceRegs) bool {
 			// thread there.
 			m.reply(slot, swap)
 			t.stepOut(tid, func(uint64) bool { return m.owns(slot, tid) })
-			faultPoint("swapped")
+			fault.Point("swapped")
 		}
 	}
 	m.reply(slot, swap)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
+	"github.com/probedbg/probe/internal/fault"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/tracee"
 )
@@ -172,7 +173,7 @@ func (t *Tracer) deliverRecord(rec *ring.Record) {
 			hit.Fields = nil
 		}
 		if p.handler.Pre != nil {
-			faultPoint("entry")
+			fault.Point("entry")
 			hit.Probe, hit.Where = p, cmp.Or(p.shownAt, rs.site.where)
 			p.handler.Pre(hit)
 		}

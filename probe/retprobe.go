@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/codegen"
+	"github.com/probedbg/probe/internal/fault"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/symbols"
 	"github.com/probedbg/probe/tracee"
@@ -161,7 +162,7 @@ func (t *Tracer) popsOnReturn(s *site, n uint64) bool {
 // returned reports a frame's return: its return probes, the function
 // tracer.
 func (t *Tracer) returned(cs *callStack, f *shadowFrame, hit *Hit) {
-	faultPoint("return")
+	fault.Point("return")
 	if f.mode&frameRecorded != 0 {
 		t.ft.emit(FuncReturn, f, hit, cs, t.resultFields(f, hit))
 	}
