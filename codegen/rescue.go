@@ -32,6 +32,21 @@ const (
 	RescueBreak  = 112 // the breakpoint's bytes, for the write that comes first
 	RescuePath   = 120 // "/proc/self/mem"
 
+	// The guard: a thread the tracer runs code of its own in (an
+	// injected system call, one instruction, a call), whose registers
+	// and signal mask the handler puts back if it traps with pc
+	// RescueGuardTrap: its tid (written last; 0: none), that pc, the
+	// mask, and the registers in the ucontext's order (GuardWords).
+	RescueGuardTid  = 136
+	RescueGuardTrap = 144
+	RescueGuardMask = 152
+	RescueGuardRegs = 160
+
+	// An executable mapping being made (its address and size; 0: none),
+	// not yet marked as ours: a later attach takes it back if it is there,
+	// empty (the handler does not read it).
+	RescueMaking = 448
+
 	// RescueHeld holds, at tid % RescueHeldSlots, the tid of a thread
 	// the tracer has stopped and not yet resumed (a uint32 each).
 	RescueHeld      = 4096
@@ -83,4 +98,13 @@ func RescueMagicBytes() []byte { return rescueMagic[:] }
 // page at Page.
 type RescueCode struct {
 	Page uint64
+}
+
+// RescueEntries are the places in the handler's code that are not the
+// handler: its signal restorer, and the guard's stub, a system call
+// instruction and a breakpoint after it, where injected system calls run
+// (a thread let go there by our death traps, and the handler puts its
+// registers back).
+type RescueEntries struct {
+	Restorer, Syscall uint64
 }

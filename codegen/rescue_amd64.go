@@ -10,11 +10,25 @@ import (
 // begins at 40; its gregs are r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx,
 // rsp, rip, eflags).
 const (
+	ucGregs  = 40
 	ucRCX    = 40 + 14*8
 	ucRSP    = 40 + 15*8
 	ucRIP    = 40 + 16*8
 	ucEFLAGS = 40 + 17*8
+	// uc_sigmask follows uc_mcontext's 32 words.
+	ucSigmask = 40 + 32*8
 )
+
+// guardWords is how many of the ucontext's gregs the guard keeps: r8
+// to eflags (not the segments, the trap's number, cr2).
+const guardWords = 18
+
+// GuardWords returns regs as the guard keeps them: in the ucontext's
+// order.
+func GuardWords(regs *unix.PtraceRegs) []uint64 {
+	return []uint64{regs.R8, regs.R9, regs.R10, regs.R11, regs.R12, regs.R13, regs.R14, regs.R15,
+		regs.Rdi, regs.Rsi, regs.Rbp, regs.Rbx, regs.Rdx, regs.Rax, regs.Rcx, regs.Rsp, regs.Rip, regs.Eflags}
+}
 
 // memOp appends an instruction with a [base+disp32] operand: opcode, then
 // ModRM with reg (a register, or an opcode's /digit) and mod 10.
@@ -92,10 +106,10 @@ var (
 	opJs  = []byte{0x0f, 0x88}
 )
 
-// Code returns the handler and the restorer its sigaction names, for
-// placement at at: the handler first, the restorer at restorer. The page
-// must be within ±2 GiB of at.
-func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
+// Code returns the handler and what follows it, for placement at at:
+// the handler first, then the restorer its sigaction names and the
+// guard's stub (entries). The page must be within ±2 GiB of at.
+func (r *RescueCode) Code(at uint64) (code []byte, entries RescueEntries, err error) {
 	a := &asm{at: at}
 	// Every register is the kernel's to restore from the ucontext at
 	// sigreturn: the handler uses them freely. r12: the ucontext; r13:
@@ -110,7 +124,24 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.rel32(r.Page)
 	a.memOp(true, []byte{0x8b}, regR15, regR12, ucRIP) // mov rip(uc),%r15
 
+	// A guarded thread at the stub's trap: its registers and mask back.
+	var pcs label
+	a.memOp(true, []byte{0x3b}, regR15, regR14, RescueGuardTrap) // cmp trap,%r15
+	a.jump(&pcs, opJnz...)
+	a.memOp(true, []byte{0x3b}, regR13, regR14, RescueGuardTid) // cmp tid,%r13
+	a.jump(&pcs, opJnz...)
+	a.memOp(true, []byte{0x8d}, regRSI, regR14, RescueGuardRegs) // lea regs,%rsi
+	a.memOp(true, []byte{0x8d}, regRDI, regR12, ucGregs)         // lea gregs(uc),%rdi
+	a.movImm(regRCX, guardWords)
+	a.raw(0xf3, 0x48, 0xa5)                                      // rep movsq
+	a.memOp(true, []byte{0x8b}, regRAX, regR14, RescueGuardMask) // mov mask,%rax
+	a.memOp(true, []byte{0x89}, regRAX, regR12, ucSigmask)       // mov %rax,sigmask(uc)
+	a.memOp(true, []byte{0xc7}, 0, regR14, RescueGuardTid)       // movq $0,tid: once
+	a.raw(0, 0, 0, 0)
+	a.jump(&ours, opJmp...)
+
 	// The pc entries: is the thread at a trap of ours?
+	a.place(&pcs)
 	a.memOp(true, []byte{0x8b}, regRCX, regR14, RescuePCs)  // mov count,%rcx
 	a.memOp(true, []byte{0x8d}, regRSI, regR14, RescuePCAt) // lea entries,%rsi
 	a.place(&scan)
@@ -285,7 +316,9 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.raw(0x31, 0xc0) // xor %eax,%eax
 	a.raw(0xc3)
 
-	restorer = a.pc()
+	entries.Restorer = a.pc()
 	a.syscall(unix.SYS_RT_SIGRETURN)
-	return a.b, restorer, a.err
+	entries.Syscall = a.pc()
+	a.raw(0x0f, 0x05, 0xcc) // syscall; int3
+	return a.b, entries, a.err
 }

@@ -8,11 +8,12 @@ import (
 )
 
 // The handler decodes whole, its every branch lands on one of its own
-// instructions, it reaches the page at Page only, and the restorer is
-// rt_sigreturn.
+// instructions, it reaches the page at Page only, the restorer is
+// rt_sigreturn, and the guard's stub a syscall then an int3.
 func TestRescueCode(t *testing.T) {
 	const at, page = 0x7f0000000000, 0x7f0000100000
-	code, restorer, err := (&RescueCode{Page: page}).Code(at)
+	code, entries, err := (&RescueCode{Page: page}).Code(at)
+	restorer := entries.Restorer
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,5 +56,8 @@ func TestRescueCode(t *testing.T) {
 	}
 	if in := starts[restorer+5]; in.Op != x86asm.SYSCALL {
 		t.Errorf("restorer at %#x: %v then, want syscall", restorer, in)
+	}
+	if stub := code[entries.Syscall-at:]; string(stub) != "\x0f\x05\xcc" {
+		t.Errorf("the guard's stub at %#x: % x, want syscall; int3, the code's end", entries.Syscall, stub)
 	}
 }

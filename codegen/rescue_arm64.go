@@ -1,6 +1,8 @@
 package codegen
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/singlestep"
@@ -10,9 +12,21 @@ import (
 // (a sigcontext: fault_address, x0-x30, sp, pc, pstate) begins at 176,
 // after uc_sigmask's 128 bytes.
 const (
-	ucSP = 176 + 8 + 31*8
-	ucPC = ucSP + 8
+	ucSigmask = 40
+	ucRegs    = 176 + 8
+	ucSP      = ucRegs + 31*8
+	ucPC      = ucSP + 8
 )
+
+// guardWords is how many of the sigcontext's words the guard keeps:
+// x0-x30, sp, pc, pstate.
+const guardWords = 34
+
+// GuardWords returns regs as the guard keeps them: in the sigcontext's
+// order, which is ptrace's.
+func GuardWords(regs *unix.PtraceRegs) []uint64 {
+	return append(append([]uint64(nil), regs.Regs[:]...), regs.Sp, regs.Pc, regs.Pstate)
+}
 
 // syscall appends the system call nr, its arguments already in x0-x5.
 func (a *a64) syscall(nr uint64) {
@@ -20,15 +34,16 @@ func (a *a64) syscall(nr uint64) {
 	a.emit(a64Svc)
 }
 
-// Code returns the handler and the restorer its sigaction names, for
-// placement at at: the handler first, the restorer at restorer. The
-// handler reaches the page by its absolute address, from anywhere.
+// Code returns the handler and what follows it, for placement at at:
+// the handler first, then the restorer its sigaction names and the
+// guard's stub (entries). The handler reaches the page by its absolute
+// address, from anywhere.
 //
 // brk leaves pc at itself, and a thread whose stop the tracer had taken
 // goes on at that pc with no signal, so it traps again and comes here:
 // no instruction's tail is ever run as code. There is no mailbox on
 // arm64, so RescueGoOn and RescueReturn are the only kinds.
-func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
+func (r *RescueCode) Code(at uint64) (code []byte, entries RescueEntries, err error) {
 	a := &a64{at: at}
 	// Every register is the kernel's to restore from the ucontext at
 	// sigreturn, but x30: the handler returns to the restorer through
@@ -42,8 +57,32 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.mov64(page, r.Page)
 	a.ldr(pc, uc, ucPC)
 
-	// The pc entries: is the thread at a trap of ours?
+	// A guarded thread at the stub's trap: its registers and mask back.
 	var fails, ours []int
+	a.ldr(x9, page, RescueGuardTrap)
+	a.eor(x9, x9, pc)
+	notGuard := a.branch(brCBNZ, x9, 0, -1)
+	a.ldr(x9, page, RescueGuardTid)
+	a.eor(x9, x9, tid)
+	notGuard2 := a.branch(brCBNZ, x9, 0, -1)
+	a.addImm(x10, page, RescueGuardRegs)
+	a.addImm(x11, uc, ucRegs)
+	a.mov(x12, guardWords)
+	copyWord := len(a.w)
+	a.ldr(x13, x10, 0)
+	a.str(x13, x11, 0)
+	a.addImm(x10, x10, 8)
+	a.addImm(x11, x11, 8)
+	a.subImm(x12, x12, 1)
+	a.branch(brCBNZ, x12, 0, copyWord)
+	a.ldr(x9, page, RescueGuardMask)
+	a.str(x9, uc, ucSigmask)
+	a.str(xZR, page, RescueGuardTid) // once
+	ours = append(ours, a.branch(brB, 0, 0, -1))
+	a.land(notGuard)
+	a.land(notGuard2)
+
+	// The pc entries: is the thread at a trap of ours?
 	a.ldr(x9, page, RescuePCs)
 	a.addImm(x10, page, RescuePCAt)
 	scan := len(a.w)
@@ -229,7 +268,9 @@ func (r *RescueCode) Code(at uint64) (code []byte, restorer uint64, err error) {
 	a.syscall(unix.SYS_TGKILL)
 	a.emit(a64Ret)
 
-	restorer = a.pc()
+	entries.Restorer = a.pc()
 	a.syscall(unix.SYS_RT_SIGRETURN)
-	return a.bytes(), restorer, a.err
+	entries.Syscall = a.pc()
+	a.emit(a64Svc, binary.LittleEndian.Uint32(singlestep.BreakpointInsn))
+	return a.bytes(), entries, a.err
 }

@@ -121,7 +121,7 @@ func (t *Tracer) forgetProgram() (dropped []*Probe) {
 	t.newAddressSpace()
 	t.step.xol, t.ret.trampoline, t.ret.trap, t.ret.signer, t.ret.goidOff = nil, 0, 0, 0, 0
 	t.mail.box, t.mail.tried = nil, false
-	t.traps.rescue, t.traps.ours, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil // exec reset the action and unmapped the page
+	t.dropRescue() // exec reset the action and unmapped the page
 	t.follow.execEntry = 0
 	t.linker = nil // its breakpoint went with the old program
 	return dropped

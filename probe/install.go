@@ -312,12 +312,15 @@ func (t *Tracer) newXOLArea(anchor int, addr uint64) (*xolArea, error) {
 	}
 	base, err := t.proc.MapExecutable(anchor, addr, xolAreaSize)
 	if err != nil {
+		t.rescueMaking(0, 0)
 		return nil, fmt.Errorf("map XOL area: %w", err)
 	}
 	// Its first slot says whose it is: a probe killed before it could
 	// detach leaves it behind, and the next one takes it back
 	// (restoreLeftovers).
 	t.proc.WriteAt(xolMagic[:], int64(base))
+	t.rescueMaking(0, 0)
+	t.proc.DontDump(anchor, base, xolAreaSize)
 	a := &xolArea{base: base, size: xolAreaSize, used: singlestep.SlotSize}
 	t.step.xol = append(t.step.xol, a)
 	t.maps.made = append(t.maps.made, mappedRange{base, xolAreaSize})

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
 	"github.com/probedbg/probe/tracee"
@@ -86,6 +90,7 @@ type textPatch struct {
 // removes its mappings if no thread can reach them any more, and says
 // so; called at attach, before any probe goes in.
 func (t *Tracer) restoreLeftovers() {
+	t.closeLeftoverFiles()
 	ms, err := readMapsSummary(t.pid)
 	if err != nil || !ms.marked {
 		return
@@ -116,7 +121,7 @@ func (t *Tracer) restoreLeftovers() {
 	}
 	returns, hooked := t.unhookLeftoverReturns(ms.files, old)
 	returns += t.unhookRescuedReturns(ms.files, old)
-	keep := t.oldRescue(ms.files, old)
+	keep := t.oldRescue(&ms, old)
 	removed := "removed"
 	if keep || hooked || t.installHeld == nil || !t.unmapUnreached(t.anchor, append([]int{t.anchor}, t.installHeld...), old) {
 		// A thread in them (inside one of its stubs, say, which it
@@ -128,18 +133,50 @@ func (t *Tracer) restoreLeftovers() {
 	}
 }
 
+// closeLeftoverFiles closes the descriptors of our memory files that a
+// probe killed between its memfd_create in the tracee and the close
+// after the mmap left open there.
+func (t *Tracer) closeLeftoverFiles() {
+	dir := fmt.Sprintf("/proc/%d/fd", t.pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	closed := 0
+	for _, e := range entries {
+		target, err := os.Readlink(dir + "/" + e.Name())
+		fd, nerr := strconv.ParseUint(e.Name(), 10, 31)
+		if err != nil || nerr != nil || target != "/memfd:probe (deleted)" && target != "/memfd:"+PatchMarkerName+" (deleted)" {
+			continue
+		}
+		if ret, err := t.proc.InjectSyscall(t.anchor, unix.SYS_CLOSE, fd); err == nil && ret == 0 {
+			closed++
+		}
+	}
+	if closed > 0 {
+		fmt.Fprintf(os.Stderr, "probe: pid %d: closed %d descriptors of memory files that an earlier probe left open (killed before it could close them)\n", t.pid, closed)
+	}
+}
+
 // leftoverMappings are an earlier probe's mappings: its memory files,
 // and the anonymous executable mappings its XOL areas' first slot names
-// (xolMagic) or a detour of patches leads into.
+// (xolMagic), a detour of patches leads into, or its rescue page says
+// it was making, still empty (it died before it could name it).
 func (t *Tracer) leftoverMappings(ms *mapsSummary, patches []textPatch) []mappedRange {
 	var old []mappedRange
+	making := map[[2]uint64]bool{}
 	for _, r := range ms.files {
 		old = append(old, mappedRange{r[0], r[1] - r[0]})
+		if isRescuePage(t.proc, r) {
+			addr, _ := t.readWord(r[0] + codegen.RescueMaking)
+			size, _ := t.readWord(r[0] + codegen.RescueMaking + 8)
+			making[[2]uint64{addr, addr + size}] = addr != 0
+		}
 	}
 	head := make([]byte, len(xolMagic))
 	for _, r := range ms.anonX {
 		n, _ := t.proc.ReadAt(head, int64(r[0]))
-		ours := n == len(head) && bytes.Equal(head, xolMagic[:])
+		ours := n == len(head) && (bytes.Equal(head, xolMagic[:]) || making[r] && bytes.Equal(head, make([]byte, len(head))))
 		for _, p := range patches {
 			if target, _, ok := singlestep.DirectBranch(p.patched, p.addr); ok && target >= r[0] && target < r[1] {
 				ours = true
@@ -156,8 +193,18 @@ func (t *Tracer) leftoverMappings(ms *mapsSummary, patches []textPatch) []mapped
 // probe's in-process hooks swapped, as its rings' shadow stacks list
 // them, where the slot still holds an address in its pages (its
 // trampoline). hooked: some could not be given back (arm64 keeps them in
-// registers or where a function's CFI says; a layout not understood).
+// registers or where a function's CFI says; a layout not understood),
+// and may still come (arm64: a frame whose thread is gone, or whose
+// stack is back above it, will not; else every killed probe's pages
+// stayed for good where a thread had exited with a frame hooked).
 func (t *Tracer) unhookLeftoverReturns(files [][2]uint64, old []mappedRange) (n int, hooked bool) {
+	var ms mapsSummary
+	if !returnInSlot {
+		var err error
+		if ms, err = readMapsSummary(t.pid); err != nil {
+			return 0, true
+		}
+	}
 	for _, f := range files {
 		l, ok := leftoverLayout(f[1] - f[0])
 		if !ok {
@@ -171,11 +218,15 @@ func (t *Tracer) unhookLeftoverReturns(files [][2]uint64, old []mappedRange) (n 
 			if !ok1 || !ok2 || owner == 0 || uint32(top) == 0 {
 				continue
 			}
-			if !returnInSlot {
-				return n, true
-			}
 			for i := uint64(0); i < uint64(min(uint32(top), ring.ShadowFrames)); i++ {
 				at := base + ring.ShadowOff + i*ring.ShadowFrameSize
+				if !returnInSlot {
+					// (The slot is the frame's key: sp at the entry.)
+					if key, ok := t.readWord(at); !ok || !t.frameGone(int(uint32(owner)), key, &ms) {
+						return n, true
+					}
+					continue
+				}
 				slotAddr, ok1 := t.readWord(at)
 				ret, ok2 := t.readWord(at + 8)
 				if !ok1 || !ok2 {

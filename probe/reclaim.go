@@ -91,10 +91,20 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 			break
 		}
 	}
-	if runner == 0 || !t.removeRescue(runner) {
-		return // (our SIGTRAP handler, still the action, needs its code)
+	if runner == 0 {
+		return
 	}
 	tids := slices.Collect(maps.Keys(held)) // (vfork children too: they share the memory)
+	// While our handler is the action, the system calls we inject are
+	// guarded (tracee.Guard): a kill -9 of ours during one leaves the
+	// thread right. So all but the rescue's own mappings go first.
+	rescue, others := t.rescueMappings()
+	if len(others) > 0 && t.unmapUnreached(runner, tids, others) {
+		t.maps.made = rescue
+	}
+	if !t.removeRescue(runner) {
+		return // (our SIGTRAP handler, still the action, needs its code)
+	}
 	if len(t.maps.left) > 0 {
 		// (Hooks the killed probe's stubs made after the attach, a
 		// thread then inside one, are given back first.)
@@ -107,6 +117,20 @@ func (t *Tracer) reclaimMappings(held map[int]int) {
 	if t.unmapUnreached(runner, tids, t.maps.made) {
 		t.maps.made = nil
 	}
+}
+
+// rescueMappings splits this session's mappings into the rescue's (its
+// page, and the pages its handler's code is in) and the others.
+func (t *Tracer) rescueMappings() (rescue, others []mappedRange) {
+	r, h := t.traps.rescue, t.traps.ours
+	for _, m := range t.maps.made {
+		if r != nil && (m.contains(r.addr) || m.contains(h.ours[0])) {
+			rescue = append(rescue, m)
+		} else {
+			others = append(others, m)
+		}
+	}
+	return rescue, others
 }
 
 // unmapUnreached unmaps ranges, through the held thread runner, if none

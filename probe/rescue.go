@@ -2,6 +2,9 @@ package probe
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -158,7 +161,7 @@ func (t *Tracer) setupRescue() {
 	if err != nil {
 		return
 	}
-	code, restorer, err := gen.Code(base)
+	code, entries, err := gen.Code(base)
 	if err != nil || t.writeSlots([]slotWrite{{base, code}}) != nil {
 		t.freeSlots(base, slots)
 		return
@@ -170,13 +173,14 @@ func (t *Tracer) setupRescue() {
 	copy(mem[codegen.RescueMagic:], codegen.RescueMagicBytes())
 	copy(mem[codegen.RescueBreak:], singlestep.BreakpointInsn)
 	copy(mem[codegen.RescuePath:], "/proc/self/mem\x00")
-	h := &trapHandler{ours: [4]uint64{base, 0, restorer, 0}}
+	h := &trapHandler{ours: [4]uint64{base, 0, entries.Restorer, 0}}
 	r.follow(h, act)
 	if t.proc.SetTrapAction(t.anchor, h.ours) != nil {
 		return
 	}
 	t.traps.rescue, t.traps.ours = r, h
 	t.proc.Held = t.rescueHeld
+	t.proc.Guard = &tracee.Guard{Syscall: entries.Syscall, Save: r.guard, Clear: r.unguard, Mapping: t.rescueMaking}
 	for _, th := range t.proc.Threads() {
 		if th.Stopped {
 			t.rescueHeld(th.Tid, true)
@@ -233,14 +237,53 @@ func (t *Tracer) removeRescue(runner int) bool {
 	if err != nil {
 		return false
 	}
+	// Not guarded: the trap after the call would meet the program's
+	// action (SIG_DFL: the program would die of it).
+	guard := t.proc.Guard
+	t.proc.Guard = nil
 	if act[0] == h.ours[0] && t.proc.SetTrapAction(runner, h.old) != nil {
+		t.proc.Guard = guard
 		return false
 	}
 	// A thread held now may be inside our handler, which goes on to the
 	// program's after the detach: no thread is ours to let go any more.
 	clear(t.traps.rescue.mem[codegen.RescueHeld : codegen.RescueHeld+4*codegen.RescueHeldSlots])
-	t.traps.rescue, t.traps.ours, t.proc.Held, t.proc.Rewind = nil, nil, nil, nil
+	t.dropRescue()
 	return true
+}
+
+// dropRescue forgets the rescue: its handler is not the action any more
+// (a guarded call's trap would go to the program's).
+func (t *Tracer) dropRescue() {
+	t.traps.rescue, t.traps.ours = nil, nil
+	t.proc.Held, t.proc.Rewind, t.proc.Guard = nil, nil, nil
+}
+
+// guard keeps thread tid's registers and signal mask in the page, for
+// the handler to put back if the thread traps with pc trap (tracee.Guard).
+func (r *rescue) guard(tid int, trap uint64, regs *unix.PtraceRegs, mask uint64) {
+	atomic.StoreUint64(r.word(codegen.RescueGuardTid), 0)
+	atomic.StoreUint64(r.word(codegen.RescueGuardTrap), trap)
+	atomic.StoreUint64(r.word(codegen.RescueGuardMask), mask)
+	for i, w := range codegen.GuardWords(regs) {
+		atomic.StoreUint64(r.word(codegen.RescueGuardRegs+8*i), w)
+	}
+	atomic.StoreUint64(r.word(codegen.RescueGuardTid), uint64(tid))
+}
+
+// rescueMaking notes in the page the executable mapping being made at
+// addr, until its first slot says it is ours (0: none).
+func (t *Tracer) rescueMaking(addr, size uint64) {
+	if r := t.traps.rescue; r != nil {
+		atomic.StoreUint64(r.word(codegen.RescueMaking), 0)
+		atomic.StoreUint64(r.word(codegen.RescueMaking+8), size)
+		atomic.StoreUint64(r.word(codegen.RescueMaking), addr)
+	}
+}
+
+// unguard forgets them: the thread has them back.
+func (r *rescue) unguard(tid int) {
+	atomic.CompareAndSwapUint64(r.word(codegen.RescueGuardTid), uint64(tid), 0)
 }
 
 // unhookRescuedReturns gives back the returns a killed probe had hooked
@@ -281,7 +324,8 @@ func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n i
 // program gets back its own action, the first that a page kept and that
 // is not a handler of ours. Either way that action is the program's,
 // for when the mappings go (t.traps.leftoverAct).
-func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
+func (t *Tracer) oldRescue(ms *mapsSummary, old []mappedRange) (keep bool) {
+	files := ms.files
 	act, err := t.proc.TrapAction(t.anchor)
 	if err != nil || act[0] == 0 || !inAny(old, act[0]) {
 		return false
@@ -298,7 +342,7 @@ func (t *Tracer) oldRescue(files [][2]uint64, old []mappedRange) (keep bool) {
 		if !inAny(old, kept[0]) {
 			prev = kept
 		}
-		if !returnInSlot && t.hooksLeft(f[0]) {
+		if !returnInSlot && t.hooksLeft(f[0], ms) {
 			// Its threads held are ours no more either.
 			keep = true
 			t.writeWord(f[0]+codegen.RescueTexts, 0)
@@ -332,12 +376,44 @@ func (t *Tracer) keepOnlyReturns(page uint64) {
 }
 
 // hooksLeft reports whether the rescue page at page lists a return not
-// yet come home.
-func (t *Tracer) hooksLeft(page uint64) bool {
+// yet come home. A frame whose thread is gone, or whose thread's stack
+// has come back above it (a longjmp past it), never will: it is taken
+// out of the page (else the killed probe's handler and mappings stayed
+// for ever, one more set at every kill). The threads are held.
+func (t *Tracer) hooksLeft(page uint64, ms *mapsSummary) bool {
 	count, _ := t.readWord(page + codegen.RescueFrames)
+	left := false
 	for i := range min(count, codegen.RescueFrameCap) {
-		if tid, ok := t.readWord(page + codegen.RescueFrameAt + i*codegen.RescueFrameSize); ok && tid != 0 {
-			return true
+		at := page + codegen.RescueFrameAt + i*codegen.RescueFrameSize
+		tid, ok := t.readWord(at)
+		if !ok || tid == 0 {
+			continue
+		}
+		if key, ok := t.readWord(at + 8); ok && t.frameGone(int(tid), key, ms) {
+			t.writeWord(at, 0)
+			continue
+		}
+		left = true
+	}
+	return left
+}
+
+// frameGone reports whether a return hooked in thread tid, its frame's
+// key the sp at the function's entry, can no longer come: the thread is
+// gone, or its sp is above the key on the same stack (a thread on
+// another stack, a signal handler's, may come back to it).
+func (t *Tracer) frameGone(tid int, key uint64, ms *mapsSummary) bool {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", t.pid, tid)); errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	var regs unix.PtraceRegs
+	if t.proc.GetRegs(tid, &regs) != nil {
+		return false
+	}
+	sp := tracee.SP(&regs)
+	for _, s := range ms.rwPrivate {
+		if sp >= s[0] && sp < s[1] {
+			return key >= s[0] && key < s[1] && sp > key
 		}
 	}
 	return false

@@ -226,7 +226,7 @@ func (t *Tracer) signedLike(tid int, w, from, to, sp uint64, signed bool) (uint6
 	if tid == 0 || !t.signerReady(tid) {
 		return 0, false
 	}
-	for _, at := range []uint64{t.ret.signer, t.ret.signer + 4} {
+	for _, at := range []uint64{t.ret.signer, t.ret.signer + 8} { // (SignCode)
 		if s, ok := t.sign(tid, at, from, sp); ok && s == w {
 			return t.sign(tid, at, to, sp)
 		}

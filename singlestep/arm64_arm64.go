@@ -3,6 +3,7 @@ package singlestep
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"golang.org/x/arch/arm64/arm64asm"
@@ -468,7 +469,9 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 	return out
 }
 
-// SignCode is pacia1716 then pacib1716: x17 signed with modifier x16 by
-// key A, or by key B, as paciasp and pacibsp sign x30 with sp. They are
-// hints: nops on a core without pointer authentication.
-var SignCode = []byte{0x1f, 0x21, 0x03, 0xd5, 0x5f, 0x21, 0x03, 0xd5}
+// SignCode is pacia1716 then pacib1716, each followed by a brk: x17
+// signed with modifier x16 by key A, or by key B, as paciasp and pacibsp
+// sign x30 with sp. They are hints: nops on a core without pointer
+// authentication. (The brk is where a thread stepped through one traps
+// if the tracer dies before it has the thread back: tracee.Guard.)
+var SignCode = slices.Concat([]byte{0x1f, 0x21, 0x03, 0xd5}, BreakpointInsn, []byte{0x5f, 0x21, 0x03, 0xd5}, BreakpointInsn)

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/internal/fault"
 	"github.com/probedbg/probe/singlestep"
 )
 
@@ -55,6 +56,12 @@ func (p *Process) InjectSyscall(tid int, nr uint64, args ...uint64) (uint64, err
 		if ret, err := p.injectSyscallNoStep(tid, nr, args...); err != errRestartPending {
 			return ret, err
 		}
+	}
+	if p.Guard != nil && singlestep.BreakpointPCAdjust == 0 {
+		// (arm64. x86-64's step ends on the int3, not yet run, which a
+		// thread let go there by our death runs; run to it, the thread
+		// would stop, and be let go, past it.)
+		return p.injectSyscall(tid, nr, args, p.runToGuardTrap)
 	}
 	return p.injectSyscall(tid, nr, args, p.stepThroughSyscall)
 }
@@ -150,19 +157,28 @@ func (p *Process) interruptAgain(tid int) error {
 // instruction, has run run it to completion, and puts back every register
 // and the signal mask.
 func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid int, insn uint64) (uint64, error)) (ret uint64, err error) {
-	insn, err := p.syscallInsn()
-	if err != nil {
+	insn, trap := uint64(0), uint64(0)
+	if p.Guard != nil {
+		insn = p.Guard.Syscall
+		trap = insn + uint64(len(syscallInsn)) + singlestep.BreakpointPCAdjust
+	} else if insn, err = p.syscallInsn(); err != nil {
 		return 0, err
 	}
 	var runErr error // run's errors say where they come from
-	err = p.withRegs(tid, func(regs *unix.PtraceRegs) error {
+	err = p.withRegs(tid, trap, func(regs *unix.PtraceRegs) error {
 		// Our registers, not a restart of a call the thread was stopped
 		// in; the saved set restores the real one.
 		setSyscall(regs, insn, nr, args)
 		if err := p.SetRegs(tid, regs); err != nil {
 			return err
 		}
+		if trap != 0 {
+			fault.Point("guarded-syscall")
+		}
 		ret, runErr = run(tid, insn)
+		if trap != 0 && runErr == nil {
+			fault.Point("guarded-syscall-ran")
+		}
 		return nil
 	})
 	switch {
@@ -176,17 +192,21 @@ func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid 
 
 // InjectStep runs one instruction of ours in stopped thread tid: set
 // changes a copy of the thread's registers (its pc to the instruction,
-// which must end at after), and regs has the registers once it ran.
-// Every register and the signal mask are put back after, as InjectSyscall
-// does.
+// which must end at after, a breakpoint: where the Guard has the thread
+// if we die), and regs has the registers once it ran. Every register and
+// the signal mask are put back after, as InjectSyscall does. On arm64 it
+// runs to the breakpoint rather than stepping (runToBreak).
 func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uint64) (regs unix.PtraceRegs, err error) {
 	if err := p.leaveSyscall(tid); err != nil {
 		return regs, err
 	}
-	err = p.withRegs(tid, func(r *unix.PtraceRegs) error {
+	err = p.withRegs(tid, after+singlestep.BreakpointPCAdjust, func(r *unix.PtraceRegs) error {
 		set(r)
 		if err := p.SetRegs(tid, r); err != nil {
 			return err
+		}
+		if singlestep.BreakpointPCAdjust == 0 {
+			return p.runToBreak(tid, r.PC(), after, &regs)
 		}
 		return p.stepOver(tid, r.PC(), after, &regs)
 	})
@@ -200,8 +220,10 @@ func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uin
 // signal it can block blocked (they stay queued for the thread: else each
 // step stops for the next one before the instruction runs, and a steady
 // stream of them, a profiling timer, would never let it run), and puts
-// the thread's registers and mask back after.
-func (p *Process) withRegs(tid int, do func(regs *unix.PtraceRegs) error) (err error) {
+// the thread's registers and mask back after. Where our code ends in a
+// breakpoint (the thread traps with pc trap; 0: it does not), the Guard
+// has the registers and mask too, meanwhile.
+func (p *Process) withRegs(tid int, trap uint64, do func(regs *unix.PtraceRegs) error) (err error) {
 	var saved unix.PtraceRegs
 	if err := ptraceGetRegs(tid, &saved); err != nil {
 		return err
@@ -215,6 +237,13 @@ func (p *Process) withRegs(tid int, do func(regs *unix.PtraceRegs) error) (err e
 	var mask uint64
 	if err := ptraceGetSigmask(tid, &mask); err != nil {
 		return err
+	}
+	if g := p.Guard; g != nil && trap != 0 {
+		// (Cleared once the registers and mask are back: defers run
+		// last first.)
+		resumed := asResumed(saved)
+		g.Save(tid, trap, &resumed, mask)
+		defer g.Clear(tid)
 	}
 	blocked := (mask | injectBlocked) &^ trapBit
 	if err := ptraceSetSigmask(tid, &blocked); err != nil {
@@ -242,6 +271,63 @@ func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
 		return 0, fmt.Errorf("inject syscall: %w", err)
 	}
 	return Result(&regs), nil
+}
+
+// runToGuardTrap runs thread tid, set up at the Guard's system call
+// instruction insn, to the breakpoint after it (runToBreak), and returns
+// the call's result.
+func (p *Process) runToGuardTrap(tid int, insn uint64) (uint64, error) {
+	var regs unix.PtraceRegs
+	if err := p.runToBreak(tid, insn, insn+uint64(len(syscallInsn)), &regs); err != nil {
+		return 0, fmt.Errorf("inject syscall: %w", err)
+	}
+	return Result(&regs), nil
+}
+
+// runToBreak runs thread tid, set up at code of ours at at, until the
+// breakpoint at brk after it traps (arm64: pc stays on it), and leaves
+// its registers in regs. Not a step: arm64 goes on stepping a thread
+// whose tracer dies (only a detach, or a resume that is not a step, ends
+// it), and every instruction after our death would trap, in the rescue's
+// handler too, until the thread died (a kill -9 before an injected call
+// ran, the thread last stepped by the one before).
+func (p *Process) runToBreak(tid int, at, brk uint64, regs *unix.PtraceRegs) error {
+	for {
+		if t := p.threads[tid]; t != nil {
+			t.Stopped, t.rewound = false, false
+		}
+		p.delivering(tid, 0)
+		if err := ptraceCont(tid, 0); err != nil {
+			return err
+		}
+		ev, err := p.WaitThread(tid)
+		if err != nil {
+			return err
+		}
+		if ev.Kind == EventExit {
+			return fmt.Errorf("thread %d exited", tid)
+		}
+		if err := p.GetRegs(tid, regs); err != nil {
+			return err
+		}
+		if regs.PC() != at && regs.PC() != brk {
+			// Never run on through the tracee's own code.
+			return fmt.Errorf("thread %d stopped at %#x, not in the code injected at %#x", tid, regs.PC(), at)
+		}
+		if ev.Kind != EventTrap && ev.Kind != EventSignal {
+			continue // a group-stop or an interrupt
+		}
+		info, err := p.Siginfo(tid)
+		if err != nil {
+			return err
+		}
+		if regs.PC() == brk && info.Signo == int32(unix.SIGTRAP) && info.Code == SIBreakpoint {
+			return nil
+		}
+		// A signal we could not block, before our code ran (a brk's
+		// SIGTRAP dropped, as a step's stop drops it).
+		p.deferStopSignal(tid)
+	}
 }
 
 // stepOver single-steps thread tid, set up at the instruction at, until
@@ -392,21 +478,22 @@ func (p *Process) syscallInsn() (uint64, error) {
 // MapExecutable maps size bytes of anonymous read+exec memory in the tracee,
 // as close to near as a free gap allows (rip-relative operands of copied
 // instructions must reach their targets within ±2 GiB). The stopped thread
-// tid runs the mmap. Detach removes it (Unmap) once no thread can be
+// tid runs the mmap; the Guard is told of each address tried first
+// (Guard.Mapping). Detach removes it (Unmap) once no thread can be
 // inside it any more.
 func (p *Process) MapExecutable(tid int, near uint64, size uint64) (uint64, error) {
-	addr, err := p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0))
-	if err == nil {
-		p.dontDump(tid, addr, size)
+	var tell func(addr, size uint64)
+	if p.Guard != nil {
+		tell = p.Guard.Mapping
 	}
-	return addr, err
+	return p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), tell)
 }
 
-// dontDump keeps a mapping of ours out of the tracee's core dumps
+// DontDump keeps a mapping of ours out of the tracee's core dumps
 // (MADV_DONTDUMP): the rings are gigabytes of address space, which a
 // core would write out (a 24.6 GB core of redis-server, issue 35). Best
 // effort: a core with them is no worse than before.
-func (p *Process) dontDump(tid int, addr, size uint64) {
+func (p *Process) DontDump(tid int, addr, size uint64) {
 	p.InjectSyscall(tid, unix.SYS_MADVISE, addr, size, unix.MADV_DONTDUMP)
 }
 
@@ -421,14 +508,18 @@ func (p *Process) Unmap(tid int, addr, size uint64) error {
 }
 
 // mapNear runs mmap in the tracee for size bytes (rounded up to pages) as
-// close to near as a free gap allows.
-func (p *Process) mapNear(tid int, near, size uint64, prot, flags int, fd uint64) (uint64, error) {
+// close to near as a free gap allows; tell, if set, hears of each address
+// before it is tried.
+func (p *Process) mapNear(tid int, near, size uint64, prot, flags int, fd uint64, tell func(addr, size uint64)) (uint64, error) {
 	size = (size + pageSize - 1) &^ (pageSize - 1)
 	maps, err := ReadMaps(p.Pid)
 	if err != nil {
 		return 0, err
 	}
 	for _, hint := range gapsNear(maps, near, size) {
+		if tell != nil {
+			tell(hint, size)
+		}
 		addr, err := p.InjectSyscall(tid, unix.SYS_MMAP, hint, size, uint64(prot), uint64(flags|mapFixedNoreplace), fd, 0)
 		if err != nil {
 			return 0, err
@@ -549,7 +640,7 @@ func (p *Process) InjectCall(tid int, fn, trap uint64, args ...uint64) (ret uint
 		return 0, err
 	}
 	interrupted := p.atEventStop(tid)
-	err = p.withRegs(tid, func(regs *unix.PtraceRegs) error {
+	err = p.withRegs(tid, trap+singlestep.BreakpointPCAdjust, func(regs *unix.PtraceRegs) error {
 		if err := setCall(p, regs, fn, trap, args); err != nil {
 			return err
 		}

@@ -87,6 +87,30 @@ type Process struct {
 	// breakpoint over a one-byte instruction: such a thread is put back
 	// on the breakpoint before its stop is taken (rewind.go).
 	Rewind func(pc uint64) bool
+
+	// Guard, if set, keeps a thread we run code of ours in from going
+	// on in our registers if we die meanwhile (Guard).
+	Guard *Guard
+}
+
+// Guard is a SIGTRAP handler of the caller's in the tracee that puts a
+// thread's registers and signal mask back when it traps at the end of
+// code of ours: without it, a kill -9 of probe while a thread ran an
+// injected system call let it go on from there in our registers (a Go
+// program died of SIGSEGV in runtime.futexsleep, issue 35).
+type Guard struct {
+	// Syscall is a system call instruction followed by a breakpoint,
+	// where injected system calls run.
+	Syscall uint64
+	// Save keeps thread tid's registers and mask for a trap with pc
+	// trap, before it runs our code; Clear forgets them once they are
+	// back.
+	Save  func(tid int, trap uint64, regs *unix.PtraceRegs, mask uint64)
+	Clear func(tid int)
+	// Mapping hears of an executable mapping about to be made at addr:
+	// a death before its owner can mark it as ours would leave it
+	// unknown to a later attach.
+	Mapping func(addr, size uint64)
 }
 
 // Thread is one traced thread and what we know of its stop state.

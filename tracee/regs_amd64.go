@@ -46,6 +46,24 @@ func restartPending(regs *unix.PtraceRegs) bool {
 	return false
 }
 
+// asResumed is regs as a resume without a signal would make them, for a
+// handler's sigreturn to restore: a call to be restarted back at its
+// syscall instruction, its number again in rax (sigreturn sets orig_rax
+// to -1, so the kernel would not restart it: the program would see
+// -ERESTARTSYS).
+func asResumed(regs unix.PtraceRegs) unix.PtraceRegs {
+	if !restartPending(&regs) {
+		return regs
+	}
+	if int64(regs.Rax) == -516 { // ERESTART_RESTARTBLOCK
+		regs.Rax = unix.SYS_RESTART_SYSCALL
+	} else {
+		regs.Rax = regs.Orig_rax
+	}
+	regs.Rip -= uint64(len(syscallInsn))
+	return regs
+}
+
 func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
 	return ptracePtr(unix.PTRACE_GETREGS, tid, 0, unsafe.Pointer(regs))
 }

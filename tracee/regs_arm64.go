@@ -39,6 +39,10 @@ const (
 	ntPRFPReg  = 2
 )
 
+// asResumed is regs as a resume without a signal would make them: as
+// they are, a call to be restarted settled before (settleRestart).
+func asResumed(regs unix.PtraceRegs) unix.PtraceRegs { return regs }
+
 func ptraceGetRegs(tid int, regs *unix.PtraceRegs) error {
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(regs)), Len: uint64(unsafe.Sizeof(*regs))}
 	return ptracePtr(unix.PTRACE_GETREGSET, tid, ntPRStatus, unsafe.Pointer(&iov))

@@ -25,7 +25,7 @@ func (p *Process) MapShared(tid int, near, size uint64) (addr uint64, mem []byte
 func (p *Process) MapSharedNamed(tid int, name string, near, size uint64) (addr uint64, mem []byte, err error) {
 	return p.mapShared(tid, name, size, false, func(theirs uint64) (uint64, error) {
 		if near != 0 {
-			return p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs)
+			return p.mapNear(tid, near, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, theirs, nil)
 		}
 		// Anywhere: where the kernel puts the program's own mappings,
 		// high, out of the way of addresses a program may hold unmapped.
@@ -97,7 +97,7 @@ func (p *Process) mapShared(tid int, name string, size uint64, fixed bool, place
 	if addr, err = place(theirs); err != nil {
 		return 0, nil, err
 	}
-	p.dontDump(tid, addr, size)
+	p.DontDump(tid, addr, size)
 	mem, err = unix.Mmap(ours, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		if !fixed {
