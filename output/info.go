@@ -34,8 +34,8 @@ type Summary struct {
 func (rec *Recording) Summarize(other FrameHandler) *Summary {
 	s := &summarizer{sum: Summary{Info: rec.Info, Threads: map[int]string{}, Functions: map[string]int{}, Events: map[string]int{}}}
 	if inner := other; inner != nil {
-		other = func(kind byte, payload []byte, out ReplayOut) error {
-			return inner(kind, payload, rawCounter{out, &s.sum.Raw})
+		other = func(kind byte, payload []byte, cut bool, out ReplayOut) error {
+			return inner(kind, payload, cut, rawCounter{out, &s.sum.Raw})
 		}
 	}
 	n, err := rec.Replay(s, s, other) // (the summarizer fails no write: an error is the cut)

@@ -30,7 +30,8 @@ import (
 //	'e' the recording is whole: the last frame
 //
 // A reader skips frames of a type it does not know. A recording cut
-// short (the recorder killed) still reports up to its last whole frame.
+// short (the recorder killed) still reports up to its last whole frame,
+// and what is whole of the one cut (FrameHandler's cut).
 const (
 	recordingMagic   = "probe-trace\n"
 	recordingVersion = 3
@@ -316,6 +317,8 @@ func OpenRecording(r io.Reader) (*Recording, error) {
 }
 
 // next reads the next frame; its payload is valid until the next call.
+// A frame cut short by the file's end is an error, with its kind and
+// what the file holds of its payload.
 func (rec *Recording) next() (kind byte, payload []byte, err error) {
 	if kind, err = rec.r.ReadByte(); err != nil {
 		return 0, nil, err
@@ -331,8 +334,8 @@ func (rec *Recording) next() (kind byte, payload []byte, err error) {
 		rec.frame = make([]byte, n)
 	}
 	rec.frame = rec.frame[:n]
-	if _, err := io.ReadFull(rec.r, rec.frame); err != nil {
-		return 0, nil, unexpected(err)
+	if got, err := io.ReadFull(rec.r, rec.frame); err != nil {
+		return kind, rec.frame[:got], unexpected(err)
 	}
 	return kind, rec.frame, nil
 }
@@ -348,8 +351,11 @@ func unexpected(err error) error {
 // FrameHandler decodes the frames of a recording that are not the
 // trace's own (a raw capture's: probe.RawReader), handing the records
 // and comments they make to out. A frame 'D' says where the notes of
-// its decoder go among the trace's (Recorder.DecoderNotes).
-type FrameHandler func(kind byte, payload []byte, out ReplayOut) error
+// its decoder go among the trace's (Recorder.DecoderNotes). cut: the
+// frame is the last, cut short by the file's end (the recorder killed
+// as it wrote it), and payload what the file holds of it: what of it is
+// whole is worth its records (a drain pass's frame is up to a MiB).
+type FrameHandler func(kind byte, payload []byte, cut bool, out ReplayOut) error
 
 // ReplayOut takes what a FrameHandler decodes.
 type ReplayOut interface {
@@ -372,6 +378,9 @@ func (rec *Recording) Replay(events, notes Writer, other FrameHandler) (n int, e
 	for !ended && !out.w.failed() {
 		kind, payload, rerr := rec.next()
 		if rerr != nil {
+			if other != nil && len(payload) > 0 {
+				other(kind, payload, true, out) // (what is whole, up to the damage)
+			}
 			err = fmt.Errorf("%w after %d records: %v", ErrTruncated, n+out.n, rerr)
 			break
 		}
@@ -402,7 +411,7 @@ func (rec *Recording) Replay(events, notes Writer, other FrameHandler) (n int, e
 			if other == nil {
 				break // a type this reader does not know
 			}
-			if derr := other(kind, payload, out); derr != nil {
+			if derr := other(kind, payload, false, out); derr != nil {
 				err = fmt.Errorf("%w after %d records: damaged: %v", ErrTruncated, n+out.n, derr)
 				ended = true
 			}

@@ -173,6 +173,7 @@ type chunkCursor struct {
 	tid, cpu int
 	d        varint.Reader
 	left     uint64 // records not read
+	cut      bool   // the frame's cut reaches into the chunk: its end is no damage
 	state    chunkState
 	rec      ring.Record // the record read, next to hand on
 }
@@ -220,17 +221,16 @@ func (c *chunkCursor) next() bool {
 	return true
 }
 
-// chunks decodes a frame of chunks: their records merged by time stamp,
-// as the live drain would have handed them on.
-func (rr *RawReader) chunks(d *varint.Reader) error {
-	return rr.pass.read(d, rr.dec.named, rr.dec.record)
-}
-
 // read hands fn the records of a chunks frame, merged by time stamp
-// (h's room reused); named says whether a thread has been named.
-func (h *chunkHeap) read(d *varint.Reader, named func(tid int) bool, fn func(RawRecord)) error {
+// (h's room reused); named says whether a thread has been named. cut:
+// the frame is cut short (FrameCut): the chunks it holds whole, and of
+// the one the cut reaches, its records before the cut.
+func (h *chunkHeap) read(d *varint.Reader, cut bool, named func(tid int) bool, fn func(RawRecord)) error {
 	var line ring.Line
 	line.TSC, line.NS = d.Uvarint(), d.Uvarint()
+	if (d.Bad || len(d.B) < 8) && cut {
+		return nil
+	}
 	if d.Bad || len(d.B) < 8 {
 		return errRawDamaged
 	}
@@ -239,17 +239,26 @@ func (h *chunkHeap) read(d *varint.Reader, named func(tid int) bool, fn func(Raw
 	cs := (*h)[:0]
 	for len(d.B) > 0 {
 		tid, cpu, count := d.Varint(), d.Varint(), d.Uvarint()
+		if (d.Bad || len(d.B) < 4) && cut {
+			break
+		}
 		if d.Bad || len(d.B) < 4 {
 			return errRawDamaged
 		}
 		n := uint64(binary.LittleEndian.Uint32(d.B))
-		if d.B = d.B[4:]; n > uint64(len(d.B)) || count > n {
+		d.B = d.B[4:]
+		if count > n {
 			return errRawDamaged // (a record is 2 bytes at the least)
+		}
+		short := n > uint64(len(d.B))
+		if short && !cut {
+			return errRawDamaged
 		}
 		if !named(int(tid)) {
 			return fmt.Errorf("records of thread %d, never named", tid)
 		}
-		cs = append(cs, chunkCursor{tid: int(tid), cpu: int(cpu), d: varint.Reader{B: d.B[:n]}, left: count})
+		n = min(n, uint64(len(d.B)))
+		cs = append(cs, chunkCursor{tid: int(tid), cpu: int(cpu), d: varint.Reader{B: d.B[:n]}, left: count, cut: short})
 		d.B = d.B[n:]
 	}
 	*h = cs
@@ -260,7 +269,7 @@ func (h *chunkHeap) read(d *varint.Reader, named func(tid int) bool, fn func(Raw
 		c.state.reset(line.TSC)
 		if c.next() {
 			live = append(live, c)
-		} else if c.d.Bad {
+		} else if c.d.Bad && !c.cut {
 			return errRawDamaged
 		}
 	}
@@ -274,7 +283,7 @@ func (h *chunkHeap) read(d *varint.Reader, named func(tid int) bool, fn func(Raw
 			heap.Fix(&m, 0)
 			continue
 		}
-		if c.d.Bad {
+		if c.d.Bad && !c.cut {
 			return errRawDamaged
 		}
 		heap.Pop(&m)

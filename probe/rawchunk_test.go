@@ -14,7 +14,8 @@ import (
 // seventy; values repeated and not; CPUs known and not), in chunks of
 // two pieces, come back from a chunks frame with their values, merged by
 // time stamp, timed by the frame's line, the chunk's CPU given to those
-// with none.
+// with none. Cut anywhere (a recorder killed as it wrote the frame), it
+// gives each thread's records up to the cut, and no error.
 func TestRawChunksRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	line := ring.Line{TSC: 5000, NS: 1e9, PerTSC: 0.5}
@@ -77,7 +78,7 @@ func TestRawChunksRoundTrip(t *testing.T) {
 	}
 	var got []rec
 	var h chunkHeap
-	err := h.read(&varint.Reader{B: frames[0]}, func(int) bool { return true }, func(r RawRecord) {
+	err := h.read(&varint.Reader{B: frames[0]}, false, func(int) bool { return true }, func(r RawRecord) {
 		if r.Time != line.Time(want[len(got)].tsc) {
 			t.Fatalf("record %d: time %d, want %d", len(got), r.Time, line.Time(want[len(got)].tsc))
 		}
@@ -96,4 +97,41 @@ func TestRawChunksRoundTrip(t *testing.T) {
 		}
 	}
 	t.Logf("%d records: %d bytes, %.1f a record", len(want), len(frames[0]), float64(len(frames[0]))/float64(len(want)))
+
+	byThread := map[int][]rec{}
+	for _, w := range want {
+		byThread[w.tid] = append(byThread[w.tid], w)
+	}
+	frame := frames[0]
+	most := 0
+	for cut := 0; cut <= len(frame); cut += 1 + rng.IntN(997) {
+		seen := map[int]int{}
+		var last uint64
+		err := h.read(&varint.Reader{B: frame[:cut]}, true, func(int) bool { return true }, func(r RawRecord) {
+			w := byThread[r.Tid][seen[r.Tid]]
+			if r.Time < int64(last) || r.Time != line.Time(w.tsc) || r.Site != w.site || !slices.Equal(r.Values, w.vals) && len(w.vals)+len(r.Values) > 0 {
+				t.Fatalf("cut at %d: thread %d's record %d: %+v, want %+v", cut, r.Tid, seen[r.Tid], r, w)
+			}
+			last = uint64(r.Time)
+			seen[r.Tid]++
+		})
+		if err != nil {
+			t.Fatalf("cut at %d of %d: %v", cut, len(frame), err)
+		}
+		n := seen[5] + seen[6] + seen[7]
+		if n < most {
+			t.Fatalf("cut at %d: %d records, fewer than a shorter cut's %d", cut, n, most)
+		}
+		most = n
+	}
+	// (The last thread's chunk is the frame's end: a cut there leaves the
+	// first two whole.)
+	seen := 0
+	h.read(&varint.Reader{B: frame[:len(frame)-1]}, true, func(int) bool { return true }, func(RawRecord) { seen++ })
+	if seen < 2000 || seen >= len(want) {
+		t.Errorf("cut one byte short: %d records, want the first two threads' 2000 and some of the third's", seen)
+	}
+	if err := h.read(&varint.Reader{B: frame[:len(frame)-1]}, false, func(int) bool { return true }, func(RawRecord) {}); err == nil {
+		t.Error("a frame cut short read as whole: no error")
+	}
 }

@@ -163,6 +163,23 @@ func IsRawFrame(kind byte) bool {
 
 var errRawDamaged = errors.New("a raw frame that cannot be read")
 
+// FrameCut decodes what is whole of a frame of records the file's end
+// cut short (the recorder killed as it wrote it): each thread's records
+// up to the first the cut reaches. Other frames cut short are of no use.
+func (rr *RawReader) FrameCut(kind byte, b []byte) error {
+	if rr.dec == nil {
+		return nil
+	}
+	d := varint.Reader{B: b}
+	switch kind {
+	case RawRecordsFrame:
+		return rr.records(&d, true)
+	case RawChunksFrame:
+		return rr.pass.read(&d, true, rr.dec.named, rr.dec.record)
+	}
+	return nil
+}
+
 // Frame decodes one raw frame.
 func (rr *RawReader) Frame(kind byte, b []byte) error {
 	if kind == RawTablesFrame {
@@ -205,9 +222,9 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 	case RawLostFrame:
 		rr.dec.RingLost(int(d.Varint()))
 	case RawRecordsFrame:
-		return rr.records(&d)
+		return rr.records(&d, false)
 	case RawChunksFrame:
-		return rr.chunks(&d)
+		return rr.pass.read(&d, false, rr.dec.named, rr.dec.record)
 	}
 	if d.Bad {
 		return errRawDamaged
@@ -215,13 +232,14 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 	return nil
 }
 
-// records decodes a frame of records.
-func (rr *RawReader) records(d *varint.Reader) error {
+// records decodes a frame of records; cut: the frame is cut short, and
+// its records up to the cut are all there is.
+func (rr *RawReader) records(d *varint.Reader, cut bool) error {
 	c := &rr.codec
 	for len(d.B) > 0 {
 		head := d.Uvarint()
 		n := head >> 2
-		if n > uint64(len(d.B)) {
+		if n > uint64(len(d.B)) && !cut {
 			return errRawDamaged
 		}
 		if head&1 != 0 {
@@ -243,6 +261,9 @@ func (rr *RawReader) records(d *varint.Reader) error {
 				p = (*prev)[i]
 			}
 			rr.values = append(rr.values, p+uint64(d.Varint()))
+		}
+		if d.Bad && cut {
+			return nil // (the record the cut reached)
 		}
 		if d.Bad {
 			return errRawDamaged

@@ -128,13 +128,15 @@ func rawReplay() output.FrameHandler {
 			out.Record(&r)
 		},
 	})
-	return func(kind byte, payload []byte, o output.ReplayOut) error {
+	return func(kind byte, payload []byte, cut bool, o output.ReplayOut) error {
 		out = o
 		switch {
 		case kind == 'D':
 			for _, note := range returnNotes(rr.Stats(), false) {
 				o.Comment(note)
 			}
+		case probe.IsRawFrame(kind) && cut:
+			return rr.FrameCut(kind, payload)
 		case probe.IsRawFrame(kind):
 			return rr.Frame(kind, payload)
 		}
