@@ -239,7 +239,10 @@ func (rr *RawReader) records(d *varint.Reader, cut bool) error {
 	for len(d.B) > 0 {
 		head := d.Uvarint()
 		n := head >> 2
-		if n > uint64(len(d.B)) && !cut {
+		if n > uint64(len(d.B)) && cut {
+			return nil // (its values are past the cut: a value is a byte at the least)
+		}
+		if n > uint64(len(d.B)) {
 			return errRawDamaged
 		}
 		if head&1 != 0 {

@@ -243,7 +243,14 @@ func (t *Tracer) recordTime(rec *ring.Record) int64 {
 func (t *Tracer) replayHit(rec *ring.Record) *Hit {
 	in := t.inproc
 	in.hit = Hit{Pid: t.pid, Tid: rec.Tid, Comm: t.threadComm(rec.Tid), Time: t.recordTime(rec), CPU: rec.CPU, regs: &in.regs, Mem: &in.stack, tracer: t}
-	if rec.CPU == ring.UnknownCPU {
+	switch {
+	case rec.CPU != ring.UnknownCPU:
+	case t.decoding != nil:
+		// A recording's, its chunk knowing none either (a thread without
+		// an rseq area, never placed): no process to ask (before, probe
+		// report died of a nil pointer here; found by FuzzRawFrames).
+		in.hit.CPU = 0
+	default:
 		in.hit.CPU = t.cpuOf(rec.Tid) // no rseq area (arm64): where the thread runs now
 	}
 	return &in.hit
