@@ -294,8 +294,7 @@ var ownTrapsLine = regexp.MustCompile(`handled (\d+) lost (\d+)\n`)
 // threads were put back on the int3 before their stops were taken.
 func TestKill9GoProgram(t *testing.T) {
 	t.Parallel()
-	p := startBg(t, nil, goworkBin, "until-term", "4")
-	p.waitStdout(t, "ready", 10*time.Second)
+	p := startGowork(t)
 	for i, specs := range [][]string{
 		{"p:main.work"},
 		{"r:main.loop"},
@@ -306,10 +305,7 @@ func TestKill9GoProgram(t *testing.T) {
 	} {
 		killWhileStopping(t, p, i, specs)
 	}
-	p.signal(t, syscall.SIGTERM)
-	if r := p.wait(t, 10*time.Second); r.code != 0 || r.stdout != "ready\nok\n" {
-		t.Fatalf("gowork until-term: want exit 0, ready and ok; got %v", r)
-	}
+	stopGowork(t, p)
 }
 
 // TestKill9GuardedSyscall kills probe at the system calls it injects

@@ -195,7 +195,7 @@ func (p *Process) injectSyscall(tid int, nr uint64, args []uint64, run func(tid 
 // which must end at after, a breakpoint: where the Guard has the thread
 // if we die), and regs has the registers once it ran. Every register and
 // the signal mask are put back after, as InjectSyscall does. On arm64 it
-// runs to the breakpoint rather than stepping (runToBreak).
+// runs to the breakpoint rather than stepping (runOver).
 func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uint64) (regs unix.PtraceRegs, err error) {
 	if err := p.leaveSyscall(tid); err != nil {
 		return regs, err
@@ -205,10 +205,7 @@ func (p *Process) InjectStep(tid int, set func(regs *unix.PtraceRegs), after uin
 		if err := p.SetRegs(tid, r); err != nil {
 			return err
 		}
-		if singlestep.BreakpointPCAdjust == 0 {
-			return p.runToBreak(tid, r.PC(), after, &regs)
-		}
-		return p.stepOver(tid, r.PC(), after, &regs)
+		return p.runOver(tid, r.PC(), after, singlestep.BreakpointPCAdjust != 0, &regs)
 	})
 	if err != nil {
 		return regs, fmt.Errorf("inject instruction: %w", err)
@@ -266,39 +263,46 @@ func (p *Process) withRegs(tid int, trap uint64, do func(regs *unix.PtraceRegs) 
 // stepThroughSyscall single-steps thread tid, set up at the syscall instruction
 // insn, until it has run it, and returns the call's result.
 func (p *Process) stepThroughSyscall(tid int, insn uint64) (uint64, error) {
-	var regs unix.PtraceRegs
-	if err := p.stepOver(tid, insn, insn+uint64(len(syscallInsn)), &regs); err != nil {
-		return 0, fmt.Errorf("inject syscall: %w", err)
-	}
-	return Result(&regs), nil
+	return p.throughSyscall(tid, insn, true)
 }
 
 // runToGuardTrap runs thread tid, set up at the Guard's system call
-// instruction insn, to the breakpoint after it (runToBreak), and returns
+// instruction insn, to the breakpoint after it (runOver), and returns
 // the call's result.
 func (p *Process) runToGuardTrap(tid int, insn uint64) (uint64, error) {
+	return p.throughSyscall(tid, insn, false)
+}
+
+func (p *Process) throughSyscall(tid int, insn uint64, step bool) (uint64, error) {
 	var regs unix.PtraceRegs
-	if err := p.runToBreak(tid, insn, insn+uint64(len(syscallInsn)), &regs); err != nil {
+	if err := p.runOver(tid, insn, insn+uint64(len(syscallInsn)), step, &regs); err != nil {
 		return 0, fmt.Errorf("inject syscall: %w", err)
 	}
 	return Result(&regs), nil
 }
 
-// runToBreak runs thread tid, set up at code of ours at at, until the
-// breakpoint at brk after it traps (arm64: pc stays on it), and leaves
-// its registers in regs. Not a step: arm64 goes on stepping a thread
-// whose tracer dies (only a detach, or a resume that is not a step, ends
-// it), and every instruction after our death would trap, in the rescue's
-// handler too, until the thread died (a kill -9 before an injected call
-// ran, the thread last stepped by the one before).
-func (p *Process) runToBreak(tid int, at, brk uint64, regs *unix.PtraceRegs) error {
+// runOver runs thread tid, set up at code of ours at at, until it ends
+// at end, and leaves its registers in regs: stepped (step), one
+// instruction; or run until the breakpoint at end traps (arm64: pc stays
+// on it). arm64 runs: it goes on stepping a thread whose tracer dies
+// (only a detach, or a resume that is not a step, ends it), and every
+// instruction after our death would trap, in the rescue's handler too,
+// until the thread died (a kill -9 before an injected call ran, the
+// thread last stepped by the one before).
+func (p *Process) runOver(tid int, at, end uint64, step bool, regs *unix.PtraceRegs) error {
 	for {
-		if t := p.threads[tid]; t != nil {
-			t.Stopped, t.rewound = false, false
+		var err error
+		if step {
+			err = p.Step(tid, 0)
+		} else {
+			if t := p.threads[tid]; t != nil {
+				t.Stopped, t.rewound = false, false
+			}
+			p.delivering(tid, 0)
+			err = ptraceCont(tid, 0)
 		}
-		p.delivering(tid, 0)
-		if err := ptraceCont(tid, 0); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
 		}
 		ev, err := p.WaitThread(tid)
 		if err != nil {
@@ -310,60 +314,31 @@ func (p *Process) runToBreak(tid int, at, brk uint64, regs *unix.PtraceRegs) err
 		if err := p.GetRegs(tid, regs); err != nil {
 			return err
 		}
-		if regs.PC() != at && regs.PC() != brk {
+		if regs.PC() != at && regs.PC() != end {
 			// Never run on through the tracee's own code.
 			return fmt.Errorf("thread %d stopped at %#x, not in the code injected at %#x", tid, regs.PC(), at)
 		}
-		if ev.Kind != EventTrap && ev.Kind != EventSignal {
-			continue // a group-stop or an interrupt
-		}
-		info, err := p.Siginfo(tid)
-		if err != nil {
-			return err
-		}
-		if regs.PC() == brk && info.Signo == int32(unix.SIGTRAP) && info.Code == SIBreakpoint {
-			return nil
-		}
-		// A signal we could not block, before our code ran (a brk's
-		// SIGTRAP dropped, as a step's stop drops it).
-		p.deferStopSignal(tid)
-	}
-}
-
-// stepOver single-steps thread tid, set up at the instruction at, until
-// it has run it (its pc at after), and leaves its registers in regs.
-func (p *Process) stepOver(tid int, at, after uint64, regs *unix.PtraceRegs) error {
-	for {
-		if err := p.Step(tid, 0); err != nil {
-			return fmt.Errorf("step: %w", err)
-		}
-		ev, err := p.WaitThread(tid)
-		if err != nil {
-			return err
-		}
-		if ev.Kind == EventExit {
-			return fmt.Errorf("thread %d exited", tid)
-		}
-		if err := p.GetRegs(tid, regs); err != nil {
-			return err
-		}
-		if regs.PC() != at && regs.PC() != after {
-			// Never step on through the tracee's own code.
-			return fmt.Errorf("thread %d stopped at %#x, not at the instruction injected at %#x", tid, regs.PC(), at)
-		}
 		switch ev.Kind {
 		case EventTrap:
-			if regs.PC() == after {
+			if regs.PC() == end && (step || p.atBreakpoint(tid)) {
 				return nil
 			}
-			fallthrough // a SIGTRAP sent to it, before the instruction
+			fallthrough // a SIGTRAP sent to it, before our code
 		case EventSignal:
+			// A signal we could not block (a brk's SIGTRAP dropped).
 			p.deferStopSignal(tid)
 		}
 		// Else a group-stop or an interrupt, before the instruction or
-		// after it: then the step's trap is still queued, and the next
+		// after it: then a step's trap is still queued, and the next
 		// step reports it without running anything.
 	}
+}
+
+// atBreakpoint reports whether thread tid is stopped for a breakpoint's
+// SIGTRAP.
+func (p *Process) atBreakpoint(tid int) bool {
+	info, err := p.Siginfo(tid)
+	return err == nil && info.Signo == int32(unix.SIGTRAP) && info.Code == SIBreakpoint
 }
 
 // runToSyscallExit runs thread tid, set up at the syscall instruction insn,
