@@ -500,6 +500,9 @@ func (p *Process) mapNear(tid int, near, size uint64, prot, flags int, fd uint64
 			return 0, err
 		}
 		if err := syscallErr(addr); err != nil {
+			if tell != nil {
+				tell(0, 0) // (what is there is not ours)
+			}
 			if err == unix.EEXIST {
 				continue // raced with the tracee's own mmap
 			}
