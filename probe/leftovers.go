@@ -119,6 +119,7 @@ func (t *Tracer) restoreLeftovers() {
 			done++
 		}
 	}
+	t.emptyOldTexts(ms.files)
 	returns, hooked := t.unhookLeftoverReturns(ms.files, old)
 	returns += t.unhookRescuedReturns(ms.files, old)
 	keep := t.oldRescue(&ms, old)

@@ -319,8 +319,8 @@ func (t *Tracer) unhookRescuedReturns(files [][2]uint64, old []mappedRange) (n i
 // a page still lists returns it hooked (arm64, which cannot give them
 // back: each function saved its x30 where its CFI says), its handler
 // stays, to be the one ours goes on to, and so do the mappings
-// (keep); its lists of text and of held threads are emptied, the text
-// being back and the threads gone on. Else the
+// (keep); its list of held threads is emptied, the threads gone on (its
+// text's, emptyOldTexts). Else the
 // program gets back its own action, the first that a page kept and that
 // is not a handler of ours. Either way that action is the program's,
 // for when the mappings go (t.traps.leftoverAct).
@@ -345,7 +345,6 @@ func (t *Tracer) oldRescue(ms *mapsSummary, old []mappedRange) (keep bool) {
 		if !returnInSlot && t.hooksLeft(f[0], ms) {
 			// Its threads held are ours no more either.
 			keep = true
-			t.writeWord(f[0]+codegen.RescueTexts, 0)
 			t.proc.WriteAt(make([]byte, 4*codegen.RescueHeldSlots), int64(f[0]+codegen.RescueHeld))
 			t.keepOnlyReturns(f[0])
 		}
@@ -355,6 +354,32 @@ func (t *Tracer) oldRescue(ms *mapsSummary, old []mappedRange) (keep bool) {
 		t.proc.SetTrapAction(t.anchor, prev)
 	}
 	return keep
+}
+
+// emptyOldTexts empties the text lists of killed probes' rescue pages
+// (among files), the text being back: each entry's length, which a
+// thread inside an old handler's loop reads afresh for every entry, and
+// then the count. Such a thread, held now, would else go on writing old
+// originals over the breakpoints this attach is about to place (they
+// would miss their hits; the program is unharmed). It still may with the
+// entry it has read (the race, narrowed to one entry).
+func (t *Tracer) emptyOldTexts(files [][2]uint64) {
+	for _, f := range files {
+		if !isRescuePage(t.proc, f) {
+			continue
+		}
+		count, _ := t.readWord(f[0] + codegen.RescueTexts)
+		b := make([]byte, min(count, codegen.RescueTextCap)*codegen.RescueTextSize)
+		if _, err := t.proc.ReadAt(b, int64(f[0]+codegen.RescueTextAt)); err != nil {
+			continue
+		}
+		for off := 0; off < len(b); off += codegen.RescueTextSize {
+			if binary.LittleEndian.Uint64(b[off+8:]) != 0 {
+				t.writeWord(f[0]+codegen.RescueTextAt+uint64(off)+8, 0)
+			}
+		}
+		t.writeWord(f[0]+codegen.RescueTexts, 0)
+	}
 }
 
 // keepOnlyReturns takes out of the rescue page at page every pc entry but
