@@ -50,17 +50,19 @@ func gmonEnv(dir string) []string { return []string{"GMON_OUT_PREFIX=" + filepat
 func TestFentryInProcess(t *testing.T) {
 	t.Parallel()
 	src := filepath.Join("testdata", "fentry", "fentry.c")
+	const fentry, mcount = " (past the call of __fentry__: 2)", " (past the call of mcount: 2)"
 	for _, kind := range []struct {
 		name, flags string
-		arcs        bool // gprof's call graph the same traced
+		arcs        bool   // gprof's call graph the same traced
+		way         string // where -v says fib and work are hooked
 	}{
-		{"fentry", "", true}, // fentryBin's: -pg -mfentry, a PIE
-		{"pg", "-pg -fPIE -pie", true},
-		{"fentry-nopie", "-pg -mfentry -fno-pic -no-pie", true},
-		{"fentry-nop", "-pg -mfentry -mnop-mcount -fno-pic -no-pie", false}, // (no call: no arcs)
-		{"patchable", "-fpatchable-function-entry=5", false},
-		{"fentry-O0", "-O0 -pg -mfentry -fPIE -pie", true},
-		{"pg-O0", "-O0 -pg -no-pie", true},
+		{"fentry", "", true, fentry}, // fentryBin's: -pg -mfentry, a PIE
+		{"pg", "-pg -fPIE -pie", true, mcount},
+		{"fentry-nopie", "-pg -mfentry -fno-pic -no-pie", true, fentry},
+		{"fentry-nop", "-pg -mfentry -mnop-mcount -fno-pic -no-pie", false, ""}, // (no call: no arcs)
+		{"patchable", "-fpatchable-function-entry=5", false, ""},
+		{"fentry-O0", "-O0 -pg -mfentry -fPIE -pie", true, fentry},
+		{"pg-O0", "-O0 -pg -no-pie", true, mcount},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
@@ -70,15 +72,17 @@ func TestFentryInProcess(t *testing.T) {
 			} else {
 				exe = builtOnce(t, "fentry-"+kind.name, src, append([]string{"-O2", "-g", "-pthread", "-fno-optimize-sibling-calls"}, strings.Fields(kind.flags)...)...)
 			}
-			fentryGraphs(t, exe, strings.Contains(kind.flags, "-pg") || kind.flags == "", kind.arcs)
+			fentryGraphs(t, exe, strings.Contains(kind.flags, "-pg") || kind.flags == "", kind.arcs, kind.way)
 		})
 	}
 }
 
 // fentryGraphs runs exe untraced, then under function_graph in-process
 // and stopping, and compares (gmon: it writes a gmon.out each run; arcs:
-// whose call graph, as gprof reads it, must be the untraced run's).
-func fentryGraphs(t *testing.T, exe string, gmon, arcs bool) {
+// whose call graph, as gprof reads it, must be the untraced run's; way:
+// where -v says fib and work are hooked, if not at their first
+// instruction).
+func fentryGraphs(t *testing.T, exe string, gmon, arcs bool, way string) {
 	dir := t.TempDir()
 	env := func(run string) []string { return gmonEnv(filepath.Join(dir, run)) }
 	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
@@ -94,7 +98,7 @@ func fentryGraphs(t *testing.T, exe string, gmon, arcs bool) {
 	for _, mode := range []string{"-v", "--no-inprocess"} {
 		out := filepath.Join(dir, "trace"+mode)
 		r := probeEnv(t, env(mode), "run", mode, "-o", out, "--ring-size", "65536", "--tracer", "function_graph", "--filter", "fib,work", "--", exe, "3")
-		paths := "probe: function tracer: 2 functions in-process\n"
+		paths := "probe: function tracer: 2 functions in-process" + way + "\n"
 		if r.code != 0 || r.stdout != base.stdout || mode == "-v" && !strings.Contains(r.stderr, paths) {
 			t.Fatalf("probe run %s: want exit 0, %q and %q on stderr; got %v", mode, base.stdout, paths, r)
 		}

@@ -368,9 +368,9 @@ type jumpState struct {
 	swappedExits atomic.Int64        // of detourExits, those past a return hook's swap
 	// funcPaths is what FuncPaths says, as the jumps were last placed.
 	funcPaths struct {
-		mu    sync.Mutex
-		in    int
-		stops map[string]int
+		mu          sync.Mutex
+		in          int
+		ways, stops map[string]int
 	}
 	// redirects are the branches re-aimed into detours, by address, put
 	// back at detach (putBackRedirects).

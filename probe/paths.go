@@ -46,29 +46,46 @@ func notePaths(sites ...*site) {
 }
 
 // FuncPaths says how the function tracer's entries are taken (read it
-// after Ready): how many functions record in the tracee, and how many
-// stop the thread, by why. As the jumps were placed: a program that has
-// ended since still has its answer.
-func (t *Tracer) FuncPaths() (inProcess int, stops map[string]int) {
+// after Ready): how many functions record in the tracee, of those the
+// ones hooked other than at their first instruction, by where (ways:
+// past -mfentry's call of __fentry__, past plain -pg's of mcount), and
+// how many stop the thread, by why. As the jumps were placed: a program
+// that has ended since still has its answer.
+func (t *Tracer) FuncPaths() (inProcess int, ways, stops map[string]int) {
 	t.jumps.funcPaths.mu.Lock()
 	defer t.jumps.funcPaths.mu.Unlock()
-	return t.jumps.funcPaths.in, maps.Clone(t.jumps.funcPaths.stops)
+	return t.jumps.funcPaths.in, maps.Clone(t.jumps.funcPaths.ways), maps.Clone(t.jumps.funcPaths.stops)
+}
+
+// hookedWay is where a function tracer's site is in its function, if
+// not at its first instruction.
+func (st *site) hookedWay() string {
+	switch {
+	case st.frame:
+		return "past the call of mcount"
+	case st.module != nil && st.addr != st.sym.Addr+st.module.Bias:
+		return "past the call of __fentry__"
+	}
+	return ""
 }
 
 // noteFuncPaths keeps what FuncPaths says, once the jumps are placed.
 func (t *Tracer) noteFuncPaths() {
-	in, stops := 0, map[string]int{}
+	in, ways, stops := 0, map[string]int{}, map[string]int{}
 	for _, st := range t.sites {
 		if st.fn == nil {
 			continue
 		}
-		if rec, why := st.path(); rec {
-			in++
-		} else {
+		if rec, why := st.path(); !rec {
 			stops[why]++
+			continue
+		}
+		in++
+		if way := st.hookedWay(); way != "" && !st.fn.isGo {
+			ways[way]++
 		}
 	}
 	t.jumps.funcPaths.mu.Lock()
-	t.jumps.funcPaths.in, t.jumps.funcPaths.stops = in, stops
+	t.jumps.funcPaths.in, t.jumps.funcPaths.ways, t.jumps.funcPaths.stops = in, ways, stops
 	t.jumps.funcPaths.mu.Unlock()
 }

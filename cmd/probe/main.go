@@ -1100,8 +1100,8 @@ func printPaths(t *probe.Tracer, s *sink) {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", line)
 	}
 	if s.traced != nil {
-		in, stops := t.FuncPaths()
-		fmt.Fprintf(os.Stderr, "probe: function tracer: %d functions in-process%s\n", in, stopsNote(stops))
+		in, ways, stops := t.FuncPaths()
+		fmt.Fprintf(os.Stderr, "probe: function tracer: %d functions in-process%s%s\n", in, waysNote(ways), stopsNote(stops))
 	}
 	if _, raw := t.RawCapture(); raw {
 		fmt.Fprintf(os.Stderr, "probe: recorded raw: the records as the tracee makes them, decoded by probe report\n")
@@ -1114,14 +1114,30 @@ func stopsNote(stops map[string]int) string {
 	if len(stops) == 0 {
 		return ""
 	}
-	whys := slices.Collect(maps.Keys(stops))
-	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(stops[b]-stops[a], strings.Compare(a, b)) })
-	n, parts := 0, make([]string, len(whys))
-	for i, why := range whys {
-		n += stops[why]
-		parts[i] = fmt.Sprintf("%s: %d", why, stops[why])
+	n, parts := tally(stops)
+	return fmt.Sprintf(", %d stop the thread (%s)", n, parts)
+}
+
+// waysNote says where the functions in-process that are not hooked at
+// their first instruction are hooked: " (past the call of mcount: 7)".
+func waysNote(ways map[string]int) string {
+	if len(ways) == 0 {
+		return ""
 	}
-	return fmt.Sprintf(", %d stop the thread (%s)", n, strings.Join(parts, ", "))
+	_, parts := tally(ways)
+	return fmt.Sprintf(" (%s)", parts)
+}
+
+// tally is counts' sum, and "what: n, ..." most first.
+func tally(counts map[string]int) (int, string) {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(counts[b]-counts[a], strings.Compare(a, b)) })
+	n, parts := 0, make([]string, len(keys))
+	for i, k := range keys {
+		n += counts[k]
+		parts[i] = fmt.Sprintf("%s: %d", k, counts[k])
+	}
+	return n, strings.Join(parts, ", ")
 }
 
 // inProcessText says how an in-process probe's hits are taken (how:
