@@ -100,6 +100,10 @@ type RescueCode struct {
 	Page uint64
 }
 
+// The guard's registers end before RescueMaking (a negative constant
+// does not convert: the build fails if they grow past it).
+const _ uint = RescueMaking - (RescueGuardRegs + 8*guardWords)
+
 // RescueEntries are the places in the handler's code that are not the
 // handler: its signal restorer, and the guard's stub, a system call
 // instruction and a breakpoint after it, where injected system calls run

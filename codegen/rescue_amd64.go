@@ -11,12 +11,12 @@ import (
 // rsp, rip, eflags).
 const (
 	ucGregs  = 40
-	ucRCX    = 40 + 14*8
-	ucRSP    = 40 + 15*8
-	ucRIP    = 40 + 16*8
-	ucEFLAGS = 40 + 17*8
+	ucRCX    = ucGregs + 14*8
+	ucRSP    = ucGregs + 15*8
+	ucRIP    = ucGregs + 16*8
+	ucEFLAGS = ucGregs + 17*8
 	// uc_sigmask follows uc_mcontext's 32 words.
-	ucSigmask = 40 + 32*8
+	ucSigmask = ucGregs + 32*8
 )
 
 // guardWords is how many of the ucontext's gregs the guard keeps: r8

@@ -228,11 +228,8 @@ func (c *chunkCursor) next() bool {
 func (h *chunkHeap) read(d *varint.Reader, cut bool, named func(tid int) bool, fn func(RawRecord)) error {
 	var line ring.Line
 	line.TSC, line.NS = d.Uvarint(), d.Uvarint()
-	if (d.Bad || len(d.B) < 8) && cut {
-		return nil
-	}
 	if d.Bad || len(d.B) < 8 {
-		return errRawDamaged
+		return damaged(cut)
 	}
 	line.PerTSC = math.Float64frombits(binary.LittleEndian.Uint64(d.B))
 	d.B = d.B[8:]

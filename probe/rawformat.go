@@ -163,6 +163,15 @@ func IsRawFrame(kind byte) bool {
 
 var errRawDamaged = errors.New("a raw frame that cannot be read")
 
+// damaged is what a frame that cannot be read on comes to: its end, if
+// it was cut short (FrameCut: what came before stands), else an error.
+func damaged(cut bool) error {
+	if cut {
+		return nil
+	}
+	return errRawDamaged
+}
+
 // FrameCut decodes what is whole of a frame of records the file's end
 // cut short (the recorder killed as it wrote it): each thread's records
 // up to the first the cut reaches. Other frames cut short are of no use.
@@ -239,11 +248,8 @@ func (rr *RawReader) records(d *varint.Reader, cut bool) error {
 	for len(d.B) > 0 {
 		head := d.Uvarint()
 		n := head >> 2
-		if n > uint64(len(d.B)) && cut {
-			return nil // (its values are past the cut: a value is a byte at the least)
-		}
 		if n > uint64(len(d.B)) {
-			return errRawDamaged
+			return damaged(cut) // (its values past the end: a value is a byte at the least)
 		}
 		if head&1 != 0 {
 			c.tid = int(d.Varint())
@@ -265,11 +271,8 @@ func (rr *RawReader) records(d *varint.Reader, cut bool) error {
 			}
 			rr.values = append(rr.values, p+uint64(d.Varint()))
 		}
-		if d.Bad && cut {
-			return nil // (the record the cut reached)
-		}
 		if d.Bad {
-			return errRawDamaged
+			return damaged(cut) // (cut: the record the cut reached)
 		}
 		*prev = append((*prev)[:0], rr.values...)
 		if err := rr.dec.Record(RawRecord{Tid: c.tid, CPU: c.cpu, Time: c.time, Site: uint32(site), Values: rr.values}); err != nil {
