@@ -6,6 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -262,4 +265,121 @@ func TestDlopenPendingOverride(t *testing.T) {
 	}
 	bad := probe(t, "run", `o:libplugin:init $retval=99 if nosuch == 1`, "--", host, lib, "1", "1")
 	badSpec{contains: []string{"nosuch"}}.check(t, bad)
+}
+
+// TestFunctionTracerDlopen: `--filter 'MOD:GLOB'` on a library the
+// program loads after the attach waits for it, as a probe on it does,
+// and traces its functions from its dlopen on, in the tracee where they
+// take a jump: pghost's 3 calls of pglib_work and every one of
+// pglib_fib's calls that the library counts, nested, and the text the
+// file's after the detach. A glob that matches nothing in the library's
+// file is bad input. (Built -pg too on x86-64: past mcount's call, or
+// __fentry__'s.) On host.c, which unloads its library and loads it
+// again elsewhere: every call of both loads, the page the first was on
+// untouched.
+func TestFunctionTracerDlopen(t *testing.T) {
+	t.Parallel()
+	src, _ := filepath.Abs(filepath.Join("testdata", "fentry"))
+	kinds := []struct{ name, flags string }{{"plain", ""}}
+	if runtime.GOARCH == "amd64" {
+		kinds = append(kinds, struct{ name, flags string }{"pg", "-pg"}, struct{ name, flags string }{"fentry", "-pg -mfentry"})
+	}
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			lib := filepath.Join(dir, "libpglib.so")
+			args := append([]string{"-O2", "-g", "-fPIC", "-shared", "-fno-optimize-sibling-calls", "-o", lib, filepath.Join(src, "pglib.c")}, strings.Fields(kind.flags)...)
+			host := filepath.Join(dir, "pghost")
+			if err := build(dir, "gcc", args...); err != nil {
+				t.Fatal(err)
+			}
+			if err := build(dir, "gcc", "-O2", "-g", "-o", host, filepath.Join(src, "pghost.c"), "-ldl"); err != nil {
+				t.Fatal(err)
+			}
+			untraced := runCmd(t, nil, host, lib, "3")
+			m := regexp.MustCompile(`^ready\nsum=1830 calls=(\d+) ok\nloaded\n$`).FindStringSubmatch(untraced.stdout)
+			if untraced.code != 0 || m == nil {
+				t.Fatalf("untraced: %v", untraced)
+			}
+			h := startHost(t, host, lib, "3")
+			pid := strconv.Itoa(h.cmd.Process.Pid)
+			if r := probe(t, "attach", pid, "--tracer", "function_graph", "--filter", "libpglib:nosuch*"); r.code != 2 || r.stderr != "probe: --filter \"libpglib:nosuch*\" matches no function in libpglib.so\n" {
+				t.Errorf("a glob matching nothing in the library's file: %v\nwant exit 2 and one line", r)
+			}
+			out := filepath.Join(dir, "graph")
+			p := startBg(t, []string{"PROBE_DEBUG_JUMPS=1"}, probeBin, "attach", "-o", out, pid, "--tracer", "function_graph", "--filter", "libpglib:*")
+			waitFor(t, "probe's stderr", p.stderr.String, "probe: function tracer: libpglib's functions pending until it is loaded\n")
+			io.WriteString(h.stdin, "go\n")
+			waitFor(t, "host", h.out.String, "loaded\n")
+			p.signal(t, syscall.SIGINT)
+			r := p.wait(t, cmdTimeout)
+			if r.code != 0 {
+				t.Fatalf("probe: %v", r)
+			}
+			if runtime.GOARCH == "amd64" && !strings.Contains(r.stderr, "probe: 2 sites jump-optimised") {
+				t.Errorf("want both functions in the tracee, jump-optimised after the dlopen: %s", r.stderr)
+			}
+			if patched := textPatched(h.cmd.Process.Pid); patched != "none" {
+				t.Errorf("after the detach the text differs from the file: %s", patched)
+			}
+			io.WriteString(h.stdin, "go\n")
+			h.stdin.Close()
+			h.finishWith(t, untraced.stdout)
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls, depth, maxDepth := map[string]int{}, 0, 0
+			for _, line := range strings.Split(string(data), "\n") {
+				f := strings.Split(line, "|")
+				if strings.HasPrefix(line, "#") || len(f) != 3 {
+					continue
+				}
+				fn := strings.TrimSpace(f[2])
+				switch {
+				case fn == "}":
+					depth--
+				case strings.HasSuffix(fn, "() {"):
+					calls[strings.TrimSuffix(fn, "() {")]++
+					depth++
+					maxDepth = max(maxDepth, depth)
+				case strings.HasSuffix(fn, "();"):
+					calls[strings.TrimSuffix(fn, "();")]++
+				default:
+					t.Errorf("line %q", line)
+				}
+				if depth < 0 {
+					t.Fatalf("a return without its call at %q", line)
+				}
+			}
+			if want := map[string]int{"pglib_work": 3, "pglib_fib": atoi(t, m[1])}; !mapsEqual(calls, want) || depth != 0 || maxDepth != 15 {
+				t.Errorf("calls %v, nesting %d at the end, %d deep; want %v (the program's count), 0, 15", calls, depth, maxDepth, want)
+			}
+		})
+	}
+	t.Run("reload", func(t *testing.T) {
+		t.Parallel()
+		host, lib := dlopenHost(t, o2pie)
+		out := filepath.Join(t.TempDir(), "graph")
+		r := probe(t, "run", "-o", out, "--tracer", "function", "--filter", "libplugin:init", "--", host, lib, fmt.Sprint(dlRound1), fmt.Sprint(dlRound2))
+		if r.code != 0 || r.stdout != dlopenWant() || r.stderr != "probe: function tracer: libplugin's functions pending until it is loaded\n" {
+			t.Fatalf("probe run: %v\nwant stdout as untraced and the pending line", r)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(data), ": init <-round_of"); n != dlRound1+dlRound2 {
+			t.Errorf("%d calls of init, want %d:\n%s", n, dlRound1+dlRound2, data)
+		}
+		// A library that never comes (a copy the host does not load).
+		if err := os.Link(lib, filepath.Join(filepath.Dir(lib), "libplugin2.so")); err != nil {
+			t.Fatal(err)
+		}
+		r = probe(t, "run", "--tracer", "function", "--filter", "libplugin2:init", "--", host, lib, "1", "1")
+		if r.code != 0 || !strings.HasSuffix(r.stdout, "page intact\n# no function of libplugin2 was traced: it was not loaded\n") {
+			t.Errorf("probe run: %v\nwant the never-loaded note", r)
+		}
+	})
 }

@@ -1,7 +1,9 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -65,11 +67,17 @@ type funcGlob struct {
 	// exclude: "!GLOB" (or "MOD:!GLOB"), as set_ftrace_filter's and
 	// ltrace -e's: the functions it matches are left out.
 	exclude bool
+	// lib: MOD is a library not loaded yet, which the dynamic linker
+	// could load (dlopen): the glob selects in it once it is (modules
+	// is empty until then).
+	lib *pendingLib
 }
 
 // parseGlobs splits comma lists and resolves "MOD:GLOB" (a C++ "a::b" is
-// not a module).
-func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
+// not a module). With later, a MOD not loaded yet whose file the dynamic
+// linker could load waits for it (funcGlob.lib), the glob checked
+// against that file now, as a pending probe's symbol is.
+func (t *Tracer) parseGlobs(flag string, list []string, later bool) ([]*funcGlob, error) {
 	var gs []*funcGlob
 	for _, item := range list {
 		for _, text := range strings.Split(item, ",") {
@@ -82,10 +90,14 @@ func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
 			g.exclude = spec != text
 			if i := strings.IndexByte(spec, ':'); i > 0 && !strings.HasPrefix(spec[i:], "::") {
 				m, err := t.space.FindModule(spec[:i])
-				if err != nil {
+				if g.lib = t.loadableLater(spec[:i], err, later); g.lib != nil {
+					g.modules = nil
+				} else if err != nil {
 					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
+				} else {
+					g.modules = []*symbols.Mapped{m}
 				}
-				g.modules, spec, g.anyModule = []*symbols.Mapped{m}, spec[i+1:], false
+				spec, g.anyModule = spec[i+1:], false
 			}
 			if rest := strings.TrimPrefix(spec, "!"); rest != spec {
 				if g.exclude {
@@ -105,10 +117,46 @@ func (t *Tracer) parseGlobs(flag string, list []string) ([]*funcGlob, error) {
 					g.modules = []*symbols.Mapped{m}
 				}
 			}
+			if g.lib != nil {
+				if err := matchesOnDisk(g); err != nil {
+					return nil, err
+				}
+			}
 			gs = append(gs, g)
 		}
 	}
 	return gs, nil
+}
+
+// loadableLater is the library mod names if it is not loaded (err, from
+// FindModule, says it is unknown) and later allows waiting for it, and
+// its file is where the dynamic linker could load it from; else nil.
+func (t *Tracer) loadableLater(mod string, err error, later bool) *pendingLib {
+	var unknown *symbols.UnknownModuleError
+	if !later || !errors.As(err, &unknown) {
+		return nil
+	}
+	path, ok := t.space.FindLibraryFile(mod)
+	if !ok {
+		return nil
+	}
+	return &pendingLib{name: mod, path: path}
+}
+
+// matchesOnDisk checks glob g, which waits for its library, against the
+// library's file: it must match a function there, as a glob must in a
+// loaded module.
+func matchesOnDisk(g *funcGlob) error {
+	disk, err := symbols.LoadBinaryAt(g.lib.path, symbols.ShelfBias)
+	if err != nil {
+		return badInput(fmt.Errorf("%s %q: %w", g.flag, g.text, err))
+	}
+	defer disk.Close()
+	if countMatching(disk.Main(), g.pattern) == 0 {
+		return badInput(fmt.Errorf("%s %q matches no function in %s", g.flag, g.text, filepath.Base(g.lib.path)))
+	}
+	g.matched = true
+	return nil
 }
 
 // firstMatching is the first module, the program then its libraries in
@@ -179,45 +227,102 @@ func (g *funcGlob) covers(m *symbols.Mapped) bool {
 	return false
 }
 
-// selectFunctions applies the filters to the functions of the modules
-// they name. Every pattern must match something, as writing a glob that
-// matches nothing to set_ftrace_filter fails.
-func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
-	if opts.NoFunctions {
-		return nil, nil
-	}
+// funcGlobs are a function tracer's parsed globs.
+type funcGlobs struct {
+	filter, include, exclude, notrace, graph []*funcGlob
+}
+
+// parseFuncGlobs parses opts' globs; with later, a glob on a library not
+// loaded yet waits for it.
+func (t *Tracer) parseFuncGlobs(opts *FuncTraceOptions, later bool) (*funcGlobs, error) {
 	flag := "--filter"
 	if opts.FromMain {
 		flag = "--calls" // (ltrace's selection is of the calls)
 	}
-	filter, err := t.parseGlobs(flag, opts.Filter)
-	if err != nil {
+	var gs funcGlobs
+	var err error
+	if gs.filter, err = t.parseGlobs(flag, opts.Filter, later); err != nil {
 		return nil, err
 	}
-	var include, exclude []*funcGlob
-	for _, g := range filter {
+	for _, g := range gs.filter {
 		if g.exclude {
-			exclude = append(exclude, g)
+			gs.exclude = append(gs.exclude, g)
 		} else {
-			include = append(include, g)
+			gs.include = append(gs.include, g)
 		}
 	}
-	notrace, err := t.parseGlobs("--notrace", opts.Notrace)
-	if err != nil {
+	if gs.notrace, err = t.parseGlobs("--notrace", opts.Notrace, later); err != nil {
 		return nil, err
 	}
-	graph, err := t.parseGlobs("--graph-function", opts.GraphFunction)
-	if err != nil {
+	if gs.graph, err = t.parseGlobs("--graph-function", opts.GraphFunction, later); err != nil {
 		return nil, err
+	}
+	return &gs, nil
+}
+
+// all is every glob.
+func (gs *funcGlobs) all() []*funcGlob {
+	return slices.Concat(gs.filter, gs.notrace, gs.graph)
+}
+
+// waiting is the libraries that globs wait for, once each.
+func (gs *funcGlobs) waiting() []*pendingLib {
+	var libs []*pendingLib
+	for _, g := range gs.all() {
+		if g.lib != nil && !slices.ContainsFunc(libs, func(l *pendingLib) bool { return l.path == g.lib.path }) {
+			libs = append(libs, g.lib)
+		}
+	}
+	return libs
+}
+
+// selectFunctions applies the filters to the functions of the modules
+// they name. Every pattern must match something, as writing a glob that
+// matches nothing to set_ftrace_filter fails; one on a library not
+// loaded yet (but for --calls: the program's calls go through what it
+// imports) matches in its file, and waits for the library: waiting.
+func (t *Tracer) selectFunctions(opts *FuncTraceOptions) (_ []candidate, waiting []*pendingLib, _ error) {
+	if opts.NoFunctions {
+		return nil, nil, nil
+	}
+	gs, err := t.parseFuncGlobs(opts, !opts.FromMain)
+	if err != nil {
+		return nil, nil, err
 	}
 	mods := []*symbols.Mapped{t.space.Main()}
-	for _, g := range append(append(append([]*funcGlob{}, filter...), notrace...), graph...) {
+	for _, g := range gs.all() {
 		for _, m := range g.modules {
 			if !containsModule(mods, m) {
 				mods = append(mods, m)
 			}
 		}
 	}
+	out := t.candidatesIn(opts, gs, mods)
+	for _, g := range gs.all() {
+		if !g.matched {
+			return nil, nil, t.noMatch(g)
+		}
+	}
+	waiting = gs.waiting()
+	if len(out) == 0 && len(waiting) == 0 {
+		return nil, nil, badInput(fmt.Errorf("no function of %s to trace", t.space.Main().Name))
+	}
+	return out, waiting, nil
+}
+
+// selectLoaded is selectFunctions in mods, libraries just loaded that
+// the globs waited for.
+func (t *Tracer) selectLoaded(opts *FuncTraceOptions, mods []*symbols.Mapped) []candidate {
+	gs, err := t.parseFuncGlobs(opts, true)
+	if err != nil {
+		return nil // (the files changed since: nothing to trace in them)
+	}
+	return t.candidatesIn(opts, gs, mods)
+}
+
+// candidatesIn is the functions of mods that globs select.
+func (t *Tracer) candidatesIn(opts *FuncTraceOptions, gs *funcGlobs, mods []*symbols.Mapped) []candidate {
+	filter, include, exclude, notrace, graph := gs.filter, gs.include, gs.exclude, gs.notrace, gs.graph
 	var out []candidate
 	seen := map[uint64]int{} // by runtime address, its candidate: an IFUNC's implementation may match by name too
 	for _, m := range mods {
@@ -322,17 +427,7 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, error) {
 			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip, names: names})
 		}
 	}
-	for _, gs := range [][]*funcGlob{filter, notrace, graph} {
-		for _, g := range gs {
-			if !g.matched {
-				return nil, t.noMatch(g)
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil, badInput(fmt.Errorf("no function of %s to trace", t.space.Main().Name))
-	}
-	return out, nil
+	return out
 }
 
 // namedExactly reports whether one of globs is name itself, no wildcard.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -98,6 +100,30 @@ type FuncTraceInfo struct {
 	// NoArgs, with Args: the functions traced whose arguments are not
 	// known (no DWARF, no prototype), by name.
 	NoArgs []string
+	// Waiting are the libraries, not loaded yet, that globs select in
+	// (as the user named them): their functions are traced from their
+	// dlopen on.
+	Waiting []string
+
+	// What the tracer added since, in libraries loaded later.
+	mu    sync.Mutex
+	later struct {
+		functions int
+		skipped   []SkippedFunc
+		noArgs    []string
+		loaded    []string // of Waiting
+	}
+}
+
+// Now is the info as it is now, with what the tracer added since
+// TraceFunctions returned, in the libraries it waited for: functions
+// traced, skipped, traced without arguments, and of Waiting those that
+// were loaded. Its caller may ask at any time.
+func (info *FuncTraceInfo) Now() (functions int, skipped []SkippedFunc, noArgs, loaded []string) {
+	info.mu.Lock()
+	defer info.mu.Unlock()
+	l := &info.later
+	return info.Functions + l.functions, slices.Concat(info.Skipped, l.skipped), slices.Concat(info.NoArgs, l.noArgs), slices.Clone(l.loaded)
 }
 
 // SkippedFunc is a function left out, and why.
@@ -131,6 +157,8 @@ type traceFunc struct {
 // funcTracer is a Tracer's function tracer.
 type funcTracer struct {
 	opts    FuncTraceOptions
+	info    *FuncTraceInfo
+	waiting []*pendingLib     // libraries the globs wait for (dlopen)
 	callers map[uint64]string // return address -> calling function
 	ev      FuncEvent         // scratch, reused every event
 	stacks  []StackUsage      // stacks of threads gone, for the stack tracer
@@ -154,12 +182,43 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	if t.ft != nil {
 		return nil, badInput(errors.New("a function tracer is already running"))
 	}
-	funcs, err := t.selectFunctions(&opts)
+	funcs, waiting, err := t.selectFunctions(&opts)
 	if err != nil {
 		return nil, err
 	}
-	t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
+	if len(waiting) > 0 {
+		if err := t.armLinkerWatch(anchor); err != nil {
+			return nil, badInput(fmt.Errorf("%s is not loaded, and %w", waiting[0].name, err))
+		}
+	}
 	info := &FuncTraceInfo{}
+	for _, lib := range waiting {
+		info.Waiting = append(info.Waiting, lib.name)
+	}
+	t.ft = &funcTracer{opts: opts, info: info, waiting: waiting, callers: map[uint64]string{}}
+	if isGo(t.space.Main()) {
+		t.ret.findGoid(t.space.Main())
+	}
+	if err := t.hookCandidates(anchor, funcs, info); err != nil {
+		t.ft = nil
+		return nil, err
+	}
+	if info.Functions == 0 && len(waiting) == 0 && !opts.NoFunctions {
+		// (hookCandidates took out what it put in.)
+		t.ft = nil
+		why := "no function selected could be probed"
+		if len(info.Skipped) > 0 {
+			why += fmt.Sprintf(" (%s: %s)", info.Skipped[0].Func, info.Skipped[0].Reason)
+		}
+		return info, badInput(errors.New(why))
+	}
+	return info, nil
+}
+
+// hookCandidates hooks the functions funcs, noting in info what it did;
+// if it hooks none, or fails, it leaves nothing of theirs in.
+func (t *Tracer) hookCandidates(anchor int, funcs []candidate, info *FuncTraceInfo) error {
+	opts := &t.ft.opts
 	var installed []*site
 	var batch siteBatch // the new sites, written together
 	written := false
@@ -172,12 +231,8 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 			st.fn, st.fnRet = nil, nil
 		}
 		t.dropEmpty(installed)
-		t.ft = nil
 	}
-	if isGo(t.space.Main()) {
-		t.ret.findGoid(t.space.Main())
-	}
-	needTrampoline := false
+	needTrampoline, hooked := false, 0
 	for _, c := range funcs {
 		if c.skip != "" {
 			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, c.skip, opts.FromMain && t.imported(c)})
@@ -191,35 +246,67 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 			info.Skipped = append(info.Skipped, SkippedFunc{c.fn.name, err.Error(), opts.FromMain && t.imported(c)})
 		case err != nil:
 			undo()
-			return nil, err
+			return err
 		default:
-			info.Functions++
+			hooked++
 			needTrampoline = needTrampoline || opts.Returns && !c.fn.isGo
 			if opts.Args && !opts.FromMain && c.fn.args == nil {
 				info.NoArgs = append(info.NoArgs, c.fn.name)
 			}
 		}
 	}
-	if info.Functions == 0 && !opts.NoFunctions {
+	if hooked == 0 {
 		undo()
-		why := "no function selected could be probed"
-		if len(info.Skipped) > 0 {
-			why += fmt.Sprintf(" (%s: %s)", info.Skipped[0].Func, info.Skipped[0].Reason)
-		}
-		return info, badInput(errors.New(why))
+		return nil
 	}
 	if err := t.writeSites(&batch); err != nil {
 		undo()
-		return nil, err
+		return err
 	}
 	written = true
 	if needTrampoline {
 		if err := t.ensureTrampoline(anchor, funcs[0].module.Start); err != nil {
 			undo()
-			return nil, err
+			return err
 		}
 	}
-	return info, nil
+	info.Functions += hooked
+	return nil
+}
+
+// traceLoaded hooks the functions the function tracer's globs select in
+// the libraries just loaded (added) that they waited for. It reports
+// whether it hooked any: their sites want optimizing.
+func (t *Tracer) traceLoaded(anchor int, added []*symbols.Mapped) bool {
+	if t.ft == nil || len(t.ft.waiting) == 0 {
+		return false
+	}
+	var mods []*symbols.Mapped
+	for _, m := range added {
+		if slices.ContainsFunc(t.ft.waiting, func(l *pendingLib) bool { return l.path == m.FilePath() }) {
+			mods = append(mods, m)
+		}
+	}
+	if len(mods) == 0 {
+		return false
+	}
+	var got FuncTraceInfo
+	if err := t.hookCandidates(anchor, t.selectLoaded(&t.ft.opts, mods), &got); err != nil {
+		got.Skipped = append(got.Skipped, SkippedFunc{Func: mods[0].Name, Reason: err.Error()})
+	}
+	info := t.ft.info
+	info.mu.Lock()
+	defer info.mu.Unlock()
+	l := &info.later
+	l.functions += got.Functions
+	l.skipped = append(l.skipped, got.Skipped...)
+	l.noArgs = append(l.noArgs, got.NoArgs...)
+	for _, lib := range t.ft.waiting {
+		if !slices.Contains(l.loaded, lib.name) && slices.ContainsFunc(mods, func(m *symbols.Mapped) bool { return m.FilePath() == lib.path }) {
+			l.loaded = append(l.loaded, lib.name)
+		}
+	}
+	return got.Functions > 0
 }
 
 // StopTracingFunctions removes the function tracer from a running Tracer

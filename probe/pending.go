@@ -249,9 +249,13 @@ func (t *Tracer) librariesChanged(anchor int) {
 		}
 		t.dropUnmapped(stale, removed)
 	}
+	if len(removed) > 0 && t.ft != nil {
+		clear(t.ft.callers) // (names of return addresses there)
+	}
 	if len(added) == 0 {
 		return
 	}
+	placed := t.traceLoaded(anchor, added)
 	for _, p := range t.probes {
 		if !p.pending.Load() {
 			continue
@@ -267,9 +271,15 @@ func (t *Tracer) librariesChanged(anchor int) {
 		p.pending.Store(false)
 		p.placed.Store(true)
 		notePaths(p.sites...) // (what -v says of it)
+		placed = true
 	}
 	if t.ret.trampoline != 0 {
 		t.hookUnwinders(anchor) // the new libraries' own
+	}
+	if placed {
+		// Not at this stop: anchor is at our breakpoint on r_brk, its
+		// trap being served (optimizeLate). At the next command's.
+		t.cmds.push(t.optimizeLate, t.bellPid)
 	}
 }
 

@@ -956,7 +956,7 @@ func (s *sink) close(t *probe.Tracer) error {
 // tracerNotes ends the trace with what the tracer skipped and lost.
 func (s *sink) tracerNotes(t *probe.Tracer) {
 	if s.traced != nil {
-		skipped := s.traced.Skipped
+		_, skipped, noArgs, loaded := s.traced.Now()
 		if s.calls {
 			// ltrace's view: the program's calls that go unseen, not
 			// the library's functions that could not be hooked.
@@ -965,8 +965,13 @@ func (s *sink) tracerNotes(t *probe.Tracer) {
 		if len(skipped) > 0 {
 			s.writer.Comment(skippedNote(skipped))
 		}
-		if n := len(s.traced.NoArgs); n > 0 {
-			s.writer.Comment(fmt.Sprintf("--args: %d functions traced without their arguments (no DWARF, no prototype): %s", n, firstNames(s.traced.NoArgs, 5)))
+		if n := len(noArgs); n > 0 {
+			s.writer.Comment(fmt.Sprintf("--args: %d functions traced without their arguments (no DWARF, no prototype): %s", n, firstNames(noArgs, 5)))
+		}
+		for _, lib := range s.traced.Waiting {
+			if !slices.Contains(loaded, lib) {
+				s.writer.Comment(fmt.Sprintf("no function of %s was traced: it was not loaded", lib))
+			}
 		}
 	}
 	s.pendingSummary()

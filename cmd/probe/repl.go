@@ -672,9 +672,11 @@ func (s *session) newWriter() (primary, all output.Writer) {
 func (s *session) closeSection() {
 	s.sink.stream.Close()
 	s.gate.Finish()
-	if s.sink.traced != nil && len(s.sink.traced.Skipped) > 0 {
-		s.gate.Comment(skippedNote(s.sink.traced.Skipped))
-		s.gate.Flush()
+	if s.sink.traced != nil {
+		if _, skipped, _, _ := s.sink.traced.Now(); len(skipped) > 0 {
+			s.gate.Comment(skippedNote(skipped))
+			s.gate.Flush()
+		}
 	}
 	s.sink.traced = nil
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/probedbg/probe/fetch"
@@ -176,6 +177,9 @@ func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 	info, err := t.TraceFunctions(opts)
 	if err != nil {
 		return err
+	}
+	for _, lib := range info.Waiting {
+		fmt.Fprintf(os.Stderr, "probe: function tracer: %s's functions pending until it is loaded\n", lib)
 	}
 	s.traced = info
 	s.stack, s.calls = ts.stack, ts.calls
