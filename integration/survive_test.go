@@ -320,7 +320,7 @@ func TestKill9GoProgram(t *testing.T) {
 // killed probe left: probe's mappings are those before the first.
 func TestKill9GuardedSyscall(t *testing.T) {
 	t.Parallel()
-	killGuarded(t, startTailtrap, stopTailtrap, []string{"--tracer", "function_graph"}, true)
+	killGuarded(t, startTailtrap, stopTailtrap, []string{"--tracer", "function_graph"})
 }
 
 // TestKill9GuardedSyscallGo is TestKill9GuardedSyscall's on a Go
@@ -328,17 +328,13 @@ func TestKill9GuardedSyscall(t *testing.T) {
 // guest/arm64/skip says why.)
 func TestKill9GuardedSyscallGo(t *testing.T) {
 	t.Parallel()
-	// (Its mappings are not compared: a stale signal frame in the
-	// stacks' arena, which the scan of a thread's stack takes for a
-	// live one, keeps a detach's pages, for the next.)
-	killGuarded(t, startGowork, stopGowork, []string{"--tracer", "function_graph", "--filter", "main.loop,main.work"}, false)
+	killGuarded(t, startGowork, stopGowork, []string{"--tracer", "function_graph", "--filter", "main.loop,main.work"})
 }
 
 // killGuarded kills probe, attached to the program start starts with
 // specs, at its guarded system calls in turn (TestKill9GuardedSyscall);
-// maps: probe's mappings must be as before the first attach after each
-// next attach.
-func killGuarded(t *testing.T, start func(*testing.T) *bg, stop func(*testing.T, *bg), specs []string, maps bool) {
+// after each next attach, probe's mappings must be as before the first.
+func killGuarded(t *testing.T, start func(*testing.T) *bg, stop func(*testing.T, *bg), specs []string) {
 	bin := faultProbeBin(t)
 	step := 1
 	if runtime.GOARCH == "arm64" {
@@ -367,7 +363,7 @@ func killGuarded(t *testing.T, start func(*testing.T) *bg, stop func(*testing.T,
 		if r := probe(t, append([]string{"attach", "--duration", "300ms", "-o", os.DevNull, pid}, specs...)...); r.code != 0 {
 			t.Fatalf("%s: the attach after probe's death: %v", env[0], r)
 		}
-		if got := probeMappings(procMaps(t, p.pid())); maps && got != before {
+		if got := probeMappings(procMaps(t, p.pid())); got != before {
 			t.Fatalf("%s: probe's mappings left after the next attach:\n%s", env[0], got)
 		}
 	}

@@ -218,11 +218,47 @@ func (t *Tracer) stackWords(regs *unix.PtraceRegs, ms *mapsSummary) (lo uint64, 
 	if hi == 0 {
 		return 0, nil, fmt.Sprintf("has its stack (sp %#x) in no mapping", sp)
 	}
+	if top, ok := t.goStackTop(regs, hi); ok {
+		hi = top
+	}
 	buf = make([]byte, hi-lo&^7)
 	if n, err := t.proc.ReadAt(buf, int64(lo&^7)); err != nil || n != len(buf) {
 		return 0, nil, fmt.Sprintf("has a stack we could not read at %#x", lo)
 	}
 	return lo &^ 7, buf, ""
+}
+
+// maxGoStack is the most a Go stack can be (the runtime's maxstacksize
+// on 64-bit targets).
+const maxGoStack = 1 << 30
+
+// goStackTop is, for a thread of a Go program with registers regs, the
+// top of the stack its sp is on, by its g's bounds (g.stack, g's first
+// field, lo then hi, as the runtime's assembly reads them), if they hold
+// sp and lie below end, the top of sp's mapping. A Go program's stacks
+// (goroutines', each M's g0 and gsignal) are pieces of the heap's
+// mappings: a scan to the mapping's top ran over other threads'
+// gsignal stacks, and a stale frame there, of a handler long returned
+// that had interrupted one of our stubs, kept our pages in every Go
+// program. A signal frame a thread will return through is on the stack
+// its handler runs on (gsignal, where the handler's g is gsignal), above
+// sp. Not a Go program, a thread whose g does not bound sp (a handler
+// before it sets gsignal, a switch of stacks under way, a C thread of a
+// cgo program), and the scan goes to the mapping's top, as before.
+func (t *Tracer) goStackTop(regs *unix.PtraceRegs, end uint64) (uint64, bool) {
+	if !isGo(t.space.Main()) {
+		return 0, false
+	}
+	g, ok := t.goG(regs)
+	if !ok || g == 0 {
+		return 0, false
+	}
+	lo, okLo := t.readWord(g)
+	hi, okHi := t.readWord(g + 8)
+	if sp := tracee.SP(regs); !okLo || !okHi || sp < lo || sp >= hi || hi > end || hi-lo > maxGoStack {
+		return 0, false
+	}
+	return hi, true
 }
 
 // sigFrames returns the offsets in a stack's words (stackWords) of the

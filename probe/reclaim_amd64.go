@@ -29,3 +29,13 @@ func sigframeRegPtrs(r *unix.PtraceRegs) []*uint64 {
 	return []*uint64{&r.R8, &r.R9, &r.R10, &r.R11, &r.R12, &r.R13, &r.R14, &r.R15,
 		&r.Rdi, &r.Rsi, &r.Rbp, &r.Rbx, &r.Rdx, &r.Rax, &r.Rcx, &r.Rsp, &r.Rip, &r.Eflags}
 }
+
+// goG is the g of a thread of a pure Go program with registers regs: in
+// its thread-local slot (symbols.GoGOffset).
+func (t *Tracer) goG(regs *unix.PtraceRegs) (uint64, bool) {
+	off, ok := t.space.Main().GoGOffset()
+	if !ok || regs.Fs_base == 0 {
+		return 0, false
+	}
+	return t.readWord(regs.Fs_base + uint64(off))
+}
