@@ -383,3 +383,13 @@ func TestFunctionTracerDlopen(t *testing.T) {
 		}
 	})
 }
+
+// atoi is s's number; s must be one.
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

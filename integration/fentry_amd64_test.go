@@ -330,12 +330,3 @@ func TestFentryDlopen(t *testing.T) {
 		})
 	}
 }
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
