@@ -246,6 +246,14 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			return
 		}
 		addr := t.stop.regs.PC() - singlestep.BreakpointPCAdjust
+		if st := t.step.restarting[tid]; st != nil && (st.slot == 0 && info.Code != tracee.SIBreakpoint || st.slot != 0 && addr == st.slot+4) {
+			// A step through a Go restart sequence done (the copy's
+			// brk, or a step in place): leaveRestart moves the thread
+			// on and keeps the signal that waited. Let go with this
+			// SIGTRAP, it died of it, the pc the copy's original's
+			// next (gowork, in the arm64 guest, at 1 in 3 detaches).
+			return
+		}
 		if addr == t.ret.trap && t.ret.trap != 0 {
 			// Returning through the trampoline: restoreReturns sends it
 			// on to its caller.
