@@ -72,11 +72,12 @@ func TestRedisCycles(t *testing.T) {
 	pid := strconv.Itoa(rs.pid())
 	ours := func() string { return probeMappings(procMaps(t, rs.pid())) }
 	before := ours()
+	var last result // the attach before alive's check, for its stderr
 	alive := func(what string) {
 		t.Helper()
 		time.Sleep(200 * time.Millisecond) // the returns in flight come home
 		if rs.exited() {
-			t.Fatalf("%s: redis-server ended: %v", what, rs.res)
+			t.Fatalf("%s: redis-server ended: %v\nprobe before: %v", what, rs.res, last)
 		}
 		if err := wrongAnswer(); err != nil {
 			t.Fatalf("%s: a wrong answer: %v", what, err)
@@ -87,6 +88,7 @@ func TestRedisCycles(t *testing.T) {
 	}
 	for i := 0; i < 20; i++ {
 		r := probe(t, "attach", "--duration", "500ms", "-o", os.DevNull, "--tracer", "function_graph", pid)
+		last = r
 		if r.code != 0 {
 			t.Fatalf("cycle %d: %v", i, r)
 		}
@@ -119,6 +121,7 @@ func TestRedisCycles(t *testing.T) {
 			t.Fatalf("kill %d (%s): after probe's SIGKILL: %v, %v", i, args[0], rs.res, wrongAnswer())
 		}
 		r := probe(t, "attach", "--duration", "300ms", pid, "p:processCommand => count")
+		last = r
 		if r.code != 0 || !count.MatchString(r.stdout) {
 			t.Fatalf("kill %d: the attach after it: %v", i, r)
 		}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -275,6 +276,12 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			t.proc.SetRegs(tid, &t.stop.regs)
 			t.lostHits++
 			return
+		}
+		if inAny(t.maps.made, addr) && t.life.err == nil {
+			// No breakpoint there is the program's, and none of ours
+			// is known here: it goes on with the trap, as the loop
+			// would pass it (its death by SIGTRAP), and says so.
+			t.life.err = fmt.Errorf("thread %d trapped at %#x, in probe's code, as probe detached", tid, addr)
 		}
 		held[tid] = int(unix.SIGTRAP)
 	case tracee.EventSignal:

@@ -187,15 +187,16 @@ func (t *Tracer) reachesMapped(tid int, ours []mappedRange, ms *mapsSummary, cod
 	if why != "" {
 		return why, true
 	}
+	pcAt := t.framePC()
 	for _, i := range t.sigFrames(buf, ms, code) {
 		at := lo + uint64(i)
-		if sigframePC < 0 {
+		if pcAt < 0 {
 			return fmt.Sprintf("has a signal frame at %#x", at), true
 		}
-		if i+sigframePC+8 > len(buf) {
+		if i+pcAt+8 > len(buf) {
 			return fmt.Sprintf("has a signal frame at %#x past what we read", at), true
 		}
-		if pc := binary.LittleEndian.Uint64(buf[i+sigframePC:]); inAny(ours, pc) {
+		if pc := binary.LittleEndian.Uint64(buf[i+pcAt:]); inAny(ours, pc) {
 			return fmt.Sprintf("has a signal frame at %#x interrupting %#x", at, pc), true
 		}
 	}

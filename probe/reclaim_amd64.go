@@ -39,3 +39,7 @@ func (t *Tracer) goG(regs *unix.PtraceRegs) (uint64, bool) {
 	}
 	return t.readWord(regs.Fs_base + uint64(off))
 }
+
+// framePC is where, from a word on a stack that is the address of the
+// rt_sigreturn code, the signal frame above it saved the interrupted pc.
+func (t *Tracer) framePC() int { return sigframePC }

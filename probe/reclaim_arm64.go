@@ -1,6 +1,10 @@
 package probe
 
-import "golang.org/x/sys/unix"
+import (
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+)
 
 // sigreturnCode is the code a signal handler returns through (the vDSO's
 // __kernel_rt_sigreturn, glibc's and musl's alike: mov x8, #139; svc #0).
@@ -33,4 +37,47 @@ func sigframeRegPtrs(r *unix.PtraceRegs) []*uint64 {
 // threads have anything there, which goStackTop's checks turn down).
 func (t *Tracer) goG(regs *unix.PtraceRegs) (uint64, bool) {
 	return regs.Regs[28], regs.Regs[28] != 0
+}
+
+// framePC is where, from a word on a stack that is the address of the
+// rt_sigreturn code, the signal frame above it saved the interrupted pc;
+// -1 where that is not known (sigframePC). In a pure Go program every
+// handler is runtime.sigtramp, whose first instruction, the Go
+// assembler's prologue `str x30, [sp, #-N]!`, puts that address N bytes
+// below the frame's start (the sp it was entered with): the context is
+// at a known place from there. (A Go program's threads are often in a
+// handler at a detach, SIGURG's; any frame kept its pages.)
+func (t *Tracer) framePC() int {
+	main := t.space.Main()
+	if !main.PureGo() {
+		return -1
+	}
+	sym, ok := main.Lookup("runtime.sigtramp.abi0")
+	if !ok {
+		if sym, ok = main.Lookup("runtime.sigtramp"); !ok {
+			return -1
+		}
+	}
+	var b [4]byte
+	if _, err := t.proc.ReadAt(b[:], int64(sym.Addr+main.Bias)); err != nil {
+		return -1
+	}
+	n, ok := preIndexedLRSave(binary.LittleEndian.Uint32(b[:]))
+	if !ok {
+		return -1
+	}
+	return n + sigContextFromCFA + 32*8 // (x0-x30, sp, then pc)
+}
+
+// preIndexedLRSave is N if insn is `str x30, [sp, #-N]!`.
+func preIndexedLRSave(insn uint32) (int, bool) {
+	// STR (immediate, 64-bit, pre-index): size 11, 111000, opc 00, imm9, 11, Rn, Rt.
+	if insn&0xffe00c00 != 0xf8000c00 || insn&0x1f != 30 || insn>>5&0x1f != 31 {
+		return 0, false
+	}
+	imm := int(insn>>12&0x1ff) - int(insn>>20&1)<<9 // (sign-extended)
+	if imm >= 0 {
+		return 0, false
+	}
+	return -imm, true
 }

@@ -84,19 +84,27 @@ func (m *Module) ExecTLSOffset(name string) (int64, bool) {
 	return 0, false
 }
 
-// GoGOffset returns the offset from the thread pointer of the slot where
-// a pure Go program (linked by Go's own linker: no dynamic linker, no TLS
-// segment) keeps each thread's current g on x86-64: -8, where its settls
-// puts the thread pointer just past m.tls[0]. False for anything else (a
-// cgo program's slot is placed by the external linker).
-func (m *Module) GoGOffset() (int64, bool) {
-	if m.elf == nil || m.elf.Machine != elf.EM_X86_64 || !m.BuiltByGo() {
-		return 0, false
+// PureGo reports whether the module is a program linked by Go's own
+// linker alone: no dynamic linker, no C library, no TLS segment (no cgo).
+func (m *Module) PureGo() bool {
+	if m.elf == nil || !m.BuiltByGo() {
+		return false
 	}
 	for _, p := range m.elf.Progs {
 		if p.Type == elf.PT_INTERP || p.Type == elf.PT_TLS {
-			return 0, false
+			return false
 		}
+	}
+	return true
+}
+
+// GoGOffset returns the offset from the thread pointer of the slot where
+// a pure Go program keeps each thread's current g on x86-64: -8, where
+// its settls puts the thread pointer just past m.tls[0]. False for
+// anything else (a cgo program's slot is placed by the external linker).
+func (m *Module) GoGOffset() (int64, bool) {
+	if m.elf == nil || m.elf.Machine != elf.EM_X86_64 || !m.PureGo() {
+		return 0, false
 	}
 	return -8, true
 }
