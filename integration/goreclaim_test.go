@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"testing"
@@ -14,10 +15,15 @@ import (
 // (its gsignal stacks are pieces of the heap's mappings, as the threads'
 // stacks are, which the detach scanned to the mapping's top)
 // interrupting our pages kept them, one session's set; now a thread's
-// scan ends at its g's stack's top. gowork's goroutines check every
-// result; its stops in -v's reasons are a probe at main.work's entry,
-// run out of line, and return probes.
+// scan ends at its g's stack's top, and a live frame that interrupted a
+// stopping probe's copy in its slot (SIGURG's, often) is moved out of it
+// as a held thread is. gowork's goroutines check every result; its stops
+// are a probe at main.work's entry, run out of line, and return probes.
+// (arm64: a live frame is found by the scan, not unwound, and read, not
+// written: one that interrupted our code keeps them, and the next attach
+// takes them back; once in the 3 cycles at most.)
 func TestGoDetachUnmaps(t *testing.T) {
+	interrupting := regexp.MustCompile(`(?m)^probe: pid \d+: its pages stay mapped: thread \d+ has a signal frame at 0x[0-9a-f]+ interrupting 0x[0-9a-f]+$`)
 	t.Parallel()
 	cycles := 10
 	if runtime.GOARCH == "arm64" {
@@ -36,6 +42,7 @@ func TestGoDetachUnmaps(t *testing.T) {
 			p := startGowork(t)
 			pid := strconv.Itoa(p.pid())
 			before := probeMappings(procMaps(t, p.pid()))
+			kept := 0
 			for i := 0; i < cycles; i++ {
 				args := append([]string{"attach", "--duration", "300ms", "-o", os.DevNull, pid}, tc.specs...)
 				// (PROBE_DEBUG_RECLAIM: probe says why it keeps them.)
@@ -44,6 +51,14 @@ func TestGoDetachUnmaps(t *testing.T) {
 					t.Fatalf("cycle %d: %v: %v", i, args, r)
 				}
 				if after := probeMappings(procMaps(t, p.pid())); after != before {
+					if runtime.GOARCH == "arm64" && interrupting.MatchString(r.stderr) && kept < cycles-1 {
+						// A handler's frame, found by the scan (no
+						// CFI to unwind Go's code by here), that
+						// interrupted our code keeps them, rightly:
+						// the next attach takes them back.
+						kept++
+						continue
+					}
 					t.Fatalf("cycle %d: after %v probe's mappings differ:\nbefore:\n%s\nafter:\n%s\nprobe said:\n%s", i, args, before, after, r.stderr)
 				}
 				time.Sleep(100 * time.Millisecond)

@@ -39,24 +39,33 @@ func (t *Tracer) detachFromSlot(tid int) {
 	if t.proc.GetRegs(tid, &t.stop.regs) != nil {
 		return
 	}
-	st := t.slotAt(t.stop.regs.PC())
-	if st == nil || st.run != runBoost {
-		return
+	if t.outOfSlot(&t.stop.regs) {
+		t.proc.SetRegs(tid, &t.stop.regs)
 	}
-	switch t.stop.regs.PC() - st.slot {
+}
+
+// outOfSlot moves regs, of a thread at the start of a boosted slot or at
+// its jump back, to the original instruction or past it (detachFromSlot);
+// false if they are elsewhere.
+func (t *Tracer) outOfSlot(regs *unix.PtraceRegs) bool {
+	st := t.slotAt(regs.PC())
+	if st == nil || st.run != runBoost {
+		return false
+	}
+	switch regs.PC() - st.slot {
 	case 0:
-		t.stop.regs.SetPC(st.addr)
+		regs.SetPC(st.addr)
 	case uint64(st.insn.Len):
 		// (At the jump back only if the copy is the instruction's
 		// length: an arm64 copy may be several instructions.)
 		if code, err := st.insn.XOL(st.slot); err != nil || len(code) != st.insn.Len {
-			return
+			return false
 		}
-		t.stop.regs.SetPC(st.addr + uint64(st.insn.Len))
+		regs.SetPC(st.addr + uint64(st.insn.Len))
 	default:
-		return
+		return false
 	}
-	t.proc.SetRegs(tid, &t.stop.regs)
+	return true
 }
 
 // mappingState is what is mapped in the tracee by us.
@@ -283,17 +292,23 @@ func (t *Tracer) sigFrames(buf []byte, ms *mapsSummary, code map[uint64]bool) []
 // SIGPROF, every 10 ms of CPU) lands there now and then, and its handler
 // came back after the detach into a trampoline whose thread's call
 // frames detach had dropped: SIGTRAP at the trampoline's int3, the
-// program dead. Only the frames that unwinding the thread's calls finds
+// program dead. So is one that interrupted a boosted slot's copy, as
+// detachFromSlot moves a held thread (a Go program's SIGURG there kept
+// our pages). Only the frames that unwinding the thread's calls finds
 // (liveSigContexts) are written: a stale one of a handler long returned,
 // its words now in some live frame's locals, must never be.
 func (t *Tracer) rewindSignalFrames(tid int, code map[uint64]bool) {
 	var regs unix.PtraceRegs
-	if t.inproc == nil || t.proc.GetRegs(tid, &regs) != nil {
+	if t.proc.GetRegs(tid, &regs) != nil {
 		return
 	}
 	for _, c := range t.liveSigContexts(tid, &regs, code) {
 		moved := c.regs
-		if !t.inRecordCode(moved.PC()) || !t.rewindRecordCode(tid, &moved) {
+		// (Or one that interrupted a boosted slot's copy, as a held
+		// thread there is moved: a Go program's SIGURG in a stopping
+		// probe's slot kept our pages.)
+		record := t.inproc != nil && t.inRecordCode(moved.PC()) && t.rewindRecordCode(tid, &moved)
+		if !record && !t.outOfSlot(&moved) {
 			continue
 		}
 		// Only the words that change.
@@ -303,7 +318,9 @@ func (t *Tracer) rewindSignalFrames(tid int, code map[uint64]bool) {
 				t.writeWord(c.at+uint64(8*k), *p)
 			}
 		}
-		t.jumps.detourExits.Add(1)
+		if record {
+			t.jumps.detourExits.Add(1)
+		}
 	}
 }
 
