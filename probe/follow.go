@@ -82,8 +82,7 @@ func (t *Tracer) followFork(ev tracee.Event) bool {
 	}
 	c := t.newFollowed(proc)
 	for addr, s := range t.sites {
-		cp := *s
-		c.sites[addr] = &cp
+		c.sites[addr] = s.forkCopy()
 	}
 	c.copyDetours(t)
 	for _, a := range t.step.xol {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -360,7 +361,8 @@ func (t *Tracer) uninstall(p *Probe) error {
 
 // detachSites takes p off each of its sites, removing those left empty.
 func (t *Tracer) detachSites(p *Probe) error {
-	for _, st := range p.sites {
+	sites, own := t.sitesOf(p)
+	for _, st := range sites {
 		st.probes = without(st.probes, p)
 		st.returns = without(st.returns, p)
 		st.retInsns = without(st.retInsns, p)
@@ -375,9 +377,31 @@ func (t *Tracer) detachSites(p *Probe) error {
 			t.keepRecording(st)
 		}
 	}
-	err := t.dropEmpty(p.sites)
-	p.sites = nil
+	err := t.dropEmpty(sites)
+	if own {
+		p.sites = nil
+	}
 	return err
+}
+
+// sitesOf returns p's sites in t's process, and whether p.sites are
+// they. A fork child shares the probes of its parent (followFork), whose
+// sites are the parent's: the child's are its copies, those of its own
+// sites that hold p.
+func (t *Tracer) sitesOf(p *Probe) (sites []*site, own bool) {
+	own = len(p.sites) > 0 // (none: the parent's removal may have taken them)
+	for _, st := range p.sites {
+		own = own && t.sites[st.addr] == st
+	}
+	if own {
+		return p.sites, true
+	}
+	for _, st := range t.sites {
+		if slices.ContainsFunc(st.probeLists(), func(ps []*Probe) bool { return slices.Contains(ps, p) }) {
+			sites = append(sites, st)
+		}
+	}
+	return sites, len(p.sites) == 0
 }
 
 func without(ps []*Probe, p *Probe) []*Probe {

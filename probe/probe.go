@@ -22,6 +22,8 @@ package probe
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -239,6 +241,17 @@ const (
 	// runStep: single-stepped in the slot, then fixed up.
 	runStep
 )
+
+// forkCopy is the site as a fork child's copy of the memory has it. Its
+// lists are its own (appends reallocate): a probe added or removed later
+// in the parent or in the child is that process's alone.
+func (s *site) forkCopy() *site {
+	cp := *s
+	cp.probes, cp.returns, cp.retInsns = slices.Clip(s.probes), slices.Clip(s.returns), slices.Clip(s.retInsns)
+	cp.captures, cp.overrides = slices.Clip(s.captures), slices.Clip(s.overrides)
+	cp.sdtArgs = maps.Clone(s.sdtArgs)
+	return &cp
+}
 
 // empty reports whether no probe uses the site any more.
 func (s *site) empty() bool {
