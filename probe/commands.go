@@ -3,8 +3,11 @@ package probe
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probedbg/probe/tracee"
 )
 
 // commandQueue is how other goroutines reach the ptrace thread. Once it
@@ -60,6 +63,13 @@ func (q *commandQueue) take() []func(int) {
 	return cmds
 }
 
+// waiting reports whether commands are queued.
+func (q *commandQueue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue) > 0
+}
+
 // answered notes that the doorbell's SIGSTOP has been swallowed (or, for a
 // process in group-stop, will never be needed): the next command rings anew.
 func (q *commandQueue) answered() {
@@ -79,18 +89,100 @@ func (q *commandQueue) close() (ringing bool) {
 
 // do runs fn on the ptrace thread with a thread held stopped (anchor), and
 // waits for it. After Start it rings the doorbell: a SIGSTOP to the
-// process, which the loop recognises by its sender and swallows.
+// process, which the loop recognises by its sender and swallows. The
+// Tracer of a followed or adopted process has a queue and a doorbell of
+// its own: its commands run with one of its own threads held.
 func (t *Tracer) do(fn func(anchor int) error) error {
 	errc := make(chan error, 1)
 	if !t.cmds.push(func(anchor int) { errc <- fn(anchor) }, t.bellPid) {
-		return ErrDetached
+		return t.goneErr()
 	}
 	t.cmds.wake()
+	var unheard <-chan time.Time // (never, for the root)
+	if t.follow.root != nil {
+		tick := time.NewTicker(unheardAfter)
+		defer tick.Stop()
+		unheard = tick.C
+	}
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-t.life.done:
+			return ErrDetached
+		case <-t.follow.left: // (never, for the root)
+			select {
+			case err := <-errc: // it ran just before
+				return err
+			default:
+				return t.goneErr()
+			}
+		case <-unheard:
+			t.top().do(func(int) error {
+				t.serveUnheard()
+				return nil
+			})
+		}
+	}
+}
+
+// unheardAfter is how long a followed process's command waits for its
+// doorbell's stop before the root's loop looks at why (serveUnheard).
+const unheardAfter = 200 * time.Millisecond
+
+// serveUnheard runs the commands of followed process t whose doorbell
+// goes unheard. A process stopped by a signal (every thread in a
+// group-stop) takes no SIGSTOP until a SIGCONT, which discards it: its
+// commands run with a thread held, as the root's do (pollWhileStopped).
+// Otherwise the SIGCONT may have come already: the doorbell rings again
+// unless it is still pending (an extra ring is swallowed, harmless).
+func (t *Tracer) serveUnheard() {
+	if t.detached || !t.cmds.waiting() {
+		return
+	}
+	if t.proc.AllGroupStopped() {
+		tid, err := t.proc.Hold()
+		if err != nil {
+			return
+		}
+		t.cmds.answered()
+		t.runCommands(tid)
+		if !t.detached {
+			t.proc.Listen(tid)
+		}
+		return
+	}
+	if !tracee.SignalPending(t.pid, 0, unix.SIGSTOP) {
+		unix.Kill(t.pid, unix.SIGSTOP)
+	}
+}
+
+// goneErr is what a command gets once the queue is closed: the root's
+// are after the detach, a followed process's once it has exited or been
+// let go.
+func (t *Tracer) goneErr() error {
 	select {
-	case err := <-errc:
-		return err
-	case <-t.life.done:
+	case <-t.follow.left:
+		return t.follow.leftErr
+	default:
 		return ErrDetached
+	}
+}
+
+// runRung runs the commands a doorbell's stop of thread tid, of t's
+// process, is for: t's own, and the root's when tid is one of the root's
+// threads or the root's process is gone (its doorbell moved: moveBell).
+// A thread of another process is never the anchor of the root's
+// commands: what they inject would go to the wrong memory.
+func (t *Tracer) runRung(tid int) {
+	r := t.top()
+	if r.proc.Thread(tid) != nil || !r.proc.Alive() {
+		r.cmds.answered()
+		r.runCommands(tid)
+	}
+	if t != r && !r.detached {
+		t.cmds.answered()
+		t.runCommands(tid)
 	}
 }
 

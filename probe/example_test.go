@@ -54,6 +54,24 @@ func ExampleTracer_TraceFunctions() {
 	t.Start()
 }
 
+func ExampleTracer_Processes() {
+	t, err := probe.Attach(os.Getpid())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Detach()
+	t.SetFollow(true) // its children too
+	t.Start()
+	time.Sleep(time.Second)
+	for _, pt := range t.Processes() { // t's process, and those followed now
+		p, err := pt.Add("p:work", probe.Handler{Pre: func(h *probe.Hit) { fmt.Println(h.Pid) }})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(pt.Pid(), p.Name())
+	}
+}
+
 func ExampleTracer_AddSpec() {
 	t, err := probe.Attach(os.Getpid())
 	if err != nil {

@@ -2,7 +2,10 @@ package probe
 
 import (
 	"maps"
+	"slices"
 	"sort"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/tracee"
@@ -33,6 +36,14 @@ type followState struct {
 	execEntryOrig []byte          // the bytes it replaced
 	root          *Tracer         // for a followed process: the tracer whose loop serves it
 	children      map[int]*Tracer // on the root: followed processes by pid
+	// left is closed when a followed process leaves the family (it has
+	// exited, or been let go): its commands fail with leftErr.
+	left    chan struct{}
+	leftErr error
+	// onExit is told of each process of the family that ends
+	// (SetExitNotify), on the root.
+	onExit   func(pid int, status ExitStatus)
+	exitSaid bool // onExit was told of the root's end
 }
 
 // top returns the tracer whose thread and loop serve this one.
@@ -48,14 +59,17 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	r := t.top()
 	c := &Tracer{
 		pid: proc.Pid, proc: proc, launched: proc.Launched,
-		cmds:   commandQueue{kick: make(chan struct{}, 1)},
-		life:   lifecycle{started: r.life.started, done: r.life.done},
+		cmds: commandQueue{kick: make(chan struct{}, 1)},
+		// Started and ready with the root: probes added to it later
+		// are placed as the root's are (optimizeLate).
+		life:   lifecycle{started: r.life.started, ready: r.life.ready, done: r.life.done},
 		probes: make(map[string]*Probe),
 		place:  tracee.NewPlacer(proc.Pid, false),
 		tuning: r.tuning, monoBase: r.monoBase, wallBase: r.wallBase,
-		follow: followState{on: true, notify: r.follow.notify, root: r},
+		follow: followState{on: true, notify: r.follow.notify, root: r, left: make(chan struct{})},
 		space:  t.space, pacMask: r.pacMask,
 	}
+	c.cmds.start() // its doorbell rings from the first command: it runs
 	c.traps.ours = t.traps.ours
 	c.newAddressSpace()
 	c.shownSpace.Store(t.space)
@@ -66,6 +80,42 @@ func (t *Tracer) newFollowed(proc *tracee.Process) *Tracer {
 	}
 	r.follow.children[proc.Pid] = c
 	return c
+}
+
+// Processes returns the Tracers of the processes t traces now: t's own
+// while it runs, then those adopted (Adopt) and followed (SetFollow), by
+// pid. The Tracer of each adds, removes and lists the probes of its
+// process and runs its function tracer; what concerns them all (Start,
+// Detach, Wait, Done, Stats, DrainRecords) is the first's, whichever
+// Tracer of the family it is called on. A process that has exited is
+// left out; calls on its Tracer fail with ErrExited.
+//
+//	for _, pt := range t.Processes() { pt.AddSpec(spec, h) }
+func (t *Tracer) Processes() []*Tracer {
+	r := t.top()
+	var ps []*Tracer
+	r.do(func(int) error {
+		if r.proc.Alive() {
+			ps = append(ps, r)
+		}
+		for _, pid := range slices.Sorted(maps.Keys(r.follow.children)) {
+			if c := r.follow.children[pid]; c.proc.Alive() {
+				ps = append(ps, c)
+			}
+		}
+		return nil
+	})
+	return ps
+}
+
+// SetExitNotify sets fn, told of each process of the family that ends:
+// t's own, one adopted, one followed; the last before Done. It runs on
+// the ptrace thread and must not call the Tracer.
+func (t *Tracer) SetExitNotify(fn func(pid int, status ExitStatus)) error {
+	return t.do(func(int) error {
+		t.follow.onExit = fn
+		return nil
+	})
 }
 
 // followFork traces the child of a fork with our probes; false if it
@@ -168,6 +218,10 @@ func (t *Tracer) serveEvent(ev tracee.Event) {
 		if t.follow.children != nil && !t.proc.Alive() {
 			t.moveBell()
 		}
+		if !t.proc.Alive() && !t.follow.exitSaid {
+			t.follow.exitSaid = true
+			t.exited(t) // (after the move: the told may ring)
+		}
 		return
 	}
 	c := t.follow.children[ev.Pid]
@@ -177,11 +231,32 @@ func (t *Tracer) serveEvent(ev tracee.Event) {
 	}
 	c.dispatch(ev)
 	if !c.proc.Alive() {
+		exited := t.follow.children[ev.Pid] == c // (not let go by a command it ran: detachFamily)
 		c.retireRings()
 		c.retireAll()
 		c.proc.Leave()
 		delete(t.follow.children, ev.Pid)
 		t.moveBell()
+		if exited {
+			c.leave(ErrExited)
+			t.exited(c)
+		}
+	}
+}
+
+// leave closes the command queue of followed process c, which has left
+// the family: commands still waiting get err.
+func (c *Tracer) leave(err error) {
+	c.cmds.close()
+	c.follow.leftErr = err
+	close(c.follow.left)
+}
+
+// exited tells SetExitNotify's function that the process of tr, the root
+// or a followed one, has ended.
+func (t *Tracer) exited(tr *Tracer) {
+	if t.follow.onExit != nil {
+		t.follow.onExit(tr.pid, tr.life.exit)
 	}
 }
 
@@ -189,7 +264,8 @@ func (t *Tracer) serveEvent(ev tracee.Event) {
 func (t *Tracer) alive() bool { return t.proc.Alive() || len(t.follow.children) > 0 }
 
 // moveBell points the doorbell at a live process: the root, or once it is
-// gone, a followed one.
+// gone, a followed one. A ring that went to the process gone is rung
+// again there: commands queued meanwhile would wait for ever.
 func (t *Tracer) moveBell() {
 	bell := t.pid
 	if !t.proc.Alive() {
@@ -199,7 +275,9 @@ func (t *Tracer) moveBell() {
 			break
 		}
 	}
-	t.cmds.bell.Store(int32(bell))
+	if int(t.cmds.bell.Swap(int32(bell))) != bell && bell != 0 && t.cmds.waiting() {
+		unix.Kill(bell, unix.SIGSTOP)
+	}
 }
 
 // detachFamily detaches from every followed process, then from ours.
@@ -214,6 +292,7 @@ func (t *Tracer) detachFamily(anchor int) {
 		c.retireRings()
 		c.proc.Leave()
 		delete(t.follow.children, pid)
+		c.leave(ErrDetached)
 		t.lostHits += c.lostHits
 	}
 	if t.proc.Thread(anchor) == nil {

@@ -102,8 +102,18 @@ func (t *Tracer) dispatch(ev tracee.Event) {
 // took: its command is still queued.
 func (t *Tracer) reringDoorbell() {
 	if t.proc.TookDoorbell() {
-		unix.Kill(t.top().bellPid(), unix.SIGSTOP)
+		unix.Kill(t.ownBell(), unix.SIGSTOP)
 	}
+}
+
+// ownBell is where a doorbell our injected call took in t's process is
+// rung again: there, for a followed process (its own commands, or the
+// root's moved to it), else where the root's rings.
+func (t *Tracer) ownBell() int {
+	if t.follow.root != nil {
+		return t.pid
+	}
+	return t.bellPid()
 }
 
 func exitStatus(ws unix.WaitStatus) ExitStatus {
@@ -399,8 +409,7 @@ func (t *Tracer) onSignal(tid, sig int) {
 		return
 	}
 	if sig == int(unix.SIGSTOP) && tracee.SentByUs(&info) {
-		t.top().cmds.answered()
-		t.top().runCommands(tid)
+		t.runRung(tid)
 		if !t.detached {
 			t.resume(tid)
 		}

@@ -156,7 +156,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 		}
 		if t.proc.TookDoorbell() {
 			// Its command is still queued: ring again for the loop.
-			unix.Kill(t.bellPid(), unix.SIGSTOP)
+			unix.Kill(t.ownBell(), unix.SIGSTOP)
 		}
 	}()
 	defer func() {
@@ -249,7 +249,7 @@ func (t *Tracer) optimizeLate(anchor int) {
 		return
 	}
 	t.optimizeSites(anchor)
-	t.startDrain() // if the rings are new
+	t.top().startDrain() // if the rings are new (the root's drain drains all)
 }
 
 // noJumps says why no site gets a jmp, or "".

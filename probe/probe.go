@@ -39,6 +39,10 @@ import (
 // ErrDetached is returned by calls on a Tracer that has let its process go.
 var ErrDetached = errors.New("tracer detached")
 
+// ErrExited is returned by calls on the Tracer of a process that has
+// exited while others of its family are traced on (Processes).
+var ErrExited = errors.New("the process has exited")
+
 type inputError struct{ err error }
 
 func (e *inputError) Error() string   { return e.err.Error() }

@@ -299,7 +299,7 @@ func (t *Tracer) serve() {
 // Ready is closed once Start has decided which probes are jump-optimised
 // and which record in the tracee (Probe.Path); it may never be, if the
 // process ends first (Done).
-func (t *Tracer) Ready() <-chan struct{} { return t.life.ready }
+func (t *Tracer) Ready() <-chan struct{} { return t.top().life.ready }
 
 // isReady reports whether Start has placed the jumps.
 func (t *Tracer) isReady() bool {
@@ -378,6 +378,7 @@ func (t *Tracer) Start() { t.StartThen(nil) }
 // before the held thread runs on: what it writes (-v's paths) comes
 // before anything a launched program writes.
 func (t *Tracer) StartThen(ready func()) {
+	t = t.top()
 	t.life.startOne.Do(func() {
 		t.life.onReady = ready
 		t.cmds.start()
@@ -436,6 +437,7 @@ func (t *Tracer) Probes() []*Probe {
 // been and lets the process go. It is safe to call in any state, more than
 // once, and after the process has exited.
 func (t *Tracer) Detach() error {
+	t = t.top()
 	err := t.do(func(anchor int) error {
 		t.detachFamily(anchor)
 		return nil
@@ -450,6 +452,7 @@ func (t *Tracer) Detach() error {
 // Kill ends the traced process with SIGKILL and waits for it to be gone:
 // for a launched program whose probes could not be set up.
 func (t *Tracer) Kill() error {
+	t = t.top()
 	err := t.do(func(int) error {
 		unix.Kill(t.pid, unix.SIGKILL)
 		for t.proc.Alive() {
@@ -473,6 +476,7 @@ func (t *Tracer) Kill() error {
 
 // Wait blocks until the process has exited or the tracer has detached.
 func (t *Tracer) Wait() (ExitStatus, error) {
+	t = t.top()
 	<-t.life.done
 	return t.life.exit, t.life.err
 }
