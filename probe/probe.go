@@ -183,6 +183,12 @@ func (p *Probe) Enabled() bool { return p.enabled.Load() }
 // Hits returns how many times the probe fired.
 func (p *Probe) Hits() uint64 { return p.hits.Load() }
 
+// SharesHits reports whether p and q count their hits together: one
+// probe in the programs a process runs one after another (exec), or in
+// the processes adopted or followed that were given it with the rest
+// (Adopt, SetFollow), not added to each apart.
+func (p *Probe) SharesHits(q *Probe) bool { return p.hits == q.hits }
+
 // FieldNames returns the names of the probe's fetch-args, in the order of
 // Hit.Fields.
 func (p *Probe) FieldNames() []string {
