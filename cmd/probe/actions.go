@@ -186,7 +186,7 @@ func sdtFields(sp *fetch.Spec, n symbols.SDTProbe) (fields []string, open bool) 
 // addProbe installs one probe whose hits run its actions and, when they
 // print, go to the sink. The REPL and YAML loader call it for each probe
 // and Bind the returned plan once the probes it names exist.
-func addProbe(t *probe.Tracer, d *probeDef, s *sink) (*probe.Probe, *action.Plan, error) {
+func addProbe(t probeTarget, d *probeDef, s *sink) (*probe.Probe, *action.Plan, error) {
 	// The plan is compiled before the probe goes in when the field names
 	// are known; otherwise right after, and until then hits are ignored.
 	var plan atomic.Pointer[action.Plan]

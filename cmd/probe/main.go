@@ -46,8 +46,8 @@ const usage = `usage:
   probe attach [flags] PID[,PID...] [SPEC ...]
   probe attach [flags] --comm NAME [SPEC ...]
         attach to running processes: those given, or every one named NAME
-        (no SPEC on a terminal, or --repl, and one PID: an interactive
-        session; type help)
+        (no SPEC on a terminal, or --repl: an interactive session whose
+        commands act on each of them; type help)
   probe run|attach --script FILE.yaml ...
         probes, tracer and output from a script (see docs/scripts.md)
   probe record -o FILE [flags] [SPEC ...] -- CMD
@@ -644,9 +644,6 @@ func cmdAttach(args []string, record bool) (int, error) {
 		return bad("%v", err)
 	}
 	interactive := replWanted(&o, pos[1:], ts)
-	if interactive && len(o.morePids) > 0 {
-		return bad("the REPL attaches to one process: %d given", len(pids))
-	}
 	if len(pos) == 1 && !ts.any() && !interactive {
 		return bad("no probes given (usage: probe attach [flags] PID[,PID...] SPEC ..., or --repl)")
 	}
@@ -661,7 +658,7 @@ func cmdAttach(args []string, record bool) (int, error) {
 		return bad("%v", err)
 	}
 	if interactive {
-		return replAttach(pid, &o, ts, parsed)
+		return replAttach(&o, ts, parsed)
 	}
 	out, err := openOutput(&o)
 	if err != nil {
@@ -700,14 +697,8 @@ func cmdAttach(args []string, record bool) (int, error) {
 		// with the tables of the probes that had not gone in, empty.
 		sink.emptyTables(parsed)
 	}
-	// The other processes before any runs with the probes: one that
-	// cannot be traced leaves them all as they were.
-	for _, more := range o.morePids {
-		if err := t.Adopt(more); err != nil {
-			t.Detach()
-			t.Wait()
-			return failure(err)
-		}
+	if err := adoptMore(t, &o); err != nil {
+		return failure(err)
 	}
 	syncWrites(t, sink)
 	sink.stream.Sync()
@@ -737,6 +728,20 @@ func cmdAttach(args []string, record bool) (int, error) {
 		fmt.Fprintf(os.Stderr, "probe: pid %d killed by %s\n", pid, unix.SignalName(status.Signal))
 	}
 	return 0, nil
+}
+
+// adoptMore attaches t to the other processes, o.morePids, before any runs
+// with the probes: one that cannot be traced leaves them all as they
+// were (detached).
+func adoptMore(t *probe.Tracer, o *options) error {
+	for _, more := range o.morePids {
+		if err := t.Adopt(more); err != nil {
+			t.Detach()
+			t.Wait()
+			return err
+		}
+	}
+	return nil
 }
 
 // parsePids reads attach's PID[,PID...]: processes that exist, each once.

@@ -1,9 +1,10 @@
 package main
 
-// The REPL: `probe attach PID` with no spec on a terminal, or with --repl
-// (commands then come from stdin, terminal or not). The process keeps
-// running while commands add and remove probes and switch tracers; events
-// stream above the prompt.
+// The REPL: `probe attach PID[,PID...]` or `--comm NAME` with no spec on a
+// terminal, or with --repl (commands then come from stdin, terminal or
+// not). The processes keep running while commands add and remove probes
+// and switch tracers in each of them (replfamily.go); events stream above
+// the prompt.
 
 import (
 	"bufio"
@@ -18,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/ergochat/readline"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/probedbg/probe/action"
@@ -28,12 +30,12 @@ import (
 	"github.com/probedbg/probe/symbols"
 )
 
-const replHelp = `commands:
+const replHelp = `commands (each acts on every process traced):
   add SPEC                  add a probe (the full grammar, e.g. p:work x=%di:s32)
   del EVENT                 remove a probe
   enable EVENT | disable EVENT
                             turn a probe's events on or off (it stays installed)
-  list                      probes with their hit counts
+  list                      probes with their hit counts (each process's)
   functions [GLOB]          functions that can be probed (MOD:GLOB for a library's)
   tracer NAME               switch the tracer: nop, function, function_graph, profile
   filter [GLOB|-]           functions the tracer traces (- : all); none: show
@@ -43,7 +45,7 @@ const replHelp = `commands:
   pause | resume            stop / restart printing events
   source FILE               run a file of commands, one a line, or a
                             probe script (FILE.yaml: see docs/scripts.md)
-  detach | quit             let the process go and leave (also Ctrl-D)
+  detach | quit             let the processes go and leave (also Ctrl-D)
   help                      this text
 `
 
@@ -57,11 +59,13 @@ func replWanted(o *options, specs []string, ts tracers) bool {
 	return o.repl || len(specs) == 0 && !ts.any() && term.IsTerminal(int(os.Stdin.Fd()))
 }
 
-// session is one REPL on one attached process.
+// session is one REPL on the processes attached to (and, with -f, their
+// children).
 type session struct {
-	t    *probe.Tracer
-	o    options // the current tracer's filters
-	ts   tracers // the current tracer
+	t    *probe.Tracer // the first process's, which serves them all
+	fam  family        // every process traced now
+	o    options       // the current tracer's filters
+	ts   tracers       // the current tracer
 	sink *sink
 	gate *gate
 
@@ -79,7 +83,56 @@ type session struct {
 	// add (functionNames), made on first use.
 	modFuncs map[string][]string
 
+	exits exitNotes // processes that have ended, to be said
+
 	quit bool
+}
+
+// exitNotes are the ends of traced processes, told on the ptrace thread
+// (SetExitNotify) and said by the session's loop.
+type exitNotes struct {
+	mu    sync.Mutex
+	ended []string
+	ready chan struct{} // a note is waiting
+}
+
+func (e *exitNotes) add(pid int, st probe.ExitStatus) {
+	how := fmt.Sprintf("exited with status %d", st.Code)
+	if st.Signaled {
+		how = "killed by " + unix.SignalName(st.Signal)
+	}
+	e.mu.Lock()
+	e.ended = append(e.ended, fmt.Sprintf("pid %d %s", pid, how))
+	e.mu.Unlock()
+	select {
+	case e.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (e *exitNotes) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ended := e.ended
+	e.ended = nil
+	return ended
+}
+
+// sayExits says which processes have ended and which are traced on.
+func (s *session) sayExits() {
+	ended := s.exits.take()
+	if len(ended) == 0 {
+		return
+	}
+	var pids []int
+	for _, tr := range s.t.Processes() {
+		pids = append(pids, tr.Pid())
+	}
+	on := "the session ends"
+	if len(pids) > 0 {
+		on = "tracing " + pidList(pids) + " on"
+	}
+	fmt.Fprintf(s.errs, "probe: %s; %s\n", strings.Join(ended, ", "), on)
 }
 
 // gate is the trace writer of a section: events pass unless printing is
@@ -105,23 +158,23 @@ func (g *gate) Comment(s string) error { g.mu.Lock(); defer g.mu.Unlock(); retur
 func (g *gate) Flush() error           { g.mu.Lock(); defer g.mu.Unlock(); return g.w.Flush() }
 func (g *gate) Finish() error          { g.mu.Lock(); defer g.mu.Unlock(); return g.w.Finish() }
 
-// replAttach attaches to pid and runs the REPL until detach, EOF or the
-// process's end. specs and the tracer of the command line are installed
-// first.
-func replAttach(pid int, o *options, ts tracers, specs []*probeDef) (int, error) {
+// replAttach attaches to o.pid and o.morePids and runs the REPL until
+// detach, EOF or the end of every process. specs and the tracer of the
+// command line are installed first.
+func replAttach(o *options, ts tracers, specs []*probeDef) (int, error) {
 	if o.out != "" {
 		f, err := createOutput(o.out)
 		if err != nil {
 			return failure(err)
 		}
 		defer f.Close()
-		return replRun(pid, o, ts, specs, f)
+		return replRun(o, ts, specs, f)
 	}
-	return replRun(pid, o, ts, specs, nil)
+	return replRun(o, ts, specs, nil)
 }
 
-func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) (int, error) {
-	t, sigs, stopSignals, err := attachCatching(pid)
+func replRun(o *options, ts tracers, specs []*probeDef, file *os.File) (int, error) {
+	t, sigs, stopSignals, err := attachCatching(o.pid)
 	if err != nil {
 		return failure(err)
 	}
@@ -130,7 +183,11 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 	if err := setupFollow(t, o); err != nil {
 		return 1, err
 	}
-	s := &session{t: t, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}, plans: map[string]*action.Plan{}}
+	s := &session{t: t, fam: family{root: t, hits: &hitCounts{of: map[string][]*probe.Probe{}}}, o: *o, ts: ts, file: file, format: "text", specs: map[string]string{}, plans: map[string]*action.Plan{},
+		exits: exitNotes{ready: make(chan struct{}, 1)}}
+	if err := t.SetExitNotify(s.exits.add); err != nil {
+		return 1, err
+	}
 	if main := t.Symbols().Main(); main != nil {
 		for _, fn := range main.Functions() {
 			s.funcs = append(s.funcs, fn.Name)
@@ -150,6 +207,11 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 	for _, sp := range specs {
 		s.specs[sp.Spec.Event] = sp.Text
 	}
+	s.fam.hits.note(s.sink.added...) // (those of the processes adopted count with them)
+	if err := adoptMore(t, o); err != nil {
+		s.closeSection()
+		return failure(err)
+	}
 	releaseGC(t)
 	t.Start()
 	for !s.quit {
@@ -160,6 +222,8 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 				break
 			}
 			s.exec(line)
+		case <-s.exits.ready:
+			s.sayExits()
 		case <-sigs:
 			s.quit = true
 		case <-t.Done():
@@ -168,6 +232,7 @@ func replRun(pid int, o *options, ts tracers, specs []*probeDef, file *os.File) 
 			s.quit = true
 		}
 	}
+	s.sayExits()
 	if err := t.Detach(); err != nil {
 		return 1, err
 	}
@@ -398,14 +463,14 @@ func (s *session) add(text string) error {
 		return err
 	}
 	for _, d := range defs {
-		p, pl, err := addProbe(s.t, d, s.sink)
+		p, pl, err := addProbe(s.fam, d, s.sink)
 		if err != nil {
 			return err
 		}
 		// enable:/disable: may name any probe of the session, added before.
 		if err := pl.Bind(s.lookup); err != nil {
 			pl.Remove()
-			s.t.Remove(p)
+			s.fam.Remove(p)
 			return err
 		}
 		s.mu.Lock()
@@ -417,88 +482,133 @@ func (s *session) add(text string) error {
 	return nil
 }
 
-// lookup finds a probe by EVENT or GROUP/EVENT, or nil.
+// lookup finds a probe by EVENT or GROUP/EVENT, or nil: the first
+// process's that has it.
 func (s *session) lookup(name string) *probe.Probe {
-	for _, p := range s.t.Probes() {
-		if p.Event == name || p.Name() == name {
-			return p
-		}
+	all := s.fam.probes()
+	if full, ok := fullName(all, name); ok {
+		ps, _ := copies(all, full)
+		return ps[0]
 	}
 	return nil
 }
 
-// findProbe finds a probe by EVENT or GROUP/EVENT.
-func (s *session) findProbe(name string) (*probe.Probe, error) {
-	var names []string
-	for _, p := range s.t.Probes() {
-		if p.Event == name || p.Name() == name {
-			return p, nil
+// fullName finds GROUP/EVENT by EVENT or GROUP/EVENT among every
+// process's probes.
+func fullName(all []processProbes, name string) (string, bool) {
+	for _, full := range names(all) {
+		if full == name || eventOf(full) == name {
+			return full, true
 		}
-		names = append(names, p.Event)
 	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return nil, fmt.Errorf("no event %q: no probes yet", name)
+	return "", false
+}
+
+// eventOf is the EVENT of GROUP/EVENT.
+func eventOf(full string) string { return full[strings.IndexByte(full, '/')+1:] }
+
+// findProbe finds a probe's GROUP/EVENT by EVENT or GROUP/EVENT.
+func (s *session) findProbe(name string) (string, error) {
+	all := s.fam.probes()
+	if full, ok := fullName(all, name); ok {
+		return full, nil
 	}
-	return nil, fmt.Errorf("no event %q (have %s)", name, strings.Join(names, ", "))
+	var events []string
+	for _, full := range names(all) {
+		events = append(events, eventOf(full))
+	}
+	sort.Strings(events)
+	if len(events) == 0 {
+		return "", fmt.Errorf("no event %q: no probes yet", name)
+	}
+	return "", fmt.Errorf("no event %q (have %s)", name, strings.Join(events, ", "))
 }
 
 func (s *session) onEvent(cmd, name string) error {
-	p, err := s.findProbe(name)
+	full, err := s.findProbe(name)
 	if err != nil {
 		return err
 	}
+	event := eventOf(full)
 	switch cmd {
 	case "del":
-		if err := s.t.Remove(p); err != nil {
-			return err
-		}
+		hits, err := s.fam.remove(full)
 		s.mu.Lock()
-		delete(s.specs, p.Event)
-		if pl := s.plans[p.Event]; pl != nil {
+		delete(s.specs, event)
+		if pl := s.plans[event]; pl != nil {
 			pl.Remove() // its counts and histograms go with it
-			delete(s.plans, p.Event)
+			delete(s.plans, event)
 		}
 		s.mu.Unlock()
-		fmt.Fprintf(s.term, "deleted %s (%d hits)\n", p.Event, p.Hits())
+		fmt.Fprintf(s.term, "deleted %s (%d hits)\n", event, hits)
+		return err // (where it could not be taken out)
 	default:
 		s.t.DrainRecords() // what it recorded while enabled is printed
-		p.SetEnabled(cmd == "enable")
-		fmt.Fprintf(s.term, "%sd %s\n", cmd, p.Event)
+		s.fam.setEnabled(full, cmd == "enable")
+		fmt.Fprintf(s.term, "%sd %s\n", cmd, event)
 	}
 	return nil
 }
 
-func (s *session) probes() []*probe.Probe {
-	ps := s.t.Probes()
-	sort.Slice(ps, func(i, j int) bool { return ps[i].Name() < ps[j].Name() })
-	return ps
-}
-
+// list draws a line a probe: its state, where it is and how its hits are
+// taken in the first process that has it, and its hits in all. With
+// several processes a line for each follows, with its hits and what
+// differs from the first.
 func (s *session) list() error {
-	ps := s.probes()
-	if len(ps) == 0 {
+	all := s.fam.probes()
+	ns := names(all)
+	if len(ns) == 0 {
 		fmt.Fprintln(s.term, "no probes")
 		return nil
 	}
 	var b strings.Builder
-	for _, p := range ps {
-		state := "enabled"
-		if !p.Enabled() {
-			state = "disabled"
-		}
+	for _, name := range ns {
+		ps, pids := copies(all, name)
+		p := ps[0]
 		s.mu.Lock()
 		text := s.specs[p.Event]
 		s.mu.Unlock()
-		in, why := p.Path()
-		path := inProcessText(why)
-		if !in {
-			path = "stops: " + why
+		fmt.Fprintf(&b, "%-20s %-8s hits=%-8d %-24s %s  (%s)\n", p.Name(), enabledText(p), s.fam.hits.total(name), p.Where, text, pathText(p))
+		if len(all) == 1 {
+			continue
 		}
-		fmt.Fprintf(&b, "%-20s %-8s hits=%-8d %-24s %s  (%s)\n", p.Name(), state, p.Hits(), p.Where, text, path)
+		for i, q := range ps {
+			line := fmt.Sprintf("  %s: hits=%d", pidList(pids[i]), q.Hits())
+			for _, d := range [][2]string{{enabledText(q), enabledText(p)}, {q.Where, p.Where}, {pathText(q), pathText(p)}} {
+				if d[0] != d[1] {
+					line += ", " + d[0]
+				}
+			}
+			fmt.Fprintln(&b, line)
+		}
+		var without []int
+		for _, pp := range all {
+			if pp.probes[name] == nil {
+				without = append(without, pp.pid)
+			}
+		}
+		if len(without) > 0 {
+			fmt.Fprintf(&b, "  %s: not installed\n", pidList(without))
+		}
 	}
 	io.WriteString(s.term, b.String())
 	return nil
+}
+
+func enabledText(p *probe.Probe) string {
+	if p.Enabled() {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+// pathText says how p's hits are taken, as list shows it.
+func pathText(p *probe.Probe) string {
+	in, why := p.Path()
+	if !in {
+		return "stops: " + why
+	}
+	return inProcessText(why)
 }
 
 func (s *session) functions(args []string) error {
@@ -581,7 +691,7 @@ func (s *session) retrace(o options) error {
 		return err
 	}
 	return s.newSection(func() error {
-		if err := addTracer(s.t, ts, &use, s.sink); err != nil {
+		if err := addTracer(s.fam, ts, &use, s.sink); err != nil {
 			return err
 		}
 		s.o, s.ts = o, ts
@@ -607,10 +717,12 @@ func applicable(o options, ts tracers) options {
 func (s *session) newSection(start func() error, ts tracers, o *options) error {
 	s.t.DrainRecords() // what the tracee recorded until now belongs to the old section
 	var quieted []*probe.Probe
-	for _, p := range s.t.Probes() {
-		if p.Enabled() {
-			p.SetEnabled(false)
-			quieted = append(quieted, p)
+	for _, pp := range s.fam.probes() {
+		for _, p := range pp.probes {
+			if p.Enabled() {
+				p.SetEnabled(false)
+				quieted = append(quieted, p)
+			}
 		}
 	}
 	defer func() {
@@ -618,8 +730,8 @@ func (s *session) newSection(start func() error, ts tracers, o *options) error {
 			p.SetEnabled(true)
 		}
 	}()
-	s.t.Probes() // a round trip of the ptrace thread: no handler runs now
-	if err := s.t.StopTracingFunctions(); err != nil {
+	s.t.Probes() // a round trip of the ptrace thread (one serves all): no handler runs now
+	if err := s.fam.StopTracingFunctions(); err != nil {
 		return err
 	}
 	s.closeSection()
@@ -633,7 +745,7 @@ func (s *session) newSection(start func() error, ts tracers, o *options) error {
 		primary, all := s.newWriter()
 		s.gate.w, s.sink.writer = all, primary
 		use := applicable(s.o, s.ts)
-		if e := addTracer(s.t, s.ts, &use, s.sink); e != nil {
+		if e := addTracer(s.fam, s.ts, &use, s.sink); e != nil {
 			return fmt.Errorf("%w; and the previous tracer could not be restarted: %v", err, e)
 		}
 		return err
@@ -686,11 +798,20 @@ func (s *session) stats() error {
 	s.sink.stream.Sync() // the events sent so far counted, as pause and resume do
 	var b strings.Builder
 	var total uint64
-	for _, p := range s.probes() {
-		fmt.Fprintf(&b, "%-20s hits=%d\n", p.Name(), p.Hits())
-		total += p.Hits()
+	all := s.fam.probes()
+	for _, name := range names(all) {
+		n := s.fam.hits.total(name)
+		fmt.Fprintf(&b, "%-20s hits=%d\n", name, n)
+		total += n
 	}
 	fmt.Fprintf(&b, "probe hits: %d\n", total)
+	if len(all) > 1 {
+		pids := make([]int, len(all))
+		for i, pp := range all {
+			pids[i] = pp.pid
+		}
+		fmt.Fprintf(&b, "traced: %s\n", pidList(pids))
+	}
 	fmt.Fprintf(&b, "tracer: %s\n", s.ts.name())
 	fmt.Fprintf(&b, "lost returns: %d\n", s.t.Stats().LostReturns)
 	s.gate.mu.Lock()
@@ -727,7 +848,7 @@ func (s *session) output(args []string) error {
 	s.file, s.format, s.o.format = f, format, format
 	o, ts := s.o, s.ts
 	use := applicable(o, ts)
-	err := s.newSection(func() error { return addTracer(s.t, ts, &use, s.sink) }, ts, &o)
+	err := s.newSection(func() error { return addTracer(s.fam, ts, &use, s.sink) }, ts, &o)
 	if old != nil {
 		old.Close()
 	}

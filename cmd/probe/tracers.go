@@ -154,7 +154,7 @@ func newWriter(f io.Writer, ts tracers, o *options, probes bool) (primary, all o
 }
 
 // addTracer starts the function tracer, feeding the sink.
-func addTracer(t *probe.Tracer, ts tracers, o *options, s *sink) error {
+func addTracer(t probeTarget, ts tracers, o *options, s *sink) error {
 	if !ts.any() {
 		return nil
 	}
