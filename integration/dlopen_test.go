@@ -279,7 +279,6 @@ func TestDlopenPendingOverride(t *testing.T) {
 // untouched.
 func TestFunctionTracerDlopen(t *testing.T) {
 	t.Parallel()
-	src, _ := filepath.Abs(filepath.Join("testdata", "fentry"))
 	kinds := []struct{ name, flags string }{{"plain", ""}}
 	if runtime.GOARCH == "amd64" {
 		kinds = append(kinds, struct{ name, flags string }{"pg", "-pg"}, struct{ name, flags string }{"fentry", "-pg -mfentry"})
@@ -288,20 +287,7 @@ func TestFunctionTracerDlopen(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			lib := filepath.Join(dir, "libpglib.so")
-			args := append([]string{"-O2", "-g", "-fPIC", "-shared", "-fno-optimize-sibling-calls", "-o", lib, filepath.Join(src, "pglib.c")}, strings.Fields(kind.flags)...)
-			host := filepath.Join(dir, "pghost")
-			if err := build(dir, "gcc", args...); err != nil {
-				t.Fatal(err)
-			}
-			if err := build(dir, "gcc", "-O2", "-g", "-o", host, filepath.Join(src, "pghost.c"), "-ldl"); err != nil {
-				t.Fatal(err)
-			}
-			untraced := runCmd(t, nil, host, lib, "3")
-			m := regexp.MustCompile(`^ready\nsum=1830 calls=(\d+) ok\nloaded\n$`).FindStringSubmatch(untraced.stdout)
-			if untraced.code != 0 || m == nil {
-				t.Fatalf("untraced: %v", untraced)
-			}
+			host, lib, untraced, calls := pglibHost(t, dir, kind.flags)
 			h := startHost(t, host, lib, "3")
 			pid := strconv.Itoa(h.cmd.Process.Pid)
 			if r := probe(t, "attach", pid, "--tracer", "function_graph", "--filter", "libpglib:nosuch*"); r.code != 2 || r.stderr != "probe: --filter \"libpglib:nosuch*\" matches no function in libpglib.so\n" {
@@ -309,28 +295,15 @@ func TestFunctionTracerDlopen(t *testing.T) {
 			}
 			out := filepath.Join(dir, "graph")
 			p := startBg(t, []string{"PROBE_DEBUG_JUMPS=1"}, probeBin, "attach", "-o", out, pid, "--tracer", "function_graph", "--filter", "libpglib:*")
-			waitFor(t, "probe's stderr", p.stderr.String, "probe: function tracer: libpglib's functions pending until it is loaded\n")
-			io.WriteString(h.stdin, "go\n")
-			waitFor(t, "host", h.out.String, "loaded\n")
-			p.signal(t, syscall.SIGINT)
-			r := p.wait(t, cmdTimeout)
-			if r.code != 0 {
-				t.Fatalf("probe: %v", r)
-			}
+			r := loadUnder(t, h, p, "probe: function tracer: libpglib's functions pending until it is loaded\n", untraced.stdout)
 			if runtime.GOARCH == "amd64" && !strings.Contains(r.stderr, "probe: 2 sites jump-optimised") {
 				t.Errorf("want both functions in the tracee, jump-optimised after the dlopen: %s", r.stderr)
 			}
-			if patched := textPatched(h.cmd.Process.Pid); patched != "none" {
-				t.Errorf("after the detach the text differs from the file: %s", patched)
-			}
-			io.WriteString(h.stdin, "go\n")
-			h.stdin.Close()
-			h.finishWith(t, untraced.stdout)
 			data, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls, depth, maxDepth := map[string]int{}, 0, 0
+			got, depth, maxDepth := map[string]int{}, 0, 0
 			for _, line := range strings.Split(string(data), "\n") {
 				f := strings.Split(line, "|")
 				if strings.HasPrefix(line, "#") || len(f) != 3 {
@@ -341,11 +314,11 @@ func TestFunctionTracerDlopen(t *testing.T) {
 				case fn == "}":
 					depth--
 				case strings.HasSuffix(fn, "() {"):
-					calls[strings.TrimSuffix(fn, "() {")]++
+					got[strings.TrimSuffix(fn, "() {")]++
 					depth++
 					maxDepth = max(maxDepth, depth)
 				case strings.HasSuffix(fn, "();"):
-					calls[strings.TrimSuffix(fn, "();")]++
+					got[strings.TrimSuffix(fn, "();")]++
 				default:
 					t.Errorf("line %q", line)
 				}
@@ -353,8 +326,8 @@ func TestFunctionTracerDlopen(t *testing.T) {
 					t.Fatalf("a return without its call at %q", line)
 				}
 			}
-			if want := map[string]int{"pglib_work": 3, "pglib_fib": atoi(t, m[1])}; !mapsEqual(calls, want) || depth != 0 || maxDepth != 15 {
-				t.Errorf("calls %v, nesting %d at the end, %d deep; want %v (the program's count), 0, 15", calls, depth, maxDepth, want)
+			if want := map[string]int{"pglib_work": 3, "pglib_fib": calls}; !mapsEqual(got, want) || depth != 0 || maxDepth != 15 {
+				t.Errorf("calls %v, nesting %d at the end, %d deep; want %v (the program's count), 0, 15", got, depth, maxDepth, want)
 			}
 		})
 	}
@@ -392,4 +365,50 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// pglibHost builds testdata/fentry's pghost and its libpglib.so (with
+// flags too) side by side in dir (where probe looks for a library named
+// alone), and runs them once untraced: its output, and how many times
+// pglib_fib ran.
+func pglibHost(t *testing.T, dir, flags string) (host, lib string, untraced result, calls int) {
+	t.Helper()
+	src, _ := filepath.Abs(filepath.Join("testdata", "fentry"))
+	lib = filepath.Join(dir, "libpglib.so")
+	host = filepath.Join(dir, "pghost")
+	if err := build(dir, "gcc", append([]string{"-O2", "-g", "-fPIC", "-shared", "-fno-optimize-sibling-calls", "-o", lib, filepath.Join(src, "pglib.c")}, strings.Fields(flags)...)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := build(dir, "gcc", "-O2", "-g", "-o", host, filepath.Join(src, "pghost.c"), "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	untraced = runCmd(t, nil, host, lib, "3")
+	m := regexp.MustCompile(`^ready\nsum=1830 calls=(\d+) ok\nloaded\n$`).FindStringSubmatch(untraced.stdout)
+	if untraced.code != 0 || m == nil {
+		t.Fatalf("untraced: %v", untraced)
+	}
+	return host, lib, untraced, atoi(t, m[1])
+}
+
+// loadUnder has pghost h load its library while probe p, attached, waits
+// for it (pending: its line on p's stderr), interrupts p, and lets h end,
+// as untraced (want: its output): p's result, after a check of its exit
+// status and of the text, the files' again after the detach.
+func loadUnder(t *testing.T, h *dlHost, p *bg, pending, want string) result {
+	t.Helper()
+	waitFor(t, "probe's stderr", p.stderr.String, pending)
+	io.WriteString(h.stdin, "go\n")
+	waitFor(t, "host", h.out.String, "loaded\n")
+	p.signal(t, syscall.SIGINT)
+	r := p.wait(t, cmdTimeout)
+	if r.code != 0 {
+		t.Fatalf("probe: %v", r)
+	}
+	if patched := textPatched(h.cmd.Process.Pid); patched != "none" {
+		t.Errorf("after the detach the text differs from the file: %s", patched)
+	}
+	io.WriteString(h.stdin, "go\n")
+	h.stdin.Close()
+	h.finishWith(t, want)
+	return r
 }

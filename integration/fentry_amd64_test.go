@@ -1,14 +1,12 @@
 package integration
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -277,54 +275,25 @@ func cxxGraphs(t *testing.T, exe string) {
 // probe has attached: entry and return probes on its pglib_fib, pending
 // until it is loaded, fire as often as the program counts its calls, the
 // results right; after the detach, with the library still loaded, its
-// code (and the program's) is its file's bytes again. (Probes placed in a
-// library loaded later keep their int3: design.md.)
+// code (and the program's) is its file's bytes again.
 func TestFentryDlopen(t *testing.T) {
 	t.Parallel()
-	src, _ := filepath.Abs(filepath.Join("testdata", "fentry"))
 	for _, kind := range []struct{ name, flags string }{
 		{"pg", "-pg"},
 		{"fentry", "-pg -mfentry"},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			lib := filepath.Join(dir, "libpglib.so")
-			args := append([]string{"-O2", "-g", "-fPIC", "-shared", "-fno-optimize-sibling-calls", "-o", lib, filepath.Join(src, "pglib.c")}, strings.Fields(kind.flags)...)
-			host := filepath.Join(dir, "pghost") // (beside it: where probe looks for a library named alone)
-			if err := build(dir, "gcc", args...); err != nil {
-				t.Fatal(err)
-			}
-			if err := build(dir, "gcc", "-O2", "-g", "-o", host, filepath.Join(src, "pghost.c"), "-ldl"); err != nil {
-				t.Fatal(err)
-			}
-			untraced := runCmd(t, nil, host, lib, "3")
-			m := regexp.MustCompile(`^ready\nsum=1830 calls=(\d+) ok\nloaded\n$`).FindStringSubmatch(untraced.stdout)
-			if untraced.code != 0 || m == nil {
-				t.Fatalf("untraced: %v", untraced)
-			}
+			host, lib, untraced, calls := pglibHost(t, t.TempDir(), kind.flags)
 			h := startHost(t, host, lib, "3")
-			ev := filepath.Join(dir, "events")
+			ev := filepath.Join(t.TempDir(), "events")
 			p := startProbe(t, "attach", "-o", ev, strconv.Itoa(h.cmd.Process.Pid), "p:libpglib:pglib_fib", "r:libpglib:pglib_fib")
-			waitFor(t, "probe's stderr", p.stderr.String, "probe: r_pglib_fib_0 pending until libpglib is loaded\n")
-			io.WriteString(h.stdin, "go\n")
-			waitFor(t, "host", h.out.String, "loaded\n")
-			p.signal(t, syscall.SIGINT)
-			r := p.wait(t, cmdTimeout)
-			if r.code != 0 {
-				t.Fatalf("probe: %v", r)
-			}
-			if patched := textPatched(h.cmd.Process.Pid); patched != "none" {
-				t.Errorf("after the detach the text differs from the file: %s", patched)
-			}
-			io.WriteString(h.stdin, "go\n")
-			h.stdin.Close()
-			h.finishWith(t, untraced.stdout)
+			loadUnder(t, h, p, "probe: r_pglib_fib_0 pending until libpglib is loaded\n", untraced.stdout)
 			got := map[string]int{}
 			for _, e := range eventsIn(t, ev) {
 				got[e.name]++
 			}
-			if want := map[string]int{"p_pglib_fib_0": atoi(t, m[1]), "r_pglib_fib_0": atoi(t, m[1])}; !mapsEqual(got, want) {
+			if want := map[string]int{"p_pglib_fib_0": calls, "r_pglib_fib_0": calls}; !mapsEqual(got, want) {
 				t.Errorf("events %v, want %v (the program's count)", got, want)
 			}
 		})
