@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -277,12 +276,7 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 			t.lostHits++
 			return
 		}
-		if inAny(t.maps.made, addr) && t.life.err == nil {
-			// No breakpoint there is the program's, and none of ours
-			// is known here: it goes on with the trap, as the loop
-			// would pass it (its death by SIGTRAP), and says so.
-			t.life.err = fmt.Errorf("thread %d trapped at %#x, in probe's code, as probe detached", tid, addr)
-		}
+		t.noteTrapInOurCode(tid, addr) // (let go with it, as the loop would pass it)
 		held[tid] = int(unix.SIGTRAP)
 	case tracee.EventSignal:
 		info, _ := t.proc.Siginfo(tid)

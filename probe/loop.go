@@ -2,6 +2,7 @@ package probe
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -377,7 +378,18 @@ func (t *Tracer) onForeignTrap(tid int, regs *unix.PtraceRegs) {
 		t.proc.Cont(tid, 0)
 		return
 	}
+	t.noteTrapInOurCode(tid, addr)
 	t.passTrap(tid)
+}
+
+// noteTrapInOurCode makes a trap at addr in our mappings, which nothing
+// of ours serves, probe's error: no breakpoint there is the program's,
+// and the program goes on with the SIGTRAP, as it would (its death, as
+// a bug of ours; the first one is said).
+func (t *Tracer) noteTrapInOurCode(tid int, addr uint64) {
+	if inAny(t.maps.made, addr) && t.life.err == nil {
+		t.life.err = fmt.Errorf("thread %d trapped at %#x, in probe's code, which nothing serves", tid, addr)
+	}
 }
 
 // onSignal handles a signal-delivery-stop. Signals for the tracee are
