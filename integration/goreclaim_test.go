@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,9 +20,11 @@ import (
 // stopping probe's copy in its slot (SIGURG's, often) is moved out of it
 // as a held thread is. gowork's goroutines check every result; its stops
 // are a probe at main.work's entry, run out of line, and return probes.
-// (arm64: a live frame is found by the scan, not unwound, and read, not
-// written: one that interrupted our code keeps them, and the next attach
-// takes them back; once in the 3 cycles at most.)
+// A frame that only the scan finds (never written: it may be stale, as
+// words in a goroutine stack's unwritten part, which may have been a
+// gsignal stack once; on arm64, Go's code has no CFI to unwind by) that
+// interrupted our code keeps one session's set, and the next attach
+// takes it back: at most in half the cycles (before: every cycle).
 func TestGoDetachUnmaps(t *testing.T) {
 	interrupting := regexp.MustCompile(`(?m)^probe: pid \d+: its pages stay mapped: thread \d+ has a signal frame at 0x[0-9a-f]+ interrupting 0x[0-9a-f]+$`)
 	t.Parallel()
@@ -50,15 +53,17 @@ func TestGoDetachUnmaps(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("cycle %d: %v: %v", i, args, r)
 				}
-				if after := probeMappings(procMaps(t, p.pid())); after != before {
-					if runtime.GOARCH == "arm64" && interrupting.MatchString(r.stderr) && kept < cycles-1 {
-						// A handler's frame, found by the scan (no
-						// CFI to unwind Go's code by here), that
-						// interrupted our code keeps them, rightly:
-						// the next attach takes them back.
-						kept++
-						continue
-					}
+				switch after := probeMappings(procMaps(t, p.pid())); {
+				case after == before:
+				case interrupting.MatchString(r.stderr) && strings.Count(after, "\n") <= strings.Count(before, "\n")+3 && kept < cycles/2:
+					// A frame the scan of a stack found (not
+					// the unwinding of its calls: stale words in
+					// a stack's unwritten part, or on arm64 any)
+					// that interrupted our code keeps one
+					// session's pages, rightly if it is live:
+					// the next attach takes them back.
+					kept++
+				default:
 					t.Fatalf("cycle %d: after %v probe's mappings differ:\nbefore:\n%s\nafter:\n%s\nprobe said:\n%s", i, args, before, after, r.stderr)
 				}
 				time.Sleep(100 * time.Millisecond)

@@ -320,21 +320,25 @@ func TestKill9GoProgram(t *testing.T) {
 // killed probe left: probe's mappings are those before the first.
 func TestKill9GuardedSyscall(t *testing.T) {
 	t.Parallel()
-	killGuarded(t, startTailtrap, stopTailtrap, []string{"--tracer", "function_graph"})
+	killGuarded(t, startTailtrap, stopTailtrap, []string{"--tracer", "function_graph"}, true)
 }
 
 // TestKill9GuardedSyscallGo is TestKill9GuardedSyscall's on a Go
-// program, gowork's four goroutines. (Not in the arm64 guest:
-// guest/arm64/skip says why.)
+// program, gowork's four goroutines. (In the arm64 guest, 2 of 5 runs
+// died of SIGTRAP after a normal detach, until the detach knew a Go
+// restart sequence's copy's brk: docs/arm64.md.)
 func TestKill9GuardedSyscallGo(t *testing.T) {
 	t.Parallel()
-	killGuarded(t, startGowork, stopGowork, []string{"--tracer", "function_graph", "--filter", "main.loop,main.work"})
+	// (Its mappings are not compared: a frame only a stack's scan finds
+	// may keep one session's set for the next attach, TestGoDetachUnmaps.)
+	killGuarded(t, startGowork, stopGowork, []string{"--tracer", "function_graph", "--filter", "main.loop,main.work"}, false)
 }
 
 // killGuarded kills probe, attached to the program start starts with
 // specs, at its guarded system calls in turn (TestKill9GuardedSyscall);
-// after each next attach, probe's mappings must be as before the first.
-func killGuarded(t *testing.T, start func(*testing.T) *bg, stop func(*testing.T, *bg), specs []string) {
+// maps: after each next attach, probe's mappings must be as before the
+// first.
+func killGuarded(t *testing.T, start func(*testing.T) *bg, stop func(*testing.T, *bg), specs []string, maps bool) {
 	bin := faultProbeBin(t)
 	step := 1
 	if runtime.GOARCH == "arm64" {
@@ -363,7 +367,7 @@ func killGuarded(t *testing.T, start func(*testing.T) *bg, stop func(*testing.T,
 		if r := probe(t, append([]string{"attach", "--duration", "300ms", "-o", os.DevNull, pid}, specs...)...); r.code != 0 {
 			t.Fatalf("%s: the attach after probe's death: %v", env[0], r)
 		}
-		if got := probeMappings(procMaps(t, p.pid())); got != before {
+		if got := probeMappings(procMaps(t, p.pid())); maps && got != before {
 			t.Fatalf("%s: probe's mappings left after the next attach:\n%s", env[0], got)
 		}
 	}
