@@ -126,13 +126,14 @@ var reservedFieldNames = []string{
 type baseOp uint8
 
 const (
-	baseReg   baseOp = iota + 1 // a register, or part of one
-	baseStack                   // the word at sp + 8*imm
-	baseImm                     // an immediate, or an address
-	baseComm                    // the thread's comm
-	baseData                    // an immediate string
-	baseDwarf                   // a DWARF variable's raw value
-	baseExpr                    // worked out from the fields before it (expr.go)
+	baseReg     baseOp = iota + 1 // a register, or part of one
+	baseStack                     // the word at sp + 8*imm
+	baseImm                       // an immediate, or an address
+	baseComm                      // the thread's comm
+	baseData                      // an immediate string
+	baseDwarf                     // a DWARF variable's raw value
+	baseExpr                      // worked out from the fields before it (expr.go)
+	baseIndexed                   // a register plus another times a scale (an SDT note's x86 operand)
 )
 
 // fetchArg is one compiled fetch-arg: a base value, dereferences (the
@@ -142,6 +143,7 @@ type fetchArg struct {
 	name  string
 	base  baseOp
 	reg   regDesc
+	index regDesc // baseIndexed's, times imm (reg: none if its width is 0)
 	imm   uint64
 	data  string
 	dwarf DwarfVar
@@ -667,6 +669,13 @@ func (c *compiler) parseFetch(tok, s string, f *fetchArg, depth int) error {
 		if depth >= maxDerefs {
 			return argErr(tok, "too many dereferences (max %d)", maxDerefs)
 		}
+		if strings.Contains(inner[:end], ",") && !strings.Contains(inner[:end], "(") {
+			if err := parseIndexed(tok, inner[:end], f); err != nil {
+				return err
+			}
+			f.derefs = append(f.derefs, off)
+			return c.checkDepth(tok, f)
+		}
 		if err := c.parseFetch(tok, inner[:end], f, depth+1); err != nil {
 			return err
 		}
@@ -695,6 +704,44 @@ func (c *compiler) parseFetch(tok, s string, f *fetchArg, depth int) error {
 		return c.compileDwarf(tok, s, f)
 	}
 	return argErr(tok, "bad fetch argument %q", s)
+}
+
+// parseIndexed parses an x86 indexed address, "%BASE,%INDEX[,SCALE]"
+// (the base may be left out: ",%INDEX,SCALE"), as gcc writes an array
+// element in an SDT note (8@(%rdi,%rdx,8)): the base of f's first
+// dereference.
+func parseIndexed(tok, s string, f *fetchArg) error {
+	parts := strings.Split(s, ",")
+	if len(parts) < 2 || len(parts) > 3 {
+		return argErr(tok, "bad indexed address %q (want %%BASE,%%INDEX[,SCALE])", s)
+	}
+	reg := func(name string) (regDesc, error) {
+		r, ok := fetchRegs[strings.TrimPrefix(name, "%")]
+		if !ok || !strings.HasPrefix(name, "%") || r.width != 64 || r.shift != 0 || r.idx == regPC {
+			return regDesc{}, argErr(tok, "bad register %q in indexed address %q (want a 64-bit general register)", name, s)
+		}
+		return r, nil
+	}
+	var err error
+	if parts[0] != "" {
+		if f.reg, err = reg(parts[0]); err != nil {
+			return err
+		}
+	}
+	if f.index, err = reg(parts[1]); err != nil {
+		return err
+	}
+	f.imm = 1
+	if len(parts) == 3 {
+		switch parts[2] {
+		case "1", "2", "4", "8":
+			f.imm = uint64(parts[2][0] - '0')
+		default:
+			return argErr(tok, "bad scale %q in indexed address %q (want 1, 2, 4 or 8)", parts[2], s)
+		}
+	}
+	f.base = baseIndexed
+	return nil
 }
 
 func (c *compiler) checkDepth(tok string, f *fetchArg) error {
@@ -1136,6 +1183,15 @@ func (f *fetchArg) baseValue(h *HitEnv, sc *fetchScratch) (uint64, bool) {
 		return sc.stackWord(f.imm)
 	case baseImm:
 		return f.imm, true
+	case baseIndexed:
+		if h.Regs == nil {
+			return 0, false
+		}
+		var x uint64
+		if f.reg.width != 0 {
+			x = fetchRegWord(h.Regs, f.reg.idx)
+		}
+		return x + fetchRegWord(h.Regs, f.index.idx)*f.imm, true
 	case baseDwarf:
 		raw, _, err := f.dwarf.Read(h)
 		return raw, err == nil

@@ -232,6 +232,11 @@ func TestFetchArgs(t *testing.T) {
 		{args: "v=+0(%r8)", want: " v=0x3100"},
 		{args: "v=+0(%bx):u16", want: " v=4660"},
 		{args: "v=+0(%bx):x32", want: " v=0x56781234"},
+		// Indexed addresses (an SDT note's array element).
+		{args: "v=+0(%r10,%cx,2):x64", want: " v=0x6200"},
+		{args: "s=+0(+0(%r10,%rcx,2)):string", want: ` s="yo"`},
+		{args: "v=+0x100(,%r9,1):x64", want: " v=0x2000"},
+		{args: "v=+0x100(,%r9):x64", want: " v=0x2000"},
 		// Memory at an address or a symbol.
 		{args: "v=@0x1000:u16", want: " v=4660"},
 		{args: "v=@4096:u16", want: " v=4660"},
@@ -468,6 +473,10 @@ func TestFetchArgErrors(t *testing.T) {
 		{args: "x=+0(%di)junk", want: `junk "junk" after dereference`},
 		{args: "x=+0()", want: `empty fetch argument`},
 		{args: "x=+0(%xx)", want: `unknown register "%xx"`},
+		{args: "x=+0(%di,%xx,8)", want: `bad register "%xx" in indexed address "%di,%xx,8"`},
+		{args: "x=+0(%edi,%si,8)", want: `bad register "%edi" in indexed address`},
+		{args: "x=+0(%di,%si,3)", want: `bad scale "3" in indexed address "%di,%si,3" (want 1, 2, 4 or 8)`},
+		{args: "x=+0(%di,%si,8,1)", want: `bad indexed address "%di,%si,8,1"`},
 		{args: `x=\zz`, want: `bad immediate "\\zz"`},
 		{args: `x=\`, want: `bad immediate`},
 		{args: `x=\0x`, want: `bad immediate`},

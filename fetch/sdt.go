@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -59,6 +60,7 @@ func sdtOperands(text string) []string {
 
 var (
 	sdtMemX86   = regexp.MustCompile(`^(-?(?:0x[0-9a-fA-F]+|\d+))?\(%(\w+)\)$`)
+	sdtIdxX86   = regexp.MustCompile(`^(-?(?:0x[0-9a-fA-F]+|\d+))?\((%\w+)?,(%\w+)(?:,([1248]))?\)$`)
 	sdtSymX86   = regexp.MustCompile(`^([A-Za-z_.][\w.$]*)([+-](?:0x[0-9a-fA-F]+|\d+))?\(%rip\)$`)
 	sdtMemArm64 = regexp.MustCompile(`^\[(\w+)(?:,\s*#?(-?(?:0x[0-9a-fA-F]+|\d+)))?\]$`)
 )
@@ -97,6 +99,13 @@ func parseSDTArg(op string) SDTArg {
 		m := sdtMemX86.FindStringSubmatch(op)
 		if r, ok := reg(m[2]); ok {
 			return SDTArg{Fetch: signedOffset(m[1]) + "(" + r + ")", Type: typ}
+		}
+	case sdtIdxX86.MatchString(op):
+		// An array's element: the fetch-arg's indexed address.
+		m := sdtIdxX86.FindStringSubmatch(op)
+		_, baseOK := reg(strings.TrimPrefix(m[2], "%"))
+		if _, ok := reg(m[3][1:]); ok && (m[2] == "" || baseOK) {
+			return SDTArg{Fetch: signedOffset(m[1]) + "(" + m[2] + "," + m[3] + "," + cmp.Or(m[4], "1") + ")", Type: typ}
 		}
 	case sdtSymX86.MatchString(op):
 		m := sdtSymX86.FindStringSubmatch(op)

@@ -15,7 +15,8 @@ func TestParseSDTArgs(t *testing.T) {
 	cases := map[string][]arg{
 		"amd64": {
 			{"%rbx", "u64"}, {"%eax", "s32"}, {"-80(%rbx)", "u64"}, {"+112(%rsp)", "s32"},
-			{"+0(%rdi)", "u8"}, {`\5`, "s16"}, {"@counter+8", "u64"}, {"", ""},
+			{"+0(%rdi)", "u8"}, {`\5`, "s16"}, {"@counter+8", "u64"}, {"+0(%rax,%rdx,8)", "u64"},
+			{"-8(,%rcx,4)", "s32"}, {"+16(%rsi,%rdi,1)", "u16"}, {"", ""},
 		},
 		"arm64": {
 			{"%x0", "u64"}, {"%w1", "s32"}, {"+8(%x0)", "s64"}, {"+12(%sp)", "s32"},
@@ -23,7 +24,7 @@ func TestParseSDTArgs(t *testing.T) {
 		},
 	}
 	notes := map[string]string{
-		"amd64": "8@%rbx -4@%eax 8@-80(%rbx) -4@112(%rsp) 1@(%rdi) -2@$5 8@counter+8(%rip) 8@(%rax,%rdx,8)",
+		"amd64": "8@%rbx -4@%eax 8@-80(%rbx) -4@112(%rsp) 1@(%rdi) -2@$5 8@counter+8(%rip) 8@(%rax,%rdx,8) -4@-8(,%rcx,4) 2@16(%rsi,%rdi) 8@%xmm0",
 		"arm64": "8@x0 -4@w1 -8@[x0, 8] -4@[sp, 12] 1@[x19] -2@5 8@[x29, -16] 8@v0",
 	}
 	want, ok := cases[runtime.GOARCH]
