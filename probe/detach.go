@@ -249,9 +249,9 @@ func (t *Tracer) collect(ev tracee.Event, held map[int]int) {
 		if st := t.step.restarting[tid]; st != nil && (st.slot == 0 && info.Code != tracee.SIBreakpoint || st.slot != 0 && addr == st.slot+4) {
 			// A step through a Go restart sequence done (the copy's
 			// brk, or a step in place): leaveRestart moves the thread
-			// on and keeps the signal that waited. Let go with this
-			// SIGTRAP, it died of it, the pc the copy's original's
-			// next (gowork, in the arm64 guest, at 1 in 3 detaches).
+			// on and keeps the signal that waited. (Let go with the
+			// brk's SIGTRAP, gowork died of it in the arm64 guest,
+			// at about 1 in 3 detaches.)
 			return
 		}
 		if addr == t.ret.trap && t.ret.trap != 0 {

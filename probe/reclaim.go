@@ -252,11 +252,12 @@ const maxGoStack = 1 << 30
 // that had interrupted one of our stubs, kept our pages in every Go
 // program. A signal frame a thread will return through is on the stack
 // its handler runs on (gsignal, where the handler's g is gsignal), above
-// sp. Not a Go program, a thread whose g does not bound sp (a handler
-// before it sets gsignal, a switch of stacks under way, a C thread of a
-// cgo program), and the scan goes to the mapping's top, as before.
+// sp. Not a pure Go program (a cgo program's C threads have anything
+// where Go keeps g), a thread whose g does not bound sp (a handler
+// before it sets gsignal, a switch of stacks under way), and the scan
+// goes to the mapping's top, as before.
 func (t *Tracer) goStackTop(regs *unix.PtraceRegs, end uint64) (uint64, bool) {
-	if !isGo(t.space.Main()) {
+	if !t.space.Main().PureGo() {
 		return 0, false
 	}
 	g, ok := t.goG(regs)

@@ -32,9 +32,8 @@ func sigframeRegPtrs(r *unix.PtraceRegs) []*uint64 {
 	return append(ptrs, &r.Sp, &r.Pc, &r.Pstate)
 }
 
-// goG is the g of a thread of a Go program with registers regs: arm64's
-// Go code keeps it in x28 (in the runtime's code too; a cgo program's C
-// threads have anything there, which goStackTop's checks turn down).
+// goG is the g of a thread of a pure Go program with registers regs:
+// arm64's Go code keeps it in x28, the runtime's too.
 func (t *Tracer) goG(regs *unix.PtraceRegs) (uint64, bool) {
 	return regs.Regs[28], regs.Regs[28] != 0
 }
