@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -90,12 +89,13 @@ func (t *Tracer) parseGlobs(flag string, list []string, later bool) ([]*funcGlob
 			g.exclude = spec != text
 			if i := strings.IndexByte(spec, ':'); i > 0 && !strings.HasPrefix(spec[i:], "::") {
 				m, err := t.space.FindModule(spec[:i])
-				if g.lib = t.loadableLater(spec[:i], err, later); g.lib != nil {
-					g.modules = nil
-				} else if err != nil {
-					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
-				} else {
+				if err == nil {
 					g.modules = []*symbols.Mapped{m}
+				} else if later {
+					g.lib, g.modules = t.libraryToCome(spec[:i]), nil
+				}
+				if err != nil && g.lib == nil {
+					return nil, badInput(fmt.Errorf("%s %q: %w", flag, text, err))
 				}
 				spec, g.anyModule = spec[i+1:], false
 			}
@@ -126,21 +126,6 @@ func (t *Tracer) parseGlobs(flag string, list []string, later bool) ([]*funcGlob
 		}
 	}
 	return gs, nil
-}
-
-// loadableLater is the library mod names if it is not loaded (err, from
-// FindModule, says it is unknown) and later allows waiting for it, and
-// its file is where the dynamic linker could load it from; else nil.
-func (t *Tracer) loadableLater(mod string, err error, later bool) *pendingLib {
-	var unknown *symbols.UnknownModuleError
-	if !later || !errors.As(err, &unknown) {
-		return nil
-	}
-	path, ok := t.space.FindLibraryFile(mod)
-	if !ok {
-		return nil
-	}
-	return &pendingLib{name: mod, path: path}
 }
 
 // matchesOnDisk checks glob g, which waits for its library, against the
@@ -232,9 +217,11 @@ type funcGlobs struct {
 	filter, include, exclude, notrace, graph []*funcGlob
 }
 
-// parseFuncGlobs parses opts' globs; with later, a glob on a library not
-// loaded yet waits for it.
-func (t *Tracer) parseFuncGlobs(opts *FuncTraceOptions, later bool) (*funcGlobs, error) {
+// parseFuncGlobs parses opts' globs; one on a library not loaded yet
+// waits for it (but for --calls: the program's calls go through what it
+// imports).
+func (t *Tracer) parseFuncGlobs(opts *FuncTraceOptions) (*funcGlobs, error) {
+	later := !opts.FromMain
 	flag := "--filter"
 	if opts.FromMain {
 		flag = "--calls" // (ltrace's selection is of the calls)
@@ -279,13 +266,13 @@ func (gs *funcGlobs) waiting() []*pendingLib {
 // selectFunctions applies the filters to the functions of the modules
 // they name. Every pattern must match something, as writing a glob that
 // matches nothing to set_ftrace_filter fails; one on a library not
-// loaded yet (but for --calls: the program's calls go through what it
-// imports) matches in its file, and waits for the library: waiting.
-func (t *Tracer) selectFunctions(opts *FuncTraceOptions) (_ []candidate, waiting []*pendingLib, _ error) {
+// loaded yet matches in its file, and waits for the library
+// (funcGlobs.waiting, selectLoaded).
+func (t *Tracer) selectFunctions(opts *FuncTraceOptions) ([]candidate, *funcGlobs, error) {
 	if opts.NoFunctions {
-		return nil, nil, nil
+		return nil, &funcGlobs{}, nil
 	}
-	gs, err := t.parseFuncGlobs(opts, !opts.FromMain)
+	gs, err := t.parseFuncGlobs(opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -303,21 +290,26 @@ func (t *Tracer) selectFunctions(opts *FuncTraceOptions) (_ []candidate, waiting
 			return nil, nil, t.noMatch(g)
 		}
 	}
-	waiting = gs.waiting()
-	if len(out) == 0 && len(waiting) == 0 {
+	if len(out) == 0 && len(gs.waiting()) == 0 {
 		return nil, nil, badInput(fmt.Errorf("no function of %s to trace", t.space.Main().Name))
 	}
-	return out, waiting, nil
+	return out, gs, nil
 }
 
-// selectLoaded is selectFunctions in mods, libraries just loaded that
-// the globs waited for.
-func (t *Tracer) selectLoaded(opts *FuncTraceOptions, mods []*symbols.Mapped) []candidate {
-	gs, err := t.parseFuncGlobs(opts, true)
-	if err != nil {
-		return nil // (the files changed since: nothing to trace in them)
+// selectLoaded is what the function tracer's globs select in mods,
+// libraries just loaded that some of them waited for: each such glob
+// covers its library's new mapping (the one of an earlier load is gone).
+func (t *Tracer) selectLoaded(mods []*symbols.Mapped) []candidate {
+	gs := t.ft.globs
+	for _, g := range gs.all() {
+		if g.lib == nil {
+			continue
+		}
+		if i := slices.IndexFunc(mods, func(m *symbols.Mapped) bool { return m.FilePath() == g.lib.path }); i >= 0 {
+			g.modules = []*symbols.Mapped{mods[i]}
+		}
 	}
-	return t.candidatesIn(opts, gs, mods)
+	return t.candidatesIn(&t.ft.opts, gs, mods)
 }
 
 // candidatesIn is the functions of mods that globs select.

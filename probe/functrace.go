@@ -158,7 +158,7 @@ type traceFunc struct {
 type funcTracer struct {
 	opts    FuncTraceOptions
 	info    *FuncTraceInfo
-	waiting []*pendingLib     // libraries the globs wait for (dlopen)
+	globs   *funcGlobs        // its globs, some on libraries to come (dlopen)
 	callers map[uint64]string // return address -> calling function
 	ev      FuncEvent         // scratch, reused every event
 	stacks  []StackUsage      // stacks of threads gone, for the stack tracer
@@ -182,10 +182,11 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	if t.ft != nil {
 		return nil, badInput(errors.New("a function tracer is already running"))
 	}
-	funcs, waiting, err := t.selectFunctions(&opts)
+	funcs, globs, err := t.selectFunctions(&opts)
 	if err != nil {
 		return nil, err
 	}
+	waiting := globs.waiting()
 	if len(waiting) > 0 {
 		if err := t.armLinkerWatch(anchor); err != nil {
 			return nil, badInput(fmt.Errorf("%s is not loaded, and %w", waiting[0].name, err))
@@ -195,7 +196,7 @@ func (t *Tracer) installFuncTracer(anchor int, opts FuncTraceOptions) (*FuncTrac
 	for _, lib := range waiting {
 		info.Waiting = append(info.Waiting, lib.name)
 	}
-	t.ft = &funcTracer{opts: opts, info: info, waiting: waiting, callers: map[uint64]string{}}
+	t.ft = &funcTracer{opts: opts, info: info, globs: globs, callers: map[uint64]string{}}
 	if isGo(t.space.Main()) {
 		t.ret.findGoid(t.space.Main())
 	}
@@ -278,20 +279,23 @@ func (t *Tracer) hookCandidates(anchor int, funcs []candidate, info *FuncTraceIn
 // the libraries just loaded (added) that they waited for. It reports
 // whether it hooked any: their sites want optimizing.
 func (t *Tracer) traceLoaded(anchor int, added []*symbols.Mapped) bool {
-	if t.ft == nil || len(t.ft.waiting) == 0 {
+	if t.ft == nil {
 		return false
 	}
 	var mods []*symbols.Mapped
-	for _, m := range added {
-		if slices.ContainsFunc(t.ft.waiting, func(l *pendingLib) bool { return l.path == m.FilePath() }) {
-			mods = append(mods, m)
+	var loaded []string // (as the user named them)
+	for _, lib := range t.ft.globs.waiting() {
+		for _, m := range added {
+			if m.FilePath() == lib.path {
+				mods, loaded = append(mods, m), append(loaded, lib.name)
+			}
 		}
 	}
 	if len(mods) == 0 {
 		return false
 	}
 	var got FuncTraceInfo
-	if err := t.hookCandidates(anchor, t.selectLoaded(&t.ft.opts, mods), &got); err != nil {
+	if err := t.hookCandidates(anchor, t.selectLoaded(mods), &got); err != nil {
 		got.Skipped = append(got.Skipped, SkippedFunc{Func: mods[0].Name, Reason: err.Error()})
 	}
 	info := t.ft.info
@@ -301,9 +305,9 @@ func (t *Tracer) traceLoaded(anchor int, added []*symbols.Mapped) bool {
 	l.functions += got.Functions
 	l.skipped = append(l.skipped, got.Skipped...)
 	l.noArgs = append(l.noArgs, got.NoArgs...)
-	for _, lib := range t.ft.waiting {
-		if !slices.Contains(l.loaded, lib.name) && slices.ContainsFunc(mods, func(m *symbols.Mapped) bool { return m.FilePath() == lib.path }) {
-			l.loaded = append(l.loaded, lib.name)
+	for _, name := range loaded {
+		if !slices.Contains(l.loaded, name) {
+			l.loaded = append(l.loaded, name)
 		}
 	}
 	return got.Functions > 0

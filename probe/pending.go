@@ -107,25 +107,35 @@ func (t *Tracer) addPending(anchor int, p *Probe) (bool, error) {
 	if loc.Module == "" || loc.HasLine || loc.Symbol == "" && !loc.HasFileOff && !loc.SDT {
 		return false, nil
 	}
-	var unknown *symbols.UnknownModuleError
-	if _, err := t.space.FindModule(loc.Module); !errors.As(err, &unknown) {
-		return false, nil
-	}
-	path, ok := t.space.FindLibraryFile(loc.Module)
-	if !ok {
+	lib := t.libraryToCome(loc.Module)
+	if lib == nil {
 		return false, nil // resolving reports the unknown library
 	}
-	lib := &pendingLib{name: loc.Module, path: path}
 	if err := t.checkOnDisk(p, lib); err != nil {
 		return true, err
 	}
 	if err := t.armLinkerWatch(anchor); err != nil {
 		return true, badInput(fmt.Errorf("%s is not loaded, and %w", loc.Module, err))
 	}
-	p.lib, p.Module, p.Where = lib, filepath.Base(path), "(pending)"
+	p.lib, p.Module, p.Where = lib, filepath.Base(lib.path), "(pending)"
 	p.pending.Store(true)
 	p.enabled.Store(true)
 	return true, nil
+}
+
+// libraryToCome is the library mod names if it is not loaded but its
+// file is where the dynamic linker could load it from (a dlopen to
+// come); else nil.
+func (t *Tracer) libraryToCome(mod string) *pendingLib {
+	var unknown *symbols.UnknownModuleError
+	if _, err := t.space.FindModule(mod); !errors.As(err, &unknown) {
+		return nil
+	}
+	path, ok := t.space.FindLibraryFile(mod)
+	if !ok {
+		return nil
+	}
+	return &pendingLib{name: mod, path: path}
 }
 
 // checkOnDisk resolves p in its library's file, placed beside the
