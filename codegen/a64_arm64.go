@@ -15,12 +15,16 @@ type a64 struct {
 	at  uint64 // where the code will be placed
 	w   []uint32
 	err error
+	// frameAbove: a record stub past plain -pg's call of _mcount sees
+	// the thread as at its entry through its frame (RecordStub.FrameEntry):
+	// sp was x29 + frameAbove, x29 and x30 are the words at [x29].
+	frameAbove uint64
 }
 
 // Registers the generated code names.
 const (
 	x9, x10, x11, x12, x13, x14, x15, x16, x17 = 9, 10, 11, 12, 13, 14, 15, 16, 17
-	xLR                                        = 30
+	x18, xFP, xLR                              = 18, 29, 30
 	xZR, xSP                                   = 31, 31
 )
 

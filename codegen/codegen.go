@@ -221,11 +221,14 @@ type RecordStub struct {
 	// is hooked whatever the entry's filter says.
 	Filter   *Filter
 	Rejected int
-	// FrameEntry: the stub runs past a prologue that pushed %rbp and set
-	// it to sp (plain -pg's call of mcount, x86-64 only): it records sp,
-	// rbp and the stack words, and hooks the return, as at the entry,
-	// through the frame: the return address at 8(%rbp).
+	// FrameEntry: the stub runs past plain -pg's call of mcount, after a
+	// prologue that made a frame record and set the frame pointer: it
+	// records sp, the frame pointer (and x30) and the stack words, and
+	// hooks the return, as at the entry, through the frame: on x86-64
+	// the return address is at 8(%rbp), sp was %rbp+8; on arm64 it is at
+	// [x29, #8] (the prologue's stp x29, x30), sp was x29 + FrameAbove.
 	FrameEntry bool
+	FrameAbove uint64 // arm64
 
 	pops   int     // where the pops start in the code, once made
 	fixups []fixup // its copies of memory, once made

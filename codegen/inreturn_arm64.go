@@ -54,15 +54,23 @@ func (a *a64) popTop(again int) {
 
 // hook appends the hook routine. A stub calls it (bl) with the thread's
 // ring in x12, its saves at sp; it returns x9 = 1 if the return is
-// hooked, else 0, and uses x13-x17. A tail call finds x30 already the
+// hooked, else 0, and uses x13-x18. A tail call finds x30 already the
 // trampoline, its caller's frame at the same sp: it returns along with
-// the caller, a frame of its own at the same key. It returns the index of
-// its mov of the trampoline's address.
-func (r *RecordRoutine) hook(a *a64) int {
+// the caller, a frame of its own at the same key. Its first entry is for
+// a stub past plain -pg's call of _mcount (HookFrameRoutine), which has
+// put the key in x13: there the return address is in the frame record,
+// at [x29, #8]. It returns the index of its mov of the trampoline's
+// address, and notes where its plain entry is in o.
+func (r *RecordRoutine) hook(a *a64, o *routineOffsets) int {
+	a.addImm(x18, xFP, 8) // the slot
+	body := a.branch(brB, 0, 0, -1)
+	o.hook = len(a.w)
 	a.addImm(x13, xSP, rsArea) // the thread's sp: the frame's key
+	a.addImm(x18, xSP, rsLR)   // x30 in the save area
+	a.land(body)
 	konst := a.mov64(x16, 0)
 	again := len(a.w)
-	a.ldr(x17, xSP, rsLR) // the return address
+	a.ldr(x17, x18, 0) // the return address
 	a.ldr(x15, x12, ring.ShadowTopOff)
 	a.topFrame()
 	a.eor(x9, x17, x16)
@@ -95,7 +103,7 @@ func (r *RecordRoutine) hook(a *a64) int {
 	changed := a.branch(brCBNZ, x17, 0, -1)
 	a.stxr(x17, x9, x14)
 	a.branch(brCBNZW, x17, 0, again)
-	a.str(x16, xSP, rsLR) // hooked: the thread's x30 is the trampoline
+	a.str(x16, x18, 0) // hooked: the thread's x30 (or saved x30) is the trampoline
 	a.mov(x9, 1)
 	a.emit(a64Ret)
 	a.land(changed)

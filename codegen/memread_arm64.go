@@ -84,11 +84,25 @@ func (s *RecordStub) copyReads(a *a64) error {
 	return nil
 }
 
+// loadStackWord appends the load into x dst of the word w words above
+// the thread's sp.
+func loadStackWord(a *a64, dst uint32, w int) {
+	if a.frameAbove > 0 {
+		a.ldr(dst, xFP, a.frameAbove+uint64(8*w))
+		return
+	}
+	a.ldr(dst, xSP, uint64(rsArea+8*w))
+}
+
 // loadThreadReg appends the load into x dst of the thread's register at
 // byte offset off of unix.PtraceRegs, as it was at the probe: from the
 // stub's saves, sp above them, or the register itself.
 func loadThreadReg(a *a64, dst uint32, off int) {
 	switch n := uint32(off / 8); {
+	case a.frameAbove > 0 && n == 31:
+		a.addImm(dst, xFP, a.frameAbove)
+	case a.frameAbove > 0 && (n == xFP || n == xLR):
+		a.ldr(dst, xFP, uint64(8*(n-xFP))) // the frame record
 	case n == 31:
 		a.addImm(dst, xSP, rsArea)
 	case slices.Index(rsSaved, n) >= 0:

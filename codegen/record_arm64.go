@@ -45,7 +45,7 @@ var rsLR = uint64(8 * slices.Index(rsSaved, xLR))
 // returns), the tally routine's one word, then the record routine. All
 // but the last are the same length whatever the layout, so they are at
 // the same offsets in every copy.
-type routineOffsets struct{ trampoline, trampRet, trap, tally, record int }
+type routineOffsets struct{ hook, trampoline, trampRet, trap, tally, record int }
 
 var routineAt = func() routineOffsets {
 	var o routineOffsets
@@ -72,7 +72,11 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 }
 
 // HookRoutine is where the hook routine of a copy placed at at starts.
-func HookRoutine(at uint64) uint64 { return at }
+func HookRoutine(at uint64) uint64 { return at + 4*uint64(routineAt.hook) }
+
+// HookFrameRoutine is where the hook routine of a copy placed at at
+// starts for a stub with FrameEntry: the key in x13, the slot [x29, #8].
+func HookFrameRoutine(at uint64) uint64 { return at }
 
 // Trampoline is where the return trampoline of a copy placed at at
 // starts.
@@ -88,8 +92,8 @@ func recordEntry(at uint64) uint64 { return at + 4*uint64(routineAt.record) }
 // not nil.
 func (r *RecordRoutine) gen(a *a64, o *routineOffsets) {
 	var konsts []int // the movs of the trampoline's address
-	konsts = append(konsts, r.hook(a))
 	var offs routineOffsets
+	konsts = append(konsts, r.hook(a, &offs))
 	offs.trampoline = len(a.w)
 	call, ks := r.trampoline(a, &offs)
 	konsts = append(konsts, ks...)
@@ -359,10 +363,13 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
 	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > ring.RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
-	case s.FrameEntry:
-		return nil, fmt.Errorf("a record through the frame: x86-64 only")
+	case s.FrameEntry && (s.FrameAbove < 16 || s.FrameAbove > 4095 || s.FrameAbove%16 != 0):
+		return nil, fmt.Errorf("a frame record %d bytes below the entry's sp", s.FrameAbove)
 	}
 	a := &a64{at: at}
+	if s.FrameEntry {
+		a.frameAbove = s.FrameAbove
+	}
 	saves(a)
 	if len(s.Tallies) > 0 {
 		if err := s.checkTallies(); err != nil {
@@ -390,7 +397,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		a.str(x13, x10, uint64(ring.RecordHeader+8*i))
 	}
 	for w := range s.StackWords {
-		a.ldr(x13, xSP, uint64(rsArea+8*w))
+		loadStackWord(a, x13, w)
 		a.str(x13, x10, uint64(ring.RecordHeader+8*(len(s.Regs)+w)))
 	}
 	if err := s.copyReads(a); err != nil {
@@ -399,7 +406,12 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	if s.Hook {
 		// After the values: the hook writes x30. No record, no hook
 		// (the ring is full): the return would not be recorded either.
-		a.call(HookRoutine(s.Routine))
+		if s.FrameEntry {
+			a.addImm(x13, xFP, s.FrameAbove) // the frame's key
+			a.call(HookFrameRoutine(s.Routine))
+		} else {
+			a.call(HookRoutine(s.Routine))
+		}
 		a.str(x9, x10, uint64(ring.RecordHeader+8*s.values()-8))
 	}
 	a.stlr(x11, x10) // committed, after the values

@@ -148,13 +148,45 @@ func TestRecordCodeArm64(t *testing.T) {
 			t.Fatalf("hooking stub: %v: %d bytes, Size %d, Len %d", err, len(hstub), hooked.Size(), hooked.Len())
 		}
 		checkA64(t, "hooking stub", hstub, at)
+		// Past -pg's call of _mcount: the thread as at its entry through
+		// its frame record (x29 + 48 the entry's sp; x29, x30 at [x29]),
+		// the return hooked in the frame.
+		framed := &RecordStub{Routine: routine, Next: 0x20000, Site: 12, Regs: []int{31 * 8, 30 * 8, 29 * 8, 19 * 8}, StackWords: 1, Hook: true, FrameEntry: true, FrameAbove: 48}
+		fstub, err := framed.Code(at)
+		if err != nil || len(fstub) != framed.Size() {
+			t.Fatalf("stub past mcount: %v: %d bytes, Size %d", err, len(fstub), framed.Size())
+		}
+		checkA64(t, "stub past mcount", fstub, at)
+		var text []string
+		for off := 0; off < len(fstub); off += 4 {
+			inst, _ := arm64asm.Decode(fstub[off:])
+			line := arm64asm.GNUSyntax(inst)
+			if rel, ok := inst.Args[0].(arm64asm.PCRel); ok && inst.Op == arm64asm.BL {
+				line = fmt.Sprintf("bl %#x", at+uint64(off)+uint64(int64(rel)))
+			}
+			text = append(text, line)
+		}
+		all := strings.Join(text, "\n")
+		for _, want := range []string{"add x13, x29, #0x30", "ldr x13, [x29,#8]", "ldr x13, [x29]", "ldr x13, [x29,#48]", fmt.Sprintf("bl %#x", HookFrameRoutine(routine))} {
+			if !strings.Contains(all, want) {
+				t.Errorf("stub past mcount: no %q in\n%s", want, all)
+			}
+		}
+		if strings.Contains(all, "[sp,#160]") || strings.Contains(all, fmt.Sprintf("bl %#x", HookRoutine(routine))) {
+			t.Errorf("stub past mcount: reads the thread's own sp or x30, or hooks x30:\n%s", all)
+		}
+		for _, bad := range []uint64{0, 8, 40, 8192} {
+			if _, err := (&RecordStub{Routine: routine, Next: 0x20000, FrameEntry: true, FrameAbove: bad}).Code(at); err == nil {
+				t.Errorf("a frame record %d bytes below the entry's sp: no error", bad)
+			}
+		}
 		// The hook and the trampoline write the trampoline's address:
 		// this copy's, or the process's one.
 		for _, tramp := range []uint64{0, 0x7f00_1234_5678} {
 			r.Trampoline = tramp
 			code, _ := r.Code(routine)
 			want := cmp.Or(tramp, Trampoline(routine))
-			if got := mov64Value(code[4:]); got != want {
+			if got := mov64Value(code[HookRoutine(routine)-routine+8:]); got != want {
 				t.Errorf("the hook's trampoline: %#x, want %#x", got, want)
 			}
 		}

@@ -53,7 +53,7 @@ func (s *RecordStub) tallyBody(a *a64) {
 // loadValue appends the making of v in x15.
 func (s *RecordStub) loadValue(a *a64, v TallyValue) {
 	if v.Word >= 0 {
-		a.ldr(x15, xSP, uint64(rsArea+8*v.Word))
+		loadStackWord(a, x15, v.Word)
 	} else {
 		loadThreadReg(a, x15, v.Reg)
 	}

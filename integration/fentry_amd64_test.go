@@ -32,10 +32,6 @@ func fentryBin(t *testing.T) string {
 	return exe
 }
 
-// gmonEnv has the -pg program write its gmon.out into dir
-// (gmon.out.PID), not into the test's directory.
-func gmonEnv(dir string) []string { return []string{"GMON_OUT_PREFIX=" + filepath.Join(dir, "gmon")} }
-
 // TestFentryInProcess: function_graph over the program built with each
 // kind of compiler-placed site, -O2 and -O0, records every entry in the
 // tracee, draws the graph the stopping path draws, with fib entered as
@@ -48,19 +44,17 @@ func gmonEnv(dir string) []string { return []string{"GMON_OUT_PREFIX=" + filepat
 func TestFentryInProcess(t *testing.T) {
 	t.Parallel()
 	src := filepath.Join("testdata", "fentry", "fentry.c")
-	const fentry, mcount = " (past the call of __fentry__: 2)", " (past the call of mcount: 2)"
+	const fentry = " (past the call of __fentry__: 2)"
 	for _, kind := range []struct {
 		name, flags string
 		arcs        bool   // gprof's call graph the same traced
 		way         string // where -v says fib and work are hooked
 	}{
 		{"fentry", "", true, fentry}, // fentryBin's: -pg -mfentry, a PIE
-		{"pg", "-pg -fPIE -pie", true, mcount},
 		{"fentry-nopie", "-pg -mfentry -fno-pic -no-pie", true, fentry},
 		{"fentry-nop", "-pg -mfentry -mnop-mcount -fno-pic -no-pie", false, ""}, // (no call: no arcs)
 		{"patchable", "-fpatchable-function-entry=5", false, ""},
 		{"fentry-O0", "-O0 -pg -mfentry -fPIE -pie", true, fentry},
-		{"pg-O0", "-O0 -pg -no-pie", true, mcount},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
@@ -75,63 +69,6 @@ func TestFentryInProcess(t *testing.T) {
 	}
 }
 
-// fentryGraphs runs exe untraced, then under function_graph in-process
-// and stopping, and compares (gmon: it writes a gmon.out each run; arcs:
-// whose call graph, as gprof reads it, must be the untraced run's; way:
-// where -v says fib and work are hooked, if not at their first
-// instruction).
-func fentryGraphs(t *testing.T, exe string, gmon, arcs bool, way string) {
-	dir := t.TempDir()
-	env := func(run string) []string { return gmonEnv(filepath.Join(dir, run)) }
-	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
-		os.Mkdir(filepath.Join(dir, run), 0o755)
-	}
-	base := runCmd(t, env("untraced"), exe, "3")
-	m := regexp.MustCompile(`^sum=\d+ calls=(\d+)\n$`).FindStringSubmatch(base.stdout)
-	if base.code != 0 || m == nil {
-		t.Fatalf("%s 3: %v", exe, base)
-	}
-	calls, _ := strconv.Atoi(m[1])
-	var shapes []string
-	for _, mode := range []string{"-v", "--no-inprocess"} {
-		out := filepath.Join(dir, "trace"+mode)
-		r := probeEnv(t, env(mode), "run", mode, "-o", out, "--ring-size", "65536", "--tracer", "function_graph", "--filter", "fib,work", "--", exe, "3")
-		paths := "probe: function tracer: 2 functions in-process" + way + "\n"
-		if r.code != 0 || r.stdout != base.stdout || mode == "-v" && !strings.Contains(r.stderr, paths) {
-			t.Fatalf("probe run %s: want exit 0, %q and %q on stderr; got %v", mode, base.stdout, paths, r)
-		}
-		shape := graphShape(t, readTrace(t, out))
-		if n := strings.Count(shape, "fib() {") + strings.Count(shape, "fib();"); n != calls {
-			t.Errorf("probe run %s: fib entered %d times in the trace, the program counts %d", mode, n, calls)
-		}
-		shapes = append(shapes, shape)
-	}
-	if shapes[0] != shapes[1] {
-		t.Errorf("in-process and stopping graphs differ:\n%s\n%s", limit(shapes[0]), limit(shapes[1]))
-	}
-	if !gmon {
-		return
-	}
-	graphs := map[string]string{}
-	for _, run := range []string{"untraced", "-v", "--no-inprocess"} {
-		files, _ := filepath.Glob(filepath.Join(dir, run, "gmon.*"))
-		if len(files) != 1 {
-			t.Fatalf("run %s: want one gmon.out, got %v", run, files)
-		}
-		if !arcs {
-			continue
-		}
-		g := runCmd(t, nil, "gprof", "-b", "-q", exe, files[0])
-		if g.code != 0 {
-			t.Fatalf("gprof: %v", g)
-		}
-		graphs[run] = gprofArcs(g.stdout)
-	}
-	if arcs && (graphs["untraced"] == "" || graphs["-v"] != graphs["untraced"] || graphs["--no-inprocess"] != graphs["untraced"]) {
-		t.Errorf("gprof's call graph, untraced:\n%s\nin-process:\n%s\nstopping:\n%s", graphs["untraced"], graphs["-v"], graphs["--no-inprocess"])
-	}
-}
-
 // TestFentryDetachUnderLoad: four threads of the -mfentry build check
 // every result while probe attaches with function_graph, its entries in
 // the tracee, and is interrupted (a thread may be anywhere in a detour,
@@ -141,15 +78,6 @@ func TestFentryDetachUnderLoad(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	detachUnderLoad(t, fentryBin(t), gmonEnv(dir))
-}
-
-// TestPgDetachUnderLoad: as TestFentryDetachUnderLoad, twenty attaches,
-// on the plain -pg build, hooked past the call of mcount, through the
-// frame: a thread may be anywhere in a record stub or its hook.
-func TestPgDetachUnderLoad(t *testing.T) {
-	t.Parallel()
-	exe := builtOnce(t, "fentry-pg", filepath.Join("testdata", "fentry", "fentry.c"), "-O2", "-g", "-pthread", "-fno-optimize-sibling-calls", "-pg", "-fPIE", "-pie")
-	detachUnderLoadN(t, 20, exe, gmonEnv(t.TempDir()))
 }
 
 // gprofNoise is a call graph's indexes and times; gprofCount a call

@@ -382,7 +382,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if err != nil {
 		return nil, badInput(err)
 	}
-	off, frame := 0, false
+	off, above := 0, uint64(0)
 	if c.fn.isGo {
 		off = singlestep.GoStackCheckEnd(code)
 	} else {
@@ -390,11 +390,12 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		// mcount: either reads the real caller (a -pg program's gprof
 		// arcs), which a return hooked before it would hide. Past
 		// __fentry__ the function is as at its entry; past mcount, as
-		// at its entry seen through its frame.
+		// at its entry seen through its frame (but for the arguments'
+		// registers on arm64, where mcount takes x0: --args hooks the
+		// entry there).
 		off = m.FentryCallEnd(sym)
-		if off == 0 {
-			off = m.McountCallEnd(sym)
-			frame = off > 0
+		if off == 0 && (mcountKeepsArgs || !t.ft.opts.Args) {
+			off, above = m.McountCallEnd(sym)
 		}
 	}
 	at := funcSite(m, sym, code, off)
@@ -403,7 +404,9 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if err != nil {
 		return nil, err
 	}
-	st.frame = st.frame || frame
+	if above > 0 {
+		st.frame, st.frameAbove = true, above
+	}
 	if t.ft.opts.Args && c.fn.args == nil {
 		// By the first of its names the table has (the one shown, an
 		// IFUNC's for --calls, or an alias: glibc's index is strchr):

@@ -442,12 +442,12 @@ func (t *Tracer) recordStub(st *site) (*codegen.RecordStub, *recordSite) {
 			return nil, nil
 		}
 		in.nextID++
-		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base, FrameEntry: st.frame}
+		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base, FrameEntry: st.frame, FrameAbove: st.frameAbove}
 		return rec, &recordSite{site: st, code: rec, tallies: need.tallies}
 	}
 	in.nextID++
 	rec := &codegen.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
-		Reads: need.Reads, Rings: in.rings.Layout().Base, FrameEntry: st.frame}
+		Reads: need.Reads, Rings: in.rings.Layout().Base, FrameEntry: st.frame, FrameAbove: st.frameAbove}
 	rs := &recordSite{site: st, code: rec}
 	if need.filter != nil && in.tallyWords < ring.TallyWords {
 		rec.Filter, rec.Rejected = need.filter, in.tallyWords

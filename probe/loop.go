@@ -232,11 +232,14 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 		t.onUnwinder(tid, regs, s.unwind, hit)
 	}
 	// Past plain -pg's call of mcount the tracer and the return probes
-	// see the function as at its entry, its return address at 8(%rbp).
+	// see the function as at its entry, its return address in its frame.
 	entry, seen := regs, true
 	if s.frame && (s.fn != nil || len(s.returns) > 0) {
-		v, ok := t.entryView(regs)
+		v, ok := t.entryView(regs, s.frameAbove)
 		entry, hit.regs, seen = &v, &v, ok
+		if ok {
+			defer t.leaveEntryView(regs, entry)
+		}
 	}
 	switch {
 	case !seen:

@@ -231,9 +231,11 @@ type site struct {
 	sym    symbols.Symbol
 	// frame: addr is just past plain -pg's call of mcount, after the
 	// prologue (Module.McountCallEnd): the function as at its entry, seen
-	// through its frame (entryView).
-	frame bool
-	opt   *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
+	// through its frame (entryView), sp there frameAbove above the frame
+	// pointer.
+	frame      bool
+	frameAbove uint64
+	opt        *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
 	// trapWhy is why the site's probes do not record in the tracee
 	// (inproc.go), when optimizeSites found a reason.
 	trapWhy string

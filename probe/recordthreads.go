@@ -41,9 +41,11 @@ func (t *Tracer) rewindRecordCode(tid int, regs *unix.PtraceRegs) bool {
 	rip := regs.PC()
 	var rw codegen.StubRewind
 	to, back := uint64(0), false        // where the thread goes; back: a return
+	var from *recordSite                // the stub it leaves
 	stubAt := func(ret uint64) uint64 { // the probed instruction of the stub a call returns to
 		for _, rs := range in.sites {
 			if ret > rs.stub && ret <= rs.end {
+				from = rs
 				return rs.site.addr
 			}
 		}
@@ -65,7 +67,7 @@ func (t *Tracer) rewindRecordCode(tid int, regs *unix.PtraceRegs) bool {
 	if to == 0 && !back {
 		for _, rs := range in.sites {
 			if r, ok := rs.code.Rewind(rs.stub, rip, tracee.SP(regs)); ok {
-				rw, to = r, rs.site.addr
+				rw, to, from = r, rs.site.addr, rs
 				break
 			}
 		}
@@ -92,6 +94,9 @@ func (t *Tracer) rewindRecordCode(tid int, regs *unix.PtraceRegs) bool {
 	}
 	if to == 0 {
 		return false
+	}
+	if from != nil && from.code.FrameEntry {
+		t.unhookFrameRecord(tid, regs, from.code.FrameAbove)
 	}
 	tracee.SetSP(regs, rw.SP)
 	regs.SetPC(to)

@@ -102,9 +102,20 @@ func (t *Tracer) slotHooked(f *shadowFrame) bool {
 // return address at 8(%rbp), rbp the caller's, which the prologue pushed
 // at (%rbp); the rest as they came (the pushes and mcount keep them).
 // false: the frame cannot be read.
-func (t *Tracer) entryView(regs *unix.PtraceRegs) (unix.PtraceRegs, bool) {
+func (t *Tracer) entryView(regs *unix.PtraceRegs, above uint64) (unix.PtraceRegs, bool) {
 	v := *regs
 	bp, ok := t.readWord(regs.Rbp)
-	v.Rsp, v.Rbp = regs.Rbp+8, bp
+	v.Rsp, v.Rbp = regs.Rbp+above, bp
 	return v, ok
 }
+
+// unhookFrameRecord: a stub past mcount hooks the slot that is its
+// frame's key, which restoreInprocReturns puts back.
+func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, above uint64) {}
+
+// leaveEntryView: a return hooked in an entryView wrote its slot.
+func (t *Tracer) leaveEntryView(regs, view *unix.PtraceRegs) {}
+
+// mcountKeepsArgs: past plain -pg's call of mcount the arguments are in
+// their registers as they came (mcount saves them).
+const mcountKeepsArgs = true

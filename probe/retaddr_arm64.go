@@ -326,6 +326,55 @@ func (t *Tracer) slotHooked(f *shadowFrame) bool {
 	return !ok || t.stripPAC(w) == t.ret.trampoline
 }
 
-// entryView: no site is past a call of mcount here (Module.McountCallEnd
-// is x86-64's).
-func (t *Tracer) entryView(regs *unix.PtraceRegs) (unix.PtraceRegs, bool) { return *regs, false }
+// entryView is a thread's registers just past plain -pg's call of
+// _mcount (site.frame) as they were at the function's entry, as far as
+// the frame record tells: sp above bytes over x29, x29 and x30 the words
+// the prologue's stp x29, x30 put at [x29] (x30 unsigned: a function
+// that signs it is hooked at its entry). The arguments' registers are
+// not: _mcount took x0 and may write x1-x18. false: the frame cannot be
+// read.
+func (t *Tracer) entryView(regs *unix.PtraceRegs, above uint64) (unix.PtraceRegs, bool) {
+	v := *regs
+	var rec [16]byte
+	if _, err := t.proc.ReadAt(rec[:], int64(regs.Regs[29])); err != nil {
+		return v, false
+	}
+	v.Sp = regs.Regs[29] + above
+	v.Regs[29] = binary.LittleEndian.Uint64(rec[:])
+	v.Regs[30] = binary.LittleEndian.Uint64(rec[8:])
+	return v, true
+}
+
+// leaveEntryView puts in the frame record the x30 a return hook in
+// entryView's view wrote (hookEntryReturn).
+func (t *Tracer) leaveEntryView(regs, view *unix.PtraceRegs) {
+	if before, ok := t.readWord(regs.Regs[29] + 8); ok && before != view.Regs[30] {
+		t.writeWord(regs.Regs[29]+8, view.Regs[30])
+	}
+}
+
+// unhookFrameRecord gives back the return address that a stub past
+// -pg's call of _mcount may have hooked in the frame record of the
+// function thread tid (regs: x29 the frame) is taken out of, back to the
+// stub's site (rewindRecordCode), with sp there above bytes over x29. Its
+// record was never committed, so no frame of the tracer's tells where
+// the hook wrote, and restoreInprocReturns cannot put it back: the
+// function then returned into the trampoline after the detach (SIGTRAP:
+// TestPgDetachUnderLoad, at the third of eight detaches).
+func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, above uint64) {
+	fp := regs.Regs[29]
+	if w, ok := t.readWord(fp + 8); !ok || t.stripPAC(w) != t.inproc.trampoline {
+		return
+	}
+	frames := t.shadowOf(tid)
+	for i := len(frames) - 1; i >= 0; i-- {
+		if frames[i].Slot == fp+above {
+			t.writeWord(fp+8, frames[i].Ret&^ring.UnhookedBit)
+			return
+		}
+	}
+}
+
+// mcountKeepsArgs: _mcount takes the return address in x0, and is a
+// function that may write x1-x18.
+const mcountKeepsArgs = false

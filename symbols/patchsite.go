@@ -90,8 +90,13 @@ func (m *Module) findPatchSites() []PatchSite {
 	var sites []PatchSite
 	if secs := m.recordSections(); len(secs) > 0 {
 		sites = m.recordedSites(secs)
-	} else if m.elf.Machine == elf.EM_X86_64 && m.profilingBuild() {
-		sites = m.scanProfilingSites()
+	} else if m.profilingBuild() {
+		switch m.elf.Machine {
+		case elf.EM_X86_64:
+			sites = m.scanProfilingSites()
+		case elf.EM_AARCH64:
+			sites = m.scanA64ProfilingSites()
+		}
 	}
 	if len(sites) == 0 {
 		return nil
@@ -442,8 +447,7 @@ func (m *Module) FentryCallEnd(fn Symbol) int {
 	if bytes.HasPrefix(code, endbr64) {
 		off = len(endbr64)
 	}
-	i, found := slices.BinarySearchFunc(sites, fn.Addr+uint64(off), func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
-	if !found || sites[i].Kind != McountCall {
+	if !mcountSiteAt(sites, fn.Addr+uint64(off)) {
 		return 0
 	}
 	inst, err := x86asm.Decode(code[off:], 64)
@@ -454,18 +458,42 @@ func (m *Module) FentryCallEnd(fn Symbol) int {
 }
 
 // McountCallEnd returns where, in function fn, the call of mcount that
-// plain -pg puts after the prologue ends, as an offset from fn; 0 if fn
-// has none, or a prologue other than `push %rbp; mov %rsp,%rbp` (after an
-// endbr64 at most) and then only pushes and immediate adjustments of sp.
-// Past it the function is as at its entry seen through its frame: the
-// return address at 8(%rbp), the arguments' registers as they came (the
-// pushes and mcount keep them). A hook there leaves mcount the real
-// caller to read (gprof's arcs).
-func (m *Module) McountCallEnd(fn Symbol) int {
+// plain -pg puts after the prologue ends, as an offset from fn, and
+// where sp was at the entry, as a distance above the frame pointer; 0
+// if fn has none, or another prologue than this function knows. Past it
+// the function is as at its entry seen through its frame: a hook there
+// leaves mcount the real caller to read (gprof's arcs).
+//
+// On x86-64 the prologue must be `push %rbp; mov %rsp,%rbp` (after an
+// endbr64 at most) and then only pushes and immediate adjustments of
+// sp: the return address is at 8(%rbp), sp was %rbp+8, the arguments'
+// registers are as they came (the pushes and mcount keep them). On arm64
+// see a64McountCallEnd: the return address is at [x29, #8], and the
+// arguments' registers are lost (mcount's argument is in x0).
+func (m *Module) McountCallEnd(fn Symbol) (end int, above uint64) {
 	sites := m.sites()
-	if len(sites) == 0 || m.elf.Machine != elf.EM_X86_64 {
-		return 0
+	if len(sites) == 0 {
+		return 0, 0
 	}
+	switch m.elf.Machine {
+	case elf.EM_AARCH64:
+		return m.a64McountCallEnd(fn, sites)
+	case elf.EM_X86_64:
+		if end := m.x86McountCallEnd(fn, sites); end > 0 {
+			return end, 8
+		}
+	}
+	return 0, 0
+}
+
+// mcountSiteAt reports whether sites (sorted) have a call of mcount at
+// link address addr.
+func mcountSiteAt(sites []PatchSite, addr uint64) bool {
+	i, found := slices.BinarySearchFunc(sites, addr, func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
+	return found && sites[i].Kind == McountCall
+}
+
+func (m *Module) x86McountCallEnd(fn Symbol, sites []PatchSite) int {
 	code, err := m.ReadCode(fn.Addr, min(fn.Size, scanBytes))
 	if err != nil {
 		return 0
@@ -484,8 +512,7 @@ func (m *Module) McountCallEnd(fn Symbol) int {
 			return 0
 		}
 		if inst.Op == x86asm.CALL {
-			i, found := slices.BinarySearchFunc(sites, fn.Addr+uint64(off), func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
-			if !found || sites[i].Kind != McountCall {
+			if !mcountSiteAt(sites, fn.Addr+uint64(off)) {
 				return 0
 			}
 			return off + inst.Len

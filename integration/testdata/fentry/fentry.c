@@ -2,8 +2,8 @@
 // `call *__fentry__@GOTPCREL(%rip)`: a call through memory, which a
 // jump-optimised entry must copy into its detour.
 //
-//   fentry N           N rounds of work(20); prints the sum and how many
-//                      times fib ran
+//   fentry N [D]       N rounds of work(D), D 20 if not given; prints the
+//                      sum and how many times fib ran
 //   fentry threads T [prof]
 //                      T threads checking every result until SIGTERM:
 //                      prints "ready", then "ok" if all were right; with
@@ -79,9 +79,9 @@ int main(int argc, char **argv)
 		printf(bad ? "bad\n" : "ok\n");
 		return bad;
 	}
-	long rounds = argc > 1 ? atol(argv[1]) : 1, sum = 0;
+	long rounds = argc > 1 ? atol(argv[1]) : 1, depth = argc > 2 ? atol(argv[2]) : 20, sum = 0;
 	for (long i = 0; i < rounds; i++)
-		sum += work(20);
+		sum += work(depth);
 	printf("sum=%ld calls=%ld\n", sum, calls);
 	return 0;
 }
