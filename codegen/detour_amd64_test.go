@@ -448,9 +448,9 @@ func TestPlanDetourJumpTable(t *testing.T) {
 }
 
 // TestPlanDetourJumpTableBase: the table's base set once at the start in
-// a callee-saved register (`push %rbp; lea TABLE(%rip),%rbp`), written
-// nowhere else but popped on the way out, is the table; written anywhere
-// else, it is not known.
+// a callee-saved register (`push %rbp; lea TABLE(%rip),%rbp`), popped on
+// the way out, is the table; written again on a path that leaves, it
+// still is; written on a path back to the dispatch, it is not known.
 func TestPlanDetourJumpTableBase(t *testing.T) {
 	const fn = 0x401000
 	code := hx(t, "55 48 8d 2d f8 00 00 00 3c 02 77 11 0f b6 c0 48 63 44 85 00 48 01 e8 ff e0 5d c3 5d c3 5d c3")
@@ -467,10 +467,15 @@ func TestPlanDetourJumpTableBase(t *testing.T) {
 	if d, err := PlanDetour(code, fn, fn, read); err != nil || d.Covered != 8 {
 		t.Fatalf("PlanDetour: %v, %+v; want 8 bytes covered", err, d)
 	}
-	written := slices.Clone(code)
-	copy(written[0x19:], []byte{0x89, 0xfd}) // mov %edi,%ebp
-	if _, err := PlanDetour(written, fn, fn, read); err == nil || !strings.Contains(err.Error(), "indirect jump") {
-		t.Fatalf("the base written again: %v, want refused", err)
+	leaving := slices.Clone(code)
+	copy(leaving[0x19:], []byte{0x89, 0xfd}) // mov %edi,%ebp, then the next case's pop; ret
+	if d, err := PlanDetour(leaving, fn, fn, read); err != nil || d.Covered != 8 {
+		t.Fatalf("the base written on the way out: %v, %+v; want 8 bytes covered", err, d)
+	}
+	back := slices.Clone(code)
+	copy(back[0x19:], []byte{0x89, 0xfd, 0xeb, 0xeb}) // mov %edi,%ebp; jmp to the cmp
+	if _, err := PlanDetour(back, fn, fn, read); err == nil || !strings.Contains(err.Error(), "indirect jump") {
+		t.Fatalf("the base written on a path back to the dispatch: %v, want refused", err)
 	}
 }
 

@@ -2,6 +2,8 @@ package singlestep
 
 import (
 	"encoding/binary"
+	"fmt"
+	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -25,10 +27,12 @@ import (
 // (`cmpb $N, 0x65(%rbx)`, `ja`, `movzbl 0x65(%rbx),%eax`), nothing
 // written there or to its address's registers in between; instructions
 // that leave the flags (moves, a store elsewhere) may stand between the
-// cmp and the ja. The lea may also be anywhere in the
-// function when the base is a callee-saved register it writes nowhere
-// else, but in pops on the way out (uniqueTable). Anything else stays
-// refused.
+// cmp and the ja. The lea may also be anywhere before, in a register
+// gcc keeps the table in across a loop or the whole function: then every
+// path of the function's control flow that reaches the movslq must pass
+// a `lea TABLE(%rip),%base` and nothing that may write the base after it
+// (flowGraph.tables; a few such leas, each table read). Anything else
+// stays refused.
 
 // maxTable bounds the entries read from one table.
 const maxTable = 1024
@@ -38,8 +42,10 @@ const maxTable = 1024
 const window = 12
 
 // jumpTableTargets returns the targets of the jump table dispatched by
-// the indirect jmp insts[j], or false.
-func jumpTableTargets(insts []located, j int, branchTargets []uint64, read TableReader, whole func() []located) ([]uint64, bool) {
+// the indirect jmp insts[j], or false; bases gives the tables a register
+// holds at an address when no lea of it stands between the check and
+// the jmp (nil: none known).
+func jumpTableTargets(insts []located, j int, branchTargets []uint64, read TableReader, bases func(base x86asm.Reg, at uint64) ([]uint64, bool)) ([]uint64, bool) {
 	if read == nil || j < 2 || j >= len(insts) {
 		return nil, false
 	}
@@ -49,7 +55,7 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 		return nil, false
 	}
 	base, ok := add.Args[1].(x86asm.Reg)
-	if add.Op != x86asm.ADD || add.Args[0] != r || !ok || family(base) != base {
+	if add.Op != x86asm.ADD || add.Args[0] != r || !ok || family(base) != base || base == r {
 		return nil, false
 	}
 	m, ok := load.Args[1].(x86asm.Mem)
@@ -103,26 +109,94 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 			return nil, false
 		}
 	}
-	if table == 0 && guard != 0 && whole != nil {
-		table = uniqueTable(whole(), base)
-	}
-	if table == 0 || guard == 0 {
+	if guard == 0 {
 		return nil, false
+	}
+	tables := []uint64{table}
+	if table == 0 {
+		if bases == nil {
+			return nil, false
+		}
+		if tables, ok = bases(base, insts[j-2].addr); !ok {
+			return nil, false
+		}
 	}
 	for _, t := range branchTargets {
 		if t > guard && t <= insts[j].addr {
 			return nil, false // in past the bound check
 		}
 	}
-	b, err := read(table, uint64(bound+1)*4)
-	if err != nil {
-		return nil, false
-	}
-	targets := make([]uint64, 0, bound+1)
-	for i := 0; i+4 <= len(b); i += 4 {
-		targets = append(targets, table+uint64(int64(int32(binary.LittleEndian.Uint32(b[i:])))))
+	targets := make([]uint64, 0, len(tables)*int(bound+1))
+	for _, table := range tables {
+		b, err := read(table, uint64(bound+1)*4)
+		if err != nil {
+			return nil, false
+		}
+		for i := 0; i+4 <= len(b); i += 4 {
+			targets = append(targets, table+uint64(int64(int32(binary.LittleEndian.Uint32(b[i:])))))
+		}
 	}
 	return targets, true
+}
+
+// maxRounds bounds the passes jumpTables makes over a function's jump
+// tables before the branches they add stop changing.
+const maxRounds = 4
+
+// jumpTables returns the entries of the jump tables that the indirect
+// jmps of fn (indirect: indexes in starts) dispatch through, each a
+// Branch from its jmp, or an error naming the first jmp that is not such
+// a dispatch (but for those own says are the caller's). A table's base
+// proven over the function's control flow depends on where the tables
+// themselves jump: the proof is made again with the entries found until
+// they stay the same, so it holds for the control flow they give.
+func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branch, read TableReader, own func(at uint64) bool) ([]Branch, error) {
+	near := make(map[int][]located, len(indirect))
+	var whole []located
+	var found []Branch
+	for round := 0; ; round++ {
+		var graph *flowGraph
+		bases := func(base x86asm.Reg, at uint64) ([]uint64, bool) {
+			if graph == nil {
+				if whole == nil {
+					whole = locateAll(fn, fnAddr, starts)
+				}
+				graph = newFlowGraph(whole, slices.Concat(direct, found))
+			}
+			if graph == nil {
+				return nil, false
+			}
+			return graph.tables(base, at)
+		}
+		targets := make([]uint64, 0, len(direct)+len(found))
+		for _, b := range slices.Concat(direct, found) {
+			targets = append(targets, b.To)
+		}
+		var next []Branch
+		for _, j := range indirect {
+			at := fnAddr + uint64(starts[j])
+			if own != nil && own(at) {
+				continue
+			}
+			if near[j] == nil {
+				near[j] = locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
+			}
+			table, ok := jumpTableTargets(near[j], min(j, window), targets, read, bases)
+			if !ok {
+				return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
+			}
+			for _, t := range table {
+				next = append(next, Branch{From: at, To: t})
+			}
+		}
+		if slices.Equal(next, found) {
+			return found, nil
+		}
+		if round == maxRounds {
+			return nil, fmt.Errorf("%#x: the function's jump tables do not settle", fnAddr+uint64(starts[indirect[0]]))
+		}
+		found = next
+	}
 }
 
 // boundCheck finds the cmp the ja at insts[k] follows (past moves that
@@ -244,67 +318,3 @@ func family(r x86asm.Reg) x86asm.Reg {
 }
 
 func isHigh8(r x86asm.Reg) bool { return r >= x86asm.AH && r <= x86asm.BH }
-
-// uniqueTable returns the table a callee-saved base register holds in
-// the whole function insts, set once at its start (`push %base; lea
-// TABLE(%rip),%base`): the function's only write to it but for pops right
-// before it returns or tail-calls (a few pops and moves on). 0 if not so.
-func uniqueTable(insts []located, base x86asm.Reg) uint64 {
-	switch base {
-	case x86asm.RBX, x86asm.RBP, x86asm.R12, x86asm.R13, x86asm.R14, x86asm.R15:
-	default:
-		return 0 // a call may change it
-	}
-	var table uint64
-	for i, l := range insts {
-		in := l.inst
-		dst, _ := in.Args[0].(x86asm.Reg)
-		switch {
-		case in.Op == x86asm.PUSH || family(dst) != base && plainOp(in.Op):
-		case in.Op == x86asm.LEA && dst == base && table == 0:
-			m, ok := in.Args[1].(x86asm.Mem)
-			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
-				return 0
-			}
-			table = l.addr + uint64(in.Len) + uint64(m.Disp)
-		case in.Op == x86asm.POP && dst == base:
-			// The caller's value back, on the way out.
-			exits := false
-			for _, next := range insts[i+1 : min(i+9, len(insts))] {
-				op := next.inst.Op
-				d, _ := next.inst.Args[0].(x86asm.Reg)
-				if op == x86asm.RET || op == x86asm.JMP {
-					exits = true
-				} else if op == x86asm.POP || plainOp(op) && family(d) != base {
-					continue // the other saved registers, the result
-				}
-				break
-			}
-			if !exits {
-				return 0
-			}
-		case family(dst) == base:
-			return 0
-		default:
-			// Other instructions: any that can write the base
-			// implicitly makes it unknown.
-			if writesImplicitly(in.Op, base) {
-				return 0
-			}
-		}
-	}
-	return table
-}
-
-// writesImplicitly reports whether op may write reg without naming it
-// as its first operand: the few that do, and any this code does not know.
-func writesImplicitly(op x86asm.Op, reg x86asm.Reg) bool {
-	switch op {
-	case x86asm.XCHG, x86asm.CMPXCHG, x86asm.XADD, x86asm.POPF, x86asm.POPFQ,
-		x86asm.LEAVE, x86asm.ENTER, x86asm.CPUID, x86asm.SYSCALL, x86asm.RDTSC, x86asm.RDTSCP,
-		x86asm.MUL, x86asm.IMUL, x86asm.DIV, x86asm.IDIV, x86asm.CQO, x86asm.CDQ,
-		x86asm.XRSTOR, x86asm.XRSTOR64, x86asm.FXRSTOR, x86asm.FXRSTOR64:
-		return true
-	}
-	return false
-}

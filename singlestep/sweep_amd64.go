@@ -2,7 +2,6 @@ package singlestep
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -67,11 +66,11 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 // decode (*DecodeError); but for one that own says is the caller's (a
 // detour's covered `jmp *SLOT(%rip)`, which it copies as it is).
 func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader, own func(at uint64) bool) ([]Branch, error) {
-	var starts []int           // every instruction's offset
-	var targets, from []uint64 // direct branches' targets, and where each is
-	var indirect []int         // indexes in starts of the indirect jmps
+	var starts []int    // every instruction's offset
+	var direct []Branch // in order
+	var indirect []int  // indexes in starts of the indirect jmps
 	for off := 0; off < len(fn); {
-		n, rel, direct, indirectJmp, err := branchDecode(fn[off:])
+		n, rel, isDirect, indirectJmp, err := branchDecode(fn[off:])
 		if err != nil {
 			return nil, newDecodeError(fnAddr+uint64(off), fn[off:], err)
 		}
@@ -80,32 +79,20 @@ func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader, own func(at 
 		switch {
 		case indirectJmp:
 			indirect = append(indirect, len(starts)-1)
-		case direct:
-			targets = append(targets, fnAddr+uint64(off)+uint64(rel))
-			from = append(from, fnAddr+uint64(starts[len(starts)-1]))
+		case isDirect:
+			at := fnAddr + uint64(starts[len(starts)-1])
+			direct = append(direct, Branch{From: at, To: fnAddr + uint64(off) + uint64(rel)})
 		}
 		// (An indirect call returns after itself, not into the range.)
 	}
-	for _, j := range indirect {
-		if own != nil && own(fnAddr+uint64(starts[j])) {
-			continue
-		}
-		whole := func() []located { return locateAll(fn, fnAddr, starts) }
-		near := locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
-		table, ok := jumpTableTargets(near, min(j, window), targets, tables, whole)
-		if !ok {
-			return nil, fmt.Errorf("%#x: the function has an indirect jump", fnAddr+uint64(starts[j]))
-		}
-		for _, t := range table {
-			targets = append(targets, t)
-			from = append(from, fnAddr+uint64(starts[j]))
-		}
+	if len(indirect) == 0 {
+		return direct, nil
 	}
-	out := make([]Branch, len(targets))
-	for i, to := range targets {
-		out[i] = Branch{From: from[i], To: to}
+	dispatched, err := jumpTables(fn, fnAddr, starts, indirect, direct, tables, own)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return append(direct, dispatched...), nil
 }
 
 // branchDecode decodes the instruction at the start of code for a look at
