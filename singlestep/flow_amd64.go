@@ -13,46 +13,59 @@ const maxBases = 4
 // it: each instruction runs after the one before it (unless that one is
 // a jmp or a ret) and after every branch of the function that lands on
 // it. Code outside the function is taken to enter it only at its start,
-// as the rest of the jump-table recognition does.
+// as the rest of the jump-table recognition does. Instructions are
+// decoded as a walk comes to them: most of a function is never looked at.
 type flowGraph struct {
-	insts []located
-	preds map[int][]int // an instruction's branches in, by index
+	fn     []byte
+	fnAddr uint64
+	starts []int         // every instruction's offset
+	insts  []x86asm.Inst // decoded, where decoded[i]
+	known  []bool        //
+	preds  map[int][]int // an instruction's branches in, by index
 }
 
-// newFlowGraph builds the flow graph of the instructions insts (the
-// whole function, in order) with the branches given, or nil if one lands
-// in the function but not on an instruction (code read two ways).
-func newFlowGraph(insts []located, branches []Branch) *flowGraph {
-	if len(insts) == 0 {
-		return nil
-	}
-	g := &flowGraph{insts: insts, preds: map[int][]int{}}
-	lo, hi := insts[0].addr, insts[len(insts)-1].addr
+// newFlowGraph returns the flow graph of fn (at fnAddr, its instructions
+// at starts), without branches yet (link).
+func newFlowGraph(fn []byte, fnAddr uint64, starts []int) *flowGraph {
+	return &flowGraph{fn: fn, fnAddr: fnAddr, starts: starts, insts: make([]x86asm.Inst, len(starts)), known: make([]bool, len(starts))}
+}
+
+// link sets the function's branches, those that land in it; false if one
+// lands in the function but not on an instruction (code read two ways).
+func (g *flowGraph) link(branches []Branch) bool {
+	g.preds = map[int][]int{}
 	for _, b := range branches {
-		if b.To < lo || b.To > hi {
+		if b.To < g.fnAddr || b.To >= g.fnAddr+uint64(len(g.fn)) {
 			continue // (leaves the function)
 		}
 		to, ok := g.index(b.To)
 		from, okFrom := g.index(b.From)
 		if !ok || !okFrom {
-			return nil
+			return false
 		}
 		g.preds[to] = append(g.preds[to], from)
 	}
-	return g
+	return true
 }
 
 // index is the index of the instruction at addr.
 func (g *flowGraph) index(addr uint64) (int, bool) {
-	return slices.BinarySearchFunc(g.insts, addr, func(l located, a uint64) int {
-		switch {
-		case l.addr < a:
-			return -1
-		case l.addr > a:
-			return 1
+	if addr < g.fnAddr || addr >= g.fnAddr+uint64(len(g.fn)) {
+		return 0, false
+	}
+	return slices.BinarySearch(g.starts, int(addr-g.fnAddr))
+}
+
+// inst decodes the instruction i.
+func (g *flowGraph) inst(i int) (x86asm.Inst, bool) {
+	if !g.known[i] {
+		in, err := decodeInst(g.fn[g.starts[i]:])
+		if err != nil {
+			return x86asm.Inst{}, false
 		}
-		return 0
-	})
+		g.insts[i], g.known[i] = in, true
+	}
+	return g.insts[i], true
 }
 
 // tables returns the tables base holds when the instruction at addr
@@ -65,22 +78,25 @@ func (g *flowGraph) tables(base x86asm.Reg, addr uint64) ([]uint64, bool) {
 		return nil, false
 	}
 	var tables []uint64
-	seen := make([]bool, len(g.insts))
-	stack := g.before(at, nil)
-	for len(stack) > 0 {
+	seen := make([]bool, len(g.starts))
+	stack, ok := g.before(at, nil)
+	for ok && len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if seen[i] {
 			continue
 		}
 		seen[i] = true
-		in := g.insts[i].inst
+		in, decoded := g.inst(i)
+		if !decoded {
+			return nil, false
+		}
 		if dst, _ := in.Args[0].(x86asm.Reg); in.Op == x86asm.LEA && dst == base {
 			m, ok := in.Args[1].(x86asm.Mem)
 			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
 				return nil, false
 			}
-			t := g.insts[i].addr + uint64(in.Len) + uint64(m.Disp)
+			t := g.fnAddr + uint64(g.starts[i]) + uint64(in.Len) + uint64(m.Disp)
 			if !slices.Contains(tables, t) {
 				tables = append(tables, t)
 			}
@@ -92,22 +108,24 @@ func (g *flowGraph) tables(base x86asm.Reg, addr uint64) ([]uint64, bool) {
 		if mayWrite(in, base) || i == 0 {
 			return nil, false
 		}
-		stack = g.before(i, stack)
+		stack, ok = g.before(i, stack)
 	}
-	return tables, len(tables) > 0
+	return tables, ok && len(tables) > 0
 }
 
 // before appends to stack the instructions that may run just before
-// insts[i].
-func (g *flowGraph) before(i int, stack []int) []int {
+// the instruction i; false if one does not decode.
+func (g *flowGraph) before(i int, stack []int) ([]int, bool) {
 	if i > 0 {
-		switch g.insts[i-1].inst.Op {
-		case x86asm.JMP, x86asm.RET:
-		default:
+		prev, ok := g.inst(i - 1)
+		if !ok {
+			return nil, false
+		}
+		if prev.Op != x86asm.JMP && prev.Op != x86asm.RET {
 			stack = append(stack, i-1)
 		}
 	}
-	return append(stack, g.preds[i]...)
+	return append(stack, g.preds[i]...), true
 }
 
 // mayWrite reports whether in may change the 64-bit register reg: as an

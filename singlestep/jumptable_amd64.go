@@ -152,18 +152,18 @@ const maxRounds = 4
 // they stay the same, so it holds for the control flow they give.
 func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branch, read TableReader, own func(at uint64) bool) ([]Branch, error) {
 	near := make(map[int][]located, len(indirect))
-	var whole []located
+	var graph *flowGraph // (its instructions decoded once for every round)
 	var found []Branch
 	for round := 0; ; round++ {
-		var graph *flowGraph
+		linked, linkOK := -1, false
 		bases := func(base x86asm.Reg, at uint64) ([]uint64, bool) {
 			if graph == nil {
-				if whole == nil {
-					whole = locateAll(fn, fnAddr, starts)
-				}
-				graph = newFlowGraph(whole, slices.Concat(direct, found))
+				graph = newFlowGraph(fn, fnAddr, starts)
 			}
-			if graph == nil {
+			if linked != round {
+				linked, linkOK = round, graph.link(slices.Concat(direct, found))
+			}
+			if !linkOK {
 				return nil, false
 			}
 			return graph.tables(base, at)
