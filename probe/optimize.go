@@ -448,12 +448,13 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 		// itself.
 		d.ReturnHook, d.LoadReturn = 0, false
 	}
-	size := d.Size()
+	size, stubSize := d.Size(), 0 // (a stub's size is its code made once)
 	if rec != nil {
-		size += rec.Size()
+		stubSize = rec.Size()
 	} else if stub = t.entryStub(anchor, st); stub != nil {
-		size += stub.Size()
+		stubSize = stub.Size()
 	}
+	size += stubSize
 	at, slots, err := t.allocDetour(anchor, st.addr, size)
 	if err != nil {
 		return
@@ -461,7 +462,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 	base, id := at, uint64(0)
 	var code []byte
 	if rec != nil {
-		base += uint64(rec.Size())
+		base += uint64(stubSize)
 		rec.Next = d.Copies(base)
 		rec.Routine, err = t.routineNear(anchor, at)
 		if err == nil {
@@ -475,7 +476,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 		}
 	}
 	if stub != nil {
-		base += uint64(stub.Size())
+		base += uint64(stubSize)
 		stub.Next, stub.Done = base, d.Copies(base)
 		code, id, err = stub.Code(at)
 		if err != nil {
