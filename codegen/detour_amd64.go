@@ -43,6 +43,15 @@ var (
 // instruction after the first are re-aimed at its copy (Redirects). The
 // error says why not.
 func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (*Detour, error) {
+	return PlanDetourFlow(fn, fnAddr, addr, func() (*singlestep.FunctionFlow, error) {
+		return singlestep.AnalyzeFunction(fn, fnAddr, tables)
+	})
+}
+
+// PlanDetourFlow is PlanDetour with where the function jumps from flow
+// (asked once the instructions the jmp would cover allow it): a
+// singlestep.AnalyzeFunction of fn at fnAddr, kept from an earlier start.
+func PlanDetourFlow(fn []byte, fnAddr, addr uint64, flow func() (*singlestep.FunctionFlow, error)) (*Detour, error) {
 	if addr < fnAddr || addr >= fnAddr+uint64(len(fn)) {
 		return nil, &singlestep.OutsideCodeError{Addr: addr, Start: fnAddr, End: fnAddr + uint64(len(fn))}
 	}
@@ -92,7 +101,11 @@ func PlanDetour(fn []byte, fnAddr, addr uint64, tables singlestep.TableReader) (
 			return in.Addr == at && in.Form() == singlestep.FormJmpMem
 		})
 	}
-	branches, err := singlestep.FunctionBranches(fn, fnAddr, tables, own)
+	f, err := flow()
+	if err != nil {
+		return nil, err
+	}
+	branches, err := f.BranchesFor(own)
 	if err != nil {
 		return nil, err
 	}

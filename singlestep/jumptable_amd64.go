@@ -2,7 +2,6 @@ package singlestep
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
 
 	"golang.org/x/arch/x86/x86asm"
@@ -145,15 +144,16 @@ const maxRounds = 4
 
 // jumpTables returns the entries of the jump tables that the indirect
 // jmps of fn (indirect: indexes in starts) dispatch through, each a
-// Branch from its jmp, or an error naming the first jmp that is not such
-// a dispatch (but for those own says are the caller's). A table's base
-// proven over the function's control flow depends on where the tables
-// themselves jump: the proof is made again with the entries found until
-// they stay the same, so it holds for the control flow they give.
-func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branch, read TableReader, own func(at uint64) bool) ([]Branch, error) {
+// Branch from its jmp, and the jmps that are no such dispatch (unknown,
+// in order). A table's base proven over the function's control flow
+// depends on where the tables themselves jump: the proof is made again
+// with the entries found until they stay the same, so it holds for the
+// control flow they give; a jmp found unknown on the way stays so, and
+// adds no branches.
+func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branch, read TableReader) (found []Branch, unknown []uint64) {
 	near := make(map[int][]located, len(indirect))
 	var graph *flowGraph // (its instructions decoded once for every round)
-	var found []Branch
+	isUnknown := make(map[int]bool)
 	for round := 0; ; round++ {
 		linked, linkOK := -1, false
 		bases := func(base x86asm.Reg, at uint64) ([]uint64, bool) {
@@ -173,27 +173,38 @@ func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branc
 			targets = append(targets, b.To)
 		}
 		var next []Branch
+		lost := false
 		for _, j := range indirect {
-			at := fnAddr + uint64(starts[j])
-			if own != nil && own(at) {
+			if isUnknown[j] {
 				continue
 			}
+			at := fnAddr + uint64(starts[j])
 			if near[j] == nil {
 				near[j] = locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
 			}
 			table, ok := jumpTableTargets(near[j], min(j, window), targets, read, bases)
 			if !ok {
-				return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
+				isUnknown[j], lost = true, true
+				continue
 			}
 			for _, t := range table {
 				next = append(next, Branch{From: at, To: t})
 			}
 		}
-		if slices.Equal(next, found) {
-			return found, nil
-		}
-		if round == maxRounds {
-			return nil, fmt.Errorf("%#x: the function's jump tables do not settle", fnAddr+uint64(starts[indirect[0]]))
+		if !lost && slices.Equal(next, found) || round == maxRounds {
+			if round == maxRounds && !slices.Equal(next, found) {
+				// Not settled: none is known.
+				next = nil
+				for _, j := range indirect {
+					isUnknown[j] = true
+				}
+			}
+			for _, j := range indirect {
+				if isUnknown[j] {
+					unknown = append(unknown, fnAddr+uint64(starts[j]))
+				}
+			}
+			return next, unknown
 		}
 		found = next
 	}

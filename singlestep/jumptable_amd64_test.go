@@ -102,3 +102,42 @@ func TestJumpTableFlow(t *testing.T) {
 		})
 	}
 }
+
+// TestFunctionFlowUnknown: an indirect jump that is no jump table is
+// kept as unknown beside the tables found (AnalyzeFunction), and refuses
+// the function unless the caller says it is its own (BranchesFor).
+func TestFunctionFlowUnknown(t *testing.T) {
+	const fn = 0x401000
+	// The one-of-two-tables function of TestJumpTableFlow, then
+	// `jmp *0x0(%rip)` at +0x25.
+	code := hx(t, "85 f6 74 09 48 8d 3d f5 00 00 00 eb 07 48 8d 3d ec 01 00 00 83 f8 01 77 0b 48 63 04 87 48 01 f8 ff e0 90 90 c3 ff 25 00 00 00 00")
+	tables := map[uint64][]uint64{fn + 0x100: {fn + 0x22, fn + 0x23}, fn + 0x200: {fn + 0x23, fn + 0x24}}
+	read := func(addr, n uint64) ([]byte, error) {
+		var b []byte
+		for _, e := range tables[addr] {
+			b = binary.LittleEndian.AppendUint32(b, uint32(int32(e-addr)))
+		}
+		if len(b) == 0 || n != uint64(len(b)) {
+			return nil, errors.New("not a table")
+		}
+		return b, nil
+	}
+	flow, err := AnalyzeFunction(code, fn, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(flow.Unknown, []uint64{fn + 0x25}) || len(flow.Branches) != 3+4 {
+		t.Fatalf("flow %+v; want the 3 direct branches, the 4 entries, and the jmp at +0x25 unknown", flow)
+	}
+	if _, err := flow.BranchesFor(nil); err == nil || !strings.Contains(err.Error(), "0x401025: the function has an indirect jump") {
+		t.Fatalf("BranchesFor(nil): %v, want the jmp at +0x25 refusing it", err)
+	}
+	own := func(at uint64) bool { return at == fn+0x25 }
+	if b, err := flow.BranchesFor(own); err != nil || !slices.Equal(b, flow.Branches) {
+		t.Fatalf("BranchesFor(own): %v, %v; want its branches", b, err)
+	}
+	moved := flow.Moved(0x1000)
+	if moved.Unknown[0] != fn+0x1025 || moved.Branches[0] != (Branch{From: fn + 0x1002, To: fn + 0x100d}) {
+		t.Fatalf("Moved: %+v", moved)
+	}
+}

@@ -49,6 +49,39 @@ type Memory interface {
 // bl, b.cond, cbz, cbnz, tbz, tbnz) goes to To.
 type Branch struct{ From, To uint64 }
 
+// FunctionFlow is where a function's code says it goes (x86-64,
+// AnalyzeFunction): its direct branches in order, then the entries of
+// the jump tables its indirect jumps dispatch through (each From the
+// jmp), and the indirect jumps that are no such dispatch, which may go
+// anywhere.
+type FunctionFlow struct {
+	Branches []Branch
+	Unknown  []uint64 // the indirect jumps not known, in order
+}
+
+// BranchesFor returns the flow's branches, or an error naming the first
+// unknown indirect jump that own does not say is the caller's.
+func (f *FunctionFlow) BranchesFor(own func(at uint64) bool) ([]Branch, error) {
+	for _, at := range f.Unknown {
+		if own == nil || !own(at) {
+			return nil, fmt.Errorf("%#x: the function has an indirect jump", at)
+		}
+	}
+	return f.Branches, nil
+}
+
+// Moved returns the flow of the same code placed delta bytes further on.
+func (f *FunctionFlow) Moved(delta uint64) *FunctionFlow {
+	out := &FunctionFlow{Branches: make([]Branch, len(f.Branches)), Unknown: make([]uint64, len(f.Unknown))}
+	for i, b := range f.Branches {
+		out.Branches[i] = Branch{From: b.From + delta, To: b.To + delta}
+	}
+	for i, at := range f.Unknown {
+		out.Unknown[i] = at + delta
+	}
+	return out
+}
+
 // Kind says how the tracer runs a displaced instruction.
 type Kind int
 

@@ -66,6 +66,17 @@ func SweepBranches(code []byte, addr uint64, entries []uint64) []Branch {
 // decode (*DecodeError); but for one that own says is the caller's (a
 // detour's covered `jmp *SLOT(%rip)`, which it copies as it is).
 func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader, own func(at uint64) bool) ([]Branch, error) {
+	flow, err := AnalyzeFunction(fn, fnAddr, tables)
+	if err != nil {
+		return nil, err
+	}
+	return flow.BranchesFor(own)
+}
+
+// AnalyzeFunction decodes a function's whole code, fn at fnAddr, and
+// returns where it goes, whatever its caller's own jumps: FunctionBranches
+// is its BranchesFor. An error is bytes that do not decode (*DecodeError).
+func AnalyzeFunction(fn []byte, fnAddr uint64, tables TableReader) (*FunctionFlow, error) {
 	var starts []int    // every instruction's offset
 	var direct []Branch // in order
 	var indirect []int  // indexes in starts of the indirect jmps
@@ -86,13 +97,10 @@ func FunctionBranches(fn []byte, fnAddr uint64, tables TableReader, own func(at 
 		// (An indirect call returns after itself, not into the range.)
 	}
 	if len(indirect) == 0 {
-		return direct, nil
+		return &FunctionFlow{Branches: direct}, nil
 	}
-	dispatched, err := jumpTables(fn, fnAddr, starts, indirect, direct, tables, own)
-	if err != nil {
-		return nil, err
-	}
-	return append(direct, dispatched...), nil
+	dispatched, unknown := jumpTables(fn, fnAddr, starts, indirect, direct, tables)
+	return &FunctionFlow{Branches: append(direct, dispatched...), Unknown: unknown}, nil
 }
 
 // branchDecode decodes the instruction at the start of code for a look at
