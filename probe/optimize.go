@@ -300,19 +300,10 @@ func planDetours(sites []*site) []funcPlan {
 		})
 	}
 	wg.Wait()
-	return out
-}
-
-// planFunc is codegen.PlanDetour's answer for st in its function.
-func planFunc(st *site) funcPlan {
-	m := st.module
-	fn, err := m.ReadCode(st.sym.Addr, st.sym.Size)
-	if err != nil {
-		return funcPlan{err: err, unread: true}
+	for m := range seen {
+		m.KeepFunctionFlows()
 	}
-	tables := func(addr, n uint64) ([]byte, error) { return m.ReadCode(addr-m.Bias, n) }
-	d, err := codegen.PlanDetour(fn, st.sym.Addr+m.Bias, st.addr, tables)
-	return funcPlan{d: d, err: err}
+	return out
 }
 
 // planDetour returns st's detour if its function allows one (p, from

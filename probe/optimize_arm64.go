@@ -31,3 +31,15 @@ func (t *Tracer) guardedPad(st *site, d *codegen.Detour) string {
 	}
 	return ""
 }
+
+// planFunc is codegen.PlanDetour's answer for st in its function.
+func planFunc(st *site) funcPlan {
+	m := st.module
+	fn, err := m.ReadCode(st.sym.Addr, st.sym.Size)
+	if err != nil {
+		return funcPlan{err: err, unread: true}
+	}
+	tables := func(addr, n uint64) ([]byte, error) { return m.ReadCode(addr-m.Bias, n) }
+	d, err := codegen.PlanDetour(fn, st.sym.Addr+m.Bias, st.addr, tables)
+	return funcPlan{d: d, err: err}
+}

@@ -68,10 +68,20 @@ func branchKey(code []codeRange, entries []uint64) string {
 // loadBranchCache reads the cached branches of key, if a good cache file
 // has them.
 func loadBranchCache(key string) ([]singlestep.Branch, error) {
+	b, err := readCacheFile(key)
+	if err != nil {
+		return nil, err
+	}
+	return decodeBranchCache(b)
+}
+
+// readCacheFile returns the bytes of the cache file name, if it is ours
+// and private.
+func readCacheFile(name string) ([]byte, error) {
 	if BranchCacheDir == "" {
 		return nil, errNoBranchCache
 	}
-	f, err := os.Open(filepath.Join(BranchCacheDir, key))
+	f, err := os.Open(filepath.Join(BranchCacheDir, name))
 	if err != nil {
 		return nil, err
 	}
@@ -79,11 +89,7 @@ func loadBranchCache(key string) ([]singlestep.Branch, error) {
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || !ownedPrivately(st) || st.Size() > 64<<20 {
 		return nil, errBadBranchCache
 	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, err
-	}
-	return decodeBranchCache(b)
+	return io.ReadAll(f)
 }
 
 // ownedPrivately reports whether a file or directory is ours and no one
@@ -94,10 +100,15 @@ func ownedPrivately(st os.FileInfo) bool {
 	return ok && int(sys.Uid) == os.Geteuid() && st.Mode().Perm()&0o022 == 0
 }
 
-// storeBranchCache writes bt's branches as key's cache file, whole or
-// not at all (a file of its own renamed into place); failures are
-// ignored: the next start sweeps again.
+// storeBranchCache writes bt's branches as key's cache file.
 func storeBranchCache(key string, bt *BranchTargets) {
+	writeCacheFile(key, encodeBranchCache(bt.branches))
+}
+
+// writeCacheFile writes b as the cache file name, whole or not at all (a
+// file of its own renamed into place); failures are ignored: the next
+// start works it out again.
+func writeCacheFile(name string, b []byte) {
 	if BranchCacheDir == "" {
 		return
 	}
@@ -111,9 +122,9 @@ func storeBranchCache(key string, bt *BranchTargets) {
 	if err != nil {
 		return
 	}
-	_, err = tmp.Write(encodeBranchCache(bt.branches))
+	_, err = tmp.Write(b)
 	if cerr := tmp.Close(); err == nil && cerr == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(BranchCacheDir, key))
+		err = os.Rename(tmp.Name(), filepath.Join(BranchCacheDir, name))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())

@@ -81,6 +81,7 @@ type Module struct {
 
 	branchOnce sync.Once
 	branches   *branchSet // direct branch targets, shared by file (branches.go)
+	flows      flowSet    // where each function analysed jumps (flowcache.go)
 
 	profiling  profilingMarks // -pg runtime symbols seen while loading (patchsite.go)
 	sitesOnce  sync.Once
