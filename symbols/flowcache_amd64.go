@@ -4,7 +4,7 @@ import "github.com/probedbg/probe/singlestep"
 
 // FunctionFlow returns where the function at link address addr, of size
 // bytes, jumps (singlestep.AnalyzeFunction, its tables read from the
-// module), at link addresses: from the module's cache, else worked out
+// module's read-only segments), at link addresses: from the module's cache, else worked out
 // and kept for KeepFunctionFlows. Safe for concurrent use.
 func (m *Module) FunctionFlow(addr, size uint64) (*singlestep.FunctionFlow, error) {
 	s := m.cachedFlows()
@@ -18,7 +18,7 @@ func (m *Module) FunctionFlow(addr, size uint64) (*singlestep.FunctionFlow, erro
 	if err != nil {
 		return nil, err
 	}
-	flow, err := singlestep.AnalyzeFunction(fn, addr, m.ReadCode)
+	flow, err := singlestep.AnalyzeFunction(fn, addr, m.ReadTable)
 	if err != nil {
 		return nil, err
 	}

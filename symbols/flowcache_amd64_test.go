@@ -1,6 +1,7 @@
 package symbols
 
 import (
+	"debug/elf"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -35,7 +36,7 @@ func TestFlowCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		flow, err := singlestep.AnalyzeFunction(code, f.Addr, m.ReadCode)
+		flow, err := singlestep.AnalyzeFunction(code, f.Addr, m.ReadTable)
 		if err != nil {
 			continue // (not cached)
 		}
@@ -118,5 +119,34 @@ func TestFlowCache(t *testing.T) {
 		if _, err := decodeFlowCache(good[:cut]); err == nil {
 			t.Errorf("a cache file cut at %d read", cut)
 		}
+	}
+}
+
+// TestReadTable: a jump table is read from a segment the program cannot
+// write, never from one it can (what the file holds there may not be what
+// the code reads).
+func TestReadTable(t *testing.T) {
+	m, err := OpenModule("/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var ro, rw bool
+	for _, p := range m.loads {
+		_, err := m.ReadTable(p.Vaddr, 4)
+		if p.Flags&elf.PF_W != 0 {
+			rw = true
+			if err == nil {
+				t.Errorf("read at %#x, in a writable segment", p.Vaddr)
+			}
+		} else {
+			ro = true
+			if err != nil {
+				t.Errorf("read at %#x: %v", p.Vaddr, err)
+			}
+		}
+	}
+	if !ro || !rw {
+		t.Fatalf("libc's segments: read-only %v, writable %v; want both", ro, rw)
 	}
 }

@@ -330,6 +330,18 @@ func (m *Module) ReadCode(addr, size uint64) ([]byte, error) {
 	return nil, fmt.Errorf("read %s: address 0x%x is not in a loadable segment with file data", m.Path, addr)
 }
 
+// ReadTable reads size bytes at link address addr, as ReadCode, from a
+// segment the program cannot write (a jump table in .rodata): what the
+// file holds there is what the code reads at run time.
+func (m *Module) ReadTable(addr, size uint64) ([]byte, error) {
+	for _, p := range m.loads {
+		if addr >= p.Vaddr && addr-p.Vaddr < p.Filesz && p.Flags&elf.PF_W != 0 {
+			return nil, fmt.Errorf("read %s at 0x%x: a writable segment", m.Path, addr)
+		}
+	}
+	return m.ReadCode(addr, size)
+}
+
 // codeCache keeps the file's bytes that ReadCode has read, in aligned
 // chunks: the function tracer reads every function of a module one by
 // one, which would otherwise be a pread each.
