@@ -148,18 +148,28 @@ var (
 	errBadBranchCache = errors.New("damaged branch cache")
 )
 
-func decodeBranchCache(b []byte) ([]singlestep.Branch, error) {
-	if len(b) < len(branchCacheMagic)+4 || !bytes.HasPrefix(b, []byte(branchCacheMagic)) {
-		return nil, errBadBranchCache
+// openCacheFile checks a cache file's magic line and checksum, and
+// returns a reader of what is between them, past its first number, the
+// count of its entries.
+func openCacheFile(b []byte, magic string) (r *varint.Reader, n uint64, err error) {
+	if len(b) < len(magic)+4 || !bytes.HasPrefix(b, []byte(magic)) {
+		return nil, 0, errBadBranchCache
 	}
 	body := b[:len(b)-4]
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
-		return nil, errBadBranchCache
+		return nil, 0, errBadBranchCache
 	}
-	r := &varint.Reader{B: body[len(branchCacheMagic):]}
-	n := r.Uvarint()
-	if n > uint64(len(r.B)) {
-		return nil, errBadBranchCache
+	r = &varint.Reader{B: body[len(magic):]}
+	if n = r.Uvarint(); n > uint64(len(r.B)) {
+		return nil, 0, errBadBranchCache
+	}
+	return r, n, nil
+}
+
+func decodeBranchCache(b []byte) ([]singlestep.Branch, error) {
+	r, n, err := openCacheFile(b, branchCacheMagic)
+	if err != nil {
+		return nil, err
 	}
 	branches := make([]singlestep.Branch, n)
 	prev := uint64(0)

@@ -1,14 +1,12 @@
 package symbols
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"slices"
 	"sync"
 
-	"github.com/probedbg/probe/internal/varint"
 	"github.com/probedbg/probe/singlestep"
 )
 
@@ -134,17 +132,9 @@ func encodeFlowCache(flows map[uint64]cachedFlow) []byte {
 }
 
 func decodeFlowCache(b []byte) (map[uint64]cachedFlow, error) {
-	if len(b) < len(flowCacheMagic)+4 || !bytes.HasPrefix(b, []byte(flowCacheMagic)) {
-		return nil, errBadBranchCache
-	}
-	body := b[:len(b)-4]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
-		return nil, errBadBranchCache
-	}
-	r := &varint.Reader{B: body[len(flowCacheMagic):]}
-	n := r.Uvarint()
-	if n > uint64(len(r.B)) {
-		return nil, errBadBranchCache
+	r, n, err := openCacheFile(b, flowCacheMagic)
+	if err != nil {
+		return nil, err
 	}
 	flows := make(map[uint64]cachedFlow, n)
 	addr := uint64(0)
