@@ -239,12 +239,12 @@ func TestEnableDisable(t *testing.T) {
 	pl := compile(t, s, Probe{Event: "probe/p_off_0"}, "disable:p_tick_0 enable:grp/other")
 	target, other := &probe.Probe{Event: "p_tick_0"}, &probe.Probe{Group: "grp", Event: "other"}
 	target.SetEnabled(true)
-	err := pl.Bind(func(ev string) *probe.Probe {
+	err := pl.Bind(func(ev string) []*probe.Probe {
 		switch ev {
 		case "p_tick_0":
-			return target
+			return []*probe.Probe{target}
 		case "grp/other":
-			return other
+			return []*probe.Probe{other}
 		}
 		return nil
 	})
@@ -255,7 +255,7 @@ func TestEnableDisable(t *testing.T) {
 	if target.Enabled() || !other.Enabled() {
 		t.Errorf("after the hit: p_tick_0 enabled %v (want false), other %v (want true)", target.Enabled(), other.Enabled())
 	}
-	err = compile(t, s, Probe{Event: "x"}, "enable:nosuch").Bind(func(string) *probe.Probe { return nil })
+	err = compile(t, s, Probe{Event: "x"}, "enable:nosuch").Bind(func(string) []*probe.Probe { return nil })
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Token != "enable:nosuch" {
 		t.Errorf("Bind of an unknown event = %v", err)
@@ -410,7 +410,7 @@ func TestMarks(t *testing.T) {
 	unlock := compile(t, s, Probe{Event: "probe/p_unlock_0"}, `hist:@t0 max:@t0 printf("held %d\n", @t0)`)
 	again := compile(t, s, Probe{Event: "probe/p_again_0"}, `mark:t0 printf("since %d\n", @t0)`)
 	for _, pl := range []*Plan{lock, unlock, again} {
-		if err := pl.Bind(func(string) *probe.Probe { return nil }); err != nil {
+		if err := pl.Bind(func(string) []*probe.Probe { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -448,7 +448,7 @@ func TestMarks(t *testing.T) {
 	}
 
 	lone := compile(t, NewSession(), Probe{Event: "probe/p_x_0"}, "hist:@nosuch")
-	if err := lone.Bind(func(string) *probe.Probe { return nil }); err == nil || !strings.Contains(err.Error(), "no probe marks nosuch") || !errors.Is(err, fetch.ErrBadInput) {
+	if err := lone.Bind(func(string) []*probe.Probe { return nil }); err == nil || !strings.Contains(err.Error(), "no probe marks nosuch") || !errors.Is(err, fetch.ErrBadInput) {
 		t.Errorf("Bind of an unmarked @nosuch: %v", err)
 	}
 	for _, text := range []string{"mark", "mark:", "mark:1x", "count:@t0"} {

@@ -70,7 +70,7 @@ type Plan struct {
 type toggle struct {
 	event string
 	on    bool
-	p     *probe.Probe
+	ps    []*probe.Probe // the probes of that name (one in each process of a REPL's session)
 }
 
 // Compile checks acts against p (every KEY and FIELD a fetch-arg of p,
@@ -181,10 +181,10 @@ func (pl *Plan) Events() []string {
 	return ev
 }
 
-// Bind finds the probes that enable/disable act on (lookup returns nil
-// for an unknown event), and checks that some probe marks each @MARK the
-// plan reads.
-func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
+// Bind finds the probes that enable/disable act on (lookup returns every
+// probe of that event name, none for an unknown one), and checks that
+// some probe marks each @MARK the plan reads.
+func (pl *Plan) Bind(lookup func(event string) []*probe.Probe) error {
 	s := pl.session
 	s.marksMu.Lock()
 	for _, m := range pl.markRefs {
@@ -196,7 +196,7 @@ func (pl *Plan) Bind(lookup func(event string) *probe.Probe) error {
 	s.marksMu.Unlock()
 	for i := range pl.switches {
 		t := &pl.switches[i]
-		if t.p = lookup(t.event); t.p == nil {
+		if t.ps = lookup(t.event); len(t.ps) == 0 {
 			verb := "disable"
 			if t.on {
 				verb = "enable"
@@ -262,8 +262,8 @@ func (pl *Plan) Run(h *probe.Hit) (print bool) {
 		pl.session.SetTracing(pl.traceTo)
 	}
 	for _, t := range pl.switches {
-		if t.p != nil {
-			t.p.SetEnabled(t.on)
+		for _, p := range t.ps {
+			p.SetEnabled(t.on)
 		}
 	}
 	if len(pl.counts) > 0 || len(pl.hists) > 0 || len(pl.aggs) > 0 {

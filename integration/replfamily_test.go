@@ -107,6 +107,7 @@ func (w *workCalls) check(t *testing.T, r *replSession) {
 
 // TestREPLSeveral: one REPL on two processes (two programs, one with a
 // function the other lacks). add, disable, enable and del act on both,
+// and so does an action's disable:,
 // every call of each counted exactly; list shows each one's hits; an add
 // that fails in the second is taken out of the first and said once; a
 // process that exits is said, the other traced on, and the session ends
@@ -133,7 +134,20 @@ func TestREPLSeveral(t *testing.T) {
 	w.call(t, a, "", pa, 3, true)
 	w.call(t, b, "", pb, 4, true)
 	w.check(t, r)
-	w.del(t, r, 57)
+	// An action's disable: switches the name in every process, as the
+	// command does: the first return of work, in the first, disables
+	// p_work_0 in both (before, the second's stayed on, and traced its
+	// first call).
+	r.send(t, "add r:work => disable:p_work_0")
+	r.waitFor(t, `added r_work_0\n`)
+	w.call(t, a, "", pa, 1, true) // (its entry traced; its return disables)
+	w.call(t, b, "", pb, 3, false)
+	w.check(t, r)
+	r.send(t, "del r_work_0")
+	r.waitFor(t, `deleted r_work_0 \(4 hits\)\n`)
+	r.send(t, "enable p_work_0")
+	r.waitFor(t, `enabled p_work_0\n`)
+	w.del(t, r, 58)
 	w.call(t, a, "", pa, 10, false)
 	w.call(t, b, "", pb, 10, false)
 	w.check(t, r)

@@ -120,10 +120,10 @@ func addProbes(t *probe.Tracer, defs []*probeDef, s *sink) error {
 		}
 		plans = append(plans, pl)
 	}
-	lookup := func(event string) *probe.Probe {
+	lookup := func(event string) []*probe.Probe {
 		for _, p := range t.Probes() {
 			if p.Event == event || p.Name() == event {
-				return p
+				return []*probe.Probe{p}
 			}
 		}
 		return nil

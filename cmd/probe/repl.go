@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -482,15 +483,22 @@ func (s *session) add(text string) error {
 	return nil
 }
 
-// lookup finds a probe by EVENT or GROUP/EVENT, or nil: the first
-// process's that has it.
-func (s *session) lookup(name string) *probe.Probe {
+// lookup finds the probes of EVENT or GROUP/EVENT: each process's that
+// has one (an action's enable:/disable: switches the name session-wide,
+// as the enable and disable commands do).
+func (s *session) lookup(name string) []*probe.Probe {
 	all := s.fam.probes()
-	if full, ok := fullName(all, name); ok {
-		ps, _ := copies(all, full)
-		return ps[0]
+	full, ok := fullName(all, name)
+	if !ok {
+		return nil
 	}
-	return nil
+	var ps []*probe.Probe
+	for _, pp := range all {
+		if p := pp.probes[full]; p != nil && !slices.Contains(ps, p) {
+			ps = append(ps, p) // (a fork child's, given its parent's, too)
+		}
+	}
+	return ps
 }
 
 // fullName finds GROUP/EVENT by EVENT or GROUP/EVENT among every
