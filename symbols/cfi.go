@@ -36,6 +36,10 @@ type CallerRule struct {
 type cfiCache struct {
 	once  sync.Once
 	fdes  frame.FrameDescriptionEntries
+	// exported are the addresses of the functions the module exports
+	// (CallEntry), found once.
+	exportedOnce sync.Once
+	exported     map[uint64]bool
 	mu    sync.Mutex
 	rules map[uint64]cfiRule
 	saved map[uint64]savedReturn // ReturnSaved's answers, by entry
@@ -300,7 +304,10 @@ const (
 // its address decides: a called function's CFA there is the entry's
 // (entryRule), where a part of a function jumped to with its parent's
 // frame in place has its parent's CFA, and the first frame of a thread
-// has no return address at all.
+// has no return address at all. A function the module exports is
+// entered by calls (other modules call it through their PLT or GOT),
+// without a look at the CFI: parsing libc's took ~4 ms of a 47 ms
+// `probe run --calls 'libc:*'` of sqlite3.
 func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 	switch name := sym.Name; {
 	case name == "_start":
@@ -309,6 +316,8 @@ func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 		// gcc only jumps to these, even where no frame is left and
 		// [sp] happens to hold the parent's return address.
 		return false, "not entered by a call: a cold part of another function, jumped to"
+	case m.exportsFunction(sym.Addr):
+		return true, ""
 	}
 	if r, found := m.callerRule(sym.Addr); found {
 		switch {
@@ -320,6 +329,25 @@ func (m *Module) CallEntry(sym Symbol) (ok bool, why string) {
 		}
 	}
 	return true, ""
+}
+
+// exportsFunction reports whether the module exports a function at link
+// address addr: a defined, global or weak, default-visibility function
+// of .dynsym.
+func (m *Module) exportsFunction(addr uint64) bool {
+	c := &m.cfi
+	c.exportedOnce.Do(func() {
+		c.exported = map[uint64]bool{}
+		dynsym, _ := m.dynamicSymbols()
+		for _, s := range dynsym {
+			typ, bind := elf.ST_TYPE(s.Info), elf.ST_BIND(s.Info)
+			if s.Section != elf.SHN_UNDEF && (typ == elf.STT_FUNC || typ == sttGNUIFunc) &&
+				(bind == elf.STB_GLOBAL || bind == elf.STB_WEAK) && elf.ST_VISIBILITY(s.Other) == elf.STV_DEFAULT {
+				c.exported[s.Value] = true
+			}
+		}
+	})
+	return c.exported[addr]
 }
 
 // FunctionCovering is, for a link address no symbol covers (a static
