@@ -93,8 +93,13 @@ type session struct {
 // (SetExitNotify) and said by the session's loop.
 type exitNotes struct {
 	mu    sync.Mutex
-	ended []string
+	ended []exitNote
 	ready chan struct{} // a note is waiting
+}
+
+type exitNote struct {
+	pid  int
+	text string
 }
 
 func (e *exitNotes) add(pid int, st probe.ExitStatus) {
@@ -103,7 +108,7 @@ func (e *exitNotes) add(pid int, st probe.ExitStatus) {
 		how = "killed by " + unix.SignalName(st.Signal)
 	}
 	e.mu.Lock()
-	e.ended = append(e.ended, fmt.Sprintf("pid %d %s", pid, how))
+	e.ended = append(e.ended, exitNote{pid, fmt.Sprintf("pid %d %s", pid, how)})
 	e.mu.Unlock()
 	select {
 	case e.ready <- struct{}{}:
@@ -111,7 +116,7 @@ func (e *exitNotes) add(pid int, st probe.ExitStatus) {
 	}
 }
 
-func (e *exitNotes) take() []string {
+func (e *exitNotes) take() []exitNote {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ended := e.ended
@@ -120,20 +125,32 @@ func (e *exitNotes) take() []string {
 }
 
 // sayExits says which processes have ended and which are traced on.
+// The processes first, then the notes: a process gone from the first
+// has its note in already (the tracer tells of an end as it lets the
+// process go), so that two ends close together are said at once, not
+// each as the session's last (TestREPLFollowFork, 1 run in 6); one that
+// ended in between is among the notes, and not traced on.
 func (s *session) sayExits() {
+	procs := s.t.Processes()
 	ended := s.exits.take()
 	if len(ended) == 0 {
 		return
 	}
 	var pids []int
-	for _, tr := range s.t.Processes() {
-		pids = append(pids, tr.Pid())
+	for _, tr := range procs {
+		if !slices.ContainsFunc(ended, func(n exitNote) bool { return n.pid == tr.Pid() }) {
+			pids = append(pids, tr.Pid())
+		}
 	}
 	on := "the session ends"
 	if len(pids) > 0 {
 		on = "tracing " + pidList(pids) + " on"
 	}
-	fmt.Fprintf(s.errs, "probe: %s; %s\n", strings.Join(ended, ", "), on)
+	texts := make([]string, len(ended))
+	for i, n := range ended {
+		texts[i] = n.text
+	}
+	fmt.Fprintf(s.errs, "probe: %s; %s\n", strings.Join(texts, ", "), on)
 }
 
 // gate is the trace writer of a section: events pass unless printing is
