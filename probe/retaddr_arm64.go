@@ -366,12 +366,8 @@ func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, above uint64)
 	if w, ok := t.readWord(fp + 8); !ok || t.stripPAC(w) != t.inproc.trampoline {
 		return
 	}
-	frames := t.shadowOf(tid)
-	for i := len(frames) - 1; i >= 0; i-- {
-		if frames[i].Slot == fp+above {
-			t.writeWord(fp+8, frames[i].Ret&^ring.UnhookedBit)
-			return
-		}
+	if ret := t.returnTo(tid, fp+above); ret != 0 {
+		t.writeWord(fp+8, ret)
 	}
 }
 

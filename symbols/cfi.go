@@ -36,13 +36,13 @@ type CallerRule struct {
 type cfiCache struct {
 	once  sync.Once
 	fdes  frame.FrameDescriptionEntries
+	mu    sync.Mutex
+	rules map[uint64]cfiRule
+	saved map[uint64]savedReturn // ReturnSaved's answers, by entry
 	// exported are the addresses of the functions the module exports
 	// (CallEntry), found once.
 	exportedOnce sync.Once
 	exported     map[uint64]bool
-	mu    sync.Mutex
-	rules map[uint64]cfiRule
-	saved map[uint64]savedReturn // ReturnSaved's answers, by entry
 }
 
 type savedReturn struct {

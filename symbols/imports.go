@@ -112,10 +112,10 @@ func (m *Module) calledSlot(ret uint64) uint64 {
 		}
 	case elf.EM_AARCH64:
 		bl := binary.LittleEndian.Uint32(code[2:])
-		switch {
-		case bl&0xfc000000 == 0x94000000: // bl: a PLT entry?
-			return m.stubSlot(ret - 4 + uint64(int64(int32(bl<<6))>>4)) // imm26 * 4, signed
-		case bl&0xfffffc1f == 0xd63f0000: // blr xN: loaded from a GOT slot (-fno-plt)?
+		if to, ok := a64BlTarget(ret-4, bl); ok {
+			return m.stubSlot(to) // a PLT entry?
+		}
+		if bl&0xfffffc1f == 0xd63f0000 { // blr xN: loaded from a GOT slot (-fno-plt)?
 			return m.gotLoad(ret-4, bl>>5&31)
 		}
 	}

@@ -59,8 +59,8 @@ func (m *Module) scanA64ProfilingSites() []PatchSite {
 		for i := 0; i+4 <= len(code); i += 4 {
 			w := binary.LittleEndian.Uint32(code[i:])
 			at := fn.Addr + uint64(i)
-			if w&0xfc000000 == 0x94000000 { // bl
-				if isMcount(at + uint64(int64(int32(w<<6))>>4)) {
+			if to, bl := a64BlTarget(at, w); bl {
+				if isMcount(to) {
 					sites = append(sites, PatchSite{Addr: at, Kind: McountCall})
 				}
 				break
@@ -71,6 +71,15 @@ func (m *Module) scanA64ProfilingSites() []PatchSite {
 		}
 	}
 	return sites
+}
+
+// a64BlTarget is where w, the arm64 instruction at link address at,
+// branches with link to, if it is a bl.
+func a64BlTarget(at uint64, w uint32) (uint64, bool) {
+	if w&0xfc000000 != 0x94000000 {
+		return 0, false
+	}
+	return at + uint64(int64(int32(w<<6))>>4), true // imm26 * 4, signed
 }
 
 // a64Branches reports whether op changes the flow or traps (the
@@ -122,7 +131,7 @@ func a64PrologueEnd(code []byte, isMcount func(off int) bool) (end int, above ui
 	lowered := uint64(0) // how far sp went below x29 since
 	for off += 4; off+4 <= len(code); off += 4 {
 		w := word(off)
-		if w&0xfc000000 == 0x94000000 { // bl
+		if _, bl := a64BlTarget(0, w); bl {
 			if !isMcount(off) {
 				return 0, 0
 			}
