@@ -62,7 +62,7 @@ func TestFentryInProcess(t *testing.T) {
 			if kind.flags == "" {
 				exe = fentryBin(t)
 			} else {
-				exe = builtOnce(t, "fentry-"+kind.name, src, append([]string{"-O2", "-g", "-pthread", "-fno-optimize-sibling-calls"}, strings.Fields(kind.flags)...)...)
+				exe = builtOnce(t, "fentry-"+kind.name, src, fentryFlags(strings.Fields(kind.flags)...)...)
 			}
 			fentryGraphs(t, exe, strings.Contains(kind.flags, "-pg") || kind.flags == "", kind.arcs, kind.way)
 		})

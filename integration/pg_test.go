@@ -21,8 +21,8 @@ import (
 // program's gmon.out lost every arc into a traced function (on arm64
 // until now: "gmon.out file is missing call-graph data").
 
-// pgFlags are fentry.c's flags for a build with the given ones.
-func pgFlags(more ...string) []string {
+// fentryFlags are fentry.c's flags, and more.
+func fentryFlags(more ...string) []string {
 	return append([]string{"-O2", "-g", "-pthread", "-fno-optimize-sibling-calls"}, more...)
 }
 
@@ -42,7 +42,7 @@ func TestPgInProcess(t *testing.T) {
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			exe := builtOnce(t, "fentry-"+kind.name, src, pgFlags(strings.Fields(kind.flags)...)...)
+			exe := builtOnce(t, "fentry-"+kind.name, src, fentryFlags(strings.Fields(kind.flags)...)...)
 			fentryGraphs(t, exe, true, true, " (past the call of mcount: 2)")
 		})
 	}
@@ -117,7 +117,7 @@ func fentryGraphs(t *testing.T, exe string, gmon, arcs bool, way string) {
 // every result right to the end.
 func TestPgDetachUnderLoad(t *testing.T) {
 	t.Parallel()
-	exe := builtOnce(t, "fentry-pg", filepath.Join("testdata", "fentry", "fentry.c"), pgFlags("-pg", "-fPIE", "-pie")...)
+	exe := builtOnce(t, "fentry-pg", filepath.Join("testdata", "fentry", "fentry.c"), fentryFlags("-pg", "-fPIE", "-pie")...)
 	detachUnderLoadN(t, map[string]int{"amd64": 20, "arm64": 8}[runtime.GOARCH], exe, gmonEnv(t.TempDir()))
 }
 

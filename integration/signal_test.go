@@ -19,7 +19,7 @@ import (
 // int3 (arm64: brk) at the first detach.
 func TestSignalDetachUnderLoad(t *testing.T) {
 	t.Parallel()
-	exe := builtOnce(t, "fentry-plain", filepath.Join("testdata", "fentry", "fentry.c"), "-O2", "-g", "-pthread", "-fno-optimize-sibling-calls")
+	exe := builtOnce(t, "fentry-plain", filepath.Join("testdata", "fentry", "fentry.c"), fentryFlags()...)
 	detachUnderLoad(t, exe, nil, "prof")
 }
 

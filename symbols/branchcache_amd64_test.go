@@ -9,14 +9,20 @@ import (
 	"github.com/probedbg/probe/singlestep"
 )
 
+// tempBranchCache points BranchCacheDir at a new directory for the
+// length of the test.
+func tempBranchCache(t *testing.T) {
+	old := BranchCacheDir
+	t.Cleanup(func() { BranchCacheDir = old })
+	BranchCacheDir = filepath.Join(t.TempDir(), "branches")
+}
+
 // TestBranchCache: libc's branches swept once are written to the cache
 // and read back the same; a damaged cache file, or one others may write,
 // is swept over again, and a good one is what is read (a file of other
 // branches, ours and private, is believed: the checksum names the code).
 func TestBranchCache(t *testing.T) {
-	dir := t.TempDir()
-	defer func(d string) { BranchCacheDir = d }(BranchCacheDir)
-	BranchCacheDir = filepath.Join(dir, "branches")
+	tempBranchCache(t)
 	m, err := OpenModule("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,7 @@ import (
 // a good one is what is read (the checksum names every byte the file
 // loads), but for a function of another size.
 func TestFlowCache(t *testing.T) {
-	dir := t.TempDir()
-	defer func(d string) { BranchCacheDir = d }(BranchCacheDir)
-	BranchCacheDir = filepath.Join(dir, "branches")
+	tempBranchCache(t)
 	const lib = "/lib/x86_64-linux-gnu/libc.so.6"
 	m, err := OpenModule(lib)
 	if err != nil {
