@@ -22,7 +22,8 @@ type candidate struct {
 	skip   string   // why it cannot be traced, if it cannot
 	names  []string // every name of the function selected (an IFUNC's, not its implementation's): its symbol's and its aliases
 	// callee, for a candidate at the program's PLT entry for a library
-	// function: that function (its DWARF types the arguments), or nil.
+	// function: that function (its DWARF types the arguments; an IFUNC's
+	// is its implementation's), or nil.
 	callee *resolved
 }
 
@@ -319,12 +320,9 @@ func (t *Tracer) candidatesIn(opts *FuncTraceOptions, gs *funcGlobs, mods []*sym
 	seen := map[uint64]int{} // by runtime address, its candidate: an IFUNC's implementation may match by name too
 	for _, m := range mods {
 		goMod := isGo(m)
-		for _, sym := range m.Functions() {
-			if sym.Size == 0 && !sym.IFunc {
-				continue
-			}
+		for _, nf := range t.functionsToSelect(opts, gs, m) {
+			sym, aliases := nf.Symbol, nf.Aliases // (glibc's strchr is index)
 			display := displayName(sym.Name)
-			aliases := m.Aliases(sym.Addr) // (glibc's strchr is index)
 			names := aliases
 			if names == nil {
 				names = []string{sym.Name}
@@ -355,30 +353,6 @@ func (t *Tracer) candidatesIn(opts *FuncTraceOptions, gs *funcGlobs, mods []*sym
 			if noTrace && !opts.Returns {
 				continue
 			}
-			if opts.FromMain && m != t.space.Main() && !t.importsAny(names) {
-				// Only calls from the program are shown, and it calls a
-				// library only through what it imports: hooking libc's
-				// ~3,500 functions for the dozens /bin/true imports cost
-				// a second before main (issue 39).
-				continue
-			}
-			cm, csym, skip := m, sym, ""
-			if sym.IFunc {
-				// The resolver runs once, at load: trace the
-				// implementation it picked, as p:SYM does.
-				if r, why := t.ifuncImplementation(m, sym); why == "" {
-					cm, csym = r.module, r.sym
-					if !opts.FromMain {
-						// (ltrace names the function the program
-						// called: strlen, not __strlen_avx2.)
-						display = displayName(r.sym.Name)
-					}
-				} else if r, ok := t.boundImplementation(opts, sym, names); ok {
-					cm, csym = r.module, r.sym
-				} else {
-					skip = why
-				}
-			}
 			if stubs := t.pltEntries(opts, m, names); len(stubs) > 0 {
 				// ltrace's way: the program's PLT entry for a library
 				// function takes every call of it the program makes,
@@ -387,15 +361,24 @@ func (t *Tracer) candidatesIn(opts *FuncTraceOptions, gs *funcGlobs, mods []*sym
 				// none of the library's own calls, which would only
 				// fill the rings. An IFUNC whose pick cannot be read
 				// (glibc's time picks the vDSO's code) is hooked
-				// there too.
-				callee := &resolved{module: cm, sym: csym}
-				if skip != "" {
-					callee = nil
-				}
+				// there too. (Its pick is looked up only if its
+				// DWARF is wanted: naming it takes the library's full
+				// tables.)
+				callee := &resolved{module: m, sym: sym}
 				for _, stub := range stubs {
-					out = t.addPLTCandidate(out, seen, stub, callee, unsafeToTrace(csym.Name, false, opts.Returns))
+					out = t.addPLTCandidate(out, seen, stub, callee, unsafeToTrace(sym.Name, false, opts.Returns))
 				}
 				continue
+			}
+			cm, csym := m, sym
+			r, skip := t.implementation(opts, m, sym, names)
+			if skip == "" {
+				cm, csym = r.module, r.sym
+				if sym.IFunc && !opts.FromMain {
+					// (ltrace names the function the program called:
+					// strlen, not __strlen_avx2.)
+					display = displayName(csym.Name)
+				}
 			}
 			if i, dup := seen[csym.Addr+cm.Bias]; dup {
 				if sym.IFunc && opts.FromMain {
@@ -418,8 +401,43 @@ func (t *Tracer) candidatesIn(opts *FuncTraceOptions, gs *funcGlobs, mods []*sym
 			}
 			out = append(out, candidate{module: cm, sym: csym, fn: fn, skip: skip, names: names})
 		}
+		if opts.FromMain && m != t.space.Main() {
+			markMatches(gs, m)
+		}
 	}
 	return out
+}
+
+// functionsToSelect is the functions of m that candidatesIn looks at.
+// For --calls, of a library only those the program imports: it calls a
+// library only through them, and hooking libc's ~3,500 functions for
+// the dozens /bin/true imports cost a second before main (issue 39);
+// reading only the library's dynamic symbols keeps its full tables,
+// from its debug file, out of the start. A glob that names none of them
+// still matches (markMatches), selecting nothing, as ltrace's -e does.
+func (t *Tracer) functionsToSelect(opts *FuncTraceOptions, gs *funcGlobs, m *symbols.Mapped) []symbols.NamedFunction {
+	main := t.space.Main()
+	if !opts.FromMain || m == main {
+		syms := m.Functions()
+		out := make([]symbols.NamedFunction, len(syms))
+		for i, sym := range syms {
+			out[i] = symbols.NamedFunction{Symbol: sym, Aliases: m.Aliases(sym.Addr)}
+		}
+		return out
+	}
+	return m.ExportedFunctions(main.ImportNames())
+}
+
+// markMatches marks the globs of gs on m that match none of the
+// functions functionsToSelect gave but another of m's.
+func markMatches(gs *funcGlobs, m *symbols.Mapped) {
+	globs := gs.all()
+	if !slices.ContainsFunc(globs, func(g *funcGlob) bool { return g.covers(m) && !g.matched }) {
+		return
+	}
+	for _, sym := range m.Functions() {
+		matchAny(globs, m, sym.Name, displayName(sym.Name), m.Aliases(sym.Addr))
+	}
 }
 
 // namedExactly reports whether one of globs is name itself, no wildcard.
@@ -439,6 +457,23 @@ func containsModule(ms []*symbols.Mapped, m *symbols.Mapped) bool {
 		}
 	}
 	return false
+}
+
+// implementation is the code that m's function sym (whose names are
+// names) runs: itself or, for an IFUNC, the implementation its resolver
+// picked, as p:SYM traces; or why that is not known.
+func (t *Tracer) implementation(opts *FuncTraceOptions, m *symbols.Mapped, sym symbols.Symbol, names []string) (resolved, string) {
+	if !sym.IFunc {
+		return resolved{module: m, sym: sym}, ""
+	}
+	r, why := t.ifuncImplementation(m, sym)
+	if why == "" {
+		return r, ""
+	}
+	if r, ok := t.boundImplementation(opts, sym, names); ok {
+		return r, ""
+	}
+	return resolved{}, why
 }
 
 // boundImplementation is, for FromMain, the implementation of IFUNC sym

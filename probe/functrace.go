@@ -419,6 +419,12 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		am, asym := m, sym
 		if c.callee != nil {
 			am, asym = c.callee.module, c.callee.sym // (a PLT entry has no DWARF)
+			if asym.IFunc && proto == "" {
+				am, asym = m, sym
+				if r, why := t.implementation(&t.ft.opts, c.callee.module, c.callee.sym, c.names); why == "" {
+					am, asym = r.module, r.sym
+				}
+			}
 		}
 		c.fn.args = compileFuncArgs(am, cmp.Or(proto, asym.Name), asym.Addr+am.Bias, am != t.space.Main() || c.fn.plt)
 		if c.fn.args == nil && t.ft.opts.FromMain {

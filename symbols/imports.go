@@ -3,6 +3,8 @@ package symbols
 import (
 	"debug/elf"
 	"encoding/binary"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -51,6 +53,12 @@ func (m *Module) CalledImport(ret uint64) (string, bool) {
 func (m *Module) ImportSlot(name string) (uint64, bool) {
 	slot, ok := m.importTable().byName[name]
 	return slot, ok
+}
+
+// ImportNames returns the names of the library functions and objects
+// the module imports through its GOT, sorted.
+func (m *Module) ImportNames() []string {
+	return slices.Sorted(maps.Keys(m.importTable().byName))
 }
 
 // importTable is the module's imports, their GOT slots read once: each
