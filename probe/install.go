@@ -242,6 +242,9 @@ func (t *Tracer) addSite(anchor int, r resolved, b *siteBatch) (*site, error) {
 	}
 	t.unoptimizeAround(r.addr)
 	st := &site{addr: r.addr, insn: insn, where: r.where, run: t.runMode(insn), module: r.module, sym: r.sym}
+	if r.module != nil {
+		r.module.PrefetchBranchTargets() // (for the detour's plan at Start)
+	}
 	// Emulated instructions get a slot too, when they can run out of line
 	// (all but relative branches): the fallback when emulation cannot
 	// touch the stack. A boosted copy can be stepped as well: the step

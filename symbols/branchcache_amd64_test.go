@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/probedbg/probe/singlestep"
 )
@@ -17,13 +18,21 @@ func tempBranchCache(t *testing.T) {
 	BranchCacheDir = filepath.Join(t.TempDir(), "branches")
 }
 
-// TestBranchCache: libc's branches swept once are written to the cache
-// and read back the same; a damaged cache file, or one others may write,
-// is swept over again, and a good one is what is read (a file of other
-// branches, ours and private, is believed: the checksum names the code).
+// TestBranchCache: libc's branches and entry points swept once are
+// written to the cache and read back the same, without reading its
+// symbols; a damaged cache file, or one others may write, is swept over
+// again, and a good one is what is read (a file of other branches, ours
+// and private, is believed: its name is the file's key); a file changed
+// since has another cache file.
 func TestBranchCache(t *testing.T) {
 	tempBranchCache(t)
-	m, err := OpenModule("/lib/x86_64-linux-gnu/libc.so.6")
+	libc := filepath.Join(t.TempDir(), "libc.so.6") // (its debug file is found by its build ID)
+	if b, err := os.ReadFile("/lib/x86_64-linux-gnu/libc.so.6"); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(libc, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := OpenModule(libc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,18 +42,31 @@ func TestBranchCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(BranchCacheDir, "*"))
-	if len(files) != 1 || len(swept.branches) < 10000 {
-		t.Fatalf("cache files %v after a sweep of %d branches, want one", files, len(swept.branches))
+	if len(files) != 1 || len(swept.branches) < 10000 || len(swept.entries) < 1000 {
+		t.Fatalf("cache files %v after a sweep of %d branches from %d entries, want one", files, len(swept.branches), len(swept.entries))
 	}
 	file := files[0]
 	same := func(what string, want []singlestep.Branch) {
 		t.Helper()
+		m, err := OpenModule(libc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
 		bt, err := m.findBranchTargets()
 		if err != nil || !slices.Equal(bt.branches, want) || !slices.Equal(bt.entries, swept.entries) {
 			t.Fatalf("%s: %d branches (%v), want %d", what, len(bt.branches), err, len(want))
 		}
 	}
 	same("read back", swept.branches)
+	read, err := OpenModule(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer read.Close()
+	if _, err := read.findBranchTargets(); err != nil || read.entries != nil {
+		t.Errorf("a read of the cache file read the symbols (err %v)", err)
+	}
 
 	good, err := os.ReadFile(file)
 	if err != nil {
@@ -63,7 +85,7 @@ func TestBranchCache(t *testing.T) {
 	// Other branches, in a good file: read when private, not when
 	// others may write it.
 	other := swept.branches[:10]
-	if err := os.WriteFile(file, encodeBranchCache(other), 0o600); err != nil {
+	if err := os.WriteFile(file, encodeBranchCache(&BranchTargets{entries: swept.entries, branches: other}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	same("a good file of other branches", other)
@@ -71,6 +93,18 @@ func TestBranchCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("a file others may write", swept.branches)
+
+	// Changed: the file's times move, and its key with them.
+	if err := os.WriteFile(file, encodeBranchCache(&BranchTargets{entries: swept.entries, branches: other}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(libc, time.Time{}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	same("a file changed since", swept.branches)
+	if files, _ := filepath.Glob(filepath.Join(BranchCacheDir, "*")); len(files) != 2 {
+		t.Errorf("cache files %v, want the old and the changed file's", files)
+	}
 	for _, cut := range []int{0, 5, len(good) / 2, len(good) - 1} {
 		if _, err := decodeBranchCache(good[:cut]); err == nil {
 			t.Errorf("a cache file cut at %d read", cut)

@@ -80,6 +80,7 @@ type Module struct {
 	sdt     sdtNotes   // .note.stapsdt (sdt.go)
 
 	branchOnce sync.Once
+	prefetch   sync.Once  // PrefetchBranchTargets
 	branches   *branchSet // direct branch targets, shared by file (branches.go)
 	flows      flowSet    // where each function analysed jumps (flowcache.go)
 
