@@ -296,3 +296,51 @@ func TestREPLStoppedProcess(t *testing.T) {
 		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
 	}
 }
+
+// TestREPLBellStopped: the session's first process exits while its one
+// child, followed, is stopped by SIGSTOP. The session's doorbell moves to
+// the child, where a SIGSTOP is not heard until SIGCONT: commands must
+// still be answered at once, and the child run on when continued.
+func TestREPLBellStopped(t *testing.T) {
+	p := startCalls(t, callsBin(t, false))
+	pid := p.pid()
+	r := startREPL(t, nil, false, "attach", "-f", "--repl", fmt.Sprint(pid))
+	w := &workCalls{want: map[int][]int{}, total: map[int]int{}}
+	r.send(t, "add p:work i=%di:s64")
+	r.waitFor(t, `added p_work_0\n`)
+	p.send(t, "forksid") // (a stopped child of a session of its own: not sent SIGHUP when orphaned)
+	p.waitStdout(t, "forked ", 20*time.Second)
+	var child int
+	out := p.stdout.String()
+	fmt.Sscanf(out[strings.Index(out, "forked "):], "forked %d", &child)
+	w.call(t, p, "child ", child, 3, true)
+	w.check(t, r)
+	if err := syscall.Kill(child, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, _ := taskState(child, child); st == 't' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not stopped 10 s after SIGSTOP:\n%s", child, threadStates(child))
+		}
+	}
+	p.send(t, "exit")
+	r.waitFor(t, fmt.Sprintf(`probe: pid %d exited with status 0; tracing pid %d on\n`, pid, child))
+	r.send(t, "list")
+	r.waitFor(t, `probe/p_work_0 +enabled +hits=3 .*\n`)
+	r.send(t, "del p_work_0")
+	r.waitFor(t, `deleted p_work_0 \(3 hits\)\n`)
+	if st, _ := taskState(child, child); st != 't' {
+		t.Errorf("pid %d in state %c after the commands, want t (stopped)", child, st)
+	}
+	// Continued, it reads the end of its input and exits.
+	if err := syscall.Kill(child, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, fmt.Sprintf(`probe: pid %d exited with status 0; the session ends\n`, child))
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
+	}
+}

@@ -118,8 +118,8 @@ func (t *Tracer) do(fn func(anchor int) error) error {
 				return t.goneErr()
 			}
 		case <-unheard:
-			t.top().do(func(int) error {
-				t.serveUnheard()
+			t.top().do(func(anchor int) error {
+				t.serveUnheard(anchor)
 				return nil
 			})
 		}
@@ -131,13 +131,20 @@ func (t *Tracer) do(fn func(anchor int) error) error {
 const unheardAfter = 200 * time.Millisecond
 
 // serveUnheard runs the commands of followed process t whose doorbell
-// goes unheard. A process stopped by a signal (every thread in a
-// group-stop) takes no SIGSTOP until a SIGCONT, which discards it: its
-// commands run with a thread held, as the root's do (pollWhileStopped).
+// goes unheard; it runs as a command of the root's, with anchor held. A
+// process stopped by a signal (every thread in a group-stop) takes no
+// SIGSTOP until a SIGCONT, which discards it: its commands run with a
+// thread held, as the root's do (pollWhileStopped), or with anchor where
+// that is one of its own (the root's doorbell has moved to t, stopped).
 // Otherwise the SIGCONT may have come already: the doorbell rings again
 // unless it is still pending (an extra ring is swallowed, harmless).
-func (t *Tracer) serveUnheard() {
+func (t *Tracer) serveUnheard(anchor int) {
 	if t.detached || !t.cmds.waiting() {
+		return
+	}
+	if t.proc.Thread(anchor) != nil {
+		t.cmds.answered()
+		t.runCommands(anchor)
 		return
 	}
 	if t.proc.AllGroupStopped() {

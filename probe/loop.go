@@ -16,8 +16,8 @@ import (
 // is followed in one read: Wait -> onTrap -> site -> handlers -> resume.
 func (t *Tracer) loop() {
 	for !t.detached && t.alive() {
-		if t.allGroupStopped() {
-			t.pollWhileStopped()
+		if b := t.bellTracer(); b != nil && b.allGroupStopped() {
+			t.pollWhileStopped(b)
 			continue
 		}
 		ev, err := t.proc.WaitAny()
@@ -514,10 +514,23 @@ func isFault(sig int, info unix.Siginfo) bool {
 
 func (t *Tracer) allGroupStopped() bool { return t.proc.AllGroupStopped() }
 
-// pollWhileStopped serves a process in which every thread sits in a
-// group-stop: the doorbell cannot reach it (SIGCONT will flush a pending
-// SIGSTOP), so commands are polled for instead.
-func (t *Tracer) pollWhileStopped() {
+// bellTracer is the Tracer of the process the doorbell rings at: the
+// root's, or once it is gone, the followed one it moved to (moveBell);
+// nil if none.
+func (t *Tracer) bellTracer() *Tracer {
+	if bell := t.bellPid(); bell != t.pid {
+		return t.follow.children[bell]
+	}
+	return t
+}
+
+// pollWhileStopped serves the root's commands while every thread of b,
+// the process its doorbell rings at, sits in a group-stop: the doorbell
+// cannot reach it (SIGCONT will flush a pending SIGSTOP), so commands
+// are polled for instead, and run with a thread of b held. (A session
+// whose first process had exited waited for a SIGCONT of its stopped
+// child, even to say the exit.)
+func (t *Tracer) pollWhileStopped(b *Tracer) {
 	if ev, ok, err := t.proc.WaitAnyNonBlocking(); err != nil {
 		t.life.err = err
 		t.withHandlers(t.emergencyDetach)
@@ -528,7 +541,7 @@ func (t *Tracer) pollWhileStopped() {
 	}
 	select {
 	case <-t.cmds.kick:
-		tid, err := t.proc.Hold()
+		tid, err := b.proc.Hold()
 		if err != nil {
 			return
 		}
@@ -536,8 +549,8 @@ func (t *Tracer) pollWhileStopped() {
 		// is swallowed later: either way it is not owed any more.
 		t.cmds.answered()
 		t.withHandlers(func() { t.runCommands(tid) })
-		if !t.detached {
-			t.proc.Listen(tid)
+		if !t.detached && t.bellTracer() == b {
+			b.proc.Listen(tid)
 		}
 	case <-time.After(10 * time.Millisecond):
 	}

@@ -4,9 +4,11 @@
 // extra is not a symbol of the program). "fork" forks a child that takes
 // the commands sent as "child COMMAND" through a pipe and answers on the
 // same stdout with its own pid; "ready" is printed once at the start and
-// "forked PID" after a fork. At the end of its input the child exits 0;
-// the parent ends its child, waits for it, prints "child exit S" and
-// exits 0.
+// "forked PID" after a fork ("forksid": the child in a session of its
+// own, so that a SIGSTOP'd child left by its parent is not sent SIGHUP
+// and SIGCONT as an orphaned process group); "exit" exits 0 at once (a
+// child left running). At the end of its input the child exits 0; the parent ends
+// its child, waits for it, prints "child exit S" and exits 0.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +48,19 @@ static int run(FILE *in, FILE **child, pid_t *childPid)
 					return 1;
 			printf("pid %d: %ld extra\n", getpid(), n);
 #endif
+		} else if (strcmp(line, "exit\n") == 0) {
+			_exit(0);
 		} else if (child && strncmp(line, "child ", 6) == 0 && *child) {
 			fputs(line + 6, *child);
 			fflush(*child);
-		} else if (child && strcmp(line, "fork\n") == 0 && !*child) {
+		} else if (child && (strcmp(line, "fork\n") == 0 || strcmp(line, "forksid\n") == 0) && !*child) {
 			int fds[2];
 			if (pipe(fds) != 0)
 				return 1;
 			pid_t pid = fork();
 			if (pid == 0) {
+				if (line[4] == 's' && setsid() < 0)
+					_exit(1);
 				close(fds[1]);
 				FILE *cin = fdopen(fds[0], "r");
 				_exit(run(cin, NULL, NULL));
