@@ -81,15 +81,15 @@ func (t *Tracer) writeSlots(slots []slotWrite) error {
 	slices.SortFunc(slots, func(a, b slotWrite) int { return cmp.Compare(a.addr, b.addr) })
 	var buf []byte
 	for i := 0; i < len(slots); {
+		// (A detour's code may take several slots.)
 		j := i + 1
-		for j < len(slots) && slots[j].addr == slots[j-1].addr+singlestep.SlotSize {
+		for j < len(slots) && slots[j].addr == slotsEnd(slots[j-1]) {
 			j++
 		}
 		// The last slot's rest too: a thread let go past a copy with no
 		// jump back (its step's stop taken when we were killed) meets a
 		// breakpoint (rescue.go), not the zeros of a fresh mapping.
-		last := slots[j-1]
-		size := last.addr - slots[i].addr + uint64(max(1, (len(last.code)+singlestep.SlotSize-1)/singlestep.SlotSize)*singlestep.SlotSize)
+		size := slotsEnd(slots[j-1]) - slots[i].addr
 		buf = slices.Grow(buf[:0], int(size))[:size]
 		// Slots start at multiples of the breakpoint's length.
 		for k := range buf {
@@ -104,6 +104,11 @@ func (t *Tracer) writeSlots(slots []slotWrite) error {
 		i = j
 	}
 	return nil
+}
+
+// slotsEnd is where the slots s's code takes end.
+func slotsEnd(s slotWrite) uint64 {
+	return s.addr + uint64(max(1, (len(s.code)+singlestep.SlotSize-1)/singlestep.SlotSize)*singlestep.SlotSize)
 }
 
 // writeBreakpoints checks that each site's byte in memory is still the
@@ -216,6 +221,11 @@ func (t *Tracer) restoreSitesIn(mem io.WriterAt, sites []*site) error {
 // that cannot be read has a nil orig, and the first such error is
 // returned with all the runs.
 func (t *Tracer) readRuns(sites []*site) ([]*byteRun, error) {
+	return t.readRunsOf(sites, func(st *site) int { return len(st.origBytes()) })
+}
+
+// readRunsOf is readRuns of size(st) bytes at each site st.
+func (t *Tracer) readRunsOf(sites []*site, size func(*site) int) ([]*byteRun, error) {
 	sorted := slices.Clone(sites)
 	slices.SortFunc(sorted, func(a, b *site) int { return cmp.Compare(a.addr, b.addr) })
 	var runs []*byteRun
@@ -225,7 +235,10 @@ func (t *Tracer) readRuns(sites []*site) ([]*byteRun, error) {
 		for j < len(sorted) && sorted[j].addr-sorted[j-1].addr <= runGap {
 			j++
 		}
-		lo, hi := sorted[i].addr, sorted[j-1].addr+uint64(len(sorted[j-1].origBytes()))
+		lo, hi := sorted[i].addr, uint64(0)
+		for _, st := range sorted[i:j] {
+			hi = max(hi, st.addr+uint64(size(st)))
+		}
 		r := &byteRun{lo: lo, sites: sorted[i:j]}
 		buf := make([]byte, 2*(hi-lo))
 		r.orig, r.bytes = buf[:hi-lo], buf[hi-lo:]

@@ -2,6 +2,11 @@ package probe
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,4 +220,74 @@ func TestStopTracingFunctions(t *testing.T) {
 	if lost := tr.Stats().LostReturns; lost != 0 {
 		t.Errorf("%d lost returns", lost)
 	}
+}
+
+// The function tracer's sites are patched in batches (batch.go,
+// optimizeAll): on 60 functions, a few accesses of the tracee's memory
+// in all, not several for each function's jmp and detour; and every
+// call is still seen once.
+func TestTraceFunctionsBatched(t *testing.T) {
+	const n = 60
+	var src strings.Builder
+	src.WriteString("#include <stdio.h>\nvolatile long g;\n")
+	for i := range n {
+		fmt.Fprintf(&src, "__attribute__((noinline)) long f%d(long x) { g += x; return g * %d; }\n", i, i+1)
+	}
+	src.WriteString("int main(void) {\n\tlong s = 0;\n")
+	for i := range n {
+		fmt.Fprintf(&src, "\ts += f%d(%d);\n", i, i)
+	}
+	src.WriteString("\tprintf(\"s=%ld\\n\", s);\n\treturn 0;\n}\n")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "many.c"), []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "many")
+	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join(dir, "many.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	tr, output := launch(t, bin)
+	counts := map[string]int{}
+	returns := 0
+	info, err := tr.TraceFunctions(FuncTraceOptions{
+		Returns: true,
+		Handler: func(ev *FuncEvent) {
+			switch ev.Kind {
+			case FuncEntry:
+				counts[ev.Func]++
+			case FuncReturn:
+				returns++
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Functions != n+1 {
+		t.Errorf("traced %d functions, want %d (skipped %v)", info.Functions, n+1, info.Skipped)
+	}
+	tr.Start()
+	if _, err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"main": 1}
+	for i := range n {
+		want[fmt.Sprintf("f%d", i)] = 1
+	}
+	if !equalCounts(counts, want) || returns != n+1 {
+		t.Errorf("entries %v, %d returns; want each function once", counts, returns)
+	}
+	if got, want := output(), untraced(t, bin); got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	st := tr.Stats()
+	if st.JumpOptimized < n {
+		t.Fatalf("%d sites jump-optimised, want at least %d", st.JumpOptimized, n)
+	}
+	// Unbatched it was three accesses a jmp (read, detour, jmp) and two
+	// a breakpoint, ~300 here.
+	if st.MemAccesses > n {
+		t.Errorf("%d accesses of the tracee's memory for %d jumps, want at most %d", st.MemAccesses, st.JumpOptimized, n)
+	}
+	t.Logf("%d jumps, %d memory accesses", st.JumpOptimized, st.MemAccesses)
 }

@@ -227,9 +227,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 		rips = append(rips, rip)
 	}
 	t.prepareRings(anchor, held, maps.Keys(plans))
-	for st, d := range plans {
-		t.optimize(anchor, st, d, rips)
-	}
+	t.optimizeAll(anchor, plans, rips)
 }
 
 // optimizeLate gives sites added after the start (a probe added from
@@ -413,25 +411,120 @@ type jumpState struct {
 	redirects map[uint64]redirect
 }
 
-// optimize writes st's detour d and its jmp, unless a thread's rip is
-// inside the range the jmp covers.
-func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64) {
+// placedDetour is a detour made and its slots taken, to be written.
+type placedDetour struct {
+	st        *site
+	d         *codegen.Detour
+	have      []byte // the int3 and the covered bytes, as in memory
+	at        uint64 // its slots, the first (where the jmp goes)
+	slots     int
+	base      uint64 // the detour proper, past a stub
+	code, jmp []byte
+	rec       *codegen.RecordStub
+	rs        *recordSite
+	stub      *codegen.MailboxStub
+	id        uint64 // stub's mailbox id
+}
+
+// optimizeAll writes the detours of plans and their jmps, but where a
+// thread's rip (rips) is inside the range a jmp would cover. Like
+// writeSites, in a few large accesses: each stretch of text read once,
+// the detours' slots in one write per run of adjacent slots, the jmps
+// patched into the copies and each stretch written back once (Lua's
+// ~700 functions: ~2000 accesses of /proc/PID/mem were a sixth of the
+// start). Every thread is stopped: no thread sees a jmp before its
+// detour, or half of one.
+func (t *Tracer) optimizeAll(anchor int, plans map[*site]*codegen.Detour, rips []uint64) {
+	sts := slices.SortedFunc(maps.Keys(plans), func(a, b *site) int { return cmp.Compare(a.addr, b.addr) })
+	runs, _ := t.readRunsOf(sts, func(st *site) int { return plans[st].Covered })
+	var placed []*placedDetour
+	for _, r := range runs {
+		if r.orig == nil {
+			continue // (unreadable: the int3s stay)
+		}
+		for _, st := range r.sites {
+			if p := t.placeDetour(anchor, st, plans[st], r.orig[st.addr-r.lo:][:plans[st].Covered], rips); p != nil {
+				placed = append(placed, p)
+			}
+		}
+	}
+	if len(placed) == 0 {
+		return
+	}
+	// Freed last first, as allocDetour took them (freeSlot gives back
+	// only an area's last).
+	free := func(ps []*placedDetour) {
+		for i := len(ps) - 1; i >= 0; i-- {
+			t.freeSlots(ps[i].at, ps[i].slots)
+		}
+	}
+	writes := make([]slotWrite, len(placed))
+	for i, p := range placed {
+		writes[i] = slotWrite{p.at, p.code}
+	}
+	if t.writeSlots(writes) != nil {
+		free(placed)
+		return
+	}
+	byAddr := map[uint64]*placedDetour{}
+	for _, p := range placed {
+		byAddr[p.st.addr] = p
+		t.rescueText(p.st.addr, coveredBytes(p.d))
+		t.rescuePC(p.d.Trap(p.base)+singlestep.BreakpointPCAdjust, p.d.Skip(p.base), codegen.RescueGoOn)
+	}
+	for i, r := range runs {
+		touched := false
+		for _, st := range r.sites {
+			if p := byAddr[st.addr]; p != nil {
+				copy(r.bytes[st.addr-r.lo:], p.jmp)
+				touched = true
+			}
+		}
+		if !touched {
+			continue
+		}
+		if _, err := t.proc.WriteAt(r.bytes, int64(r.lo)); err != nil {
+			// Best effort: the int3s back, and none of these detours
+			// used (their slots stay taken).
+			t.proc.WriteAt(r.orig, int64(r.lo))
+			for _, st := range r.sites {
+				delete(byAddr, st.addr)
+			}
+			for _, later := range runs[i+1:] {
+				for _, st := range later.sites {
+					delete(byAddr, st.addr)
+				}
+			}
+			break
+		}
+	}
+	for _, p := range placed {
+		if byAddr[p.st.addr] == p {
+			t.finishDetour(p)
+		}
+	}
+}
+
+// placeDetour makes st's detour d: its stub, its slots and its code, and
+// its jmp; nil where it cannot be placed (a thread's rip, at rips, is
+// inside the range the jmp covers; memory, have, does not hold the int3
+// and then the file's bytes; the site does not record; ...).
+func (t *Tracer) placeDetour(anchor int, st *site, d *codegen.Detour, have []byte, rips []uint64) *placedDetour {
 	end := st.addr + uint64(d.Covered)
 	for _, rip := range rips {
 		if st.addr < rip && rip < end {
-			return
+			return nil
 		}
 	}
 	// Memory must hold the int3 and then the file's bytes: nobody else
 	// patched the range.
 	want := append(padBreakpoint(len(st.orig)), coveredBytes(d)[len(st.orig):]...)
-	have := make([]byte, d.Covered)
-	if _, err := t.proc.ReadAt(have, int64(st.addr)); err != nil || !bytes.Equal(have, want) {
-		return
+	if !bytes.Equal(have, want) {
+		return nil
 	}
 	rec, rs := t.recordStub(st)
 	if rec == nil && (!trapDetours || st.frame && !st.plainEntry()) {
-		return // the site's trapWhy says why it does not record
+		return nil // the site's trapWhy says why it does not record
 	}
 	var stub *codegen.MailboxStub
 	if rec != nil {
@@ -448,7 +541,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 	size += stubSize
 	at, slots, err := t.allocDetour(anchor, st.addr, size)
 	if err != nil {
-		return
+		return nil
 	}
 	base, id := at, uint64(0)
 	var code []byte
@@ -463,7 +556,7 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 			// The detour was planned for the stub: the int3 stays.
 			st.trapWhy = err.Error()
 			t.freeSlots(at, slots)
-			return
+			return nil
 		}
 	}
 	if stub != nil {
@@ -480,38 +573,38 @@ func (t *Tracer) optimize(anchor int, st *site, d *codegen.Detour, rips []uint64
 	if err == nil {
 		jmp, err = d.Jump(at)
 	}
-	redirects, ok := t.redirectBranches(st, d, base)
-	if err != nil || !ok || t.writeSlots([]slotWrite{{at, append(code, tail...)}}) != nil {
+	if err != nil {
 		t.freeSlots(at, slots)
+		return nil
+	}
+	return &placedDetour{st: st, d: d, have: have, at: at, slots: slots, base: base, code: append(code, tail...), jmp: jmp, rec: rec, rs: rs, stub: stub, id: id}
+}
+
+// finishDetour re-aims the branches into the range p's jmp covers, now
+// written, and notes the detour; if the branches cannot be, it puts the
+// int3 and the covered bytes back.
+func (t *Tracer) finishDetour(p *placedDetour) {
+	st, d := p.st, p.d
+	redirects, ok := t.redirectBranches(st, d, p.base)
+	if !ok || t.writeRedirects(redirects) != nil {
+		t.proc.WriteAt(p.have, int64(st.addr)) // best effort: the int3 and the covered bytes back
+		t.freeSlots(p.at, p.slots)
 		return
 	}
-	t.rescueText(st.addr, coveredBytes(d))
-	t.rescuePC(d.Trap(base)+singlestep.BreakpointPCAdjust, d.Skip(base), codegen.RescueGoOn)
-	// Every thread is stopped: one write of the jmp over the int3 and
-	// the start of the tail is seen whole, and the branches re-aimed
-	// with it.
-	if _, err := t.proc.WriteAt(jmp, int64(st.addr)); err != nil {
-		t.proc.WriteAt(have[:len(jmp)], int64(st.addr)) // best effort: the int3 back
-		return
-	}
-	if err := t.writeRedirects(redirects); err != nil {
-		t.proc.WriteAt(have, int64(st.addr)) // best effort: the int3 and the covered bytes back
-		t.freeSlots(at, slots)
-		return
-	}
+	base := p.base
 	st.opt = &jumpOpt{detour: d, base: base, at: d.Trap(base), skip: d.Skip(base), copies: d.Copies(base), site: st}
 	t.jumps.detours[st.opt.at] = st.opt
-	if rs != nil {
-		rs.stub, rs.end = at, base
+	if rs := p.rs; rs != nil {
+		rs.stub, rs.end = p.at, base
 		st.opt.record = rs
-		t.inproc.sites[rec.Site] = rs
+		t.inproc.sites[p.rec.Site] = rs
 		if rs.tallies != nil || rs.filtered {
 			t.inproc.tallied = append(t.inproc.tallied, rs)
 		}
 	}
-	if stub != nil {
-		st.opt.stub = at
-		t.mail.stubs[id] = st.opt
+	if p.stub != nil {
+		st.opt.stub = p.at
+		t.mail.stubs[p.id] = st.opt
 	}
 	t.jumps.placed.Add(1)
 	if d.ReturnHook != 0 {

@@ -42,6 +42,9 @@ type Stats struct {
 	// CopyFaults counts the stubs' copies of memory that faulted and
 	// went to the system call.
 	CopyFaults int
+	// MemAccesses counts the reads and writes of the process's memory
+	// through /proc/PID/mem (patching writes sites in batches).
+	MemAccesses int64
 }
 
 // Stats returns what the tracer counted.
@@ -61,5 +64,6 @@ func (t *Tracer) Stats() Stats {
 		SwappedExits:      int(t.jumps.swappedExits.Load()),
 		MailboxStops:      int(t.mail.stops.Load()),
 		CopyFaults:        int(t.recording.copyFaults.Load()),
+		MemAccesses:       t.proc.MemAccesses(),
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -49,6 +50,7 @@ type Process struct {
 	Launched bool // started by us: killed if we exit while it is traced
 
 	mem     *os.File
+	memOps  atomic.Int64 // ReadAt and WriteAt calls (MemAccesses)
 	threads map[int]*Thread
 	syscall uint64 // address of a `syscall` instruction, for injection
 	// TrapStateFailures counts the threads whose signal state a forced
@@ -396,11 +398,21 @@ func (p *Process) AnyStopped() *Thread {
 }
 
 // ReadAt reads tracee memory; it implements io.ReaderAt.
-func (p *Process) ReadAt(b []byte, addr int64) (int, error) { return p.mem.ReadAt(b, addr) }
+func (p *Process) ReadAt(b []byte, addr int64) (int, error) {
+	p.memOps.Add(1)
+	return p.mem.ReadAt(b, addr)
+}
 
 // WriteAt writes tracee memory, read-only text included (the kernel's
 // FOLL_FORCE through /proc/PID/mem); it implements io.WriterAt.
-func (p *Process) WriteAt(b []byte, addr int64) (int, error) { return p.mem.WriteAt(b, addr) }
+func (p *Process) WriteAt(b []byte, addr int64) (int, error) {
+	p.memOps.Add(1)
+	return p.mem.WriteAt(b, addr)
+}
+
+// MemAccesses counts the calls of ReadAt and WriteAt so far: each is a
+// system call, and for text a copy-on-write fault (what batching saves).
+func (p *Process) MemAccesses() int64 { return p.memOps.Load() }
 
 // GetRegs reads the general registers of a stopped thread.
 func (p *Process) GetRegs(tid int, regs *unix.PtraceRegs) error {
