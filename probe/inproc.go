@@ -60,7 +60,8 @@ type inproc struct {
 	// The return trampoline the hooks write (the first copy's), and its
 	// int3.
 	trampoline, trap uint64
-	size             int // the routine's length
+	size             int           // the routine's length
+	prefaulting      chan struct{} // closed when the rings' owner pages are faulted in; nil once waited for
 	sites            map[uint32]*recordSite
 	mapsSeen         time.Time // when the table of readable memory was last written (lookAtMemory)
 	nextID           uint32
@@ -313,7 +314,16 @@ func (t *Tracer) ensureRings(anchor int, held []int) *inproc {
 	l.Base = addr
 	t.maps.made = append(t.maps.made, mappedRange{addr, l.Size()})
 	t.inproc = t.newInproc(ring.New(mem, l), clock)
-	t.proc.Prefault(t.inproc.rings.OwnerPages()) // only the first record's faults are at stake
+	// Only the first record's faults are at stake. The pages are
+	// faulted in on another thread while the detours are written (~3 ms
+	// of Lua's start, in the kernel), and waited for before any thread
+	// runs (prefaulted).
+	pages, done := t.inproc.rings.OwnerPages(), make(chan struct{})
+	t.inproc.prefaulting = done
+	go func() {
+		defer close(done)
+		t.proc.Prefault(pages)
+	}()
 	if off, err := t.errnoOffset(); err == nil && int64(off) == int64(int32(off)) && off != 0 {
 		t.inproc.errnoOff = int32(off)
 	}
@@ -509,6 +519,15 @@ func (t *Tracer) prepareRings(anchor int, held []int, sites func(func(*site) boo
 	}
 }
 
+// prefaulted waits for the rings' owner pages to be faulted in
+// (ensureRings), if they are being.
+func (in *inproc) prefaulted() {
+	if in != nil && in.prefaulting != nil {
+		<-in.prefaulting
+		in.prefaulting = nil
+	}
+}
+
 // retireRings hands on what the rings hold, frees their pages and
 // forgets them: at the end, or at an exec (the new program has none).
 func (t *Tracer) retireRings() {
@@ -517,6 +536,7 @@ func (t *Tracer) retireRings() {
 		t.recording.noRingsWhy = ""
 		return
 	}
+	in.prefaulted() // (not to fault in pages given back)
 	t.drainAll()
 	in.stopWaiting()
 	r := t.top()

@@ -228,6 +228,7 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 	t.prepareRings(anchor, held, maps.Keys(plans))
 	t.optimizeAll(anchor, plans, rips)
+	t.inproc.prefaulted() // before the threads go on
 }
 
 // optimizeLate gives sites added after the start (a probe added from
