@@ -411,3 +411,57 @@ func TestManySymbols(t *testing.T) {
 	}
 	t.Logf("failed lookup with suggestions: %v", time.Since(begin))
 }
+
+// TestLookupExportedRaw: LookupExported reads a library's dynamic
+// symbols as bytes, without decoding them all; for every name libc
+// exports (and names it does not), it finds what the decoded table
+// gives: the first defined function or object of that name that is not
+// of a hidden version.
+func TestLookupExportedRaw(t *testing.T) {
+	libc := strings.TrimSpace(run(t, "", "gcc", "-print-file-name=libc.so.6"))
+	if !filepath.IsAbs(libc) {
+		t.Fatalf("gcc does not know where libc.so.6 is (%q)", libc)
+	}
+	m := openTestModule(t, libc)
+	if m.elf.Section(".symtab") != nil {
+		t.Skipf("%s has a .symtab: LookupExported is Lookup there", libc)
+	}
+	dynsym, err := m.elf.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"no_such_function", "malloc@GLIBC_2.2.5", ""}
+	for _, s := range dynsym {
+		names = append(names, s.Name)
+	}
+	checked := 0
+	for _, name := range names {
+		var want Symbol
+		found := false
+		for _, s := range dynsym {
+			if exportedAs(s, name) {
+				typ := elf.ST_TYPE(s.Info)
+				want, found = Symbol{Name: s.Name, Addr: s.Value, Size: s.Size, Func: typ != elf.STT_OBJECT, IFunc: typ == sttGNUIFunc}, true
+				break
+			}
+		}
+		got, ok := m.LookupExported(name)
+		if ok != found || got != want {
+			t.Errorf("LookupExported(%q) = %+v, %v; want %+v, %v", name, got, ok, want, found)
+		}
+		if found {
+			checked++
+		}
+	}
+	if checked < 1000 {
+		t.Errorf("only %d names of %s found: want its exports", checked, libc)
+	}
+	// The decoded table is for the rare hidden candidate only.
+	if m, err = OpenModule(libc); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, ok := m.LookupExported("malloc"); !ok || m.dynsym != nil {
+		t.Errorf("LookupExported(malloc): found %v; decoded every dynamic symbol: %v", ok, m.dynsym != nil)
+	}
+}
