@@ -60,6 +60,8 @@ type Module struct {
 	dynsym     []elf.Symbol // .dynsym, read once (dynamicSymbols)
 	dynErr     error
 	dynRaw     rawDynsym // .dynsym's bytes, for LookupExported
+	goOnce     sync.Once
+	builtByGo  bool // BuiltByGo's answer
 	debugFile  string
 	entries    []entry
 	byName     map[string]int32 // best entry for each name
@@ -265,10 +267,19 @@ func (r *rawDynsym) lookup(f *elf.File, name string) (s Symbol, ok, sure bool) {
 // keeps too, or runtime.main among its symbols where it has a .symtab
 // of its own (a stripped library's debug file is not read for it: libc's
 // was a sixth of a probe's start).
+//
+// The answer is kept: the tracer asks for every site, many times at a
+// start (~1 ms of Lua's under function_graph, in Section's search by
+// name and Lookup).
 func (m *Module) BuiltByGo() bool {
 	if m.elf == nil {
 		return false
 	}
+	m.goOnce.Do(func() { m.builtByGo = m.builtByGoNow() })
+	return m.builtByGo
+}
+
+func (m *Module) builtByGoNow() bool {
 	if m.elf.Section(".go.buildinfo") != nil || m.elf.Section(".gopclntab") != nil {
 		return true
 	}

@@ -465,3 +465,20 @@ func TestLookupExportedRaw(t *testing.T) {
 		t.Errorf("LookupExported(malloc): found %v; decoded every dynamic symbol: %v", ok, m.dynsym != nil)
 	}
 }
+
+// TestBuiltByGoKept: the answer is worked out once (the tracer asks for
+// every site, many times at a start), not from the sections again.
+func TestBuiltByGoKept(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := openTestModule(t, exe)
+	if !m.BuiltByGo() {
+		t.Fatalf("%s (a Go test binary): BuiltByGo is false", exe)
+	}
+	m.elf.Sections = nil // what it was worked out from
+	if !m.BuiltByGo() {
+		t.Error("BuiltByGo worked its answer out again")
+	}
+}
