@@ -618,7 +618,7 @@ func (p *Process) waitStoppedOrGone(tid int, ws *unix.WaitStatus) bool {
 		if state, _, ok := taskStat(p.Pid, tid); !ok || state == 'Z' || state == 'X' {
 			return false
 		}
-		time.Sleep(100 * time.Microsecond)
+		pause(100 * time.Microsecond)
 	}
 }
 

@@ -3,6 +3,7 @@ package tracee
 import (
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,5 +57,25 @@ func TestWaitServesEveryThread(t *testing.T) {
 		if n < 100/4/2 {
 			t.Errorf("thread %d: %d of the last 100 stops, want about 25 of them (%v)", tid, n, seen)
 		}
+	}
+}
+
+// TestPauseShort: the polling waits' sleeps of tens of microseconds last
+// about that, not the millisecond or more a time.Sleep under a
+// millisecond takes when the runtime's timers wait in epoll (median 1.1
+// ms on the project's VM; pause's 80 us).
+func TestPauseShort(t *testing.T) {
+	runtime.LockOSThread() // as the tracer's thread is
+	defer runtime.UnlockOSThread()
+	var took []time.Duration
+	for range 21 {
+		t0 := time.Now()
+		pause(10 * time.Microsecond)
+		took = append(took, time.Since(t0))
+		time.Sleep(2 * time.Millisecond) // the runtime idle in between, as when a tracee runs
+	}
+	slices.Sort(took)
+	if median := took[len(took)/2]; median > 500*time.Microsecond*timeScale {
+		t.Errorf("pause(10us) took %v (median of %d), want well under a millisecond", median, len(took))
 	}
 }
