@@ -4,8 +4,11 @@ BIN := bin
 
 .PHONY: build example test test-arm64 bench bench-arm64 clean
 
+# Without cgo: probe needs nothing of libc's, and a static binary starts
+# ~0.8 ms sooner, every run (no dynamic linking, no libc start-up, whose
+# cpuid probing traps to the hypervisor in a VM).
 build:
-	$(GO) build -o $(BIN)/probe ./cmd/probe
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/probe ./cmd/probe
 
 # Build probe and the bundled example, then trace every call of work().
 example: build
