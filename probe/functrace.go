@@ -265,6 +265,7 @@ func (t *Tracer) hookCandidates(anchor int, funcs []candidate, info *FuncTraceIn
 		return err
 	}
 	written = true
+	t.planAhead(batch.sites)
 	if needTrampoline {
 		if err := t.ensureTrampoline(anchor, funcs[0].module.Start); err != nil {
 			undo()

@@ -291,3 +291,43 @@ func TestTraceFunctionsBatched(t *testing.T) {
 	}
 	t.Logf("%d jumps, %d memory accesses", st.JumpOptimized, st.MemAccesses)
 }
+
+// TestTraceFunctionsPlannedAhead: the detours of the function tracer's
+// sites are planned on another thread from the moment they are hooked,
+// not all at Start; Start takes those plans and places the jumps.
+func TestTraceFunctionsPlannedAhead(t *testing.T) {
+	bin := buildTraced(t)
+	tr, output := launch(t, bin, "5")
+	entries := 0
+	info, err := tr.TraceFunctions(FuncTraceOptions{
+		Returns: true,
+		Handler: func(ev *FuncEvent) {
+			if ev.Kind == FuncEntry {
+				entries++
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ahead int
+	tr.do(func(int) error {
+		for _, q := range tr.jumps.ahead {
+			ahead += len(q.sites)
+		}
+		return nil
+	})
+	if ahead != info.Functions {
+		t.Errorf("%d sites planned ahead of Start, want the %d functions'", ahead, info.Functions)
+	}
+	tr.Start()
+	if _, err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Stats(); st.JumpOptimized != info.Functions || entries != 11 {
+		t.Errorf("%d jumps for %d functions, %d entries; want a jump each and 11 entries", st.JumpOptimized, info.Functions, entries)
+	}
+	if got, want := output(), untraced(t, bin, "5"); got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}

@@ -196,7 +196,9 @@ func (t *Tracer) optimizeSites(anchor int) {
 	}
 	slices.Sort(addrs)
 	plans := map[*site]*codegen.Detour{}
-	for i, p := range planDetours(cands) {
+	ahead := t.jumps.ahead
+	t.jumps.ahead = nil
+	for i, p := range planDetours(cands, ahead) {
 		if d := t.planDetour(cands[i], addrs, p); d != nil {
 			plans[cands[i]] = d
 		}
@@ -275,30 +277,93 @@ type funcPlan struct {
 	unread bool // the function's code could not be read
 }
 
-// planDetours asks codegen.PlanDetour about each of sites, on every CPU:
-// each function's analysis reads only its file, and they were most of
-// the start's work in the tracer (Lua: ~700 functions, ~10 ms). The
-// modules' branch targets, which planDetour asks next, are found
-// meanwhile.
-func planDetours(sites []*site) []funcPlan {
-	out := make([]funcPlan, len(sites))
-	var wg sync.WaitGroup
+// planQueue is the detour plans of a list of sites, made by whoever
+// works on it: each function's analysis reads only its file.
+type planQueue struct {
+	sites []*site
+	out   []funcPlan
+	next  atomic.Int64
+	wg    sync.WaitGroup
+}
+
+// start works on q on every CPU, and finds the branch targets of its
+// modules, which planDetour asks next, meanwhile.
+func (q *planQueue) start(cpus int) {
 	seen := map[*symbols.Mapped]bool{}
-	for _, st := range sites {
+	for _, st := range q.sites {
 		if m := st.module; !seen[m] {
 			seen[m] = true
-			wg.Go(func() { m.BranchTargets() })
+			q.wg.Go(func() { m.BranchTargets() })
 		}
 	}
-	var next atomic.Int64
-	for range min(runtime.GOMAXPROCS(0), len(sites)) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(sites); i = int(next.Add(1) - 1) {
-				out[i] = planFunc(sites[i])
-			}
-		})
+	for range min(cpus, len(q.sites)) {
+		q.wg.Go(q.work)
 	}
-	wg.Wait()
+}
+
+func (q *planQueue) work() {
+	for i := int(q.next.Add(1) - 1); i < len(q.sites); i = int(q.next.Add(1) - 1) {
+		q.out[i] = planFunc(q.sites[i])
+	}
+}
+
+func newPlanQueue(sites []*site) *planQueue {
+	return &planQueue{sites: sites, out: make([]funcPlan, len(sites))}
+}
+
+// planAhead starts the plans of sites just hooked (hookCandidates) on
+// another thread, while the tracer goes on with the start (the
+// trampoline, the mailbox, the probes still to add): they were all made
+// at Start, ~5 ms of CPU on Lua's ~700 functions. planDetours finishes
+// them.
+func (t *Tracer) planAhead(sites []*site) {
+	if t.noJumps() != "" {
+		return
+	}
+	var some []*site
+	for _, st := range sites {
+		if st.module != nil && st.sym.Size > 0 && !isGo(st.module) {
+			some = append(some, st)
+		}
+	}
+	if len(some) > 0 {
+		q := newPlanQueue(some)
+		q.start(1)
+		t.jumps.ahead = append(t.jumps.ahead, q)
+	}
+}
+
+// planDetours asks codegen.PlanDetour about each of sites, on every CPU
+// (Lua: ~700 functions, ~10 ms), taking the plans made ahead (ahead,
+// planAhead's) and finishing them first.
+func planDetours(sites []*site, ahead []*planQueue) []funcPlan {
+	made := map[*site]funcPlan{}
+	for _, q := range ahead {
+		q.start(runtime.GOMAXPROCS(0) - 1)
+		q.work()
+		q.wg.Wait()
+		for i, st := range q.sites {
+			made[st] = q.out[i]
+		}
+	}
+	var rest []*site
+	for _, st := range sites {
+		if _, ok := made[st]; !ok {
+			rest = append(rest, st)
+		}
+	}
+	q := newPlanQueue(rest)
+	q.start(runtime.GOMAXPROCS(0))
+	q.wg.Wait()
+	for i, st := range rest {
+		made[st] = q.out[i]
+	}
+	out := make([]funcPlan, len(sites))
+	seen := map[*symbols.Mapped]bool{}
+	for i, st := range sites {
+		out[i] = made[st]
+		seen[st.module] = true
+	}
 	for m := range seen {
 		m.KeepFunctionFlows()
 	}
@@ -397,6 +462,7 @@ type jumpState struct {
 	// module, read from smaps once (optimize_arm64.go).
 	btiText      map[*symbols.Mapped]bool
 	detours      map[uint64]*jumpOpt // by the detour's address
+	ahead        []*planQueue        // plans started before Start (planAhead)
 	placed       atomic.Int64        // sites jump-optimised
 	detourExits  atomic.Int64        // threads moved out of detours at detach
 	hookJumps    atomic.Int64        // jumps to return-hook detours

@@ -191,6 +191,7 @@ func orDefault(f, def *os.File) *os.File {
 func (t *Tracer) newAddressSpace() {
 	t.sites = make(map[uint64]*site)
 	t.jumps.detours = make(map[uint64]*jumpOpt)
+	t.jumps.ahead = nil
 	t.jumps.redirects = make(map[uint64]redirect)
 	t.maps.made, t.maps.left, t.maps.leftFiles = nil, nil, nil
 	t.step.threads = make(map[int]*site)
