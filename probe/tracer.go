@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -161,6 +162,10 @@ func Launch(argv []string, opts *LaunchOptions) (*Tracer, error) {
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
+	}
+	// Its file read ahead while it starts (LoadProcess takes it).
+	if path, err := exec.LookPath(argv[0]); err == nil {
+		defer symbols.Preload(path).Release()
 	}
 	return newTracer(func() (*tracee.Process, int, error) {
 		p, err := tracee.Launch(argv, env, files)

@@ -169,7 +169,9 @@ func openMapped(procDir string, mf *mappedFile, isMain bool) ([]*Mapped, error) 
 		}
 	}
 	if !deleted {
-		try(path)
+		if mod = takePreloaded(path, mf); mod == nil {
+			try(path)
+		}
 	}
 	if mod == nil && isMain {
 		try(procDir + "/exe")

@@ -472,3 +472,38 @@ func TestSplitLoadsTwoPlacements(t *testing.T) {
 func progHeader(vaddr, off, filesz uint64, flags elf.ProgFlag) elf.ProgHeader {
 	return elf.ProgHeader{Type: elf.PT_LOAD, Flags: flags, Off: off, Vaddr: vaddr, Filesz: filesz, Memsz: filesz}
 }
+
+// TestPreloadTaken: a program preloaded (read ahead while it starts) is
+// the module LoadProcess gives for it, not the file opened again; one
+// not taken is closed by Release.
+func TestPreloadTaken(t *testing.T) {
+	path := buildProg(t, t.TempDir(), "prog", "-fPIE", "-pie")
+	p := Preload(path)
+	if p == nil {
+		t.Fatalf("Preload(%s) = nil", path)
+	}
+	other := Preload(path) // (one of two is taken)
+	c := startProg(t, path)
+	s := loadTestProcess(t, c.pid)
+	p.Release()
+	other.Release()
+	if got := s.Main().Module; got != p.mod && got != other.mod {
+		t.Errorf("LoadProcess opened %s again: not the preloaded module", path)
+	}
+	taken, left := p, other
+	if s.Main().Module != p.mod {
+		taken, left = other, p
+	}
+	if left.mod.file != nil {
+		t.Error("the preload not taken was not closed by Release")
+	}
+	if taken.mod.file == nil {
+		t.Error("Release closed the module taken")
+	}
+	if sym := mustLookup(t, s.Main().Module, "main"); sym.Addr == 0 {
+		t.Error("main at 0")
+	}
+	if Preload(filepath.Join(t.TempDir(), "missing")) != nil {
+		t.Error("Preload of a missing file is not nil")
+	}
+}
