@@ -218,10 +218,19 @@ type rawDynsym struct {
 	order            binary.ByteOrder
 }
 
-// lookup finds the first symbol LookupExported takes for name; sure is
-// false where the bytes cannot tell (no such tables, a 32-bit file, or
-// a candidate of a hidden version, which needs the version tables).
-func (r *rawDynsym) lookup(f *elf.File, name string) (s Symbol, ok, sure bool) {
+// rawSym is what rawDynsym.each gives of a symbol.
+type rawSym struct {
+	index       int // in .dynsym, the null symbol 0
+	info        byte
+	section     elf.SectionIndex
+	value, size uint64
+	hidden      bool // of a hidden version (versym's bit 15)
+}
+
+// each calls fn with every symbol named name, in the table's order,
+// until fn returns true; false if the tables cannot be read as bytes
+// (none, or a 32-bit file).
+func (r *rawDynsym) each(f *elf.File, name string, fn func(rawSym) bool) bool {
 	r.once.Do(func() {
 		ds := f.SectionByType(elf.SHT_DYNSYM)
 		if f.Class != elf.ELFCLASS64 || ds == nil || ds.Link >= uint32(len(f.Sections)) {
@@ -240,26 +249,43 @@ func (r *rawDynsym) lookup(f *elf.File, name string) (s Symbol, ok, sure bool) {
 		r.sym, r.str, r.order = sym, str, f.ByteOrder
 	})
 	if r.sym == nil {
-		return Symbol{}, false, false
+		return false
 	}
-	// (Entry 0 is the null symbol.)
 	for i := 1; i < len(r.sym)/elf.Sym64Size; i++ {
 		e := r.sym[i*elf.Sym64Size:][:elf.Sym64Size]
 		off := int(r.order.Uint32(e[0:4]))
 		if off+len(name) >= len(r.str) || r.str[off+len(name)] != 0 || string(r.str[off:off+len(name)]) != name {
 			continue
 		}
-		info, shndx := e[4], elf.SectionIndex(r.order.Uint16(e[6:8]))
-		typ := elf.ST_TYPE(info)
-		if shndx == elf.SHN_UNDEF || !(typ == elf.STT_FUNC || typ == sttGNUIFunc || typ == elf.STT_OBJECT) {
-			continue
+		s := rawSym{index: i, info: e[4], section: elf.SectionIndex(r.order.Uint16(e[6:8])), value: r.order.Uint64(e[8:16]), size: r.order.Uint64(e[16:24])}
+		if v := 2 * i; v+2 <= len(r.versym) {
+			s.hidden = elf.VersionIndex(r.order.Uint16(r.versym[v:])).IsHidden()
 		}
-		if v := 2 * i; v+2 <= len(r.versym) && elf.VersionIndex(r.order.Uint16(r.versym[v:])).IsHidden() {
-			return Symbol{}, false, false
+		if fn(s) {
+			break
 		}
-		return Symbol{Name: name, Addr: r.order.Uint64(e[8:16]), Size: r.order.Uint64(e[16:24]), Func: typ != elf.STT_OBJECT, IFunc: typ == sttGNUIFunc}, true, true
 	}
-	return Symbol{}, false, true
+	return true
+}
+
+// lookup finds the first symbol LookupExported takes for name; sure is
+// false where the bytes cannot tell (no such tables, a 32-bit file, or
+// a candidate of a hidden version, which needs the version tables).
+func (r *rawDynsym) lookup(f *elf.File, name string) (sym Symbol, found, sure bool) {
+	hidden := false
+	ok := r.each(f, name, func(s rawSym) bool {
+		typ := elf.ST_TYPE(s.info)
+		if s.section == elf.SHN_UNDEF || !(typ == elf.STT_FUNC || typ == sttGNUIFunc || typ == elf.STT_OBJECT) {
+			return false
+		}
+		if s.hidden {
+			hidden = true
+		} else {
+			sym, found = Symbol{Name: name, Addr: s.value, Size: s.size, Func: typ != elf.STT_OBJECT, IFunc: typ == sttGNUIFunc}, true
+		}
+		return true
+	})
+	return sym, found, ok && !hidden
 }
 
 // BuiltByGo reports whether the module was built by the Go toolchain:

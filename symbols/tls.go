@@ -21,16 +21,17 @@ func (m *Module) TLSSlot(name string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	dynsym, err := m.dynamicSymbols()
-	if err != nil {
-		return 0, false
-	}
 	index, value := -1, uint64(0)
-	for i, s := range dynsym {
-		if elf.ST_TYPE(s.Info) == elf.STT_TLS && s.Section != elf.SHN_UNDEF && s.Name == name {
-			index, value = i+1, s.Value // (DynamicSymbols leaves out symbol 0)
-			break
+	// (The table read as bytes: decoded whole, libc's was ~1.4 ms of a
+	// start.)
+	if !m.dynRaw.each(m.elf, name, func(s rawSym) bool {
+		if elf.ST_TYPE(s.info) == elf.STT_TLS && s.section != elf.SHN_UNDEF {
+			index, value = s.index, s.value
+			return true
 		}
+		return false
+	}) {
+		return 0, false // (no .dynsym)
 	}
 	if index < 0 {
 		return 0, false

@@ -22,6 +22,9 @@ func TestTLSSlotErrno(t *testing.T) {
 	if !ok {
 		t.Fatal("no TLS slot for errno in glibc")
 	}
+	if m.dynsym != nil {
+		t.Error("TLSSlot decoded every dynamic symbol (its table read as bytes is enough)")
+	}
 	fn, ok := m.Lookup("__errno_location")
 	if !ok {
 		t.Fatal("no __errno_location")
