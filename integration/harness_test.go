@@ -153,6 +153,14 @@ func setup(dir string) error {
 		}
 	} else {
 		probeBin = filepath.Join(dir, "probe")
+		build := build
+		if prebuilt == "" && crossFixtures == "" {
+			// As make build builds it, without cgo (the guest's cross
+			// build is without it too).
+			build = func(dir, name string, args ...string) error {
+				return runBuild(dir, []string{"CGO_ENABLED=0"}, name, args...)
+			}
+		}
 		if err := build(repoRoot, "go", "build", "-o", probeBin, "./cmd/probe"); err != nil {
 			return err
 		}
