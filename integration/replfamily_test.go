@@ -197,18 +197,9 @@ func TestREPLSeveral(t *testing.T) {
 // exactly apart from its parent's; its exit is said, and the parent's
 // ends the session.
 func TestREPLFollowFork(t *testing.T) {
-	p := startCalls(t, callsBin(t, false))
-	pid := p.pid()
-	r := startREPL(t, nil, false, "attach", "-f", "--repl", fmt.Sprint(pid))
-	w := &workCalls{want: map[int][]int{}, total: map[int]int{}}
-	r.send(t, "add p:work i=%di:s64")
-	r.waitFor(t, `added p_work_0\n`)
+	p, pid, r, w := startFollowed(t)
 	w.call(t, p, "", pid, 4, true)
-	p.send(t, "fork")
-	p.waitStdout(t, "forked ", 20*time.Second)
-	var child int
-	out := p.stdout.String()
-	fmt.Sscanf(out[strings.Index(out, "forked "):], "forked %d", &child)
+	child := forkCalls(t, p, "fork")
 	w.total[child] = w.total[pid] // (its count goes on from its parent's)
 	w.call(t, p, "child ", child, 3, true)
 	w.check(t, r)
@@ -275,14 +266,7 @@ func TestREPLStoppedProcess(t *testing.T) {
 	r.send(t, "stats") // (the attach is done: the stop below is the program's own)
 	r.waitFor(t, `probe hits: 0\n`)
 	b.signal(t, syscall.SIGSTOP)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st, _ := taskState(pb, pb); st == 't' {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d not stopped 10 s after SIGSTOP:\n%s", pb, threadStates(pb))
-		}
-	}
+	waitTraceStopped(t, pb)
 	r.send(t, "add p:work i=%di:s64")
 	r.waitFor(t, `added p_work_0\n`)
 	r.send(t, "list")
@@ -302,30 +286,14 @@ func TestREPLStoppedProcess(t *testing.T) {
 // the child, where a SIGSTOP is not heard until SIGCONT: commands must
 // still be answered at once, and the child run on when continued.
 func TestREPLBellStopped(t *testing.T) {
-	p := startCalls(t, callsBin(t, false))
-	pid := p.pid()
-	r := startREPL(t, nil, false, "attach", "-f", "--repl", fmt.Sprint(pid))
-	w := &workCalls{want: map[int][]int{}, total: map[int]int{}}
-	r.send(t, "add p:work i=%di:s64")
-	r.waitFor(t, `added p_work_0\n`)
-	p.send(t, "forksid") // (a stopped child of a session of its own: not sent SIGHUP when orphaned)
-	p.waitStdout(t, "forked ", 20*time.Second)
-	var child int
-	out := p.stdout.String()
-	fmt.Sscanf(out[strings.Index(out, "forked "):], "forked %d", &child)
+	p, pid, r, w := startFollowed(t)
+	child := forkCalls(t, p, "forksid") // (a stopped child of a session of its own: not sent SIGHUP when orphaned)
 	w.call(t, p, "child ", child, 3, true)
 	w.check(t, r)
 	if err := syscall.Kill(child, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if st, _ := taskState(child, child); st == 't' {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d not stopped 10 s after SIGSTOP:\n%s", child, threadStates(child))
-		}
-	}
+	waitTraceStopped(t, child)
 	p.send(t, "exit")
 	r.waitFor(t, fmt.Sprintf(`probe: pid %d exited with status 0; tracing pid %d on\n`, pid, child))
 	r.send(t, "list")
@@ -343,4 +311,43 @@ func TestREPLBellStopped(t *testing.T) {
 	if code := r.wait(t); code != 0 {
 		t.Fatalf("probe: exit status %d, want 0; output:\n%s", code, limit(r.text()))
 	}
+}
+
+// waitTraceStopped waits for process pid, sent SIGSTOP, to be stopped
+// (state t: traced, in its group-stop).
+func waitTraceStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if st, _ := taskState(pid, pid); st == 't' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not stopped 10 s after SIGSTOP:\n%s", pid, threadStates(pid))
+		}
+	}
+}
+
+// forkCalls has calls process p fork by command cmd ("fork", "forksid")
+// and returns the child's pid.
+func forkCalls(t *testing.T, p *piped, cmd string) int {
+	t.Helper()
+	p.send(t, cmd)
+	p.waitStdout(t, "forked ", 20*time.Second)
+	var child int
+	out := p.stdout.String()
+	fmt.Sscanf(out[strings.Index(out, "forked "):], "forked %d", &child)
+	return child
+}
+
+// startFollowed starts a calls process and a REPL session that follows
+// its forks (-f), with p:work added.
+func startFollowed(t *testing.T) (p *piped, pid int, r *replSession, w *workCalls) {
+	t.Helper()
+	p = startCalls(t, callsBin(t, false))
+	pid = p.pid()
+	r = startREPL(t, nil, false, "attach", "-f", "--repl", fmt.Sprint(pid))
+	w = &workCalls{want: map[int][]int{}, total: map[int]int{}}
+	r.send(t, "add p:work i=%di:s64")
+	r.waitFor(t, `added p_work_0\n`)
+	return p, pid, r, w
 }
