@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
+	"unsafe"
 
 	"github.com/probedbg/probe/internal/varint"
 	"github.com/probedbg/probe/ring"
@@ -88,43 +90,134 @@ func (e *RawEncoder) Chunk(line ring.Line, cpu int, c *ring.Chunk) {
 	b = binary.AppendUvarint(b, uint64(c.Records))
 	at := len(b)
 	b = append(b, 0, 0, 0, 0)
-	st := &ce.state
-	st.reset(ce.line.TSC)
-	rec := &ce.rec
-	for c.Next(rec) {
-		kind := recordKind(rec.Site)
-		last := &st.last[kind]
-		n := len(rec.Values)
-		word := uint64(rec.Site)<<32 | uint64(rec.CPU)<<16 | uint64(ring.RecordHeader+8*n)
-		if n > len(last.vals) { // (values past the last's are given against 0)
-			last.vals = append(last.vals, make([]uint64, n-len(last.vals))...)
-		}
-		if n > shortValues {
-			b = ce.encodeLong(b, rec, word)
-			continue
-		}
-		// A head of one byte, set as the values are written.
-		at := len(b)
-		b = append(b, byte(kind))
-		if word != last.word {
-			b[at] |= 2
-			b = binary.AppendUvarint(b, word)
-			last.word = word
-		}
-		b = binary.AppendVarint(b, int64(rec.TSC-st.tsc))
-		st.tsc = rec.TSC
-		vals := last.vals[:n]
-		for i, v := range rec.Values {
-			if p := vals[i]; v != p {
-				b[at] |= 4 << i
-				b = binary.AppendVarint(b, int64(v-p))
-				vals[i] = v
-			}
-		}
-		last.vals = vals
+	ce.state.reset(ce.line.TSC)
+	for _, piece := range c.Bytes {
+		b = ce.encode(b, piece)
 	}
 	binary.LittleEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 	ce.b = b
+}
+
+// recordRoom is the most a record of shortValues values takes encoded:
+// its head, its word, its stamp and its values, a varint each.
+const recordRoom = 1 + (2+shortValues)*binary.MaxVarintLen64
+
+// shortState is chunkState's last records of shortValues values or
+// fewer, as encode keeps them: in arrays, not slices (n: the last's
+// count of values; more than shortValues: the last was longer, and
+// chunkState has it).
+type shortState struct {
+	word uint64
+	n    int
+	vals [shortValues]uint64
+}
+
+// encode appends the records of p, back to back as a ring holds them
+// (ring.Chunk), read where they lie, in one loop with no call a record
+// but for the long ones, and written through a pointer into room made
+// once a record: the drain does this for every record a thread makes,
+// and must keep up with a thread recording flat out.
+func (ce *chunkEncoder) encode(b, p []byte) []byte {
+	st := &ce.state
+	var short [2]shortState
+	for k := range short {
+		short[k].load(&st.last[k].word, st.last[k].vals)
+	}
+	tsc := st.tsc
+	i := len(b)
+	for len(p) >= ring.RecordHeader {
+		rec := unsafe.Pointer(unsafe.SliceData(p))
+		w1 := *(*uint64)(unsafe.Add(rec, 8))
+		n := int(w1&0xffff-ring.RecordHeader) / 8
+		// (ring.Rings.chunk took only whole records: n values are in p)
+		p = p[ring.RecordHeader+8*n:]
+		kind := 0
+		if uint32(w1>>32) == ReturnSite {
+			kind = 1
+		}
+		// The word as the reader rebuilds it: site, CPU, whole length.
+		word := w1&^(0xf<<28|0xffff) | uint64(ring.RecordHeader+8*n)
+		stamp := *(*uint64)(unsafe.Add(rec, 16))
+		if n > shortValues {
+			for k := range short {
+				short[k].store(&st.last[k].word, &st.last[k].vals)
+			}
+			st.tsc = tsc
+			ce.rec = ring.Record{Site: uint32(w1 >> 32), TSC: stamp, Values: unsafe.Slice((*uint64)(unsafe.Add(rec, ring.RecordHeader)), n)}
+			last := &st.last[kind]
+			if n > len(last.vals) { // (values past the last's are given against 0)
+				last.vals = append(last.vals, make([]uint64, n-len(last.vals))...)
+			}
+			b = ce.encodeLong(b[:i], &ce.rec, word)
+			i = len(b)
+			short[kind].load(&last.word, last.vals)
+			tsc = st.tsc
+			continue
+		}
+		if cap(b)-i < recordRoom {
+			b = slices.Grow(b[:i], max(recordRoom, i))
+		}
+		out := unsafe.Pointer(unsafe.SliceData(b))
+		last := &short[kind]
+		if n > last.n { // (values past the last's are given against 0)
+			clear(last.vals[min(last.n, n):n])
+		}
+		last.n = n
+		// A head of one byte, set as the fields are written.
+		at := i
+		i++
+		head := byte(kind)
+		if word != last.word {
+			head |= 2
+			i = putUvarint(out, i, word)
+			last.word = word
+		}
+		i = putUvarint(out, i, zigzag(int64(stamp-tsc)))
+		tsc = stamp
+		for k := range n {
+			v := *(*uint64)(unsafe.Add(rec, ring.RecordHeader+8*k))
+			if d := v - last.vals[k]; d != 0 {
+				head |= 4 << k
+				i = putUvarint(out, i, zigzag(int64(d)))
+				last.vals[k] = v
+			}
+		}
+		*(*byte)(unsafe.Add(out, at)) = head
+	}
+	for k := range short {
+		short[k].store(&st.last[k].word, &st.last[k].vals)
+	}
+	st.tsc = tsc
+	return b[:i]
+}
+
+// load takes the last record of a kind from chunkState's word and vals.
+func (s *shortState) load(word *uint64, vals []uint64) {
+	s.word, s.n = *word, len(vals)
+	copy(s.vals[:], vals)
+}
+
+// store gives chunkState the last record of a kind, if it was short.
+func (s *shortState) store(word *uint64, vals *[]uint64) {
+	*word = s.word
+	if s.n <= shortValues {
+		*vals = append((*vals)[:0], s.vals[:s.n]...)
+	}
+}
+
+// zigzag is a signed value as encoding/binary's varints give it.
+func zigzag(v int64) uint64 { return uint64(v)<<1 ^ uint64(v>>63) }
+
+// putUvarint writes u at out+i as binary.PutUvarint does, into room the
+// caller made, and returns where it ended.
+func putUvarint(out unsafe.Pointer, i int, u uint64) int {
+	for u >= 0x80 {
+		*(*byte)(unsafe.Add(out, i)) = byte(u) | 0x80
+		u >>= 7
+		i++
+	}
+	*(*byte)(unsafe.Add(out, i)) = byte(u)
+	return i + 1
 }
 
 // encodeLong appends rec, of more values than a head of a byte can

@@ -1,6 +1,9 @@
 package ring
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Chunks: a drain's records as the rings hold them, for raw capture
 // (probe record). Handing a record on one at a time, merged across rings
@@ -51,6 +54,17 @@ func (r *Rings) chunk(c *cursor, stamp uint64, max int, fn func(*Chunk)) int {
 		end = off + c.length
 		c.tail += c.length
 		n++
+		// The next record, where most are: where this one ended, and
+		// committed (next, a loop, is not inlined; this runs for each
+		// record a thread makes). Else next looks: padding, the ring's
+		// end, a record not committed or a length that cannot be.
+		if c.tail < c.head && end+RecordHeader <= size && atomic.LoadUint64(r.word(data+end)) == c.tail+1 {
+			w1 := *r.word(data + end + 8)
+			if length := w1 & 0xffff; w1>>32 != 0 && length >= RecordHeader && length <= size-end {
+				c.length, c.tsc = length, *r.word(data + end + 16)
+				continue
+			}
+		}
 		r.next(c)
 	}
 	if n == 0 {
