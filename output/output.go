@@ -369,11 +369,18 @@ func LostNote(n uint64) string { return fmt.Sprintf("%d events lost (buffer full
 // time to stop tracing.
 func (s *Stream) Failed() <-chan struct{} { return s.failed }
 
-// Close writes what is queued and returns the first write error.
+// Close writes what is queued and returns the first write error. A
+// writer letting a trickle gather is woken too (urgent): nothing more
+// comes, and every probe run and record waited up to FlushInterval at
+// its end.
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.ring()
+	select {
+	case s.urgent <- struct{}{}:
+	default:
+	}
 	return <-s.done
 }

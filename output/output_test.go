@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -52,6 +53,33 @@ func TestStreamKeepsOrder(t *testing.T) {
 	}
 	if want := "               c-19999   [000]     0.000000: e: (w)"; string(lines[20001]) != want {
 		t.Errorf("last line %q, want %q", lines[20001], want)
+	}
+}
+
+// TestStreamCloseAfterTrickle: Close does not wait out the
+// FlushInterval for which the writer lets a trickle of records gather:
+// it was the last ~10 ms of every probe record.
+func TestStreamCloseAfterTrickle(t *testing.T) {
+	fastest := time.Hour
+	for range 5 {
+		s := NewStream(NewText(io.Discard, "nop"))
+		s.Send(Record{Tid: 1, Comm: "c", Event: "e", Where: "w"})
+		for s.Written() != 1 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		// The writer now gathers the trickle for FlushInterval.
+		s.Send(Record{Tid: 1, Comm: "c", Event: "e", Where: "w"})
+		start := time.Now()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fastest = min(fastest, time.Since(start))
+		if s.Written() != 2 {
+			t.Fatalf("%d records written, want 2", s.Written())
+		}
+	}
+	if fastest >= FlushInterval/2 {
+		t.Errorf("Close took %v at the fastest of 5, waiting for the writer's FlushInterval (%v)", fastest, FlushInterval)
 	}
 }
 
