@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"bytes"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
@@ -77,6 +76,13 @@ type chunkEncoder struct {
 // the CPU of its records with none (-1: none has).
 func (e *RawEncoder) Chunk(line ring.Line, cpu int, c *ring.Chunk) {
 	ce := &e.chunks
+	if ce.b == nil {
+		select {
+		case spare := <-e.spare:
+			ce.b = spare[:0]
+		default:
+		}
+	}
 	b := ce.b
 	if len(b) == 0 {
 		e.Flush()
@@ -251,13 +257,27 @@ func (ce *chunkEncoder) encodeLong(b []byte, rec *ring.Record, word uint64) []by
 	return b
 }
 
-// EndChunks puts the pass's frame.
+// EndChunks puts the pass's frame: its room is put's, and the next
+// pass's is what Reuse has given back, if anything (Chunk).
 func (e *RawEncoder) EndChunks() {
-	if ce := &e.chunks; len(ce.b) > 0 {
-		// (a copy of its size: a stop's pass is a few records, the
-		// drain's up to a MiB, and the room is reused)
-		e.put(RawChunksFrame, bytes.Clone(ce.b))
-		ce.b = ce.b[:0]
+	ce := &e.chunks
+	if len(ce.b) == 0 {
+		return
+	}
+	b := ce.b
+	ce.b = nil
+	e.put(RawChunksFrame, b)
+}
+
+// Reuse gives back the room of a chunks frame's payload (RawChunksFrame)
+// once put's taker has written it, for a later pass's frame; it may be
+// called from another goroutine. A frame's room was a copy made at each
+// pass, and the fresh memory the copies took cost the drain of 2M calls
+// ~10 ms of page faults (4,000,000 records: 20 MB of frames).
+func (e *RawEncoder) Reuse(payload []byte) {
+	select {
+	case e.spare <- payload:
+	default: // (enough kept)
 	}
 }
 

@@ -135,3 +135,29 @@ func TestRawChunksRoundTrip(t *testing.T) {
 		t.Error("a frame cut short read as whole: no error")
 	}
 }
+
+// TestRawChunksReuse: a chunks frame's room given back (Reuse) is the
+// next pass's, and a frame not given back is never written over.
+func TestRawChunksReuse(t *testing.T) {
+	var frames [][]byte
+	e := NewRawEncoder(func(kind byte, payload []byte) { frames = append(frames, payload) })
+	pass := func(tsc uint64) {
+		b := ringRecord(1, 0, tsc, 7, 8, 9)
+		e.Chunk(ring.Line{TSC: tsc}, -1, &ring.Chunk{Tid: 5, Bytes: [2][]byte{b}, Records: 1})
+		e.EndChunks()
+	}
+	pass(100)
+	first := slices.Clone(frames[0])
+	pass(200)
+	if !slices.Equal(frames[0], first) {
+		t.Fatal("a frame not given back was written over")
+	}
+	e.Reuse(frames[1])
+	pass(300)
+	if &frames[2][0] != &frames[1][0] {
+		t.Error("the room given back was not reused")
+	}
+	if !slices.Equal(frames[0], first) || slices.Equal(frames[2], first) {
+		t.Error("frames not as encoded")
+	}
+}

@@ -49,11 +49,12 @@ type RawEncoder struct {
 	codec  rawCodec
 	batch  []byte // records not yet put
 	chunks chunkEncoder
+	spare  chan []byte // chunks frames' room given back (Reuse)
 }
 
 // NewRawEncoder makes an encoder that hands its frames to put.
 func NewRawEncoder(put func(kind byte, payload []byte)) *RawEncoder {
-	return &RawEncoder{put: put}
+	return &RawEncoder{put: put, spare: make(chan []byte, 4)}
 }
 
 // Begin puts the tables first.

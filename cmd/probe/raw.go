@@ -52,7 +52,11 @@ func setupRaw(t *probe.Tracer, ts tracers, o *options, s *sink) error {
 		}
 		s.stream.Do(func(output.Writer) error {
 			r.release(len(payload))
-			return rec.Frame(kind, payload)
+			err := rec.Frame(kind, payload)
+			if kind == probe.RawChunksFrame {
+				r.enc.Reuse(payload) // (written: the recorder keeps none of it)
+			}
+			return err
 		})
 	})
 	s.raw = r
