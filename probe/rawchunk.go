@@ -81,6 +81,9 @@ func (e *RawEncoder) Chunk(line ring.Line, cpu int, c *ring.Chunk) {
 		case spare := <-e.spare:
 			ce.b = spare[:0]
 		default:
+			// (grown from nothing, a pass's room was cleared and
+			// copied a dozen times)
+			ce.b = make([]byte, 0, rawBatch)
 		}
 	}
 	b := ce.b

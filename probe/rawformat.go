@@ -26,6 +26,11 @@ const (
 // rawBatch is how many bytes of records a frame gathers.
 const rawBatch = 64 << 10
 
+// rawSpares bounds the chunks frames' room kept for reuse (Reuse): a
+// recording's writer takes what is put every 10 ms (output.Stream
+// gathers a trickle), ten or so passes' frames at once.
+const rawSpares = 32
+
 // rawCodec is the state records are encoded against, on both sides: the
 // previous record's thread, CPU and time, and the values of the previous
 // return record and of the previous other one.
@@ -54,7 +59,7 @@ type RawEncoder struct {
 
 // NewRawEncoder makes an encoder that hands its frames to put.
 func NewRawEncoder(put func(kind byte, payload []byte)) *RawEncoder {
-	return &RawEncoder{put: put, spare: make(chan []byte, 4)}
+	return &RawEncoder{put: put, spare: make(chan []byte, rawSpares)}
 }
 
 // Begin puts the tables first.
