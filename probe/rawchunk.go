@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
@@ -67,6 +68,7 @@ func recordKind(site uint32) int {
 // chunkEncoder gathers a pass's chunks.
 type chunkEncoder struct {
 	b     []byte
+	last  int // the length of the last pass's frame put whole
 	state chunkState
 	line  ring.Line
 	rec   ring.Record
@@ -81,9 +83,10 @@ func (e *RawEncoder) Chunk(line ring.Line, cpu int, c *ring.Chunk) {
 		case spare := <-e.spare:
 			ce.b = spare[:0]
 		default:
-			// (grown from nothing, a pass's room was cleared and
-			// copied a dozen times)
-			ce.b = make([]byte, 0, rawBatch)
+			// As big as the last pass's, at the least: grown from
+			// nothing, a pass's room was cleared and copied a dozen
+			// times, on fresh pages.
+			ce.b = make([]byte, 0, max(rawBatch, ce.last+ce.last/4))
 		}
 	}
 	b := ce.b
@@ -261,14 +264,23 @@ func (ce *chunkEncoder) encodeLong(b []byte, rec *ring.Record, word uint64) []by
 }
 
 // EndChunks puts the pass's frame: its room is put's, and the next
-// pass's is what Reuse has given back, if anything (Chunk).
+// pass's is what Reuse has given back, if anything (Chunk); a small
+// frame is put as a copy.
 func (e *RawEncoder) EndChunks() {
 	ce := &e.chunks
 	if len(ce.b) == 0 {
 		return
 	}
+	if len(ce.b) < rawBatch/4 {
+		// A stop's few records: a copy, and the room kept (a frame of
+		// a few bytes holding 64 KiB until written, a thousand stops
+		// took 64 MiB).
+		e.put(RawChunksFrame, bytes.Clone(ce.b))
+		ce.b = ce.b[:0]
+		return
+	}
 	b := ce.b
-	ce.b = nil
+	ce.b, ce.last = nil, len(b)
 	e.put(RawChunksFrame, b)
 }
 

@@ -137,27 +137,40 @@ func TestRawChunksRoundTrip(t *testing.T) {
 }
 
 // TestRawChunksReuse: a chunks frame's room given back (Reuse) is the
-// next pass's, and a frame not given back is never written over.
+// next pass's, a frame not given back is never written over, and a
+// small frame (a stop's few records) is a copy of its size, not a
+// pass's room.
 func TestRawChunksReuse(t *testing.T) {
 	var frames [][]byte
 	e := NewRawEncoder(func(kind byte, payload []byte) { frames = append(frames, payload) })
-	pass := func(tsc uint64) {
-		b := ringRecord(1, 0, tsc, 7, 8, 9)
-		e.Chunk(ring.Line{TSC: tsc}, -1, &ring.Chunk{Tid: 5, Bytes: [2][]byte{b}, Records: 1})
+	pass := func(tsc uint64, records int) []byte {
+		var b []byte
+		for i := range records {
+			b = append(b, ringRecord(1, 0, tsc+uint64(i)*1000, uint64(i)<<40, 8, 9)...)
+		}
+		e.Chunk(ring.Line{TSC: tsc}, -1, &ring.Chunk{Tid: 5, Bytes: [2][]byte{b}, Records: records})
 		e.EndChunks()
+		return frames[len(frames)-1]
 	}
-	pass(100)
-	first := slices.Clone(frames[0])
-	pass(200)
-	if !slices.Equal(frames[0], first) {
+	big := 4000 // (records of ~10 bytes: a frame past rawBatch/4)
+	first := pass(100, big)
+	if len(first) < rawBatch/4 {
+		t.Fatalf("a frame of %d bytes: not a big one", len(first))
+	}
+	kept := slices.Clone(first)
+	second := pass(200, big)
+	if !slices.Equal(first, kept) {
 		t.Fatal("a frame not given back was written over")
 	}
-	e.Reuse(frames[1])
-	pass(300)
-	if &frames[2][0] != &frames[1][0] {
+	e.Reuse(second)
+	third := pass(300, big)
+	if &third[0] != &second[0] {
 		t.Error("the room given back was not reused")
 	}
-	if !slices.Equal(frames[0], first) || slices.Equal(frames[2], first) {
+	if !slices.Equal(first, kept) || slices.Equal(third, kept) {
 		t.Error("frames not as encoded")
+	}
+	if small := pass(400, 2); cap(small) >= rawBatch/4 {
+		t.Errorf("a frame of %d bytes holds %d bytes of room", len(small), cap(small))
 	}
 }
