@@ -24,3 +24,25 @@ func TestPassLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestRingSizeDefault: a ring is DefaultWaitingRingSize where its thread
+// waits for room, DefaultRingSize where it drops, Tuning.RingSize where
+// set.
+func TestRingSizeDefault(t *testing.T) {
+	for _, c := range []struct {
+		tuning Tuning
+		want   int
+	}{
+		{Tuning{}, DefaultRingSize},
+		{Tuning{WaitForRoom: true}, DefaultWaitingRingSize},
+		{Tuning{WaitForRoom: true, RingSize: 64 << 10}, 64 << 10},
+		{Tuning{RingSize: 64 << 10}, 64 << 10},
+	} {
+		if got := (&Tracer{tuning: c.tuning}).ringSize(); got != c.want {
+			t.Errorf("%+v: ring of %d bytes, want %d", c.tuning, got, c.want)
+		}
+	}
+	if DefaultWaitingRingSize >= DefaultRingSize {
+		t.Errorf("rings of threads that wait (%d) no smaller than of those that drop (%d)", DefaultWaitingRingSize, DefaultRingSize)
+	}
+}

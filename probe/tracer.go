@@ -343,7 +343,8 @@ type Tuning struct {
 	// could record in the tracee (inproc.go).
 	NoInProcess bool
 	// RingSize is each thread's ring for in-process probes, in bytes (a
-	// power of two); 0: DefaultRingSize.
+	// power of two); 0: DefaultWaitingRingSize if WaitForRoom, else
+	// DefaultRingSize.
 	RingSize int
 	// WaitForRoom makes a thread whose ring is full wait for the drain
 	// to free room rather than drop its record (roomwait.go): nothing

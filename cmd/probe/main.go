@@ -149,7 +149,8 @@ flags:
                             that could record in the tracee (see
                             docs/inprocess.md)
   --ring-size KIB           each thread's ring for in-process probes, in
-                            KiB, a power of two (default 16384)
+                            KiB, a power of two (default 4096 with
+                            --no-drop, 16384 with --drop)
   --no-drop                 a thread whose ring is full waits for probe to
                             take its records: nothing is lost, the program
                             is slowed to probe's pace (run and record of a
@@ -317,7 +318,7 @@ type options struct {
 	noMailbox   bool
 	noPlacement bool
 	noInProcess bool
-	ringKiB     int  // --ring-size
+	ringKiB     int  // --ring-size; 0: the tracer's default, by waitForRoom
 	drop        bool // --drop: full rings drop (attach's default)
 	noDrop      bool // --no-drop: full rings wait (run's default)
 	verbose     bool // -v: each probe's path
@@ -382,7 +383,7 @@ func parseFlags(args []string) (o options, pos, cmd []string, err error) {
 	fs.BoolVar(&o.noOptimize, "no-optimize", false, "")
 	fs.BoolVar(&o.noMailbox, "no-mailbox", false, "")
 	fs.BoolVar(&o.noInProcess, "no-inprocess", false, "")
-	fs.IntVar(&o.ringKiB, "ring-size", probe.DefaultRingSize>>10, "")
+	fs.IntVar(&o.ringKiB, "ring-size", 0, "")
 	fs.BoolVar(&o.drop, "drop", false, "")
 	fs.BoolVar(&o.noDrop, "no-drop", false, "")
 	def := fetch.DefaultFailAttr()
