@@ -140,8 +140,14 @@ func (ce *chunkEncoder) encode(b, p []byte) []byte {
 	for len(p) >= ring.RecordHeader {
 		rec := unsafe.Pointer(unsafe.SliceData(p))
 		w1 := *(*uint64)(unsafe.Add(rec, 8))
-		n := int(w1&0xffff-ring.RecordHeader) / 8
-		// (ring.Rings.chunk took only whole records: n values are in p)
+		// ring.Rings.chunk took only whole records, but the tracee's
+		// memory is the tracee's: a length it wrote over since ends
+		// the run here, not the tracer.
+		length := w1 & 0xffff
+		if length < ring.RecordHeader || length > uint64(len(p)) {
+			break
+		}
+		n := int(length-ring.RecordHeader) / 8
 		p = p[ring.RecordHeader+8*n:]
 		kind := 0
 		if uint32(w1>>32) == ReturnSite {

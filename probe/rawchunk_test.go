@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -172,5 +173,23 @@ func TestRawChunksReuse(t *testing.T) {
 	}
 	if small := pass(400, 2); cap(small) >= rawBatch/4 {
 		t.Errorf("a frame of %d bytes holds %d bytes of room", len(small), cap(small))
+	}
+}
+
+// TestRawChunksBadLength: a record whose length the tracee wrote over
+// after the ring's walk took it (too long for what is left, or shorter
+// than a header) ends the chunk's run; the tracer does not panic.
+func TestRawChunksBadLength(t *testing.T) {
+	for _, length := range []uint64{0, 8, ring.RecordHeader + 8*40, 0xffff} {
+		good := ringRecord(1, 0, 100, 7)
+		bad := ringRecord(1, 0, 200, 8, 9)
+		binary.LittleEndian.PutUint64(bad[8:], 1<<32|length)
+		var frames [][]byte
+		e := NewRawEncoder(func(kind byte, payload []byte) { frames = append(frames, payload) })
+		e.Chunk(ring.Line{TSC: 100}, -1, &ring.Chunk{Tid: 5, Bytes: [2][]byte{slices.Concat(good, bad)}, Records: 2})
+		e.EndChunks()
+		if len(frames) != 1 {
+			t.Errorf("length %d: %d frames, want 1", length, len(frames))
+		}
 	}
 }
