@@ -1,9 +1,13 @@
 package symbols
 
 import (
+	"debug/elf"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -109,5 +113,91 @@ func TestProfilingBuildStripped(t *testing.T) {
 	}
 	if got := m.PatchSites(); !slices.Equal(got, want) {
 		t.Errorf("PatchSites of the stripped library:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestExportedRaw: libc's exported functions read off .dynsym's bytes
+// are those its decoded dynamic symbols give, but for the names of
+// hidden versions (memcpy@GLIBC_2.2.5), asked one name at a time and
+// all at once.
+func TestExportedRaw(t *testing.T) {
+	m, err := OpenModule("/lib/" + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH] + "-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Skip(err) // (no glibc here)
+	}
+	defer m.Close()
+	dynsym, err := m.dynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := func(names []string) []NamedFunction {
+		saved := m.elf
+		m.elf = nil // (exportedRaw refuses: the decoded symbols)
+		defer func() { m.elf = saved }()
+		fs := m.ExportedFunctions(names)
+		for i := range fs {
+			fs[i].Aliases = slices.DeleteFunc(slices.Clone(fs[i].Aliases), func(a string) bool { return strings.Contains(a, "@") })
+			if len(fs[i].Aliases) < 2 {
+				fs[i].Aliases = nil
+			}
+		}
+		return fs
+	}
+	same := func(a, b []NamedFunction) bool {
+		return slices.EqualFunc(a, b, func(x, y NamedFunction) bool {
+			return x.Symbol == y.Symbol && slices.Equal(slices.Sorted(slices.Values(x.Aliases)), slices.Sorted(slices.Values(y.Aliases)))
+		})
+	}
+	var all []string
+	for _, s := range dynsym {
+		if s.Section == elf.SHN_UNDEF || elf.ST_TYPE(s.Info) != elf.STT_FUNC {
+			continue
+		}
+		if all = append(all, s.Name); len(all)%10 != 0 {
+			continue // (one in ten asked alone: each read is of the whole table)
+		}
+		got, ok := m.exportedRaw([]string{s.Name})
+		if !ok {
+			t.Fatalf("%s: not read raw", s.Name)
+		}
+		if want := decoded([]string{s.Name}); !same(got, want) {
+			t.Errorf("%s: raw %+v, decoded %+v", s.Name, got, want)
+		}
+	}
+	if len(all) < 1000 {
+		t.Fatalf("%d names: the test is void", len(all))
+	}
+	got, _ := m.exportedRaw(all)
+	if want := decoded(all); !same(got, want) || len(got) < 1000 {
+		t.Errorf("all %d names: %d functions, decoded %d", len(all), len(got), len(want))
+	}
+}
+
+// TestExportsFunctionRaw: the functions libc exports, as CallEntry asks
+// (off .dynsym's bytes), are those its decoded dynamic symbols say.
+func TestExportsFunctionRaw(t *testing.T) {
+	m, err := OpenModule("/lib/" + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH] + "-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Skip(err) // (no glibc here)
+	}
+	defer m.Close()
+	dynsym, err := m.dynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]bool{}
+	for _, s := range dynsym {
+		typ, bind := elf.ST_TYPE(s.Info), elf.ST_BIND(s.Info)
+		if s.Section != elf.SHN_UNDEF && (typ == elf.STT_FUNC || typ == sttGNUIFunc) &&
+			(bind == elf.STB_GLOBAL || bind == elf.STB_WEAK) && elf.ST_VISIBILITY(s.Other) == elf.STV_DEFAULT {
+			want[s.Value] = true
+		}
+	}
+	if len(want) < 1000 {
+		t.Fatalf("%d functions exported: the test is void", len(want))
+	}
+	m.exportsFunction(0)
+	if !maps.Equal(m.cfi.exported, want) {
+		t.Errorf("%d addresses exported, the decoded symbols say %d", len(m.cfi.exported), len(want))
 	}
 }
