@@ -111,3 +111,36 @@ func TestBranchCache(t *testing.T) {
 		}
 	}
 }
+
+// TestBranchCacheDebugFile: a stripped library's entry points come from
+// its debug file, so a debug file changed since (other symbols) names
+// another cache file, and the sweep is made anew.
+func TestBranchCacheDebugFile(t *testing.T) {
+	tempBranchCache(t)
+	_, stripped := strippedLib(t)
+	open := func() *Module {
+		m, err := OpenModule(stripped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	m := open()
+	if _, err := m.findBranchTargets(); err != nil {
+		t.Fatal(err)
+	}
+	if m.DebugFile() == "" {
+		t.Fatal("no debug file found: the test is void")
+	}
+	key := m.branchKey()
+	if again := open().branchKey(); again != key {
+		t.Errorf("the same files: key %s, then %s", key, again)
+	}
+	if err := os.Chtimes(m.DebugFile(), time.Time{}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if changed := open().branchKey(); changed == key || changed == "" {
+		t.Errorf("the debug file changed: key %q, before %q", changed, key)
+	}
+}
