@@ -144,3 +144,23 @@ func TestBranchCacheDebugFile(t *testing.T) {
 		t.Errorf("the debug file changed: key %q, before %q", changed, key)
 	}
 }
+
+// TestBranchTargetsClosedNotShared: a module closed while its branch
+// targets were being found (an exec, a dlclose, during a search in the
+// background) fails alone: the next module of the file finds them.
+func TestBranchTargetsClosedNotShared(t *testing.T) {
+	tempBranchCache(t)
+	path := buildInto(t)
+	m, err := OpenModule(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.branchOnce.Do(func() { m.branches = m.sharedBranchSet() }) // (its set is the file's)
+	m.Close()
+	if _, err := m.BranchTargets(); err == nil {
+		t.Fatal("a closed module found its branch targets: the test is void")
+	}
+	if _, bt := openBranches(t, path); bt == nil || len(bt.entries) == 0 {
+		t.Errorf("the next module of %s: %+v", path, bt)
+	}
+}

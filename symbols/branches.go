@@ -103,8 +103,26 @@ var branchSets struct {
 func (m *Module) BranchTargets() (*BranchTargets, error) {
 	m.branchOnce.Do(func() { m.branches = m.sharedBranchSet() })
 	s := m.branches
-	s.once.Do(func() { s.bt, s.err = m.findBranchTargets() })
+	s.once.Do(func() {
+		if s.bt, s.err = m.findBranchTargets(); s.err != nil {
+			forgetBranchSet(s) // (this module's failure, closed meanwhile: another may read the file)
+		}
+	})
 	return s.bt, s.err
+}
+
+// forgetBranchSet takes s out of the shared sets, if it is there: the
+// next Module opened on its file makes a set of its own. A module can be
+// closed while a search in the background reads it (an exec, a
+// dlclose): its error is not the file's.
+func forgetBranchSet(s *branchSet) {
+	branchSets.Lock()
+	defer branchSets.Unlock()
+	for k, v := range branchSets.byFile {
+		if v == s {
+			delete(branchSets.byFile, k)
+		}
+	}
 }
 
 // PrefetchBranchTargets starts finding the module's branch targets in
