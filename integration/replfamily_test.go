@@ -287,7 +287,7 @@ func TestREPLStoppedProcess(t *testing.T) {
 // still be answered at once, and the child run on when continued.
 func TestREPLBellStopped(t *testing.T) {
 	p, pid, r, w := startFollowed(t)
-	child := forkCalls(t, p, "forksid") // (a stopped child of a session of its own: not sent SIGHUP when orphaned)
+	child := forkCalls(t, p, "forksid")                        // (a stopped child of a session of its own: not sent SIGHUP when orphaned)
 	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) }) // (stopped for ever if the test fails)
 	w.call(t, p, "child ", child, 3, true)
 	w.check(t, r)
