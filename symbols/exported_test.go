@@ -121,15 +121,7 @@ func TestProfilingBuildStripped(t *testing.T) {
 // hidden versions (memcpy@GLIBC_2.2.5), asked one name at a time and
 // all at once.
 func TestExportedRaw(t *testing.T) {
-	m, err := OpenModule("/lib/" + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH] + "-linux-gnu/libc.so.6")
-	if err != nil {
-		t.Skip(err) // (no glibc here)
-	}
-	defer m.Close()
-	dynsym, err := m.dynamicSymbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, dynsym := openLibc(t)
 	decoded := func(names []string) []NamedFunction {
 		saved := m.elf
 		m.elf = nil // (exportedRaw refuses: the decoded symbols)
@@ -176,15 +168,7 @@ func TestExportedRaw(t *testing.T) {
 // TestExportsFunctionRaw: the functions libc exports, as CallEntry asks
 // (off .dynsym's bytes), are those its decoded dynamic symbols say.
 func TestExportsFunctionRaw(t *testing.T) {
-	m, err := OpenModule("/lib/" + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH] + "-linux-gnu/libc.so.6")
-	if err != nil {
-		t.Skip(err) // (no glibc here)
-	}
-	defer m.Close()
-	dynsym, err := m.dynamicSymbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, dynsym := openLibc(t)
 	want := map[uint64]bool{}
 	for _, s := range dynsym {
 		typ, bind := elf.ST_TYPE(s.Info), elf.ST_BIND(s.Info)
@@ -200,4 +184,19 @@ func TestExportsFunctionRaw(t *testing.T) {
 	if !maps.Equal(m.cfi.exported, want) {
 		t.Errorf("%d addresses exported, the decoded symbols say %d", len(m.cfi.exported), len(want))
 	}
+}
+
+// openLibc opens libc.so.6 and reads its dynamic symbols decoded.
+func openLibc(t *testing.T) (*Module, []elf.Symbol) {
+	t.Helper()
+	m, err := OpenModule("/lib/" + map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH] + "-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	dynsym, err := m.dynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, dynsym
 }
