@@ -168,16 +168,20 @@ func TestInProcessReturnsTailTrap(t *testing.T) {
 	for _, flag := range []string{"-v", "--no-inprocess"} {
 		out := filepath.Join(t.TempDir(), "trace")
 		r := probe(t, "run", "-v", flag, "-o", out, "--tracer", "function_graph", "--filter", "outer,mid,spin,last,first,spin_on,then", "--", exe, fmt.Sprint(n))
-		paths := "function tracer: 5 functions in-process, 2 stop the thread (no jump fits: a branch lands inside the jump: 2)"
+		paths := "function tracer: 5 functions in-process, 2 stop the thread (no jump fits: a branch lands inside the jump: 2)\n" +
+			"probe: function tracer: these stop the thread: spin, spin_on (no jump fits: a branch lands inside the jump)\n"
 		switch {
 		case flag == "-v" && runtime.GOARCH == "arm64":
 			// (spin's and spin_on's first instruction is a register branch.)
-			paths = "function tracer: 5 functions in-process, 2 stop the thread (no jump fits: a register branch cannot be covered by the jump: 2)"
+			paths = "function tracer: 5 functions in-process, 2 stop the thread (no jump fits: a register branch cannot be covered by the jump: 2)\n" +
+				"probe: function tracer: these stop the thread: spin, spin_on (no jump fits: a register branch cannot be covered by the jump)\n"
 		case flag == "--no-inprocess" && runtime.GOARCH == "arm64":
 			// (No detours but those that record: none is made.)
-			paths = "function tracer: 0 functions in-process, 7 stop the thread (--no-inprocess: 7)"
+			paths = "function tracer: 0 functions in-process, 7 stop the thread (--no-inprocess: 7)\n" +
+				"probe: function tracer: these stop the thread: first, last, mid, outer, spin, spin_on, then (--no-inprocess)\n"
 		case flag == "--no-inprocess":
-			paths = "function tracer: 0 functions in-process, 7 stop the thread (--no-inprocess: 5, no jump fits: a branch lands inside the jump: 2)"
+			paths = "function tracer: 0 functions in-process, 7 stop the thread (--no-inprocess: 5, no jump fits: a branch lands inside the jump: 2)\n" +
+				"probe: function tracer: these stop the thread: first, last, mid, outer, then (--no-inprocess); spin, spin_on (no jump fits: a branch lands inside the jump)\n"
 		}
 		if r.code != 0 || r.stdout != base.stdout || !strings.Contains(r.stderr, paths) {
 			t.Fatalf("probe run %s: want exit 0, %q, %q; got %v", flag, base.stdout, paths, r)

@@ -472,6 +472,7 @@ type jumpState struct {
 		mu          sync.Mutex
 		in          int
 		ways, stops map[string]int
+		stopping    map[string][]string // the functions that stop, by why
 	}
 	// redirects are the branches re-aimed into detours, by address, put
 	// back at detach (putBackRedirects).

@@ -57,6 +57,15 @@ func (t *Tracer) FuncPaths() (inProcess int, ways, stops map[string]int) {
 	return t.jumps.funcPaths.in, maps.Clone(t.jumps.funcPaths.ways), maps.Clone(t.jumps.funcPaths.stops)
 }
 
+// FuncStops names the function tracer's functions that stop the
+// thread, by why, each list sorted (read it after Ready): -v says which
+// they are, for a user who wonders why a function is slower to trace.
+func (t *Tracer) FuncStops() map[string][]string {
+	t.jumps.funcPaths.mu.Lock()
+	defer t.jumps.funcPaths.mu.Unlock()
+	return maps.Clone(t.jumps.funcPaths.stopping)
+}
+
 // hookedWay is where a function tracer's site is in its function, if
 // not at its first instruction.
 func (st *site) hookedWay() string {
@@ -71,13 +80,14 @@ func (st *site) hookedWay() string {
 
 // noteFuncPaths keeps what FuncPaths says, once the jumps are placed.
 func (t *Tracer) noteFuncPaths() {
-	in, ways, stops := 0, map[string]int{}, map[string]int{}
+	in, ways, stops, stopping := 0, map[string]int{}, map[string]int{}, map[string][]string{}
 	for _, st := range t.sites {
 		if st.fn == nil {
 			continue
 		}
 		if rec, why := st.path(); !rec {
 			stops[why]++
+			stopping[why] = append(stopping[why], st.fn.name)
 			continue
 		}
 		in++
@@ -86,6 +96,9 @@ func (t *Tracer) noteFuncPaths() {
 		}
 	}
 	t.jumps.funcPaths.mu.Lock()
-	t.jumps.funcPaths.in, t.jumps.funcPaths.ways, t.jumps.funcPaths.stops = in, ways, stops
+	for _, names := range stopping {
+		slices.Sort(names)
+	}
+	t.jumps.funcPaths.in, t.jumps.funcPaths.ways, t.jumps.funcPaths.stops, t.jumps.funcPaths.stopping = in, ways, stops, stopping
 	t.jumps.funcPaths.mu.Unlock()
 }

@@ -1139,6 +1139,9 @@ func printPaths(t *probe.Tracer, s *sink) {
 	if s.traced != nil {
 		in, ways, stops := t.FuncPaths()
 		fmt.Fprintf(os.Stderr, "probe: function tracer: %d functions in-process%s%s\n", in, waysNote(ways), stopsNote(stops))
+		if line := stoppingNote(t.FuncStops()); line != "" {
+			fmt.Fprintf(os.Stderr, "probe: function tracer: these stop the thread: %s\n", line)
+		}
 	}
 	if _, raw := t.RawCapture(); raw {
 		fmt.Fprintf(os.Stderr, "probe: recorded raw: the records as the tracee makes them, decoded by probe report\n")
@@ -1153,6 +1156,28 @@ func stopsNote(stops map[string]int) string {
 	}
 	n, parts := tally(stops)
 	return fmt.Sprintf(", %d stop the thread (%s)", n, parts)
+}
+
+// stoppingNames is how many functions stoppingNote names for each
+// reason: --no-inprocess stops them all.
+const stoppingNames = 12
+
+// stoppingNote names the functions that stop the thread, those of the
+// most frequent reason first: "f, g (WHY); h and 3 more (WHY)".
+func stoppingNote(stopping map[string][]string) string {
+	whys := slices.SortedFunc(maps.Keys(stopping), func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(stopping[b]), len(stopping[a])), cmp.Compare(a, b))
+	})
+	var parts []string
+	for _, why := range whys {
+		names := stopping[why]
+		list := strings.Join(names[:min(len(names), stoppingNames)], ", ")
+		if more := len(names) - stoppingNames; more > 0 {
+			list += fmt.Sprintf(" and %d more", more)
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", list, why))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // waysNote says where the functions in-process that are not hooked at
