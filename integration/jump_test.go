@@ -445,3 +445,46 @@ func TestJumpLibcMemcpy(t *testing.T) {
 	}
 	refused("function_graph", refusals, impl)
 }
+
+// TestJumpComputedGoto: a function whose indirect jumps are a computed
+// goto through a table of its own labels (gcc's labels as values, the
+// dispatch of Lua's luaV_execute and CPython's eval loop) takes a jump
+// like any other: its table's labels are its branch targets, read from
+// .data.rel.ro in a PIE (read-only once relocated) and from .rodata
+// otherwise. Before, run stopped the thread at every call ("the function
+// has an indirect jump"). Its calls and leaf's, in the order of a trace
+// made with a stop at every call, and the program's output as untraced.
+func TestJumpComputedGoto(t *testing.T) {
+	const calls = 300
+	for _, pie := range []string{"-pie", "-no-pie"} {
+		t.Run(pie, func(t *testing.T) {
+			t.Parallel()
+			flags := []string{"-O2", "-g", pie}
+			if pie == "-no-pie" {
+				flags = append(flags, "-fno-pie")
+			}
+			exe := builtOnce(t, "cgoto"+pie, filepath.Join("testdata", "jump", "cgoto.c"), flags...)
+			want := runCmd(t, nil, exe, strconv.Itoa(calls))
+			r := probe(t, "run", "-v", "-o", filepath.Join(t.TempDir(), "trace"), "--tracer", "function_graph", "--filter", "run", "--", exe, strconv.Itoa(calls))
+			if r.code != 0 || r.stdout != want.stdout || !strings.Contains(r.stderr, "probe: function tracer: 1 functions in-process\n") {
+				t.Fatalf("probe run -v --filter run: want exit 0, %q and run in-process; got %v", want.stdout, r)
+			}
+			var shapes []string
+			for _, mode := range []string{"-v", "--no-inprocess"} {
+				out := filepath.Join(t.TempDir(), "trace")
+				r := probe(t, "run", "-v", mode, "-o", out, "--tracer", "function_graph", "--", exe, strconv.Itoa(calls))
+				if r.code != 0 || r.stdout != want.stdout {
+					t.Fatalf("probe run %s: want exit 0 and %q; got %v", mode, want.stdout, r)
+				}
+				graph := graphOfOneThread(t, readTrace(t, out))
+				if n := countsOf(graph); n["run"] != calls || n["leaf"] != 2*calls {
+					t.Fatalf("%s: calls %v, want run %d, leaf %d", mode, n, calls, 2*calls)
+				}
+				shapes = append(shapes, graphShape(t, readTrace(t, out)))
+			}
+			if shapes[0] != shapes[1] {
+				t.Errorf("in-process:\n%s\nstopping:\n%s", limit(shapes[0]), limit(shapes[1]))
+			}
+		})
+	}
+}

@@ -148,12 +148,13 @@ const maxRounds = 4
 // in order). A table's base proven over the function's control flow
 // depends on where the tables themselves jump: the proof is made again
 // with the entries found until they stay the same, so it holds for the
-// control flow they give; a jmp found unknown on the way stays so, and
-// adds no branches.
+// control flow they give; a jmp not found in a round adds no branches to
+// the next, and may be found there (a computed goto's dispatch reached
+// only through another's labels: Lua's luaV_execute has three); those
+// not found in the last round are unknown.
 func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branch, read TableReader) (found []Branch, unknown []uint64) {
 	near := make(map[int][]located, len(indirect))
 	var graph *flowGraph // (its instructions decoded once for every round)
-	isUnknown := make(map[int]bool)
 	for round := 0; ; round++ {
 		linked, linkOK := -1, false
 		bases := func(base x86asm.Reg, at uint64) ([]uint64, bool) {
@@ -173,38 +174,34 @@ func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branc
 			targets = append(targets, b.To)
 		}
 		var next []Branch
-		lost := false
+		unknown = unknown[:0]
 		for _, j := range indirect {
-			if isUnknown[j] {
-				continue
-			}
 			at := fnAddr + uint64(starts[j])
 			if near[j] == nil {
 				near[j] = locateAll(fn, fnAddr, starts[max(0, j-window):j+1])
 			}
 			table, ok := jumpTableTargets(near[j], min(j, window), targets, read, bases)
 			if !ok {
-				isUnknown[j], lost = true, true
+				table, ok = labelTableTargets(near[j], min(j, window), targets, read, bases, fnAddr, fnAddr+uint64(len(fn)))
+			}
+			if !ok {
+				unknown = append(unknown, at)
 				continue
 			}
 			for _, t := range table {
 				next = append(next, Branch{From: at, To: t})
 			}
 		}
-		if !lost && slices.Equal(next, found) || round == maxRounds {
-			if round == maxRounds && !slices.Equal(next, found) {
-				// Not settled: none is known.
-				next = nil
-				for _, j := range indirect {
-					isUnknown[j] = true
-				}
-			}
+		if slices.Equal(next, found) {
+			return next, unknown // (the proofs held for the flow next gives)
+		}
+		if round == maxRounds {
+			// Not settled: none is known.
+			unknown = unknown[:0]
 			for _, j := range indirect {
-				if isUnknown[j] {
-					unknown = append(unknown, fnAddr+uint64(starts[j]))
-				}
+				unknown = append(unknown, fnAddr+uint64(starts[j]))
 			}
-			return next, unknown
+			return nil, unknown
 		}
 		found = next
 	}

@@ -28,7 +28,7 @@ import (
 // whole, not ours, or that others may write is never read, only written
 // over.
 //
-// The file: the line "probe-branches 2", the count of entry points, each
+// The file: the line "probe-branches 3" (3: computed gotos' tables read), the count of entry points, each
 // as its distance from the one before; the count of branches, each (by
 // target) as its target's distance from the one before and its source's
 // signed distance from its target (varints); and last the CRC-32C of all
@@ -48,7 +48,7 @@ var BranchCacheDir = func() string {
 	return filepath.Join(dir, "probe", "branches")
 }()
 
-const branchCacheMagic = "probe-branches 2\n"
+const branchCacheMagic = "probe-branches 3\n"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -18,14 +18,14 @@ import (
 // address: the code and the tables it reads. A function of another size
 // than the one cached is analysed anew, as is one that does not decode.
 //
-// The file: the line "probe-flows 1", the count of functions, each (by
+// The file: the line "probe-flows 2" (2: computed gotos' tables read), the count of functions, each (by
 // address) as its distance from the one before, its size, its branches
 // (their count; each source's distance from the function's start and
 // its target's signed distance from its source) and its unknown indirect
 // jumps (their count; each one's distance from the start), all varints,
 // and last the CRC-32C of all that.
 
-const flowCacheMagic = "probe-flows 1\n"
+const flowCacheMagic = "probe-flows 2\n"
 
 // flowSet is a module's functions' flows, at link addresses.
 type flowSet struct {

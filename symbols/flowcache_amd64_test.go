@@ -121,26 +121,38 @@ func TestFlowCache(t *testing.T) {
 }
 
 // TestReadTable: a jump table is read from a segment the program cannot
-// write, never from one it can (what the file holds there may not be what
-// the code reads).
+// write, or from the part of a writable one that is read-only once
+// relocated (PT_GNU_RELRO: a table of label addresses), never from the
+// rest (what the file holds there may not be what the code reads).
 func TestReadTable(t *testing.T) {
 	m, err := OpenModule("/lib/x86_64-linux-gnu/libc.so.6")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	if len(m.relro) != 1 {
+		t.Fatalf("libc's PT_GNU_RELRO: %+v, want one", m.relro)
+	}
+	relro := m.relro[0]
 	var ro, rw bool
 	for _, p := range m.loads {
-		_, err := m.ReadTable(p.Vaddr, 4)
-		if p.Flags&elf.PF_W != 0 {
-			rw = true
-			if err == nil {
-				t.Errorf("read at %#x, in a writable segment", p.Vaddr)
-			}
-		} else {
+		if p.Flags&elf.PF_W == 0 {
 			ro = true
-			if err != nil {
+			if _, err := m.ReadTable(p.Vaddr, 4); err != nil {
 				t.Errorf("read at %#x: %v", p.Vaddr, err)
+			}
+			continue
+		}
+		rw = true
+		if p.Vaddr != relro.Vaddr || p.Filesz <= relro.Memsz+8 {
+			t.Fatalf("libc's writable segment %+v, its read-only part %+v: want it first, and more after it", p, relro)
+		}
+		if _, err := m.ReadTable(relro.Vaddr+relro.Memsz-8, 8); err != nil {
+			t.Errorf("read at the end of the read-only part: %v", err)
+		}
+		for _, at := range []uint64{relro.Vaddr + relro.Memsz - 4, p.Vaddr + p.Filesz - 8} {
+			if _, err := m.ReadTable(at, 8); err == nil {
+				t.Errorf("read at %#x, in the writable part", at)
 			}
 		}
 	}

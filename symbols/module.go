@@ -47,6 +47,7 @@ type Module struct {
 	file  *os.File
 	elf   *elf.File
 	loads []elf.ProgHeader // PT_LOAD headers sorted by Vaddr
+	relro []elf.ProgHeader // PT_GNU_RELRO: read-only once relocated
 	// realPath is where the file lives in the file system; it differs from
 	// Path when a process's file was opened through /proc/PID/map_files, and
 	// is what .gnu_debuglink is resolved against.
@@ -132,8 +133,11 @@ func newModule(file *os.File, path, realPath string) (*Module, error) {
 		realPath: realPath,
 	}
 	for _, p := range ef.Progs {
-		if p.Type == elf.PT_LOAD {
+		switch p.Type {
+		case elf.PT_LOAD:
 			m.loads = append(m.loads, p.ProgHeader)
+		case elf.PT_GNU_RELRO:
+			m.relro = append(m.relro, p.ProgHeader)
 		}
 	}
 	sort.Slice(m.loads, func(i, j int) bool { return m.loads[i].Vaddr < m.loads[j].Vaddr })
@@ -465,16 +469,30 @@ func (m *Module) ReadCode(addr, size uint64) ([]byte, error) {
 	return nil, fmt.Errorf("read %s: address 0x%x is not in a loadable segment with file data", m.Path, addr)
 }
 
-// ReadTable reads size bytes at link address addr, as ReadCode, from a
-// segment the program cannot write (a jump table in .rodata): what the
-// file holds there is what the code reads at run time.
+// ReadTable reads size bytes at link address addr, as ReadCode, from
+// memory the program cannot write: a jump table in .rodata, or a table
+// of label addresses in .data.rel.ro, which the loader makes read-only
+// once it has relocated it (PT_GNU_RELRO). The file holds there what the
+// code reads at run time, at link addresses: a PIE's relocations there
+// add its load bias (GNU ld writes each one's addend in the file; a file
+// that holds zeros instead gives no table).
 func (m *Module) ReadTable(addr, size uint64) ([]byte, error) {
 	for _, p := range m.loads {
-		if addr >= p.Vaddr && addr-p.Vaddr < p.Filesz && p.Flags&elf.PF_W != 0 {
+		if addr >= p.Vaddr && addr-p.Vaddr < p.Filesz && p.Flags&elf.PF_W != 0 && !m.inRelro(addr, size) {
 			return nil, fmt.Errorf("read %s at 0x%x: a writable segment", m.Path, addr)
 		}
 	}
 	return m.ReadCode(addr, size)
+}
+
+// inRelro reports whether [addr, addr+size) lies in a PT_GNU_RELRO range.
+func (m *Module) inRelro(addr, size uint64) bool {
+	for _, p := range m.relro {
+		if addr >= p.Vaddr && addr+size <= p.Vaddr+p.Memsz && addr+size >= addr {
+			return true
+		}
+	}
+	return false
 }
 
 // codeCache keeps the file's bytes that ReadCode has read, in aligned

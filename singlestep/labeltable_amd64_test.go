@@ -1,0 +1,96 @@
+package singlestep
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLabelTable: a computed goto's table of label addresses (gcc's
+// labels as values) is read up to the index's bound (a mask, or a byte),
+// each word a target, in the function or out of it; a second dispatch
+// reached only through the first's labels is read too (Lua's
+// luaV_execute). Refused: no mask, a mask that is not 2^n-1, the index
+// or the base written after the mask, an entry inside an instruction,
+// a table of fewer than two of the function's addresses (zeros).
+func TestLabelTable(t *testing.T) {
+	const fn = 0x401000
+	const table = fn + 0x100
+	// lea T(%rip),%r14; movzbl (%rdx),%eax; and $3,%eax;
+	// mov (%r14,%rax,8),%rax; jmp *%rax; l0: add $1,%rdx;
+	// movzbl (%rdx),%eax; and $3,%eax; mov (%r14,%rax,8),%rax;
+	// jmp *%rax; l1: add $2,%rdx; jmp l0; l2: nop; l3: ret
+	interp := "4c 8d 35 f9 00 00 00 0f b6 02 83 e0 03 49 8b 04 c6 ff e0 " +
+		"48 83 c2 01 0f b6 02 83 e0 03 49 8b 04 c6 ff e0 48 83 c2 02 eb ea 90 c3"
+	labels := []uint64{fn + 19, fn + 35, fn + 41, fn + 42}
+	// movzbl (%rdx),%eax; and $3,%eax; jmp *T(,%rax,8); l0: nop;
+	// l1: nop; l2: nop; l3: ret: a program not built as PIE.
+	absolute := fmt.Sprintf("0f b6 02 83 e0 03 ff 24 c5 % x 90 90 90 c3", binary.LittleEndian.AppendUint32(nil, table))
+	absLabels := []uint64{fn + 13, fn + 14, fn + 15, fn + 16}
+	// The same through mov T(,%rax,8),%rax; jmp *%rax.
+	loaded := fmt.Sprintf("0f b6 02 83 e0 03 48 8b 04 c5 % x ff e0 90 90 90 c3", binary.LittleEndian.AppendUint32(nil, table))
+	loadedLabels := []uint64{fn + 16, fn + 17, fn + 18, fn + 19}
+	other := uint64(0x7f0000001000) // an object after the table
+	patch := func(code string, at int, b string) string {
+		c := hx(t, code)
+		copy(c[at:], hx(t, b))
+		return fmt.Sprintf("% x", c)
+	}
+	tests := []struct {
+		name    string
+		code    string
+		entries []uint64 // the table's words
+		want    []uint64 // the targets read; nil: refused
+	}{
+		{"two dispatches, the second reached through the first's labels", interp, labels, slices.Concat(labels, labels)},
+		{"a word of the table outside the function", interp, []uint64{labels[0], labels[1], other, labels[2]}, []uint64{labels[0], labels[1], other, labels[2], labels[0], labels[1], other, labels[2]}},
+		{"jmp through the table itself", absolute, absLabels, absLabels},
+		{"the table's address in the load", loaded, loadedLabels, loadedLabels},
+		{"no bound (a mov for the movzbl, a nop for the and)", patch(patch(interp, 7, "8b 02 90"), 10, "0f 1f 00"), labels, nil},
+		{"bounded by a movzbl (and $3 a nop): 256 entries, 4 labels", patch(patch(interp, 10, "0f 1f 00"), 26, "0f 1f 00"), slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), slices.Repeat(slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), 2)},
+		{"a table the file holds as zeros", interp, make([]uint64, 4), nil},
+		{"a mask of 5", patch(interp, 12, "05"), labels, nil},
+		{"the index written after the mask (mov %ecx,%eax)", patch(interp, 10, "89 c8 90"), labels, nil},
+		{"an entry inside an instruction", interp, []uint64{labels[0], fn + 20, labels[2], labels[3]}, nil},
+		{"one label, then another object", interp, []uint64{labels[0], other, other, other}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			read := func(addr, n uint64) ([]byte, error) {
+				if addr != table {
+					return nil, errors.New("not in the module")
+				}
+				var b []byte
+				for _, e := range tc.entries {
+					b = binary.LittleEndian.AppendUint64(b, e)
+				}
+				if n > uint64(len(b)) {
+					t.Fatalf("read %d bytes at %#x, past the table's %d", n, addr, len(b))
+				}
+				return b[:n], nil
+			}
+			branches, err := FunctionBranches(hx(t, tc.code), fn, read, nil)
+			if tc.want == nil {
+				if err == nil || !strings.Contains(err.Error(), "indirect jump") {
+					t.Fatalf("FunctionBranches: %#x, %v; want refused", branches, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []uint64
+			for _, b := range branches {
+				if hx(t, tc.code)[b.From-fn] == 0xff {
+					got = append(got, b.To)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("the tables' targets: %#x, want %#x", got, tc.want)
+			}
+		})
+	}
+}
