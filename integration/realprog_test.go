@@ -349,3 +349,40 @@ func checkRun(t *testing.T, what string, r result, want string) {
 	sameOutput(t, what, r.stdout, want)
 	t.Logf("%s: %v", what, r.elapsed.Round(1e6))
 }
+
+// TestRealPythonEvalLoop: Debian's CPython runs its bytecode in
+// _PyEval_EvalFrameDefault, whose ~230 dispatches are computed gotos
+// through a table of its labels, two of them with the opcode bounded on
+// another path. It records in the tracee (before, it stopped the thread
+// at every call: sorting 3,000 items by a Python key took ~0.1 s of
+// stops), with as many calls as a stop at each counts, and python's
+// output as untraced.
+func TestRealPythonEvalLoop(t *testing.T) {
+	python := debianProgram(t, "python3", "python3")
+	cmd := []string{python, "-I", "-S", "-c", "print(sum(sorted(range(3000), key=lambda x: -x)[:10]))"}
+	plain := runCmd(t, nil, cmd[0], cmd[1:]...)
+	if plain.code != 0 || plain.stdout != "29945\n" {
+		t.Fatalf("python untraced: %v", plain)
+	}
+	var calls []int
+	for _, mode := range []string{"-v", "--no-inprocess"} {
+		out := filepath.Join(t.TempDir(), "trace")
+		r := probe(t, append([]string{"run", "-v", mode, "-o", out, "--tracer", "function_graph", "--filter", "_PyEval_EvalFrameDefault", "--"}, cmd...)...)
+		if r.code != 0 || r.stdout != plain.stdout {
+			t.Fatalf("probe run %s: want exit 0 and %q; got %v", mode, plain.stdout, r)
+		}
+		if mode == "-v" && !strings.Contains(r.stderr, "probe: function tracer: 1 functions in-process\n") {
+			t.Fatalf("_PyEval_EvalFrameDefault stops the thread:\n%s", r.stderr)
+		}
+		n := 0
+		for _, g := range parseGraph(t, readTrace(t, out).section(t, "function_graph")) {
+			if strings.HasPrefix(g.text, "_PyEval_EvalFrameDefault()") {
+				n++
+			}
+		}
+		calls = append(calls, n)
+	}
+	if calls[0] != calls[1] || calls[0] < 3000 {
+		t.Fatalf("calls of _PyEval_EvalFrameDefault: %d in the tracee, %d with a stop at each; want the same, at least 3,000", calls[0], calls[1])
+	}
+}

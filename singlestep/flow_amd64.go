@@ -113,6 +113,64 @@ func (g *flowGraph) tables(base x86asm.Reg, addr uint64) ([]uint64, bool) {
 	return tables, ok && len(tables) > 0
 }
 
+// bound returns the largest value the register idx may hold when the
+// instruction at addr runs, as a computed goto's index (labeltable):
+// a walk back over every path that reaches it, each of which must meet
+// an instruction that bounds it (indexBound) before anything else that
+// may write it, a sign extension of its own low half aside (the bound
+// is small and not negative), and must not reach the function's start.
+func (g *flowGraph) bound(idx x86asm.Reg, addr uint64) (int64, bool) {
+	at, ok := g.index(addr)
+	if !ok || at == 0 || family(idx) != idx || idx == x86asm.RSP {
+		return 0, false
+	}
+	most := int64(-1)
+	seen := make([]bool, len(g.starts))
+	stack, ok := g.before(at, nil)
+	for ok && len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[i] {
+			continue
+		}
+		seen[i] = true
+		in, decoded := g.inst(i)
+		if !decoded {
+			return 0, false
+		}
+		if n, ok := indexBound(in, idx); ok {
+			most = max(most, n)
+			continue
+		}
+		dst, _ := in.Args[0].(x86asm.Reg)
+		src, _ := in.Args[1].(x86asm.Reg)
+		keeps := in.Op == x86asm.MOVSXD && dst == idx && family(src) == idx && regBytes(src) == 4
+		if !keeps && mayWrite(in, idx) || i == 0 {
+			return 0, false
+		}
+		stack, ok = g.before(i, stack)
+	}
+	return most, ok && most >= 0
+}
+
+// indexBound reports whether in bounds the register idx, and by what:
+// `and $MASK` (MASK+1 a power of two) or a zero extension of a byte, to
+// 32 bits or more.
+func indexBound(in x86asm.Inst, idx x86asm.Reg) (int64, bool) {
+	dst, ok := in.Args[0].(x86asm.Reg)
+	if !ok || family(dst) != idx || regBytes(dst) < 4 {
+		return 0, false
+	}
+	switch in.Op {
+	case x86asm.AND:
+		n, ok := in.Args[1].(x86asm.Imm)
+		return int64(n), ok && n > 0 && n < maxTable && n&(n+1) == 0
+	case x86asm.MOVZX:
+		return 0xff, zeroExtendsByte(in)
+	}
+	return 0, false
+}
+
 // before appends to stack the instructions that may run just before
 // the instruction i; false if one does not decode.
 func (g *flowGraph) before(i int, stack []int) ([]int, bool) {

@@ -157,17 +157,26 @@ func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branc
 	var graph *flowGraph // (its instructions decoded once for every round)
 	for round := 0; ; round++ {
 		linked, linkOK := -1, false
-		bases := func(base x86asm.Reg, at uint64) ([]uint64, bool) {
+		flow := func() bool { // the graph, linked with this round's branches
 			if graph == nil {
 				graph = newFlowGraph(fn, fnAddr, starts)
 			}
 			if linked != round {
 				linked, linkOK = round, graph.link(slices.Concat(direct, found))
 			}
-			if !linkOK {
+			return linkOK
+		}
+		bases := func(base x86asm.Reg, at uint64) ([]uint64, bool) {
+			if !flow() {
 				return nil, false
 			}
 			return graph.tables(base, at)
+		}
+		bounds := func(idx x86asm.Reg, at uint64) (int64, bool) {
+			if !flow() {
+				return 0, false
+			}
+			return graph.bound(idx, at)
 		}
 		targets := make([]uint64, 0, len(direct)+len(found))
 		for _, b := range slices.Concat(direct, found) {
@@ -182,7 +191,7 @@ func jumpTables(fn []byte, fnAddr uint64, starts, indirect []int, direct []Branc
 			}
 			table, ok := jumpTableTargets(near[j], min(j, window), targets, read, bases)
 			if !ok {
-				table, ok = labelTableTargets(near[j], min(j, window), targets, read, bases, fnAddr, fnAddr+uint64(len(fn)))
+				table, ok = labelTableTargets(near[j], min(j, window), targets, read, bases, bounds, fnAddr, fnAddr+uint64(len(fn)))
 			}
 			if !ok {
 				unknown = append(unknown, at)

@@ -33,8 +33,10 @@ import (
 
 // labelTableTargets returns the labels the computed goto insts[j]
 // dispatches through, or false; fnAddr and fnEnd bound the function,
-// and bases is as for jumpTableTargets.
-func labelTableTargets(insts []located, j int, branchTargets []uint64, read TableReader, bases func(base x86asm.Reg, at uint64) ([]uint64, bool), fnAddr, fnEnd uint64) ([]uint64, bool) {
+// bases is as for jumpTableTargets, and bounds gives the bound of an
+// index not bounded in the dispatch's own instructions (flowGraph.bound;
+// nil: none known).
+func labelTableTargets(insts []located, j int, branchTargets []uint64, read TableReader, bases func(base x86asm.Reg, at uint64) ([]uint64, bool), bounds func(idx x86asm.Reg, at uint64) (int64, bool), fnAddr, fnEnd uint64) ([]uint64, bool) {
 	if read == nil || j < 1 || j >= len(insts) {
 		return nil, false
 	}
@@ -82,10 +84,15 @@ func labelTableTargets(insts []located, j int, branchTargets []uint64, read Tabl
 		return nil, false
 	}
 	var bound int64
-	var guard uint64 // the and's address
+	var guard uint64 // the bound's address, if in the dispatch's own instructions
+scan:
 	for k := load - 1; k >= 0 && k >= j-window && guard == 0; k-- {
 		in, at := insts[k].inst, insts[k].addr
 		dst, _ := in.Args[0].(x86asm.Reg)
+		if n, ok := indexBound(in, idx); ok {
+			bound, guard = n, at
+			break
+		}
 		switch {
 		case in.Op == x86asm.LEA && base != 0 && dst == base && tables == nil:
 			lm, ok := in.Args[1].(x86asm.Mem)
@@ -93,22 +100,22 @@ func labelTableTargets(insts []located, j int, branchTargets []uint64, read Tabl
 				return nil, false
 			}
 			tables = []uint64{at + uint64(in.Len) + uint64(lm.Disp)}
-		case in.Op == x86asm.AND && dst != 0 && family(dst) == idx:
-			n, ok := in.Args[1].(x86asm.Imm)
-			if !ok || regBytes(dst) < 4 || n <= 0 || n >= maxTable || n&(n+1) != 0 {
-				return nil, false
-			}
-			bound, guard = int64(n), at
-		case in.Op == x86asm.MOVZX && dst != 0 && family(dst) == idx && regBytes(dst) >= 4 && in.MemBytes <= 1 && zeroExtendsByte(in):
-			bound, guard = 0xff, at // (CPython's opcode byte)
-		case dst != 0 && (base != 0 && family(dst) == base || family(dst) == idx):
-			return nil, false // the table or the index changed here
-		case !plainOp(in.Op):
-			return nil, false
+		case dst != 0 && base != 0 && family(dst) == base:
+			return nil, false // the table changed here
+		case dst != 0 && family(dst) == idx || !plainOp(in.Op):
+			break scan // (the bound, if any, is further: bounds)
 		}
 	}
 	if guard == 0 {
-		return nil, false
+		// Set on another path (CPython's index, a byte loaded before a
+		// jcc to the dispatch): proven over the control flow.
+		var ok bool
+		if bounds == nil {
+			return nil, false
+		}
+		if bound, ok = bounds(idx, insts[load].addr); !ok {
+			return nil, false
+		}
 	}
 	if tables == nil {
 		var ok bool
@@ -120,7 +127,7 @@ func labelTableTargets(insts []located, j int, branchTargets []uint64, read Tabl
 		}
 	}
 	for _, t := range branchTargets {
-		if t > guard && t <= insts[j].addr {
+		if guard != 0 && t > guard && t <= insts[j].addr {
 			return nil, false // in past the bound
 		}
 	}

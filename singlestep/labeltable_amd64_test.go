@@ -13,9 +13,11 @@ import (
 // labels as values) is read up to the index's bound (a mask, or a byte),
 // each word a target, in the function or out of it; a second dispatch
 // reached only through the first's labels is read too (Lua's
-// luaV_execute). Refused: no mask, a mask that is not 2^n-1, the index
-// or the base written after the mask, an entry inside an instruction,
-// a table of fewer than two of the function's addresses (zeros).
+// luaV_execute), and one bounded before a jcc or on another path to it
+// (CPython's _PyEval_EvalFrameDefault). Refused: no bound, a mask that
+// is not 2^n-1, the index written after its bound (in the dispatch, or
+// on a path to it), an entry inside an instruction, a table of fewer
+// than two of the function's addresses (zeros).
 func TestLabelTable(t *testing.T) {
 	const fn = 0x401000
 	const table = fn + 0x100
@@ -34,6 +36,13 @@ func TestLabelTable(t *testing.T) {
 	loaded := fmt.Sprintf("0f b6 02 83 e0 03 48 8b 04 c5 % x ff e0 90 90 90 c3", binary.LittleEndian.AppendUint32(nil, table))
 	loadedLabels := []uint64{fn + 16, fn + 17, fn + 18, fn + 19}
 	other := uint64(0x7f0000001000) // an object after the table
+	// lea T(%rip),%r14; movzbl (%rdx),%eax; test %esi,%esi; je l;
+	// mov (%r14,%rax,8),%rcx; jmp *%rcx; l: movslq %eax,%rax;
+	// mov (%r14,%rax,8),%rcx; jmp *%rcx; l0: nop; l1: ret: each
+	// dispatch's bound is the movzbl, past a jcc or on the path to l
+	// (CPython's).
+	elsewhere := "4c 8d 35 f9 00 00 00 0f b6 02 85 f6 74 06 49 8b 0c c6 ff e1 48 63 c0 49 8b 0c c6 ff e1 90 c3"
+	byteTable := slices.Concat([]uint64{fn + 29, fn + 30}, slices.Repeat([]uint64{other}, 254))
 	patch := func(code string, at int, b string) string {
 		c := hx(t, code)
 		copy(c[at:], hx(t, b))
@@ -52,6 +61,8 @@ func TestLabelTable(t *testing.T) {
 		{"no bound (a mov for the movzbl, a nop for the and)", patch(patch(interp, 7, "8b 02 90"), 10, "0f 1f 00"), labels, nil},
 		{"bounded by a movzbl (and $3 a nop): 256 entries, 4 labels", patch(patch(interp, 10, "0f 1f 00"), 26, "0f 1f 00"), slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), slices.Repeat(slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), 2)},
 		{"a table the file holds as zeros", interp, make([]uint64, 4), nil},
+		{"bounded on the paths to the dispatch", elsewhere, byteTable, slices.Concat(byteTable, byteTable)},
+		{"written on a path to the dispatch (mov %esi,%eax at l)", patch(elsewhere, 20, "89 f0 90"), byteTable, nil},
 		{"a mask of 5", patch(interp, 12, "05"), labels, nil},
 		{"the index written after the mask (mov %ecx,%eax)", patch(interp, 10, "89 c8 90"), labels, nil},
 		{"an entry inside an instruction", interp, []uint64{labels[0], fn + 20, labels[2], labels[3]}, nil},
