@@ -67,7 +67,7 @@ func (t *Tracer) detachAll(anchor int) {
 		t.rewindSignalFrames(tid, sigreturns)
 	}
 	// Every record a thread has committed is handed on before probe
-	// lets go (the caller holds drain.mu).
+	// lets go (the caller holds the handlers' lock).
 	t.drainAll()
 	t.countInProgress()
 	t.restoreInprocReturns()

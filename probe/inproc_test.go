@@ -73,3 +73,25 @@ func TestTallySplitLook(t *testing.T) {
 		t.Fatalf("counted %d hits, %d values, sum %d, %d hits in all; want 1, 1, 5 and 2", hits, values, sum, p.hits.Load())
 	}
 }
+
+// TestRingSizeDefault: a ring is DefaultWaitingRingSize where its thread
+// waits for room, DefaultRingSize where it drops, Tuning.RingSize where
+// set.
+func TestRingSizeDefault(t *testing.T) {
+	for _, c := range []struct {
+		tuning Tuning
+		want   int
+	}{
+		{Tuning{}, DefaultRingSize},
+		{Tuning{WaitForRoom: true}, DefaultWaitingRingSize},
+		{Tuning{WaitForRoom: true, RingSize: 64 << 10}, 64 << 10},
+		{Tuning{RingSize: 64 << 10}, 64 << 10},
+	} {
+		if got := (&Tracer{tuning: c.tuning}).ringSize(); got != c.want {
+			t.Errorf("%+v: ring of %d bytes, want %d", c.tuning, got, c.want)
+		}
+	}
+	if DefaultWaitingRingSize >= DefaultRingSize {
+		t.Errorf("rings of threads that wait (%d) no smaller than of those that drop (%d)", DefaultWaitingRingSize, DefaultRingSize)
+	}
+}

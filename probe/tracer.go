@@ -69,7 +69,7 @@ type Tracer struct {
 	traps   sigtrapState // our SIGTRAP handler and the program's (rescue.go, trapstate.go)
 	maps    mappingState // what we mapped in the tracee (reclaim.go)
 	ret     returnState  // hooked returns and the call stacks (retprobe.go)
-	drain   drainState   // the rings' way to the handlers (drain.go)
+	drain   drainState   // the rings' way to the handlers (drain.go, ring.Drainer)
 	follow  followState  // followed forks and execs (follow.go)
 	inject  injectState  // calls and errors injected (patch.go, override.go)
 	scratch fetchScratch // reused by every hit's fetch (args.go)
