@@ -12,11 +12,6 @@ import (
 // takes records (Output), and wait for its room. The tracer says which
 // processes' rings there are and what is done around a pass (probe's
 // drain.go).
-//
-//	d.SetOutput(stream)
-//	d.Start(family, onPanic)   // the goroutine: family.Pass every 1-20 ms
-//	d.Do(func() { d.Before(rings, sink, tids, tid, stamp) })  // at a stop
-//	d.Stop()
 
 // Output is where the drained records go, as the drain sees it: its
 // room and its progress. output.Stream is one.
@@ -32,6 +27,9 @@ type Output interface {
 // Drainer hands on the records of the rings of a process, and of the
 // processes it follows, to one Output: the rings hold what the output
 // has no room for, rather than have it dropped downstream.
+//
+//	d.SetOutput(stream); d.Start(family, onPanic) // family.Pass every 1-20 ms
+//	d.Do(func() { d.Before(rings, sink, tids, tid, stamp) }) // at tid's stop
 type Drainer struct {
 	mu   sync.Mutex    // held while records are handed on: the goroutine's passes and the caller's (Do)
 	stop chan struct{} // closed to stop the goroutine
@@ -158,9 +156,9 @@ func passLimit(limit, n int, took time.Duration) int {
 	return min(passMax, max(64, limit))
 }
 
-// Sink is where a process's drained records go: Take's, and how a pass
-// is bounded and ended (a raw capture's pass is one frame of chunks,
-// which its reader merges whole).
+// Sink is where a process's drained records go (Take), and how a pass
+// of them is bounded and ended: a raw capture's pass is one frame of
+// chunks, which its reader merges whole.
 type Sink struct {
 	Take Take
 	// PassMax bounds each pass (0: only as the caller asks).
