@@ -230,6 +230,22 @@ func TestDrainerAll(t *testing.T) {
 			t.Errorf("took %v, limits %v", took, limits)
 		}
 	})
+	t.Run("stuck, in passes", func(t *testing.T) {
+		// A raw capture's passes are bounded (Sink.PassMax): given up
+		// once, the drain goes on pass after pass, not 2 s each.
+		t.Parallel()
+		var d Drainer
+		d.SetOutput(&fakeOutput{room: 0})
+		start := time.Now()
+		var limits []int
+		d.All(func(limit int) int {
+			limits = append(limits, limit)
+			return min(len(limits), 3) % 3 // the first two hand on records
+		})
+		if took := time.Since(start); took < giveUp || took > giveUp+giveUp/2 || !slices.Equal(limits, []int{0, 0, 0}) {
+			t.Errorf("took %v, limits %v", took, limits)
+		}
+	})
 }
 
 // fakeFamily counts its passes, and their records in shared, which the
