@@ -68,16 +68,26 @@ func (g *flowGraph) inst(i int) (x86asm.Inst, bool) {
 	return g.insts[i], true
 }
 
-// tables returns the tables base holds when the instruction at addr
-// runs: a walk back over every path that reaches it, each of which must
-// meet a `lea TABLE(%rip),%base` before anything else that may write the
-// base, and must not reach the function's start (the caller's value).
-func (g *flowGraph) tables(base x86asm.Reg, addr uint64) ([]uint64, bool) {
+// A walk's verdict on an instruction: it ends the path (found what the
+// walk looks for), the walk goes on before it, or the walk fails.
+type step int
+
+const (
+	stepEnd step = iota
+	stepOn
+	stepFail
+)
+
+// walkBack visits every instruction that may run before the one at
+// addr, path by path back from it, each once: a path ends where visit
+// says (stepEnd), and must not reach the function's start (the
+// caller's values) or an instruction that does not decode. It reports
+// whether every path ended.
+func (g *flowGraph) walkBack(addr uint64, visit func(i int, in x86asm.Inst) step) bool {
 	at, ok := g.index(addr)
-	if !ok || at == 0 || family(base) != base || base == x86asm.RSP {
-		return nil, false
+	if !ok || at == 0 {
+		return false
 	}
-	var tables []uint64
 	seen := make([]bool, len(g.starts))
 	stack, ok := g.before(at, nil)
 	for ok && len(stack) > 0 {
@@ -89,67 +99,77 @@ func (g *flowGraph) tables(base x86asm.Reg, addr uint64) ([]uint64, bool) {
 		seen[i] = true
 		in, decoded := g.inst(i)
 		if !decoded {
-			return nil, false
+			return false
 		}
+		switch visit(i, in) {
+		case stepEnd:
+			continue
+		case stepFail:
+			return false
+		}
+		if i == 0 {
+			return false
+		}
+		stack, ok = g.before(i, stack)
+	}
+	return ok
+}
+
+// tables returns the tables base holds when the instruction at addr
+// runs: every path back from it must meet a `lea TABLE(%rip),%base`
+// before anything else that may write the base (walkBack).
+func (g *flowGraph) tables(base x86asm.Reg, addr uint64) ([]uint64, bool) {
+	if family(base) != base || base == x86asm.RSP {
+		return nil, false
+	}
+	var tables []uint64
+	ok := g.walkBack(addr, func(i int, in x86asm.Inst) step {
 		if dst, _ := in.Args[0].(x86asm.Reg); in.Op == x86asm.LEA && dst == base {
 			m, ok := in.Args[1].(x86asm.Mem)
 			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
-				return nil, false
+				return stepFail
 			}
 			t := g.fnAddr + uint64(g.starts[i]) + uint64(in.Len) + uint64(m.Disp)
 			if !slices.Contains(tables, t) {
 				tables = append(tables, t)
 			}
 			if len(tables) > maxBases {
-				return nil, false
+				return stepFail
 			}
-			continue
+			return stepEnd
 		}
-		if mayWrite(in, base) || i == 0 {
-			return nil, false
+		if mayWrite(in, base) {
+			return stepFail
 		}
-		stack, ok = g.before(i, stack)
-	}
+		return stepOn
+	})
 	return tables, ok && len(tables) > 0
 }
 
 // bound returns the largest value the register idx may hold when the
 // instruction at addr runs, as a computed goto's index (labeltable):
-// a walk back over every path that reaches it, each of which must meet
-// an instruction that bounds it (indexBound) before anything else that
-// may write it, a sign extension of its own low half aside (the bound
-// is small and not negative), and must not reach the function's start.
+// every path back from it must meet an instruction that bounds it
+// (indexBound) before anything else that may write it, a sign extension
+// of its own low half aside (the bound is small and not negative)
+// (walkBack).
 func (g *flowGraph) bound(idx x86asm.Reg, addr uint64) (int64, bool) {
-	at, ok := g.index(addr)
-	if !ok || at == 0 || family(idx) != idx || idx == x86asm.RSP {
+	if family(idx) != idx || idx == x86asm.RSP {
 		return 0, false
 	}
 	most := int64(-1)
-	seen := make([]bool, len(g.starts))
-	stack, ok := g.before(at, nil)
-	for ok && len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[i] {
-			continue
-		}
-		seen[i] = true
-		in, decoded := g.inst(i)
-		if !decoded {
-			return 0, false
-		}
+	ok := g.walkBack(addr, func(i int, in x86asm.Inst) step {
 		if n, ok := indexBound(in, idx); ok {
 			most = max(most, n)
-			continue
+			return stepEnd
 		}
 		dst, _ := in.Args[0].(x86asm.Reg)
 		src, _ := in.Args[1].(x86asm.Reg)
 		keeps := in.Op == x86asm.MOVSXD && dst == idx && family(src) == idx && regBytes(src) == 4
-		if !keeps && mayWrite(in, idx) || i == 0 {
-			return 0, false
+		if !keeps && mayWrite(in, idx) {
+			return stepFail
 		}
-		stack, ok = g.before(i, stack)
-	}
+		return stepOn
+	})
 	return most, ok && most >= 0
 }
 

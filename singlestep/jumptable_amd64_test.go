@@ -80,25 +80,7 @@ func TestJumpTableFlow(t *testing.T) {
 				}
 				return b, nil
 			}
-			branches, err := FunctionBranches(hx(t, tc.code), fn, read, nil)
-			if tc.want == nil {
-				if err == nil || !strings.Contains(err.Error(), "indirect jump") {
-					t.Fatalf("FunctionBranches: %v, %v; want refused", branches, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []uint64
-			for _, b := range branches {
-				if hx(t, tc.code)[b.From-fn] == 0xff {
-					got = append(got, b.To)
-				}
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("the table's targets: %#x, want %#x", got, tc.want)
-			}
+			checkDispatches(t, tc.code, fn, read, tc.want)
 		})
 	}
 }
@@ -139,5 +121,31 @@ func TestFunctionFlowUnknown(t *testing.T) {
 	moved := flow.Moved(0x1000)
 	if moved.Unknown[0] != fn+0x1025 || moved.Branches[0] != (Branch{From: fn + 0x1002, To: fn + 0x100d}) {
 		t.Fatalf("Moved: %+v", moved)
+	}
+}
+
+// checkDispatches checks the targets FunctionBranches finds for the
+// indirect jmps of code (at fn), in order, against want; nil: the
+// function refused for an indirect jump.
+func checkDispatches(t *testing.T, code string, fn uint64, read TableReader, want []uint64) {
+	t.Helper()
+	branches, err := FunctionBranches(hx(t, code), fn, read, nil)
+	if want == nil {
+		if err == nil || !strings.Contains(err.Error(), "indirect jump") {
+			t.Fatalf("FunctionBranches: %#x, %v; want refused", branches, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, b := range branches {
+		if hx(t, code)[b.From-fn] == 0xff {
+			got = append(got, b.To)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the tables' targets: %#x, want %#x", got, want)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -83,25 +82,7 @@ func TestLabelTable(t *testing.T) {
 				}
 				return b[:n], nil
 			}
-			branches, err := FunctionBranches(hx(t, tc.code), fn, read, nil)
-			if tc.want == nil {
-				if err == nil || !strings.Contains(err.Error(), "indirect jump") {
-					t.Fatalf("FunctionBranches: %#x, %v; want refused", branches, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []uint64
-			for _, b := range branches {
-				if hx(t, tc.code)[b.From-fn] == 0xff {
-					got = append(got, b.To)
-				}
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("the tables' targets: %#x, want %#x", got, tc.want)
-			}
+			checkDispatches(t, tc.code, fn, read, tc.want)
 		})
 	}
 }
