@@ -42,11 +42,6 @@ func TestJumpTableFlow(t *testing.T) {
 	twoT, twoU := []uint64{fn + 0x22, fn + 0x23}, []uint64{fn + 0x23, fn + 0x24}
 	const tableT, tableU = fn + 0x100, fn + 0x200
 
-	patch := func(code string, at int, b string) string {
-		c := hx(t, code)
-		copy(c[at:], hx(t, b))
-		return fmt.Sprintf("% x", c)
-	}
 	tests := []struct {
 		name   string
 		code   string
@@ -57,12 +52,12 @@ func TestJumpTableFlow(t *testing.T) {
 		{"a callee-saved base set at the start, a call in the loop", saved, map[uint64][]uint64{tableT: savedCases}, savedCases},
 		{"one of two tables", two, map[uint64][]uint64{tableT: twoT, tableU: twoU}, slices.Concat(twoT, twoU)},
 		{"the base written on a path back to the dispatch (c0: mov %rdx,%rdi)",
-			patch(loop, 0x1b, "48 89 d7 90"), map[uint64][]uint64{tableT: loopCases}, nil},
+			patchHex(t, loop, 0x1b, "48 89 d7 90"), map[uint64][]uint64{tableT: loopCases}, nil},
 		{"a call between that may change a caller-saved base", savedRdi, map[uint64][]uint64{tableT: savedCases}, nil},
-		{"a path from the start without the lea", patch(two, 0x0d, "0f 1f 80 00 00 00 00"), map[uint64][]uint64{tableT: twoT}, nil},
+		{"a path from the start without the lea", patchHex(t, two, 0x0d, "0f 1f 80 00 00 00 00"), map[uint64][]uint64{tableT: twoT}, nil},
 		{"a table that cannot be read (outside the module)", two, map[uint64][]uint64{tableT: twoT}, nil},
 		{"an entry inside an instruction", loop, map[uint64][]uint64{tableT: {fn + 0x1b, fn + 0x08, fn + 0x27}}, nil},
-		{"a 32-bit lea of the base", patch(loop, 0, "8d 3d f9 00 00 00 90"), map[uint64][]uint64{tableT: loopCases, tableT - 1: loopCases}, nil},
+		{"a 32-bit lea of the base", patchHex(t, loop, 0, "8d 3d f9 00 00 00 90"), map[uint64][]uint64{tableT: loopCases, tableT - 1: loopCases}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,4 +143,11 @@ func checkDispatches(t *testing.T, code string, fn uint64, read TableReader, wan
 	if !slices.Equal(got, want) {
 		t.Fatalf("the tables' targets: %#x, want %#x", got, want)
 	}
+}
+
+// patchHex is code (hex bytes) with b's bytes written over it at at.
+func patchHex(t *testing.T, code string, at int, b string) string {
+	c := hx(t, code)
+	copy(c[at:], hx(t, b))
+	return fmt.Sprintf("% x", c)
 }

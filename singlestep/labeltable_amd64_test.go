@@ -42,11 +42,6 @@ func TestLabelTable(t *testing.T) {
 	// (CPython's).
 	elsewhere := "4c 8d 35 f9 00 00 00 0f b6 02 85 f6 74 06 49 8b 0c c6 ff e1 48 63 c0 49 8b 0c c6 ff e1 90 c3"
 	byteTable := slices.Concat([]uint64{fn + 29, fn + 30}, slices.Repeat([]uint64{other}, 254))
-	patch := func(code string, at int, b string) string {
-		c := hx(t, code)
-		copy(c[at:], hx(t, b))
-		return fmt.Sprintf("% x", c)
-	}
 	tests := []struct {
 		name    string
 		code    string
@@ -57,13 +52,13 @@ func TestLabelTable(t *testing.T) {
 		{"a word of the table outside the function", interp, []uint64{labels[0], labels[1], other, labels[2]}, []uint64{labels[0], labels[1], other, labels[2], labels[0], labels[1], other, labels[2]}},
 		{"jmp through the table itself", absolute, absLabels, absLabels},
 		{"the table's address in the load", loaded, loadedLabels, loadedLabels},
-		{"no bound (a mov for the movzbl, a nop for the and)", patch(patch(interp, 7, "8b 02 90"), 10, "0f 1f 00"), labels, nil},
-		{"bounded by a movzbl (and $3 a nop): 256 entries, 4 labels", patch(patch(interp, 10, "0f 1f 00"), 26, "0f 1f 00"), slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), slices.Repeat(slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), 2)},
+		{"no bound (a mov for the movzbl, a nop for the and)", patchHex(t, patchHex(t, interp, 7, "8b 02 90"), 10, "0f 1f 00"), labels, nil},
+		{"bounded by a movzbl (and $3 a nop): 256 entries, 4 labels", patchHex(t, patchHex(t, interp, 10, "0f 1f 00"), 26, "0f 1f 00"), slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), slices.Repeat(slices.Concat(labels, slices.Repeat([]uint64{other}, 252)), 2)},
 		{"a table the file holds as zeros", interp, make([]uint64, 4), nil},
 		{"bounded on the paths to the dispatch", elsewhere, byteTable, slices.Concat(byteTable, byteTable)},
-		{"written on a path to the dispatch (mov %esi,%eax at l)", patch(elsewhere, 20, "89 f0 90"), byteTable, nil},
-		{"a mask of 5", patch(interp, 12, "05"), labels, nil},
-		{"the index written after the mask (mov %ecx,%eax)", patch(interp, 10, "89 c8 90"), labels, nil},
+		{"written on a path to the dispatch (mov %esi,%eax at l)", patchHex(t, elsewhere, 20, "89 f0 90"), byteTable, nil},
+		{"a mask of 5", patchHex(t, interp, 12, "05"), labels, nil},
+		{"the index written after the mask (mov %ecx,%eax)", patchHex(t, interp, 10, "89 c8 90"), labels, nil},
 		{"an entry inside an instruction", interp, []uint64{labels[0], fn + 20, labels[2], labels[3]}, nil},
 		{"one label, then another object", interp, []uint64{labels[0], other, other, other}, nil},
 	}
