@@ -10,7 +10,8 @@ import (
 // A function with an indirect jump may jump anywhere, so FunctionBranches
 // refuses it (and codegen.PlanDetour with it), as kprobes' can_optimize
 // does, unless the jump is gcc's jump-table dispatch of a switch and the
-// table can be read: then its entries are branch targets like any other. The dispatch it knows:
+// table can be read: then its entries are branch targets like any other
+// (or a computed goto's: labeltable_amd64.go). The dispatch it knows:
 //
 //	cmp  $N, %idx8 (or %idx32)    the bound: entries 0..N
 //	ja   default
@@ -30,8 +31,11 @@ import (
 // gcc keeps the table in across a loop or the whole function: then every
 // path of the function's control flow that reaches the movslq must pass
 // a `lea TABLE(%rip),%base` and nothing that may write the base after it
-// (flowGraph.tables; a few such leas, each table read). Anything else
-// stays refused.
+// (flowGraph.tables; a few such leas, each table read). In a program not
+// built as PIE the table holds addresses and the jmp reads it, `jmp
+// *TABLE(,%idx,8)` after the same bound (86 functions of Debian's
+// python3.11, PyMember_GetOne's among them). Anything else stays
+// refused.
 
 // maxTable bounds the entries read from one table.
 const maxTable = 1024
@@ -45,29 +49,20 @@ const window = 12
 // holds at an address when no lea of it stands between the check and
 // the jmp (nil: none known).
 func jumpTableTargets(insts []located, j int, branchTargets []uint64, read TableReader, bases func(base x86asm.Reg, at uint64) ([]uint64, bool)) ([]uint64, bool) {
-	if read == nil || j < 2 || j >= len(insts) {
+	if read == nil || j < 1 || j >= len(insts) {
 		return nil, false
 	}
-	jmp, add, load := insts[j].inst, insts[j-1].inst, insts[j-2].inst
-	r, ok := jmp.Args[0].(x86asm.Reg)
-	if !ok || family(r) != r {
+	d, ok := switchDispatch(insts, j)
+	if !ok {
 		return nil, false
 	}
-	base, ok := add.Args[1].(x86asm.Reg)
-	if add.Op != x86asm.ADD || add.Args[0] != r || !ok || family(base) != base || base == r {
-		return nil, false
-	}
-	m, ok := load.Args[1].(x86asm.Mem)
-	if load.Op != x86asm.MOVSXD || load.Args[0] != r || !ok || m.Base != base || m.Scale != 4 || m.Disp != 0 || m.Segment != 0 || family(m.Index) != m.Index {
-		return nil, false
-	}
-	idx := m.Index         // the register the entry is picked by
-	var idxMem *x86asm.Mem // or the memory it was loaded from, once found
-	var idxBytes int       // and the load's width
-	var table uint64       // the lea's table, once found
-	var bound int64        // N, once found
-	var guard uint64       // the ja's address
-	for k := j - 3; k >= 0 && k >= j-window && guard == 0; k-- {
+	r, base, idx := d.r, d.base, d.idx // (the register the entry is picked by)
+	var idxMem *x86asm.Mem             // or the memory it was loaded from, once found
+	var idxBytes int                   // and the load's width
+	table := d.table                   // the lea's table, once found (or the load's)
+	var bound int64                    // N, once found
+	var guard uint64                   // the ja's address
+	for k := d.load - 1; k >= 0 && k >= j-window && guard == 0; k-- {
 		in, at := insts[k].inst, insts[k].addr
 		dst, _ := in.Args[0].(x86asm.Reg)
 		switch {
@@ -102,7 +97,7 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 			bound, guard = c, at
 		case idxMem != nil && (writesMem(in, idxMem, idxBytes) || dst != 0 && writesAddress(dst, idxMem)):
 			return nil, false // the loaded index's memory may have changed since its check
-		case dst != 0 && (family(dst) == base || family(dst) == idx || family(dst) == r):
+		case dst != 0 && (base != 0 && family(dst) == base || family(dst) == idx || r != 0 && family(dst) == r):
 			return nil, false // the table, the index or the result changed here
 		case !plainOp(in.Op):
 			return nil, false
@@ -116,7 +111,7 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 		if bases == nil {
 			return nil, false
 		}
-		if tables, ok = bases(base, insts[j-2].addr); !ok {
+		if tables, ok = bases(base, insts[d.load].addr); !ok {
 			return nil, false
 		}
 	}
@@ -127,15 +122,60 @@ func jumpTableTargets(insts []located, j int, branchTargets []uint64, read Table
 	}
 	targets := make([]uint64, 0, len(tables)*int(bound+1))
 	for _, table := range tables {
-		b, err := read(table, uint64(bound+1)*4)
+		b, err := read(table, uint64(bound+1)*uint64(d.entry))
 		if err != nil {
 			return nil, false
 		}
-		for i := 0; i+4 <= len(b); i += 4 {
-			targets = append(targets, table+uint64(int64(int32(binary.LittleEndian.Uint32(b[i:])))))
+		for i := 0; i+d.entry <= len(b); i += d.entry {
+			if d.entry == 8 {
+				targets = append(targets, binary.LittleEndian.Uint64(b[i:]))
+			} else {
+				targets = append(targets, table+uint64(int64(int32(binary.LittleEndian.Uint32(b[i:])))))
+			}
 		}
 	}
 	return targets, true
+}
+
+// dispatch is how a switch's jmp picks its entry.
+type dispatch struct {
+	load  int        // the instruction that reads the entry
+	r     x86asm.Reg // the register the entry is read into (0: the jmp reads it)
+	base  x86asm.Reg // the table's register (0: the load names the table)
+	idx   x86asm.Reg // the entry's index
+	table uint64     // the table, if the load names it
+	entry int        // an entry's bytes: 4, an offset from the table; 8, an address
+}
+
+// switchDispatch recognises the dispatch of a switch's jump table that
+// ends at the jmp insts[j]: gcc's `movslq (%base,%idx,4),%r; add
+// %base,%r; jmp *%r` (a table of offsets from itself), or, in a program
+// not built as PIE, `jmp *TABLE(,%idx,8)` (a table of addresses).
+func switchDispatch(insts []located, j int) (dispatch, bool) {
+	jmp := insts[j].inst
+	if m, ok := jmp.Args[0].(x86asm.Mem); ok {
+		if m.Base != 0 || m.Disp <= 0 || m.Scale != 8 || m.Segment != 0 || m.Index == 0 || family(m.Index) != m.Index {
+			return dispatch{}, false
+		}
+		return dispatch{load: j, idx: m.Index, table: uint64(m.Disp), entry: 8}, true
+	}
+	if j < 2 {
+		return dispatch{}, false
+	}
+	add, load := insts[j-1].inst, insts[j-2].inst
+	r, ok := jmp.Args[0].(x86asm.Reg)
+	if !ok || family(r) != r {
+		return dispatch{}, false
+	}
+	base, ok := add.Args[1].(x86asm.Reg)
+	if add.Op != x86asm.ADD || add.Args[0] != r || !ok || family(base) != base || base == r {
+		return dispatch{}, false
+	}
+	m, ok := load.Args[1].(x86asm.Mem)
+	if load.Op != x86asm.MOVSXD || load.Args[0] != r || !ok || m.Base != base || m.Scale != 4 || m.Disp != 0 || m.Segment != 0 || family(m.Index) != m.Index {
+		return dispatch{}, false
+	}
+	return dispatch{load: j - 2, r: r, base: base, idx: m.Index, entry: 4}, true
 }
 
 // maxRounds bounds the passes jumpTables makes over a function's jump

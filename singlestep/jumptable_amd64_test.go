@@ -80,6 +80,31 @@ func TestJumpTableFlow(t *testing.T) {
 	}
 }
 
+// TestJumpTableAbsolute: a switch's table of addresses in a program not
+// built as PIE (`jmp *TABLE(,%idx,8)`, its index loaded after the bound
+// check from the memory the cmp read) is read like one of offsets.
+func TestJumpTableAbsolute(t *testing.T) {
+	const fn = 0x401000
+	const table = fn + 0x100
+	// cmpl $2,0x8(%rsi); ja out; mov 0x8(%rsi),%edx; jmp *T(,%rdx,8);
+	// c0: nop; c1: nop; c2: nop; out: ret (Python's PyMember_GetOne).
+	code := fmt.Sprintf("83 7e 08 02 77 0d 8b 56 08 ff 24 d5 % x 90 90 90 c3", binary.LittleEndian.AppendUint32(nil, table))
+	cases := []uint64{fn + 16, fn + 17, fn + 18}
+	read := func(addr, n uint64) ([]byte, error) {
+		if addr != table || n != uint64(len(cases))*8 {
+			return nil, fmt.Errorf("read %d bytes at %#x, want the table's %d entries", n, addr, len(cases))
+		}
+		var b []byte
+		for _, c := range cases {
+			b = binary.LittleEndian.AppendUint64(b, c)
+		}
+		return b, nil
+	}
+	checkDispatches(t, code, fn, read, cases)
+	// No bound check (nops for the ja).
+	checkDispatches(t, patchHex(t, code, 4, "90 90"), fn, read, nil)
+}
+
 // TestFunctionFlowUnknown: an indirect jump that is no jump table is
 // kept as unknown beside the tables found (AnalyzeFunction), and refuses
 // the function unless the caller says it is its own (BranchesFor).
