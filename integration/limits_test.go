@@ -72,7 +72,7 @@ func TestInputBoundsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = probe(t, "report", rec)
-	if r.code != 2 || !strings.Contains(r.stderr, "format version 1 (this probe reads 2 to 3)") || strings.Count(r.stderr, "\n") != 1 {
+	if r.code != 2 || !strings.Contains(r.stderr, "format version 1 (this probe reads 2 to 4)") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("probe report of a version 1 recording: want exit 2 and one line naming both versions, got %v", r)
 	}
 }

@@ -34,9 +34,11 @@ import (
 // and what is whole of the one cut (FrameHandler's cut).
 const (
 	recordingMagic   = "probe-trace\n"
-	recordingVersion = 3
-	// oldestVersion is the oldest this build reads: version 2 differs
-	// only in its records, every field given.
+	recordingVersion = 4
+	// oldestVersion is the oldest this build reads: version 3 differs
+	// only in having no raw return probes (their modules' 'M' frames,
+	// which a reader of 3 took for none: the hits lost, or a crash),
+	// version 2 in its records too, every field given.
 	oldestVersion = 2
 )
 
@@ -125,7 +127,7 @@ func (r *Recorder) id(s string) uint64 {
 	return id
 }
 
-// The record frame's head (version 3): the kind in its low bits, then
+// The record frame's head (versions 3 and 4): the kind in its low bits, then
 // a bit for each field the record gives, in this order after its time:
 // a field that is the previous record's (or zero: depth, entry) is left
 // out. A function_graph record is 5-8 bytes with its frame's.
@@ -278,7 +280,7 @@ type Recording struct {
 	version  int
 	strings  []string
 	lastTime int64       // version 2's
-	prev     recordState // version 3's
+	prev     recordState // version 3's and 4's
 	frame    []byte      // the payload read, reused
 }
 

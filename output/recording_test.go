@@ -126,6 +126,7 @@ func FuzzRecording(f *testing.F) {
 	f.Add(whole)
 	f.Add(whole[:len(whole)/2])
 	f.Add([]byte("probe-trace\n3\n"))
+	f.Add([]byte("probe-trace\n4\n"))
 	f.Add([]byte("probe-trace\n1\n"))
 	if v2, err := os.ReadFile("testdata/recording-v2.rec"); err == nil {
 		f.Add(v2)
@@ -237,5 +238,30 @@ func TestRecordingFieldsLeftOut(t *testing.T) {
 		if !reflect.DeepEqual(got[i], recs[i]) {
 			t.Errorf("record %d: got %+v, want %+v", i, got[i], recs[i])
 		}
+	}
+}
+
+// TestRecordingVersion3: a recording of version 3 (whose frames are
+// version 4's, without raw return probes) reads as one of 4.
+func TestRecordingVersion3(t *testing.T) {
+	whole := recordSample(t)
+	if !bytes.HasPrefix(whole, []byte("probe-trace\n4\n")) {
+		t.Fatalf("a recording starts %q", whole[:14])
+	}
+	var reports []string
+	for _, data := range [][]byte{whole, append([]byte("probe-trace\n3\n"), whole[14:]...)} {
+		rec, err := OpenRecording(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		g := NewGraph(&b, GraphOptions{})
+		if n, err := rec.Replay(g, g, nil); err != nil || n != len(sampleRecords()) {
+			t.Fatalf("replayed %d, %v; want %d, nil", n, err, len(sampleRecords()))
+		}
+		reports = append(reports, b.String())
+	}
+	if reports[0] != reports[1] {
+		t.Errorf("version 3\n%s\nversion 4\n%s", reports[1], reports[0])
 	}
 }

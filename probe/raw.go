@@ -9,6 +9,7 @@ import (
 	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/symbols"
 )
 
 // Raw capture (probe record), as perf record and uftrace record keep
@@ -45,6 +46,9 @@ type RawOutput interface {
 	Probe(RawProbe)
 	// Site says what the records of one site hold, before the first.
 	Site(RawSite)
+	// Module gives a module's symbol tables, where return probes are
+	// recorded raw: their hits say where the call returned to.
+	Module(RawModule)
 	// ThreadName names a thread before its first record.
 	ThreadName(tid int, comm string)
 	// Record takes a record made at a stop.
@@ -82,13 +86,28 @@ type RawTables struct {
 	NoFunctions bool `json:",omitempty"`
 }
 
-// RawProbe is an entry probe whose hits are recorded raw: its name and
-// its fetch-args and filter as text, compiled again by the Decoder.
+// RawProbe is a probe whose hits are recorded raw: its name and its
+// fetch-args and filter as text, compiled again by the Decoder; Return:
+// a return probe ($retval).
 type RawProbe struct {
 	ID           int
 	Group, Event string
 	Args         []string
 	ShownAt      string `json:",omitempty"`
+	Return       bool   `json:",omitempty"`
+}
+
+// RawModule is a module mapped in the process, as a return probe's hit
+// describes the address its call returned to ("main+0x24/0xa7 <- one"):
+// where it is mapped and its symbol tables (symbols.TableMapped). A
+// module given again with its ID replaces the first; with no Ranges, it
+// is gone.
+type RawModule struct {
+	ID             int
+	Name           string
+	Bias           uint64
+	Ranges         [][2]uint64
+	Funcs, Objects []symbols.Symbol
 }
 
 // RawSite is what the records of a site hold (codegen.RecordStub), and
@@ -108,6 +127,11 @@ type RawSite struct {
 	Reads  []codegen.MemRead `json:",omitempty"`
 	Where  string            `json:",omitempty"`
 	Probes []int             `json:",omitempty"`
+	// Returns are the ids of the return probes of the function entered
+	// here (its records hook the return: Hook), ReturnOf its name as
+	// their hits show it.
+	Returns  []int  `json:",omitempty"`
+	ReturnOf string `json:",omitempty"`
 }
 
 // RawRecord is one record as the tracee wrote it, its stamp turned into
@@ -136,7 +160,13 @@ type rawState struct {
 	lost      map[int]bool      // threads whose ring's losses were said
 	trapIDs   map[uint64]uint32 // the site ids of functions that stop the thread, by address
 	probeIDs  map[*Probe]int    // the probes described, and their ids
-	vals      []uint64          // a record made at a stop, reused
+	// Return probes recorded raw: the modules are given (RawModule),
+	// anew when the address space changes.
+	returns bool
+	space   *symbols.Space          // the address space last given
+	modIDs  map[*symbols.Mapped]int // the modules given, and their ids
+	modNext int                     // the last id given
+	vals    []uint64                // a record made at a stop, reused
 }
 
 // SetRawOutput asks for raw capture into out, if what is traced allows
@@ -170,6 +200,10 @@ func (t *Tracer) startRaw() {
 		r.tables.MaxDepth, r.tables.GraphFunctions = t.ft.opts.MaxDepth, len(t.ft.opts.GraphFunction) > 0
 	}
 	r.out.Begin(r.tables)
+	for _, p := range t.probes {
+		r.returns = r.returns || p.Kind == fetch.KindReturn
+	}
+	t.announceModules()
 }
 
 // rawCapturable reports whether the tracer's work is a function_graph,
@@ -199,7 +233,12 @@ func (t *Tracer) rawCapturable() bool {
 		if s.fn == nil && s.fnRet == nil && len(s.probes) == 0 {
 			continue // the tracer's own (an unwinder's entry, the linker's)
 		}
-		if s.fn != nil && s.fn.isGo || s.fnRet != nil || len(s.returns) > 0 || s.fn == nil && len(s.probes) == 0 {
+		if s.fn != nil && s.fn.isGo || s.fnRet != nil || s.fn == nil && len(s.probes) == 0 && len(s.returns) == 0 {
+			return false
+		}
+		// Return probes are recorded raw where the tracee hooks their
+		// returns: those the tracer hooks at a stop are printed live.
+		if len(s.returns) > 0 && (s.opt == nil || s.opt.record == nil || !s.opt.record.code.Hook) {
 			return false
 		}
 		if s.fn != nil && s.opt != nil && s.opt.record != nil && !s.opt.record.code.Hook {
@@ -209,11 +248,13 @@ func (t *Tracer) rawCapturable() bool {
 	return true
 }
 
-// rawProbe reports whether p's hits may be recorded raw: an entry
-// probe, in C, whose handler only prints them, whose fetch-args and
-// filter compile from their text alone.
+// rawProbe reports whether p's hits may be recorded raw: an entry or
+// return probe, in C, whose handler only prints them, whose fetch-args
+// and filter compile from their text alone (a return probe's DWARF
+// names, read at the entry, are not).
 func rawProbe(p *Probe) bool {
-	if p.Kind != fetch.KindEntry || !p.handler.Recorded || !p.handler.Raw || p.override != nil || p.syscall != 0 {
+	ret := p.Kind == fetch.KindReturn
+	if p.Kind != fetch.KindEntry && !ret || !p.handler.Recorded || !p.handler.Raw || p.override != nil || p.syscall != 0 || len(p.captures) > 0 {
 		return false
 	}
 	for _, s := range p.sites {
@@ -221,7 +262,7 @@ func rawProbe(p *Probe) bool {
 			return false // (a P frame has the probe's one set of fetch-args)
 		}
 	}
-	return fetch.Portable(p.fetchTokens(), false)
+	return fetch.Portable(p.fetchTokens(), ret)
 }
 
 // rawPassMax bounds the records of a drain's pass under raw capture:
@@ -237,6 +278,9 @@ func (t *Tracer) captureChunk(c *ring.Chunk) {
 	}
 	if len(in.sites) != r.sitesSeen {
 		t.announceSites()
+	}
+	if r.returns && t.space != r.space {
+		t.announceModules()
 	}
 	if c.Tid != r.lastTid {
 		t.rawNamed(c.Tid)
@@ -270,6 +314,14 @@ func (t *Tracer) announceSites() {
 		for _, p := range rs.site.probes {
 			s.Probes = append(s.Probes, t.announceProbe(p))
 		}
+		if rs.code.Hook {
+			for _, p := range rs.site.returns {
+				s.Returns = append(s.Returns, t.announceProbe(p))
+			}
+			if len(s.Returns) > 0 {
+				s.ReturnOf, r.returns = rs.site.funcName, true
+			}
+		}
 		r.out.Site(s)
 	}
 }
@@ -285,8 +337,38 @@ func (t *Tracer) announceProbe(p *Probe) int {
 	}
 	id := len(r.probeIDs) + 1
 	r.probeIDs[p] = id
-	r.out.Probe(RawProbe{ID: id, Group: p.Group, Event: p.Event, Args: p.fetchTokens(), ShownAt: p.shownAt})
+	r.out.Probe(RawProbe{ID: id, Group: p.Group, Event: p.Event, Args: p.fetchTokens(), ShownAt: p.shownAt, Return: p.Kind == fetch.KindReturn})
 	return id
+}
+
+// announceModules gives the modules of the address space not given yet,
+// and says which given are gone: the Decoder describes the addresses
+// return probes' calls return to by them, as returnWhere does live, in
+// the address space of the time.
+func (t *Tracer) announceModules() {
+	r := &t.raw
+	if !r.returns || t.space == nil {
+		return
+	}
+	r.space = t.space
+	if r.modIDs == nil {
+		r.modIDs = map[*symbols.Mapped]int{}
+	}
+	for m, id := range r.modIDs {
+		if !slices.Contains(t.space.Mapped, m) {
+			delete(r.modIDs, m)
+			r.out.Module(RawModule{ID: id, Name: m.Name})
+		}
+	}
+	for _, m := range t.space.Mapped {
+		if _, ok := r.modIDs[m]; ok {
+			continue
+		}
+		r.modNext++
+		id := r.modNext
+		r.modIDs[m] = id
+		r.out.Module(RawModule{ID: id, Name: m.Name, Bias: m.Bias, Ranges: m.Ranges(), Funcs: m.Functions(), Objects: m.Objects()})
+	}
 }
 
 // rawSite is site st as raw records name it, by id: its address and its

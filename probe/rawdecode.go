@@ -1,12 +1,14 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/symbols"
 )
 
 // Decoder turns raw records (raw.go) into the function tracer's events,
@@ -22,6 +24,10 @@ type Decoder struct {
 	rec    ring.Record // handed to deliverRecord, reused
 	probes map[int]*Probe
 	onHit  func(*Hit)
+	// space is the modules given (Module), by which return probes' hits
+	// describe their callers; modIDs their ids, in its order.
+	space  *symbols.Space
+	modIDs []int
 }
 
 // DecodeHandlers take what a Decoder makes: the function tracer's
@@ -39,7 +45,7 @@ func NewDecoder(tables RawTables, h DecodeHandlers) *Decoder {
 	t.newAddressSpace()
 	t.inproc = &inproc{sites: map[uint32]*recordSite{}, trampoline: tables.Trampoline}
 	t.inproc.env = fetch.HitEnv{Mem: &t.inproc.stack} // (no process: memory is what the records copied)
-	t.ret.trampoline = tables.TracerTrampoline
+	t.ret.trampoline, t.ret.wheres = tables.TracerTrampoline, map[whereKey]string{}
 	if !tables.NoFunctions {
 		opts := FuncTraceOptions{Returns: true, MaxDepth: tables.MaxDepth, Handler: h.Func}
 		if tables.GraphFunctions {
@@ -47,7 +53,7 @@ func NewDecoder(tables RawTables, h DecodeHandlers) *Decoder {
 		}
 		t.ft = &funcTracer{opts: opts, callers: map[uint64]string{}}
 	}
-	d := &Decoder{t: t, lost: map[int]bool{}, probes: map[int]*Probe{}, onHit: h.Probe}
+	d := &Decoder{t: t, lost: map[int]bool{}, probes: map[int]*Probe{}, onHit: h.Probe, space: &symbols.Space{Pid: tables.Pid}}
 	t.decoding = d
 	return d
 }
@@ -57,14 +63,18 @@ func (d *Decoder) Probe(rp RawProbe) error {
 	if d.probes[rp.ID] != nil {
 		return fmt.Errorf("probe %d given twice", rp.ID)
 	}
-	args, err := fetch.Compile(rp.Args, fetch.CompileEnv{})
+	args, err := fetch.Compile(rp.Args, fetch.CompileEnv{Return: rp.Return})
 	if err != nil {
 		return fmt.Errorf("probe %s/%s: %v", rp.Group, rp.Event, err)
 	}
 	if len(rp.Args) == 0 {
 		args = nil
 	}
-	p := &Probe{Group: rp.Group, Event: rp.Event, Kind: fetch.KindEntry, args: args, shownAt: rp.ShownAt, hits: new(atomic.Uint64)}
+	kind := fetch.KindEntry
+	if rp.Return {
+		kind = fetch.KindReturn
+	}
+	p := &Probe{Group: rp.Group, Event: rp.Event, Kind: kind, args: args, shownAt: rp.ShownAt, hits: new(atomic.Uint64)}
 	p.enabled.Store(true)
 	p.handler = Handler{Recorded: true, Raw: true, Pre: d.onHit}
 	d.probes[rp.ID] = p
@@ -89,8 +99,8 @@ func (d *Decoder) Site(s RawSite) error {
 			return fmt.Errorf("site %d: a copy of %d bytes", s.ID, r.Len)
 		}
 	}
-	st := &site{addr: s.Addr, funcName: s.Func, where: s.Where}
-	if s.Func != "" || len(s.Probes) == 0 {
+	st := &site{addr: s.Addr, funcName: cmp.Or(s.Func, s.ReturnOf), where: s.Where}
+	if s.Func != "" || len(s.Probes) == 0 && len(s.Returns) == 0 {
 		st.fn = &traceFunc{name: s.Func, graph: s.Graph, notrace: s.Notrace}
 	}
 	for _, id := range s.Probes {
@@ -98,7 +108,21 @@ func (d *Decoder) Site(s RawSite) error {
 		if p == nil {
 			return fmt.Errorf("site %d: probe %d never described", s.ID, id)
 		}
+		if p.Kind != fetch.KindEntry {
+			return fmt.Errorf("site %d: probe %d is a return probe", s.ID, id)
+		}
 		st.probes = append(st.probes, p)
+	}
+	if len(s.Returns) > 0 && !s.Hook {
+		return fmt.Errorf("site %d: return probes, and its returns not hooked", s.ID)
+	}
+	for _, id := range s.Returns {
+		p := d.probes[id]
+		if p == nil || p.Kind != fetch.KindReturn {
+			return fmt.Errorf("site %d: return probe %d never described", s.ID, id)
+		}
+		p.funcName = st.funcName
+		st.returns = append(st.returns, p)
 	}
 	d.t.inproc.sites[s.ID] = &recordSite{site: st, code: &codegen.RecordStub{Site: s.ID, Regs: s.Regs, StackWords: s.StackWords, Hook: s.Hook, Reads: s.Reads}}
 	return nil

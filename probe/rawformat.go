@@ -161,7 +161,7 @@ func NewRawReader(h DecodeHandlers) *RawReader {
 // IsRawFrame reports whether a frame of kind is a raw capture's.
 func IsRawFrame(kind byte) bool {
 	switch kind {
-	case RawTablesFrame, RawSiteFrame, RawProbeFrame, RawNameFrame, RawRecordsFrame, RawChunksFrame, RawGoneFrame, RawLostFrame:
+	case RawTablesFrame, RawSiteFrame, RawProbeFrame, RawModuleFrame, RawNameFrame, RawRecordsFrame, RawChunksFrame, RawGoneFrame, RawLostFrame:
 		return true
 	}
 	return false
@@ -225,6 +225,12 @@ func (rr *RawReader) Frame(kind byte, b []byte) error {
 			return fmt.Errorf("raw probe: %v", err)
 		}
 		return rr.dec.Probe(p)
+	case RawModuleFrame:
+		m, more, err := readModule(&d)
+		if err != nil {
+			return err
+		}
+		return rr.dec.Module(m, more)
 	case RawNameFrame:
 		tid := d.Varint()
 		rr.dec.ThreadName(int(tid), string(d.B))

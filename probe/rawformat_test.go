@@ -12,6 +12,7 @@ import (
 
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
+	"github.com/probedbg/probe/symbols"
 )
 
 // rawSample is the frames of a raw capture: its tables, two sites, a
@@ -103,6 +104,8 @@ func FuzzRawFrames(f *testing.F) {
 	}
 	site, _ := json.Marshal(RawSite{ID: 2, Regs: []int{4096}, StackWords: -1})
 	f.Add(byte(RawSiteFrame), site)
+	NewRawEncoder(func(kind byte, payload []byte) { f.Add(kind, payload) }).Module(RawModule{ID: 1, Name: "m", Bias: 0x1000,
+		Ranges: [][2]uint64{{0x2000, 0x3000}}, Funcs: []symbols.Symbol{{Name: "f", Addr: 0x1000, Size: 8, Func: true}}, Objects: []symbols.Symbol{{Name: "o", Addr: 0x1800, Size: 8}}})
 	f.Fuzz(func(t *testing.T, kind byte, payload []byte) {
 		rr := NewRawReader(DecodeHandlers{Func: func(*FuncEvent) {}, Probe: func(*Hit) {}})
 		ks, ps := rawSample()

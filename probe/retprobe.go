@@ -185,7 +185,11 @@ func (t *Tracer) returnWhere(caller uint64, fn string) string {
 	if w, ok := t.ret.wheres[key]; ok {
 		return w
 	}
-	w := t.space.Describe(caller) + " <- " + fn
+	sp := t.space
+	if t.decoding != nil {
+		sp = t.decoding.space // (a recording's: its modules' tables)
+	}
+	w := sp.Describe(caller) + " <- " + fn
 	t.ret.wheres[key] = w
 	return w
 }

@@ -1011,3 +1011,11 @@ func (m *Module) Imports(names ...string) bool {
 	}
 	return false
 }
+
+// Objects returns the data objects with a size, sorted by address, one
+// per address: what SymbolAt falls back to when no function contains
+// an address.
+func (m *Module) Objects() []Symbol {
+	m.buildTables()
+	return slices.Clone(m.objects)
+}

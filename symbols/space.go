@@ -461,3 +461,32 @@ func (s *Space) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Ranges returns the runtime address ranges the module is mapped at,
+// each [start, end).
+func (m *Mapped) Ranges() [][2]uint64 {
+	rs := make([][2]uint64, len(m.ranges))
+	for i, r := range m.ranges {
+		rs[i] = [2]uint64{r.start, r.end}
+	}
+	return rs
+}
+
+// TableMapped is a module known only by its symbol tables, as a
+// recording keeps them (Functions, Objects: sorted by address): SymbolAt
+// and Space.Describe answer for it as for the file it was read from;
+// nothing else of the file is there.
+func TableMapped(name string, bias uint64, ranges [][2]uint64, funcs, objects []Symbol) *Mapped {
+	mod := &Module{Path: name, funcs: funcs, objects: objects}
+	mod.loadOnce.Do(func() {})
+	mod.tablesOnce.Do(func() {})
+	m := &Mapped{Module: mod, Name: name, Bias: bias}
+	for i, r := range ranges {
+		m.ranges = append(m.ranges, addrRange{r[0], r[1]})
+		if i == 0 || r[0] < m.Start {
+			m.Start = r[0]
+		}
+		m.End = max(m.End, r[1])
+	}
+	return m
+}
