@@ -225,3 +225,95 @@ func probeThreads(t *testing.T, path string) [][]string {
 	}
 	return sortedThreads(byTid)
 }
+
+// TestRawRecordReturns: return probes whose returns the tracee hooks are
+// recorded raw too, alone, with entry probes and under function_graph:
+// probe report decodes them to the live trace's lines, thread by thread
+// (their $retval, and where each call returned to, described by the
+// modules' tables the recording keeps), with the same notes of returns
+// lost (ret longjmp: 7 calls of dive a round never return). calls.c's
+// one(), N calls: N returns, each $retval the one the program computed,
+// in order.
+func TestRawRecordReturns(t *testing.T) {
+	t.Parallel()
+	ret := retBin(t)
+	calls := builtOnce(t, "pipeline-calls", filepath.Join("testdata", "pipeline", "calls.c"), "-O2", "-g")
+	const n = 20000
+	graph := []string{"--tracer", "function_graph", "--filter", "outer", "--filter", "inner", "--filter", "dive"}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		trace []string
+		cmd   []string
+		lost  string // the note of returns lost, if any
+	}{
+		{"returns", []string{"r:outer $retval", "r:inner $retval"}, []string{ret, "threads", "3", "200"}, ""},
+		{"entries", []string{"p:outer a=%di", "r:outer $retval", "r:inner $retval:s64"}, []string{ret, "threads", "3", "200"}, ""},
+		{"graph", append(slices.Clone(graph), "r:outer $retval", "p:inner x=%di"), []string{ret, "threads", "3", "200"}, ""},
+		{"longjmp", []string{"r:dive $retval", "r:outer $retval"}, []string{ret, "longjmp", "50"}, "# 350 returns lost"},
+		{"longjmp-graph", append(slices.Clone(graph), "r:dive $retval", "r:outer $retval"), []string{ret, "longjmp", "50"}, "# 350 returns lost"},
+		{"count", []string{"p:one a=%di b=%si", "r:one $retval"}, []string{calls, strconv.Itoa(n)}, ""},
+	} {
+		live, rec, report := filepath.Join(dir, tc.name+".live"), filepath.Join(dir, tc.name+".rec"), filepath.Join(dir, tc.name+".report")
+		want := runCmd(t, nil, tc.cmd[0], tc.cmd[1:]...)
+		if r := probe(t, slices.Concat([]string{"run", "-o", live}, tc.trace, []string{"--"}, tc.cmd)...); r.code != want.code || r.stdout != want.stdout {
+			t.Fatalf("%s: probe run: %v\nwant %v", tc.name, r, want)
+		}
+		r := probe(t, slices.Concat([]string{"record", "-v", "-o", rec}, tc.trace, []string{"--"}, tc.cmd)...)
+		raw := "probe: recorded raw: the records as the tracee makes them, decoded by probe report\n"
+		if r.code != want.code || r.stdout != want.stdout || strings.HasSuffix(r.stderr, raw) != (runtime.GOARCH != "arm64") {
+			t.Fatalf("%s: probe record -v: %v\nwant the program's output, and on x86-64 last on stderr %q", tc.name, r, raw)
+		}
+		if r := probe(t, "report", "-o", report, rec); r.code != 0 || r.stderr != "" {
+			t.Fatalf("%s: probe report: %v", tc.name, r)
+		}
+		wantRaw(t, rec)
+		liveThreads, repThreads := probeThreads(t, live), probeThreads(t, report)
+		liveNotes, repNotes := traceNotes(t, live), traceNotes(t, report)
+		if tc.trace[0] == "--tracer" {
+			liveThreads, liveNotes = graphThreads(t, live)
+			repThreads, repNotes = graphThreads(t, report)
+		}
+		if len(liveThreads) == 0 || !slices.EqualFunc(liveThreads, repThreads, slices.Equal) {
+			t.Errorf("%s: the threads' lines differ:\nlive\n%s\nreported\n%s", tc.name, strings.Join(slices.Concat(liveThreads...), "\n"), strings.Join(slices.Concat(repThreads...), "\n"))
+		}
+		if !slices.Equal(liveNotes, repNotes) || (tc.lost != "") != strings.Contains(strings.Join(repNotes, "\n")+"\n", tc.lost+" ") {
+			t.Errorf("%s: notes: live %q, reported %q; want %q", tc.name, liveNotes, repNotes, tc.lost)
+		}
+		if tc.name != "count" {
+			continue
+		}
+		// one(s, i) returns s*3 + (i^7); the program keeps its low 24 bits.
+		var rets []string
+		for _, l := range repThreads[0] {
+			if _, v, ok := strings.Cut(l, "r_one_0: (main+"); ok {
+				if _, v, ok = strings.Cut(v, " <- one) arg1="); ok {
+					rets = append(rets, v)
+				}
+			}
+		}
+		s := int64(0)
+		for i := range int64(n) {
+			r := s*3 + (i ^ 7)
+			if i >= int64(len(rets)) || rets[i] != fmt.Sprintf("0x%x", r) {
+				t.Fatalf("count: %d returns of one(), the %dth %q, want 0x%x", len(rets), i, rets[min(i, int64(len(rets)-1))], r)
+			}
+			s = r & 0xffffff
+		}
+		if len(rets) != n {
+			t.Fatalf("count: %d returns of one(), want %d", len(rets), n)
+		}
+	}
+}
+
+// traceNotes is a trace's notes: its comment lines but the header's.
+func traceNotes(t *testing.T, path string) []string {
+	t.Helper()
+	var notes []string
+	for _, l := range readLines(t, path) {
+		if strings.HasPrefix(l, "# ") && !strings.HasPrefix(l, "# tracer") && !strings.Contains(l, "TASK-PID") {
+			notes = append(notes, l)
+		}
+	}
+	return notes
+}
