@@ -15,8 +15,9 @@ import (
 // Raw capture (probe record), as perf record and uftrace record keep
 // what the tracee wrote and decode it when the trace is read: with a
 // RawOutput set before Start, a function_graph (no --args, no -f, C
-// functions; x86-64) and entry probes whose hits are only printed and
-// whose fetch-args compile from their text alone (fetch.Portable), or
+// functions; x86-64) and entry and return probes whose hits are only
+// printed and whose fetch-args compile from their text alone
+// (fetch.Portable; a return probe's returns hooked in the tracee), or
 // such probes alone, hand on each ring's run of
 // records as it lies there (ring.Chunk: their registers and stack words,
 // their site's id, their time), and does nothing else with them
@@ -207,8 +208,9 @@ func (t *Tracer) startRaw() {
 }
 
 // rawCapturable reports whether the tracer's work is a function_graph,
-// or entry probes (rawProbe), or both, whose every function records in
-// the tracee.
+// or entry and return probes (rawProbe), or these together, whose every
+// function records in the tracee (and hooks there the returns of its
+// return probes: those the tracer hooks at a stop fire live).
 func (t *Tracer) rawCapturable() bool {
 	ft := t.ft
 	if t.inproc == nil || t.follow.on || len(t.follow.children) > 0 || !returnInSlot || ft == nil && len(t.probes) == 0 {
@@ -230,14 +232,15 @@ func (t *Tracer) rawCapturable() bool {
 		}
 	}
 	for _, s := range t.sites {
-		if s.fn == nil && s.fnRet == nil && len(s.probes) == 0 {
+		if s.fn == nil && s.fnRet == nil && len(s.probes) == 0 && len(s.returns) == 0 {
 			continue // the tracer's own (an unwinder's entry, the linker's)
 		}
-		if s.fn != nil && s.fn.isGo || s.fnRet != nil || s.fn == nil && len(s.probes) == 0 && len(s.returns) == 0 {
+		if s.fn != nil && s.fn.isGo || s.fnRet != nil {
 			return false
 		}
-		// Return probes are recorded raw where the tracee hooks their
-		// returns: those the tracer hooks at a stop are printed live.
+		// Return probes only where the tracee hooks their returns (the
+		// records of a return the tracer hooks at a stop hold none of
+		// a return probe's).
 		if len(s.returns) > 0 && (s.opt == nil || s.opt.record == nil || !s.opt.record.code.Hook) {
 			return false
 		}
