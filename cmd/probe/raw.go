@@ -8,9 +8,9 @@ import (
 	"github.com/probedbg/probe/probe"
 )
 
-// Raw capture (probe/raw.go): probe record of a function_graph alone
-// writes the records as the tracee made them, and probe report decodes
-// them.
+// Raw capture (probe/raw.go): probe record of a function_graph, of
+// entry and return probes, or of these together, writes the records as
+// the tracee made them, and probe report decodes them.
 
 // rawSink is the raw capture of a recording: an encoder whose frames go
 // to the recording through the stream, in order with the rest, at most
