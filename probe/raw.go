@@ -161,8 +161,10 @@ type rawState struct {
 	lost      map[int]bool      // threads whose ring's losses were said
 	trapIDs   map[uint64]uint32 // the site ids of functions that stop the thread, by address
 	probeIDs  map[*Probe]int    // the probes described, and their ids
-	// Return probes recorded raw: the modules are given (RawModule),
-	// anew when the address space changes.
+	// Return probes recorded raw (a site of theirs given): the modules
+	// are given (RawModule) before the next chunk, and anew when the
+	// address space changes; by the drain, not at Start, where building
+	// libc's tables held the program's start (~10 ms).
 	returns bool
 	space   *symbols.Space          // the address space last given
 	modIDs  map[*symbols.Mapped]int // the modules given, and their ids
@@ -201,16 +203,12 @@ func (t *Tracer) startRaw() {
 		r.tables.MaxDepth, r.tables.GraphFunctions = t.ft.opts.MaxDepth, len(t.ft.opts.GraphFunction) > 0
 	}
 	r.out.Begin(r.tables)
-	for _, p := range t.probes {
-		r.returns = r.returns || p.Kind == fetch.KindReturn
-	}
-	t.announceModules()
 }
 
 // rawCapturable reports whether the tracer's work is a function_graph,
 // or entry and return probes (rawProbe), or these together, whose every
 // function records in the tracee (and hooks there the returns of its
-// return probes: those the tracer hooks at a stop fire live).
+// return probes).
 func (t *Tracer) rawCapturable() bool {
 	ft := t.ft
 	if t.inproc == nil || t.follow.on || len(t.follow.children) > 0 || !returnInSlot || ft == nil && len(t.probes) == 0 {
