@@ -104,6 +104,7 @@ graph() {
 graph "calls: $calls calls of one()" "$out/calls-pg" "$out/calls" "$calls"
 row "probe run 'p:one a=%di b=%si', text to a file" "grep -c p_one $out/p.txt" "$out/p.txt" "$probe" run 'p:one a=%di b=%si' -o "$out/p.txt" -- "$out/calls" "$calls"
 row "probe record 'p:one a=%di b=%si'" "$probe report $rec >$out/rep.txt; grep -c p_one $out/rep.txt" "$out/rep.txt" "$probe" record -o "$rec" 'p:one a=%di b=%si' -- "$out/calls" "$calls"
+row "probe record 'r:one \$retval'" "$probe report $rec >$out/rep.txt; grep -c r_one $out/rep.txt" "$out/rep.txt" "$probe" record -o "$rec" 'r:one $retval' -- "$out/calls" "$calls"
 "$probe" record --tracer function_graph -o "$rec" -- "$out/calls" "$calls" >/dev/null 2>&1
 printf '%-44s %8s MB (a recording of %s MB)\n' "probe report's peak RSS" \
 	"$(( $( (command time -f %M "$probe" report -o /dev/null "$rec" >/dev/null) 2>&1 | tail -1) / 1024 ))" "$(( $(stat -c %s "$rec") >> 20 ))"
