@@ -17,8 +17,10 @@ type a64 struct {
 	err error
 	// frameAbove: a record stub past plain -pg's call of _mcount sees
 	// the thread as at its entry through its frame (RecordStub.FrameEntry):
-	// sp was x29 + frameAbove, x29 and x30 are the words at [x29].
-	frameAbove uint64
+	// sp was x29 + frameAbove, x29 and x30 are the words at [x29]
+	// (x30 signed there if frameSigned).
+	frameAbove  uint64
+	frameSigned bool
 }
 
 // Registers the generated code names.
@@ -204,14 +206,20 @@ func (a *a64) stlxr(rs, rt, rn uint32) { a.emit(0xc800fc00 | rs<<16 | rn<<5 | rt
 func (a *a64) stlr(rt, rn uint32)      { a.emit(0xc89ffc00 | rn<<5 | rt) }
 
 const (
-	a64Clrex   = 0xd5033f5f
-	a64Isb     = 0xd5033fdf
-	a64DmbIsh  = 0xd5033bbf
-	a64Ret     = 0xd65f03c0
-	a64MrsTP   = 0xd53bd040 // mrs x0, tpidr_el0
-	a64MrsCntv = 0xd53be040 // mrs x0, cntvct_el0
-	a64Brk     = 0xd4200000 // brk #0, as BreakpointInsn
-	a64Clz     = 0xdac01000 // clz x0, x0
+	a64Clrex  = 0xd5033f5f
+	a64Isb    = 0xd5033fdf
+	a64DmbIsh = 0xd5033bbf
+	a64Ret    = 0xd65f03c0
+	// Pointer authentication's hint-space instructions (nops on a core
+	// without it): xpaclri strips x30; pacia1716 and pacib1716 sign x17
+	// with modifier x16, with key A or B.
+	a64Xpaclri   = 0xd50320ff
+	a64Pacia1716 = 0xd503211f
+	a64Pacib1716 = 0xd503215f
+	a64MrsTP     = 0xd53bd040 // mrs x0, tpidr_el0
+	a64MrsCntv   = 0xd53be040 // mrs x0, cntvct_el0
+	a64Brk       = 0xd4200000 // brk #0, as BreakpointInsn
+	a64Clz       = 0xdac01000 // clz x0, x0
 )
 
 // Branches. The forward ones return their index, for land; the backward

@@ -226,9 +226,12 @@ type RecordStub struct {
 	// records sp, the frame pointer (and x30) and the stack words, and
 	// hooks the return, as at the entry, through the frame: on x86-64
 	// the return address is at 8(%rbp), sp was %rbp+8; on arm64 it is at
-	// [x29, #8] (the prologue's stp x29, x30), sp was x29 + FrameAbove.
+	// [x29, #8] (the prologue's stp x29, x30), sp was x29 + FrameAbove;
+	// FrameKey 'A' or 'B' if the function signed it first (paciasp,
+	// pacibsp: that key, sp at the entry the modifier), else 0.
 	FrameEntry bool
 	FrameAbove uint64 // arm64
+	FrameKey   byte   // arm64
 
 	pops   int     // where the pops start in the code, once made
 	fixups []fixup // its copies of memory, once made

@@ -54,23 +54,35 @@ func (a *a64) popTop(again int) {
 
 // hook appends the hook routine. A stub calls it (bl) with the thread's
 // ring in x12, its saves at sp; it returns x9 = 1 if the return is
-// hooked, else 0, and uses x13-x18. A tail call finds x30 already the
-// trampoline, its caller's frame at the same sp: it returns along with
-// the caller, a frame of its own at the same key. Its first entry is for
-// a stub past plain -pg's call of _mcount (HookFrameRoutine), which has
-// put the key in x13: there the return address is in the frame record,
-// at [x29, #8]. It returns the index of its mov of the trampoline's
-// address, and notes where its plain entry is in o.
+// hooked, else 0, and uses x0, x1 and x13-x18. A tail call finds x30
+// already the trampoline, its caller's frame at the same sp: it returns
+// along with the caller, a frame of its own at the same key. Its first
+// entry is for a stub past plain -pg's call of _mcount
+// (HookFrameRoutine), which has put the key in x13: there the return
+// address is in the frame record, at [x29, #8], signed if the function
+// signed it (x0: 1 with key A, 2 with key B; the modifier is the key,
+// sp at the entry): it is taken stripped, and the trampoline goes there
+// signed the same way, for the function's autiasp (or retaa) to accept.
+// It returns the index of its mov of the trampoline's address, and
+// notes where its plain entry is in o.
 func (r *RecordRoutine) hook(a *a64, o *routineOffsets) int {
 	a.addImm(x18, xFP, 8) // the slot
 	body := a.branch(brB, 0, 0, -1)
 	o.hook = len(a.w)
 	a.addImm(x13, xSP, rsArea) // the thread's sp: the frame's key
 	a.addImm(x18, xSP, rsLR)   // x30 in the save area
+	a.movReg(0, xZR)           // unsigned
 	a.land(body)
 	konst := a.mov64(x16, 0)
 	again := len(a.w)
 	a.ldr(x17, x18, 0) // the return address
+	unsigned := a.branch(brCBZ, 0, 0, -1)
+	a.movReg(1, xLR) // stripped through x30, xpaclri's register
+	a.movReg(xLR, x17)
+	a.emit(a64Xpaclri)
+	a.movReg(x17, xLR)
+	a.movReg(xLR, 1)
+	a.land(unsigned)
 	a.ldr(x15, x12, ring.ShadowTopOff)
 	a.topFrame()
 	a.eor(x9, x17, x16)
@@ -103,7 +115,19 @@ func (r *RecordRoutine) hook(a *a64, o *routineOffsets) int {
 	changed := a.branch(brCBNZ, x17, 0, -1)
 	a.stxr(x17, x9, x14)
 	a.branch(brCBNZW, x17, 0, again)
-	a.str(x16, x18, 0) // hooked: the thread's x30 (or saved x30) is the trampoline
+	// Hooked: the thread's x30 (or saved x30) is the trampoline, signed
+	// as the function signed its own.
+	a.movReg(x17, x16)
+	plain := a.branch(brCBZ, 0, 0, -1)
+	a.movReg(x16, x13)
+	keyB := a.branch(brTBNZ, 0, 1, -1)
+	a.emit(a64Pacia1716)
+	signed := a.branch(brB, 0, 0, -1)
+	a.land(keyB)
+	a.emit(a64Pacib1716)
+	a.land(plain)
+	a.land(signed)
+	a.str(x17, x18, 0)
 	a.mov(x9, 1)
 	a.emit(a64Ret)
 	a.land(changed)

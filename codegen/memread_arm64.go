@@ -87,8 +87,12 @@ func (s *RecordStub) copyReads(a *a64) error {
 // loadStackWord appends the load into x dst of the word w words above
 // the thread's sp.
 func loadStackWord(a *a64, dst uint32, w int) {
-	if a.frameAbove > 0 {
-		a.ldr(dst, xFP, a.frameAbove+uint64(8*w))
+	if off := a.frameAbove + uint64(8*w); a.frameAbove > 0 && off < 8<<12 {
+		a.ldr(dst, xFP, off)
+		return
+	} else if a.frameAbove > 0 {
+		a.addImm(dst, xFP, a.frameAbove)
+		a.ldr(dst, dst, uint64(8*w))
 		return
 	}
 	a.ldr(dst, xSP, uint64(rsArea+8*w))
@@ -101,6 +105,12 @@ func loadThreadReg(a *a64, dst uint32, off int) {
 	switch n := uint32(off / 8); {
 	case a.frameAbove > 0 && n == 31:
 		a.addImm(dst, xFP, a.frameAbove)
+	case a.frameAbove > 0 && n == xLR && a.frameSigned:
+		// Stripped of its signature: x30, the stub's scratch (its own
+		// was saved), is the one register xpaclri strips.
+		a.ldr(xLR, xFP, 8)
+		a.emit(a64Xpaclri)
+		a.movReg(dst, xLR)
 	case a.frameAbove > 0 && (n == xFP || n == xLR):
 		a.ldr(dst, xFP, uint64(8*(n-xFP))) // the frame record
 	case n == 31:

@@ -75,7 +75,8 @@ func (r *RecordRoutine) Code(at uint64) ([]byte, error) {
 func HookRoutine(at uint64) uint64 { return at + 4*uint64(routineAt.hook) }
 
 // HookFrameRoutine is where the hook routine of a copy placed at at
-// starts for a stub with FrameEntry: the key in x13, the slot [x29, #8].
+// starts for a stub with FrameEntry: the key in x13, the slot [x29, #8],
+// in x0 how the word there is signed (0: not; 1, 2: key A, B).
 func HookFrameRoutine(at uint64) uint64 { return at }
 
 // Trampoline is where the return trampoline of a copy placed at at
@@ -363,12 +364,14 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 	switch {
 	case s.StackWords < 0 || s.StackWords > RecordStackMax || s.Len() > ring.RecordMax:
 		return nil, fmt.Errorf("record of %d registers and %d stack words: too long", len(s.Regs), s.StackWords)
-	case s.FrameEntry && (s.FrameAbove < 16 || s.FrameAbove > 4095 || s.FrameAbove%16 != 0):
+	case s.FrameEntry && (s.FrameAbove < 16 || s.FrameAbove >= 1<<24 || s.FrameAbove%16 != 0):
 		return nil, fmt.Errorf("a frame record %d bytes below the entry's sp", s.FrameAbove)
+	case s.FrameKey != 0 && (!s.FrameEntry || s.FrameKey != 'A' && s.FrameKey != 'B'):
+		return nil, fmt.Errorf("a return address signed with key %q", s.FrameKey)
 	}
 	a := &a64{at: at}
 	if s.FrameEntry {
-		a.frameAbove = s.FrameAbove
+		a.frameAbove, a.frameSigned = s.FrameAbove, s.FrameKey != 0
 	}
 	saves(a)
 	if len(s.Tallies) > 0 {
@@ -408,6 +411,7 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		// (the ring is full): the return would not be recorded either.
 		if s.FrameEntry {
 			a.addImm(x13, xFP, s.FrameAbove) // the frame's key
+			a.mov(0, map[byte]uint64{'A': 1, 'B': 2}[s.FrameKey])
 			a.call(HookFrameRoutine(s.Routine))
 		} else {
 			a.call(HookRoutine(s.Routine))

@@ -175,10 +175,55 @@ func TestRecordCodeArm64(t *testing.T) {
 		if strings.Contains(all, "[sp,#160]") || strings.Contains(all, fmt.Sprintf("bl %#x", HookRoutine(routine))) {
 			t.Errorf("stub past mcount: reads the thread's own sp or x30, or hooks x30:\n%s", all)
 		}
-		for _, bad := range []uint64{0, 8, 40, 8192} {
+		for _, bad := range []uint64{0, 8, 40, 8200, 1 << 24} {
 			if _, err := (&RecordStub{Routine: routine, Next: 0x20000, FrameEntry: true, FrameAbove: bad}).Code(at); err == nil {
 				t.Errorf("a frame record %d bytes below the entry's sp: no error", bad)
 			}
+		}
+		for _, bad := range []*RecordStub{{FrameEntry: true, FrameAbove: 48, FrameKey: 'C'}, {FrameKey: 'A'}} {
+			bad.Routine, bad.Next = routine, 0x20000
+			if _, err := bad.Code(at); err == nil {
+				t.Errorf("a stub with FrameEntry %v, key %q: no error", bad.FrameEntry, bad.FrameKey)
+			}
+		}
+		// A frame over 512 bytes (gcc's subs of sp first; 70,032 bytes:
+		// no ldr reaches a stack word from x29), the return address
+		// signed with key B: taken stripped, and the hook told the key.
+		big := &RecordStub{Routine: routine, Next: 0x20000, Site: 13, Regs: []int{31 * 8, 30 * 8}, StackWords: 1, Hook: true, FrameEntry: true, FrameAbove: 70032, FrameKey: 'B'}
+		bstub, err := big.Code(at)
+		if err != nil || len(bstub) != big.Size() {
+			t.Fatalf("signed stub past mcount: %v: %d bytes, Size %d", err, len(bstub), big.Size())
+		}
+		checkA64(t, "signed stub past mcount", bstub, at)
+		words := func(code []byte) []uint32 {
+			var ws []uint32
+			for off := 0; off+4 <= len(code); off += 4 {
+				ws = append(ws, binary.LittleEndian.Uint32(code[off:]))
+			}
+			return ws
+		}
+		bw := words(bstub)
+		for _, want := range []struct {
+			seq  []uint32
+			text string
+		}{
+			{[]uint32{0xf94007be, a64Xpaclri, 0xaa1e03ed}, "ldr x30, [x29, #8]; xpaclri; mov x13, x30"},
+			{[]uint32{0x914047ad, 0x910641ad, 0xf94001ad}, "add x13, x29, #0x11, lsl #12; add x13, x13, #0x190; ldr x13, [x13]"},
+			{[]uint32{0x914047ad, 0x910641ad, 0xd2800040}, "add x13, x29, #0x11, lsl #12; add x13, x13, #0x190; mov x0, #2"},
+		} {
+			found := false
+			for i := range bw {
+				found = found || slices.Equal(bw[i:min(len(bw), i+len(want.seq))], want.seq)
+			}
+			if !found {
+				t.Errorf("signed stub past mcount: no %s", want.text)
+			}
+		}
+		if fw := words(fstub); !slices.Contains(fw, 0xd2800000) || slices.Contains(fw, a64Xpaclri) { // mov x0, #0
+			t.Errorf("stub past mcount: no mov x0, #0 before the hook, or an xpaclri")
+		}
+		if rw := words(code); !slices.Contains(rw, a64Pacia1716) || !slices.Contains(rw, a64Pacib1716) || !slices.Contains(rw, a64Xpaclri) {
+			t.Errorf("the routine: no pacia1716, pacib1716 or xpaclri")
 		}
 		// The hook and the trampoline write the trampoline's address:
 		// this copy's, or the process's one.
@@ -186,7 +231,7 @@ func TestRecordCodeArm64(t *testing.T) {
 			r.Trampoline = tramp
 			code, _ := r.Code(routine)
 			want := cmp.Or(tramp, Trampoline(routine))
-			if got := mov64Value(code[HookRoutine(routine)-routine+8:]); got != want {
+			if got := mov64Value(code[HookRoutine(routine)-routine+12:]); got != want {
 				t.Errorf("the hook's trampoline: %#x, want %#x", got, want)
 			}
 		}
