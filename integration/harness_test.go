@@ -220,6 +220,12 @@ func setup(dir string) error {
 		if err := build(dir, "g++", append(slices.Clone(shrinkWrapFlags), "-o", filepath.Join(dir, "shrinkwrap"), sw)...); err != nil {
 			return err
 		}
+		for name, flags := range pacPgBuilds {
+			args := append(fentryFlags(flags...), "-o", filepath.Join(dir, name), filepath.Join(src, "fentry", "fentry.c"))
+			if err := build(dir, "gcc", args...); err != nil {
+				return err
+			}
+		}
 		// bti_arm64_test.go's.
 		if err := build(dir, "gcc", append(slices.Clone(btiFlags), "-o", filepath.Join(dir, "bti"), filepath.Join(src, "inprocess", "bti.c"))...); err != nil {
 			return err
@@ -520,6 +526,15 @@ var entryReturnFetch = map[string]string{"amd64": "$stack0", "arm64": "%lr"}[run
 // pacFlags build arm64 code with pointer authentication (paciasp and
 // autiasp around each non-leaf function) and BTI (pac_arm64_test.go).
 var pacFlags = []string{"-O2", "-g", "-Wall", "-mbranch-protection=standard", "-fno-pie", "-no-pie"}
+
+// pacPgBuilds are TestPointerAuthPg's builds of fentry.c (after
+// fentryFlags): plain -pg with the return address signed, by key A
+// (paciasp) and key B (pacibsp, in frames over 512 bytes).
+var pacPgBuilds = map[string][]string{
+	"fentry-pg-pac":           {"-pg", "-mbranch-protection=standard", "-fPIE", "-pie"},
+	"fentry-pg-pac-O0":        {"-O0", "-pg", "-mbranch-protection=standard", "-no-pie"},
+	"fentry-pg-pacb-bigframe": {"-pg", "-mbranch-protection=pac-ret+b-key", "-no-pie", "-DFRAME_BYTES=600"},
+}
 
 // pacRetFlags build with pointer authentication but no BTI: in a
 // BTI-guarded page a landing pad (paciasp is one) takes no b, and every

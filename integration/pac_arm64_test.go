@@ -5,6 +5,7 @@ package integration
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,4 +152,46 @@ func TestPointerAuthShrinkWrapped(t *testing.T) {
 			t.Errorf("%s: %d calls of deep, want 3", flag, n)
 		}
 	}
+}
+
+// pgPacBin is fentry.c built as pacPgBuilds says for name.
+func pgPacBin(t *testing.T, name string) string {
+	t.Helper()
+	exe := builtOnce(t, name, filepath.Join("testdata", "fentry", "fentry.c"), fentryFlags(pacPgBuilds[name]...)...)
+	for _, fn := range []string{"fib", "work"} {
+		const paciasp, pacibsp = 0xd503233f, 0xd503237f
+		if w := binary.LittleEndian.Uint32(fileBytes(t, exe, funcSym(t, exe, fn).Value, 4)); w != paciasp && w != pacibsp {
+			t.Fatalf("%s: %s does not start with paciasp or pacibsp (%#08x): the test proves nothing", exe, fn, w)
+		}
+	}
+	return exe
+}
+
+// TestPointerAuthPg: plain -pg functions that sign their return address
+// (paciasp, pacibsp) are hooked past their bl _mcount too: the hook
+// strips the saved x30 for the shadow stack and puts the trampoline in
+// the frame record signed the same way (sp at the entry the modifier),
+// which the function's autiasp accepts. The graph is exact, the output
+// the untraced one, and gmon.out has the arcs it has untraced (hooked
+// at the entry before, _mcount read the trampoline as fib's and work's
+// caller).
+func TestPointerAuthPg(t *testing.T) {
+	t.Parallel()
+	for _, name := range slices.Sorted(maps.Keys(pacPgBuilds)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fentryGraphs(t, pgPacBin(t, name), true, true, " (past the call of mcount: 2)")
+		})
+	}
+}
+
+// TestPointerAuthPgDetachUnderLoad: TestPgDetachUnderLoad with signed
+// return addresses: four threads checking every result through eight
+// attaches, each interrupted or killed, with calls parked everywhere,
+// the trampoline saved signed in their frame records; each detach puts
+// the original back signed as the function signed it, and every result
+// stays right.
+func TestPointerAuthPgDetachUnderLoad(t *testing.T) {
+	t.Parallel()
+	detachUnderLoadN(t, 8, pgPacBin(t, "fentry-pg-pac"), gmonEnv(t.TempDir()))
 }

@@ -27,7 +27,8 @@ func fentryFlags(more ...string) []string {
 }
 
 // TestPgInProcess: function_graph over fentry.c built plain -pg (PIE and
-// not, -O2 and -O0) hooks fib and work past the call of mcount, records
+// not, -O2 and -O0, and with frames over 512 bytes) hooks fib and work
+// past the call of mcount, records
 // every entry in the tracee, draws the graph the stopping path draws,
 // with fib entered as often as the program counts, and the program
 // prints what it prints untraced and writes the gmon.out it writes
@@ -39,6 +40,11 @@ func TestPgInProcess(t *testing.T) {
 		{"pg", "-pg -fPIE -pie"},
 		{"pg-nopie", "-pg -no-pie"},
 		{"pg-O0", "-O0 -pg -no-pie"},
+		// Frames over 512 bytes: on arm64 gcc lowers sp first (`sub
+		// sp, sp, #640; stp x29, x30, [sp]`; at -O0, 5040 bytes: `mov
+		// x12, #5056; sub sp, sp, x12`), hooked at the entry before.
+		{"pg-bigframe", "-pg -fPIE -pie -DFRAME_BYTES=600"},
+		{"pg-bigframe-O0", "-O0 -pg -no-pie -DFRAME_BYTES=5000"},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()

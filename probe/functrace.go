@@ -383,7 +383,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	if err != nil {
 		return nil, badInput(err)
 	}
-	off, above := 0, uint64(0)
+	off, above, key := 0, uint64(0), byte(0)
 	if c.fn.isGo {
 		off = singlestep.GoStackCheckEnd(code)
 	} else {
@@ -396,7 +396,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		// entry there).
 		off = m.FentryCallEnd(sym)
 		if off == 0 && (mcountKeepsArgs || !t.ft.opts.Args) {
-			off, above = m.McountCallEnd(sym)
+			off, above, key = m.McountCallEnd(sym)
 		}
 	}
 	at := funcSite(m, sym, code, off)
@@ -406,7 +406,7 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 		return nil, err
 	}
 	if above > 0 {
-		st.frame, st.frameAbove = true, above
+		st.frame, st.frameAbove, st.frameKey = true, above, key
 	}
 	if t.ft.opts.Args && c.fn.args == nil {
 		// By the first of its names the table has (the one shown, an

@@ -469,12 +469,12 @@ func (t *Tracer) recordStub(st *site) (*codegen.RecordStub, *recordSite) {
 			return nil, nil
 		}
 		in.nextID++
-		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base, FrameEntry: st.frame, FrameAbove: st.frameAbove}
+		rec := &codegen.RecordStub{Site: in.nextID, Tallies: code, Rings: in.rings.Layout().Base, FrameEntry: st.frame, FrameAbove: st.frameAbove, FrameKey: st.frameKey}
 		return rec, &recordSite{site: st, code: rec, tallies: need.tallies}
 	}
 	in.nextID++
 	rec := &codegen.RecordStub{Site: in.nextID, Regs: need.Regs, StackWords: need.Words, Hook: need.hook,
-		Reads: need.Reads, Rings: in.rings.Layout().Base, FrameEntry: st.frame, FrameAbove: st.frameAbove}
+		Reads: need.Reads, Rings: in.rings.Layout().Base, FrameEntry: st.frame, FrameAbove: st.frameAbove, FrameKey: st.frameKey}
 	rs := &recordSite{site: st, code: rec}
 	if need.filter != nil && in.tallyWords < ring.TallyWords {
 		rec.Filter, rec.Rejected = need.filter, in.tallyWords

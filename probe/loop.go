@@ -238,7 +238,7 @@ func (t *Tracer) serveEntry(tid int, regs *unix.PtraceRegs, s *site, hookRet, lo
 		v, ok := t.entryView(regs, s.frameAbove)
 		entry, hit.regs, seen = &v, &v, ok
 		if ok {
-			defer t.leaveEntryView(regs, entry)
+			defer t.leaveEntryView(tid, regs, entry, s)
 		}
 	}
 	switch {

@@ -232,9 +232,11 @@ type site struct {
 	// frame: addr is just past plain -pg's call of mcount, after the
 	// prologue (Module.McountCallEnd): the function as at its entry, seen
 	// through its frame (entryView), sp there frameAbove above the frame
-	// pointer.
+	// pointer, the return address there signed with key frameKey ('A',
+	// 'B'; 0: unsigned) if the function signs it (arm64).
 	frame      bool
 	frameAbove uint64
+	frameKey   byte
 	opt        *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
 	// trapWhy is why the site's probes do not record in the tracee
 	// (inproc.go), when optimizeSites found a reason.

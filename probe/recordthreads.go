@@ -96,7 +96,7 @@ func (t *Tracer) rewindRecordCode(tid int, regs *unix.PtraceRegs) bool {
 		return false
 	}
 	if from != nil && from.code.FrameEntry {
-		t.unhookFrameRecord(tid, regs, from.code.FrameAbove)
+		t.unhookFrameRecord(tid, regs, from.code)
 	}
 	tracee.SetSP(regs, rw.SP)
 	regs.SetPC(to)

@@ -3,6 +3,7 @@ package probe
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/tracee"
@@ -111,10 +112,10 @@ func (t *Tracer) entryView(regs *unix.PtraceRegs, above uint64) (unix.PtraceRegs
 
 // unhookFrameRecord: a stub past mcount hooks the slot that is its
 // frame's key, which restoreInprocReturns puts back.
-func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, above uint64) {}
+func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, stub *codegen.RecordStub) {}
 
 // leaveEntryView: a return hooked in an entryView wrote its slot.
-func (t *Tracer) leaveEntryView(regs, view *unix.PtraceRegs) {}
+func (t *Tracer) leaveEntryView(tid int, regs, view *unix.PtraceRegs, s *site) {}
 
 // mcountKeepsArgs: past plain -pg's call of mcount the arguments are in
 // their registers as they came (mcount saves them).

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probedbg/probe/codegen"
 	"github.com/probedbg/probe/fetch"
 	"github.com/probedbg/probe/ring"
 	"github.com/probedbg/probe/singlestep"
@@ -16,6 +17,10 @@ import (
 // returned. The hook replaces x30 at the entry, before the function's
 // prologue stores it; with pointer authentication the prologue's paciasp
 // signs the trampoline (with sp, the frame), which its autiasp accepts.
+// Past plain -pg's bl _mcount the prologue has saved x30 in the frame
+// record, signed if the function signs it: the hook there signs the
+// trampoline itself, with the same key and sp at the entry (entryView,
+// leaveEntryView; in the tracee, codegen's frame hook).
 
 const returnPops = 0
 
@@ -329,10 +334,10 @@ func (t *Tracer) slotHooked(f *shadowFrame) bool {
 // entryView is a thread's registers just past plain -pg's call of
 // _mcount (site.frame) as they were at the function's entry, as far as
 // the frame record tells: sp above bytes over x29, x29 and x30 the words
-// the prologue's stp x29, x30 put at [x29] (x30 unsigned: a function
-// that signs it is hooked at its entry). The arguments' registers are
-// not: _mcount took x0 and may write x1-x18. false: the frame cannot be
-// read.
+// the prologue's stp x29, x30 put in the record (x30 stripped of the
+// signature of a function that signed it: as it came). The arguments'
+// registers are not: _mcount took x0 and may write x1-x18. false: the
+// frame cannot be read.
 func (t *Tracer) entryView(regs *unix.PtraceRegs, above uint64) (unix.PtraceRegs, bool) {
 	v := *regs
 	var rec [16]byte
@@ -341,33 +346,45 @@ func (t *Tracer) entryView(regs *unix.PtraceRegs, above uint64) (unix.PtraceRegs
 	}
 	v.Sp = regs.Regs[29] + above
 	v.Regs[29] = binary.LittleEndian.Uint64(rec[:])
-	v.Regs[30] = binary.LittleEndian.Uint64(rec[8:])
+	v.Regs[30] = t.stripPAC(binary.LittleEndian.Uint64(rec[8:]))
 	return v, true
 }
 
-// leaveEntryView puts in the frame record the x30 a return hook in
-// entryView's view wrote (hookEntryReturn).
-func (t *Tracer) leaveEntryView(regs, view *unix.PtraceRegs) {
-	if before, ok := t.readWord(regs.Regs[29] + 8); ok && before != view.Regs[30] {
-		t.writeWord(regs.Regs[29]+8, view.Regs[30])
+// leaveEntryView puts in the frame record of site s the x30 a return
+// hook in entryView's view wrote (hookEntryReturn), for thread tid:
+// signed as the function signed the one there (paciasp, pacibsp, with
+// sp at the entry).
+func (t *Tracer) leaveEntryView(tid int, regs, view *unix.PtraceRegs, s *site) {
+	before, ok := t.readWord(regs.Regs[29] + 8)
+	if !ok || t.stripPAC(before) == view.Regs[30] {
+		return
+	}
+	v, ok := t.signedLike(tid, before, t.stripPAC(before), view.Regs[30], view.Sp, s.frameKey != 0)
+	if ok {
+		t.writeWord(regs.Regs[29]+8, v)
 	}
 }
 
 // unhookFrameRecord gives back the return address that a stub past
 // -pg's call of _mcount may have hooked in the frame record of the
 // function thread tid (regs: x29 the frame) is taken out of, back to the
-// stub's site (rewindRecordCode), with sp there above bytes over x29. Its
+// stub's site (rewindRecordCode), with sp there stub.FrameAbove bytes
+// over x29. Its
 // record was never committed, so no frame of the tracer's tells where
 // the hook wrote, and restoreInprocReturns cannot put it back: the
 // function then returned into the trampoline after the detach (SIGTRAP:
-// TestPgDetachUnderLoad, at the third of eight detaches).
-func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, above uint64) {
-	fp := regs.Regs[29]
-	if w, ok := t.readWord(fp + 8); !ok || t.stripPAC(w) != t.inproc.trampoline {
+// TestPgDetachUnderLoad, at the third of eight detaches). A trampoline
+// the hook signed gets the return address signed the same way.
+func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, stub *codegen.RecordStub) {
+	fp, above := regs.Regs[29], stub.FrameAbove
+	w, ok := t.readWord(fp + 8)
+	if !ok || t.stripPAC(w) != t.inproc.trampoline {
 		return
 	}
 	if ret := t.returnTo(tid, fp+above); ret != 0 {
-		t.writeWord(fp+8, ret)
+		if v, ok := t.signedLike(tid, w, t.inproc.trampoline, ret, fp+above, stub.FrameKey != 0); ok {
+			t.writeWord(fp+8, v)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ func TestMcountCallEnd(t *testing.T) {
 						}
 					}
 				}
-				got, above := m.McountCallEnd(Symbol{Name: fn.Name, Addr: fn.Value, Size: fn.Size})
+				got, above, _ := m.McountCallEnd(Symbol{Name: fn.Name, Addr: fn.Value, Size: fn.Size})
 				if got != want || got > 0 && above != 8 {
 					t.Errorf("McountCallEnd(%s): got %#x (sp at the entry %%rbp+%d), want %#x (%%rbp+8) (objdump: %+v)", fn.Name, got, above, want, insns[:min(len(insns), 6)])
 				}

@@ -480,22 +480,23 @@ func (m *Module) FentryCallEnd(fn Symbol) int {
 // endbr64 at most) and then only pushes and immediate adjustments of
 // sp: the return address is at 8(%rbp), sp was %rbp+8, the arguments'
 // registers are as they came (the pushes and mcount keep them). On arm64
-// see a64McountCallEnd: the return address is at [x29, #8], and the
-// arguments' registers are lost (mcount's argument is in x0).
-func (m *Module) McountCallEnd(fn Symbol) (end int, above uint64) {
+// see a64McountCallEnd: the return address is at [x29, #8], signed
+// with key 'A' or 'B' and sp at the entry as the modifier if key is not
+// 0, and the arguments' registers are lost (mcount's argument is in x0).
+func (m *Module) McountCallEnd(fn Symbol) (end int, above uint64, key byte) {
 	sites := m.sites()
 	if len(sites) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	switch m.elf.Machine {
 	case elf.EM_AARCH64:
 		return m.a64McountCallEnd(fn, sites)
 	case elf.EM_X86_64:
 		if end := m.x86McountCallEnd(fn, sites); end > 0 {
-			return end, 8
+			return end, 8, 0
 		}
 	}
-	return 0, 0
+	return 0, 0, 0
 }
 
 // mcountSiteAt reports whether sites (sorted) have a call of mcount at

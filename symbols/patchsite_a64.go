@@ -94,62 +94,117 @@ func a64Branches(op arm64asm.Op) bool {
 }
 
 // a64McountCallEnd is McountCallEnd for arm64: fn must start (after a
-// bti c at most) with `stp x29, x30, [sp, #-N]!; mov x29, sp`, then
-// instructions up to the bl of _mcount that write neither x29 nor the
-// saved x30 at [x29, #8], and not sign its return address (paciasp: the
-// saved x30 would be signed, and a trampoline put there unsigned would
-// fail its autiasp). above is N: sp at the entry is x29 + N.
-func (m *Module) a64McountCallEnd(fn Symbol, sites []PatchSite) (end int, above uint64) {
+// bti c at most, and a paciasp or pacibsp, which signs x30 with sp at
+// the entry) with a frame a64PrologueEnd knows, then instructions up to
+// the bl of _mcount that write neither x29 nor the saved x30 at
+// [x29, #8]. above is how far sp at the entry is above x29; key is 'A'
+// or 'B' if the function signed the x30 it saved (paciasp, pacibsp),
+// else 0.
+func (m *Module) a64McountCallEnd(fn Symbol, sites []PatchSite) (end int, above uint64, key byte) {
 	code, err := m.ReadCode(fn.Addr, min(fn.Size, 4*a64ScanInsns))
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	return a64PrologueEnd(code, func(off int) bool { return mcountSiteAt(sites, fn.Addr+uint64(off)) })
 }
 
 // a64PrologueEnd is a64McountCallEnd over a function's first
 // instructions, code: isMcount says whether the bl at offset off calls
-// _mcount.
-func a64PrologueEnd(code []byte, isMcount func(off int) bool) (end int, above uint64) {
-	if len(code) < 12 {
-		return 0, 0
+// _mcount. gcc makes the frame one of two ways:
+//
+//	stp  x29, x30, [sp, #-N]!       up to 512 bytes: the record at its bottom
+//	mov  x29, sp                    above = N
+//
+//	sub  sp, sp, #N                 larger (or at -O0 with outgoing
+//	                                arguments): one or two subs, or
+//	                                mov x12, #N (movk) and sub sp, sp, x12
+//	stp  x29, x30, [sp, #R]         the record R bytes up
+//	add  x29, sp, #R                (mov x29, sp when R is 0); above = N - R
+func a64PrologueEnd(code []byte, isMcount func(off int) bool) (end int, above uint64, key byte) {
+	word := func(i int) uint32 {
+		if i+4 > len(code) {
+			return 0
+		}
+		return binary.LittleEndian.Uint32(code[i:])
 	}
-	word := func(i int) uint32 { return binary.LittleEndian.Uint32(code[i:]) }
 	off := 0
-	if word(0) == a64BtiC {
-		off = 4
+	if word(off) == a64BtiC {
+		off += 4
 	}
-	// stp x29, x30, [sp, #imm7*8]! with a negative imm7.
-	stp := word(off)
-	if stp&0xffc07fff != 0xa9807bfd || stp>>21&1 == 0 {
-		return 0, 0
+	switch word(off) {
+	case a64Paciasp:
+		key, off = 'A', off+4
+	case a64Pacibsp:
+		key, off = 'B', off+4
 	}
-	above = uint64(-(int64(int32(stp<<10)) >> 25) * 8)
-	if off += 4; word(off) != a64MovFP {
-		return 0, 0
+	lowered, rec, off, ok := a64FrameRecord(word, off)
+	if !ok || lowered <= rec || (lowered-rec)%16 != 0 {
+		return 0, 0, 0
 	}
-	lowered := uint64(0) // how far sp went below x29 since
-	for off += 4; off+4 <= len(code); off += 4 {
+	above = lowered - rec
+	below := rec // how far sp is below x29 from now on
+	for ; off+4 <= len(code); off += 4 {
 		w := word(off)
 		if _, bl := a64BlTarget(0, w); bl {
 			if !isMcount(off) {
-				return 0, 0
+				return 0, 0, 0
 			}
-			return off + 4, above
+			return off + 4, above, key
 		}
 		if w == a64Paciasp || w == a64Pacibsp {
-			return 0, 0
+			return 0, 0, 0 // signed after sp moved: with another modifier
 		}
 		inst, err := arm64asm.Decode(code[off:])
-		if err != nil || a64Branches(inst.Op) || !a64KeepsFrame(w, inst, &lowered) {
-			return 0, 0
+		if err != nil || a64Branches(inst.Op) || !a64KeepsFrame(w, inst, &below) {
+			return 0, 0, 0
 		}
 	}
-	return 0, 0
+	return 0, 0, 0
+}
+
+// a64FrameRecord reads the making of the frame and its record from
+// offset off (a64PrologueEnd's forms): how far sp went below the
+// entry's, the record's offset from the new sp, and the offset past
+// the instruction that points x29 at it. False for any other form.
+func a64FrameRecord(word func(int) uint32, off int) (lowered, rec uint64, end int, ok bool) {
+	if w := word(off); w&0xffc07fff == 0xa9807bfd && w>>21&1 == 1 {
+		// stp x29, x30, [sp, #imm7*8]! with a negative imm7.
+		lowered = uint64(-(int64(int32(w<<10)) >> 25) * 8)
+		return lowered, 0, off + 8, word(off+4) == a64MovFP
+	}
+	var konst uint64 // the value of the register movz and movk build
+	kreg := uint32(32)
+	for ; ; off += 4 {
+		w := word(off)
+		switch {
+		case w&0xff8003ff == 0xd10003ff: // sub sp, sp, #imm{, lsl #12}
+			lowered += uint64(w>>10&0xfff) << (12 * (w >> 22 & 1))
+			continue
+		case w&0xff800000 == 0xd2800000: // movz xd, #imm16, lsl #(16*hw)
+			kreg, konst = w&31, uint64(w>>5&0xffff)<<(16*(w>>21&3))
+			continue
+		case w&0xff800000 == 0xf2800000 && w&31 == kreg: // movk
+			sh := 16 * (w >> 21 & 3)
+			konst = konst&^(0xffff<<sh) | uint64(w>>5&0xffff)<<sh
+			continue
+		case kreg < 31 && w == 0xcb2063ff|kreg<<16: // sub sp, sp, xk (uxtx)
+			lowered += konst
+			kreg = 32
+			continue
+		}
+		break
+	}
+	// stp x29, x30, [sp, #imm7*8], a signed offset, not negative.
+	w := word(off)
+	if lowered == 0 || w&0xffc07fff != 0xa9007bfd || w>>21&1 == 1 {
+		return 0, 0, 0, false
+	}
+	rec = uint64(w>>15&0x7f) * 8
+	return lowered, rec, off + 8, word(off+4) == a64MovFP|uint32(rec)<<10 // add x29, sp, #rec
 }
 
 // a64KeepsFrame reports whether instruction w (inst decoded), in a
-// prologue after `mov x29, sp`, leaves x29 and the x30 saved at
+// prologue after x29 points at the frame record, leaves x29 and the x30 saved at
 // [x29, #8] as they are; lowered is how far sp is below x29, kept up to
 // date (sub sp, sp, #imm). Anything else that writes sp or x29, and any
 // store but to an offset from a register, is refused.

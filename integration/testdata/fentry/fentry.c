@@ -19,13 +19,30 @@
 
 static __thread long calls;
 
+// With -DFRAME_BYTES=N, fib and work keep N bytes of locals: over 512,
+// gcc's arm64 prologue lowers sp first (`sub sp, sp, #N; stp x29, x30,
+// [sp]`, or `mov x12, #N; sub sp, sp, x12` where N fits no immediate),
+// not with the record's `stp x29, x30, [sp, #-N]!`.
+#ifdef FRAME_BYTES
+#define FRAME(n) \
+	volatile char frame[FRAME_BYTES]; \
+	frame[(n) & 63] = (char)(n)
+#else
+#define FRAME(n) (void)0
+#endif
+
 __attribute__((noinline)) long fib(long n)
 {
+	FRAME(n);
 	calls++;
 	return n < 2 ? n : fib(n - 1) + fib(n - 2);
 }
 
-__attribute__((noinline)) long work(long n) { return fib(n); }
+__attribute__((noinline)) long work(long n)
+{
+	FRAME(n);
+	return fib(n);
+}
 
 static long expect(long n)
 {
