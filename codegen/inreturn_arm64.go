@@ -54,15 +54,18 @@ func (a *a64) popTop(again int) {
 
 // hook appends the hook routine. A stub calls it (bl) with the thread's
 // ring in x12, its saves at sp; it returns x9 = 1 if the return is
-// hooked, else 0, and uses x0, x1 and x13-x18. A tail call finds x30
+// hooked, else 0, and uses x0 and x13-x18. A tail call finds x30
 // already the trampoline, its caller's frame at the same sp: it returns
 // along with the caller, a frame of its own at the same key. Its first
 // entry is for a stub past plain -pg's call of _mcount
 // (HookFrameRoutine), which has put the key in x13: there the return
 // address is in the frame record, at [x29, #8], signed if the function
 // signed it (x0: 1 with key A, 2 with key B; the modifier is the key,
-// sp at the entry): it is taken stripped, and the trampoline goes there
-// signed the same way, for the function's autiasp (or retaa) to accept.
+// sp at the entry): then x1 is the stub's copy of it stripped (xpaclri
+// strips x30 alone, which here must stay the way back to the stub, for
+// a thread taken out of the routine to find its stub), and the
+// trampoline goes there signed the same way, for the function's autiasp
+// (or retaa) to accept.
 // It returns the index of its mov of the trampoline's address, and
 // notes where its plain entry is in o.
 func (r *RecordRoutine) hook(a *a64, o *routineOffsets) int {
@@ -77,11 +80,7 @@ func (r *RecordRoutine) hook(a *a64, o *routineOffsets) int {
 	again := len(a.w)
 	a.ldr(x17, x18, 0) // the return address
 	unsigned := a.branch(brCBZ, 0, 0, -1)
-	a.movReg(1, xLR) // stripped through x30, xpaclri's register
-	a.movReg(xLR, x17)
-	a.emit(a64Xpaclri)
-	a.movReg(x17, xLR)
-	a.movReg(xLR, 1)
+	a.movReg(x17, 1) // signed: the stub's stripped copy
 	a.land(unsigned)
 	a.ldr(x15, x12, ring.ShadowTopOff)
 	a.topFrame()

@@ -76,7 +76,8 @@ func HookRoutine(at uint64) uint64 { return at + 4*uint64(routineAt.hook) }
 
 // HookFrameRoutine is where the hook routine of a copy placed at at
 // starts for a stub with FrameEntry: the key in x13, the slot [x29, #8],
-// in x0 how the word there is signed (0: not; 1, 2: key A, B).
+// in x0 how the word there is signed (0: not; 1, 2: key A, B), and if it
+// is, in x1 the word stripped.
 func HookFrameRoutine(at uint64) uint64 { return at }
 
 // Trampoline is where the return trampoline of a copy placed at at
@@ -412,6 +413,9 @@ func (s *RecordStub) Code(at uint64) ([]byte, error) {
 		if s.FrameEntry {
 			a.addImm(x13, xFP, s.FrameAbove) // the frame's key
 			a.mov(0, map[byte]uint64{'A': 1, 'B': 2}[s.FrameKey])
+			if s.FrameKey != 0 {
+				loadThreadReg(a, 1, 30*8) // stripped
+			}
 			a.call(HookFrameRoutine(s.Routine))
 		} else {
 			a.call(HookRoutine(s.Routine))

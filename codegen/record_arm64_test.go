@@ -209,7 +209,7 @@ func TestRecordCodeArm64(t *testing.T) {
 		}{
 			{[]uint32{0xf94007be, a64Xpaclri, 0xaa1e03ed}, "ldr x30, [x29, #8]; xpaclri; mov x13, x30"},
 			{[]uint32{0x914047ad, 0x910641ad, 0xf94001ad}, "add x13, x29, #0x11, lsl #12; add x13, x13, #0x190; ldr x13, [x13]"},
-			{[]uint32{0x914047ad, 0x910641ad, 0xd2800040}, "add x13, x29, #0x11, lsl #12; add x13, x13, #0x190; mov x0, #2"},
+			{[]uint32{0x914047ad, 0x910641ad, 0xd2800040, 0xf94007be, a64Xpaclri, 0xaa1e03e1}, "add x13, x29, #0x11, lsl #12; add x13, x13, #0x190; mov x0, #2; ldr x30, [x29, #8]; xpaclri; mov x1, x30"},
 		} {
 			found := false
 			for i := range bw {
@@ -222,8 +222,17 @@ func TestRecordCodeArm64(t *testing.T) {
 		if fw := words(fstub); !slices.Contains(fw, 0xd2800000) || slices.Contains(fw, a64Xpaclri) { // mov x0, #0
 			t.Errorf("stub past mcount: no mov x0, #0 before the hook, or an xpaclri")
 		}
-		if rw := words(code); !slices.Contains(rw, a64Pacia1716) || !slices.Contains(rw, a64Pacib1716) || !slices.Contains(rw, a64Xpaclri) {
-			t.Errorf("the routine: no pacia1716, pacib1716 or xpaclri")
+		// The routine signs, and keeps x30 its way back to the stub
+		// (a thread taken out of it finds its stub by x30): it writes
+		// x30 nowhere.
+		rw := words(code)
+		if !slices.Contains(rw, a64Pacia1716) || !slices.Contains(rw, a64Pacib1716) {
+			t.Errorf("the routine: no pacia1716 or pacib1716")
+		}
+		for i, w := range rw[:routineAt.tally] {
+			if inst, err := arm64asm.Decode(binary.LittleEndian.AppendUint32(nil, w)); err == nil && len(inst.Args) > 0 && inst.Args[0] == arm64asm.X30 && !slices.Contains([]arm64asm.Op{arm64asm.STP, arm64asm.STR, arm64asm.RET}, inst.Op) {
+				t.Errorf("the routine's hook or trampoline, word %d: %s writes x30", i, arm64asm.GNUSyntax(inst))
+			}
 		}
 		// The hook and the trampoline write the trampoline's address:
 		// this copy's, or the process's one.

@@ -70,7 +70,7 @@ func (t *Tracer) swapSaved(mem memory, tid int, f *shadowFrame, from, to uint64)
 		return false
 	}
 	m := t.space.ModuleAt(f.site.addr) // (savedReturn found it)
-	v, ok := t.signedLike(tid, w, from, to, f.sp, m.SignsReturn(f.site.addr, f.site.sym.Size))
+	v, ok := t.signedLike(tid, w, from, to, f.sp, m.ReturnKey(f.site.addr, f.site.sym.Size))
 	if !ok || v == w {
 		return ok
 	}
@@ -128,7 +128,7 @@ func (t *Tracer) swapLR(tid int, regs *unix.PtraceRegs, sp, from, to uint64) boo
 	if t.stripPAC(regs.Regs[30]) != from {
 		return false
 	}
-	ret, ok := t.signedLike(tid, regs.Regs[30], from, to, sp, false) // (x30 as the hook left it: before paciasp)
+	ret, ok := t.signedLike(tid, regs.Regs[30], from, to, sp, 0) // (x30 as the hook left it: before paciasp)
 	if !ok {
 		return false
 	}
@@ -181,7 +181,7 @@ func (t *Tracer) unhookSigLRs(tid int, trampoline uint64, calls []hookedCall) {
 			if k := calls[i].key; k >= inner && k < c.at {
 				continue // the handler's
 			} else if k >= sp {
-				if v, ok := t.signedLike(tid, lr, trampoline, calls[i].ret, k, false); ok {
+				if v, ok := t.signedLike(tid, lr, trampoline, calls[i].ret, k, 0); ok {
 					t.writeWord(c.at+8*30, v)
 				}
 			}
@@ -219,19 +219,32 @@ func setLinkRegister(r *unix.PtraceRegs, v uint64) { r.Regs[30] = v }
 // else to signed with the key that signed from (A or B: paciasp or
 // pacibsp) and the modifier sp, by thread tid running pacia1716 or
 // pacib1716 (hint instructions: nops where there is no pointer
-// authentication). signed: the word is known to have been signed, so
-// that w equal to from is a signature whose code is 0, 1 in 128 (a
-// restore that took it for unsigned wrote the return address unsigned,
-// and the function's autiasp killed the program: TestPointerAuthReturns
-// in about 1 in 20 runs).
-func (t *Tracer) signedLike(tid int, w, from, to, sp uint64, signed bool) (uint64, bool) {
-	if w == from && (!signed || t.pacMask == 0) {
+// authentication). key: the word is known to have been signed, with
+// that key ('A', 'B'; 0: not known, both are tried), so that w equal to
+// from is a signature whose code is 0 (a restore that took it for
+// unsigned wrote the return address unsigned, and the function's
+// autiasp killed the program: TestPointerAuthReturns in about 1 in 20
+// runs), and the other key's signature of from, which can equal w too,
+// is not taken for it (1 in 128 with 7 bits of code: the trampoline
+// signed with key A in a function of key B's, and the program killed by
+// SIGSEGV at its return, in 1 of 2 runs of
+// TestPointerAuthPg/fentry-pg-pacb-bigframe, whose ~30 distinct frames
+// were each a chance).
+func (t *Tracer) signedLike(tid int, w, from, to, sp uint64, key byte) (uint64, bool) {
+	if w == from && (key == 0 || t.pacMask == 0) {
 		return to, true
 	}
 	if tid == 0 || !t.signerReady(tid) {
 		return 0, false
 	}
-	for _, at := range []uint64{t.ret.signer, t.ret.signer + 8} { // (SignCode)
+	signers := []uint64{t.ret.signer, t.ret.signer + 8} // (SignCode: key A's, key B's)
+	switch key {
+	case 'A':
+		signers = signers[:1]
+	case 'B':
+		signers = signers[1:]
+	}
+	for _, at := range signers {
 		if s, ok := t.sign(tid, at, from, sp); ok && s == w {
 			return t.sign(tid, at, to, sp)
 		}
@@ -317,7 +330,7 @@ func (t *Tracer) unhookChildLR(child, tid int) {
 	if ret == 0 {
 		return
 	}
-	if v, ok := t.signedLike(tid, regs.Regs[30], lr, ret, sp, false); ok {
+	if v, ok := t.signedLike(tid, regs.Regs[30], lr, ret, sp, 0); ok {
 		regs.Regs[30] = v
 		t.proc.SetRegs(child, &regs)
 	}
@@ -359,7 +372,7 @@ func (t *Tracer) leaveEntryView(tid int, regs, view *unix.PtraceRegs, s *site) {
 	if !ok || t.stripPAC(before) == view.Regs[30] {
 		return
 	}
-	v, ok := t.signedLike(tid, before, t.stripPAC(before), view.Regs[30], view.Sp, s.frameKey != 0)
+	v, ok := t.signedLike(tid, before, t.stripPAC(before), view.Regs[30], view.Sp, s.frameKey)
 	if ok {
 		t.writeWord(regs.Regs[29]+8, v)
 	}
@@ -382,7 +395,7 @@ func (t *Tracer) unhookFrameRecord(tid int, regs *unix.PtraceRegs, stub *codegen
 		return
 	}
 	if ret := t.returnTo(tid, fp+above); ret != 0 {
-		if v, ok := t.signedLike(tid, w, t.inproc.trampoline, ret, fp+above, stub.FrameKey != 0); ok {
+		if v, ok := t.signedLike(tid, w, t.inproc.trampoline, ret, fp+above, stub.FrameKey); ok {
 			t.writeWord(fp+8, v)
 		}
 	}

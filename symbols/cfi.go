@@ -264,28 +264,30 @@ func (m *Module) returnSaved(link, size uint64) (int64, bool) {
 	return r.off, r.ok
 }
 
-// SignsReturn reports whether the arm64 function entered at runtime
+// ReturnKey is the key with which the arm64 function entered at runtime
 // address entry (of size bytes, 0 if not known) signs its return address
-// before it saves it: a paciasp or pacibsp is among its instructions
-// (shrink-wrapped, not always the first). A signed address can equal the
-// unsigned one (its code 0, 1 in 128 with 7 bits of it): the word saved
-// alone cannot tell.
-func (m *Mapped) SignsReturn(entry, size uint64) bool {
+// before it saves it: 'A' if a paciasp is among its instructions, 'B' a
+// pacibsp (shrink-wrapped, not always the first); 0 if neither. A signed
+// address can equal the unsigned one (its code 0): the word saved alone
+// cannot tell.
+func (m *Mapped) ReturnKey(entry, size uint64) byte {
 	link := entry - m.Bias
 	if size == 0 {
 		size = maxPrologue
 	}
 	code, err := m.ReadCode(link, min(size, maxFunction))
 	if err != nil {
-		return false
+		return 0
 	}
 	for i := 0; i+4 <= len(code); i += 4 {
 		switch binary.LittleEndian.Uint32(code[i:]) {
-		case 0xd503233f, 0xd503237f: // paciasp, pacibsp
-			return true
+		case 0xd503233f: // paciasp
+			return 'A'
+		case 0xd503237f: // pacibsp
+			return 'B'
 		}
 	}
-	return false
+	return 0
 }
 
 // maxPrologue bounds how far into a function of unknown size
