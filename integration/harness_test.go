@@ -534,6 +534,7 @@ var pacPgBuilds = map[string][]string{
 	"fentry-pg-pac":           {"-pg", "-mbranch-protection=standard", "-fPIE", "-pie"},
 	"fentry-pg-pac-O0":        {"-O0", "-pg", "-mbranch-protection=standard", "-no-pie"},
 	"fentry-pg-pacb-bigframe": {"-pg", "-mbranch-protection=pac-ret+b-key", "-no-pie", "-DFRAME_BYTES=600"},
+	"fentry-pg-pacb":          {"-pg", "-mbranch-protection=pac-ret+b-key", "-no-pie"},
 }
 
 // pacRetFlags build with pointer authentication but no BTI: in a

@@ -190,8 +190,22 @@ func TestPointerAuthPg(t *testing.T) {
 // attaches, each interrupted or killed, with calls parked everywhere,
 // the trampoline saved signed in their frame records; each detach puts
 // the original back signed as the function signed it, and every result
-// stays right.
+// stays right. With key A, a profiling timer's handler interrupts the
+// threads anywhere (in the stubs and the hook too); with key B, in
+// frames over 512 bytes.
 func TestPointerAuthPgDetachUnderLoad(t *testing.T) {
 	t.Parallel()
-	detachUnderLoadN(t, 8, pgPacBin(t, "fentry-pg-pac"), gmonEnv(t.TempDir()))
+	for _, tc := range []struct {
+		name string
+		more []string
+	}{
+		{"fentry-pg-pac", []string{"prof"}},
+		{"fentry-pg-pacb-bigframe", nil},
+		{"fentry-pg-pacb", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			detachUnderLoadN(t, 8, pgPacBin(t, tc.name), gmonEnv(t.TempDir()), tc.more...)
+		})
+	}
 }

@@ -115,7 +115,8 @@ func fentryGraphs(t *testing.T, exe string, gmon, arcs bool, way string) {
 	}
 }
 
-// TestPgDetachUnderLoad: four threads of the plain -pg build check
+// TestPgDetachUnderLoad: four threads of the plain -pg build (and one
+// with frames over 512 bytes) check
 // every result while probe attaches with function_graph, hooked past the
 // call of mcount, through the frame, and is interrupted (a thread may be
 // anywhere in a record stub or its hook) or killed with SIGKILL, twenty
@@ -123,8 +124,16 @@ func fentryGraphs(t *testing.T, exe string, gmon, arcs bool, way string) {
 // every result right to the end.
 func TestPgDetachUnderLoad(t *testing.T) {
 	t.Parallel()
-	exe := builtOnce(t, "fentry-pg", filepath.Join("testdata", "fentry", "fentry.c"), fentryFlags("-pg", "-fPIE", "-pie")...)
-	detachUnderLoadN(t, map[string]int{"amd64": 20, "arm64": 8}[runtime.GOARCH], exe, gmonEnv(t.TempDir()))
+	for _, kind := range []struct{ name, flags string }{
+		{"pg", "-pg -fPIE -pie"},
+		{"pg-bigframe", "-pg -fPIE -pie -DFRAME_BYTES=600"},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			exe := builtOnce(t, "fentry-"+kind.name, filepath.Join("testdata", "fentry", "fentry.c"), fentryFlags(strings.Fields(kind.flags)...)...)
+			detachUnderLoadN(t, map[string]int{"amd64": 20, "arm64": 8}[runtime.GOARCH], exe, gmonEnv(t.TempDir()))
+		})
+	}
 }
 
 // gmonArcs is the call graph arcs of gmon.out file path, one line each:

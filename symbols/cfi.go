@@ -93,7 +93,7 @@ func (m *Module) parseCFI() (fdes frame.FrameDescriptionEntries) {
 	}()
 	if s := m.elf.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS {
 		if data, err := s.Data(); err == nil {
-			if fe, err := frame.Parse(data, m.elf.ByteOrder, 0, 8, s.Addr); err == nil {
+			if fe, err := frame.Parse(withoutBKey(data, m.elf.ByteOrder), m.elf.ByteOrder, 0, 8, s.Addr); err == nil {
 				fdes = fdes.Append(fe)
 			}
 		}
@@ -114,6 +114,49 @@ func (m *Module) parseCFI() (fdes frame.FrameDescriptionEntries) {
 		}
 	}
 	return fdes
+}
+
+// withoutBKey is .eh_frame data with each CIE's augmentation 'B' made
+// 'S', in a copy (or data itself if none has one). 'B' says the frames
+// of the CIE's functions sign their return address with key B (gcc's
+// .cfi_b_key_frame, -mbranch-protection=pac-ret+b-key); delve's parser
+// does not know it and gave up on the whole section, and such a
+// program had no CFI at all: no return address put back at a detach
+// (TestPointerAuthPgDetachUnderLoad/fentry-pg-pacb: SIGSEGV at the
+// first). 'S' (a signal frame) has no data either, and delve skips it;
+// which key signs is read from the code (Mapped.ReturnKey).
+func withoutBKey(data []byte, order binary.ByteOrder) []byte {
+	out := data
+	for i := 0; i+8 <= len(data); {
+		n, at := uint64(order.Uint32(data[i:])), i+4 // the length, and where what it counts starts
+		idLen := 4
+		switch n {
+		case 0:
+			return out // the terminator
+		case 0xffffffff:
+			if at+8 > len(data) {
+				return out
+			}
+			n, at, idLen = order.Uint64(data[at:]), at+8, 8
+		}
+		end := at + int(min(n, uint64(len(data))))
+		if end > len(data) || end < at+idLen+1 {
+			return out
+		}
+		if id := data[at : at+idLen]; bytes.Count(id, []byte{0}) == idLen { // a CIE: its id 0
+			aug := at + idLen + 1 // past the version
+			for j := aug; j < end && data[j] != 0; j++ {
+				if data[j] == 'B' {
+					if &out[0] == &data[0] {
+						out = slices.Clone(data)
+					}
+					out[j] = 'S'
+				}
+			}
+		}
+		i = end
+	}
+	return out
 }
 
 // negateRAState is DW_CFA_AARCH64_negate_ra_state (GNU_window_save's

@@ -2,7 +2,11 @@ package symbols
 
 import (
 	"bytes"
+	"encoding/binary"
+	"slices"
 	"testing"
+
+	"github.com/go-delve/delve/pkg/dwarf/frame"
 )
 
 func TestCallerRule(t *testing.T) {
@@ -55,5 +59,50 @@ func TestWithoutRAState(t *testing.T) {
 	}
 	if in[0] != 0x2d {
 		t.Errorf("the input was changed: % x", in)
+	}
+}
+
+// TestWithoutBKey: a CIE's augmentation "zRB" (gcc's .cfi_b_key_frame)
+// becomes "zRS", which delve's parser takes; FDEs, and bytes 'B'
+// elsewhere, stay as they are, in a copy.
+func TestWithoutBKey(t *testing.T) {
+	cie := []byte{
+		0x14, 0, 0, 0, // length 20
+		0, 0, 0, 0, // CIE id
+		1,                // version
+		'z', 'R', 'B', 0, // augmentation
+		0x04,       // code alignment 4
+		0x78,       // data alignment -8
+		0x1e,       // return address register x30
+		0x01, 0x1b, // augmentation data: pcrel sdata4
+		0x0c, 0x1f, 0x00, // def_cfa sp, 0
+		0x00, 0x00, 0x00, // padding: nops
+	}
+	fde := []byte{
+		0x10, 0, 0, 0, // length 16
+		0x1c, 0, 0, 0, // CIE pointer
+		'B', 0, 0, 0, // pc begin (a 'B' byte that is not an augmentation)
+		0x10, 0, 0, 0, // pc range
+		0x00, 0x00, 0x00, 0x00, // instructions: nops
+	}
+	in := append(append(append([]byte{}, cie...), fde...), 0, 0, 0, 0)
+	got := withoutBKey(in, binary.LittleEndian)
+	want := slices.Clone(in)
+	want[11] = 'S'
+	if !bytes.Equal(got, want) {
+		t.Errorf("got % x\nwant % x", got, want)
+	}
+	if in[11] != 'B' {
+		t.Errorf("the input was changed: % x", in)
+	}
+	if _, err := frame.Parse(got, binary.LittleEndian, 0, 8, 0x1000); err != nil {
+		t.Errorf("delve's parser: %v", err)
+	}
+	if _, err := frame.Parse(in, binary.LittleEndian, 0, 8, 0x1000); err == nil {
+		t.Errorf("delve's parser takes augmentation B now: withoutBKey can go")
+	}
+	plain := append(slices.Clone(in[:11]), 0, 0)
+	if got := withoutBKey(plain, binary.LittleEndian); &got[0] != &plain[0] {
+		t.Errorf("a copy made with no B")
 	}
 }
