@@ -54,6 +54,20 @@ func TestPgInProcess(t *testing.T) {
 	}
 }
 
+// TestPgHookedWay: -v says where fib and work of the plain -pg build are
+// hooked with --args: past the call of mcount on x86-64 (mcount keeps
+// the arguments' registers), and at the entry, before it, on arm64
+// (_mcount takes x0): there gmon.out loses their arcs, which -v tells.
+func TestPgHookedWay(t *testing.T) {
+	t.Parallel()
+	exe := builtOnce(t, "fentry-pg", filepath.Join("testdata", "fentry", "fentry.c"), fentryFlags("-pg", "-fPIE", "-pie")...)
+	way := map[string]string{"amd64": "past the call of mcount: 2", "arm64": "at the entry, before the call of mcount: 2"}[runtime.GOARCH]
+	r := probeEnv(t, gmonEnv(t.TempDir()), "run", "-v", "--args", "-o", os.DevNull, "--tracer", "function_graph", "--filter", "fib,work", "--", exe, "1", "5")
+	if want := "probe: function tracer: 2 functions in-process (" + way + ")\n"; r.code != 0 || r.stdout != "sum=5 calls=15\n" || !strings.Contains(r.stderr, want) {
+		t.Fatalf("probe run -v --args: want exit 0, the program's output and %q on stderr; got %v", want, r)
+	}
+}
+
 // gmonEnv has the -pg program write its gmon.out into dir
 // (gmon.out.PID), not into the test's directory.
 func gmonEnv(dir string) []string { return []string{"GMON_OUT_PREFIX=" + filepath.Join(dir, "gmon")} }

@@ -407,6 +407,8 @@ func (t *Tracer) hookFunction(anchor int, c candidate, returns bool, b *siteBatc
 	}
 	if above > 0 {
 		st.frame, st.frameAbove, st.frameKey = true, above, key
+	} else if off == 0 && !c.fn.isGo && m.CallsMcount(sym) {
+		st.beforeMcount = true
 	}
 	if t.ft.opts.Args && c.fn.args == nil {
 		// By the first of its names the table has (the one shown, an

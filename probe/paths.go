@@ -49,6 +49,7 @@ func notePaths(sites ...*site) {
 // after Ready): how many functions record in the tracee, of those the
 // ones hooked other than at their first instruction, by where (ways:
 // past -mfentry's call of __fentry__, past plain -pg's of mcount), and
+// those hooked at the entry before a call of mcount, and
 // how many stop the thread, by why. As the jumps were placed: a program
 // that has ended since still has its answer.
 func (t *Tracer) FuncPaths() (inProcess int, ways, stops map[string]int) {
@@ -67,11 +68,15 @@ func (t *Tracer) FuncStops() map[string][]string {
 }
 
 // hookedWay is where a function tracer's site is in its function, if
-// not at its first instruction.
+// not at its first instruction, or, at the first instruction of a
+// function that calls mcount after it, that it is before that call
+// (gmon.out loses the function's arcs).
 func (st *site) hookedWay() string {
 	switch {
 	case st.frame:
 		return "past the call of mcount"
+	case st.beforeMcount:
+		return "at the entry, before the call of mcount"
 	case st.module != nil && st.addr != st.sym.Addr+st.module.Bias:
 		return "past the call of __fentry__"
 	}

@@ -237,7 +237,11 @@ type site struct {
 	frame      bool
 	frameAbove uint64
 	frameKey   byte
-	opt        *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
+	// beforeMcount: addr is the entry of a function that calls mcount
+	// later, which McountCallEnd refused (a prologue it cannot prove;
+	// --args on arm64): mcount reads the trampoline as its caller.
+	beforeMcount bool
+	opt          *jumpOpt // a jmp to a detour instead of the int3 (optimize.go)
 	// trapWhy is why the site's probes do not record in the tracee
 	// (inproc.go), when optimizeSites found a reason.
 	trapWhy string

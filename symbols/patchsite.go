@@ -499,6 +499,20 @@ func (m *Module) McountCallEnd(fn Symbol) (end int, above uint64, key byte) {
 	return 0, 0, 0
 }
 
+// CallsMcount reports whether function fn has a call of mcount (plain
+// -pg's, after the prologue): hooked at its entry, not past that call,
+// its gprof arcs are lost (mcount reads the trampoline as its caller).
+func (m *Module) CallsMcount(fn Symbol) bool {
+	sites := m.sites()
+	i, _ := slices.BinarySearchFunc(sites, fn.Addr, func(s PatchSite, a uint64) int { return cmp.Compare(s.Addr, a) })
+	for ; i < len(sites) && sites[i].Addr < fn.Addr+max(fn.Size, 1); i++ {
+		if sites[i].Kind == McountCall {
+			return true
+		}
+	}
+	return false
+}
+
 // mcountSiteAt reports whether sites (sorted) have a call of mcount at
 // link address addr.
 func mcountSiteAt(sites []PatchSite, addr uint64) bool {

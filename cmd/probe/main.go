@@ -1181,7 +1181,9 @@ func stoppingNote(stopping map[string][]string) string {
 }
 
 // waysNote says where the functions in-process that are not hooked at
-// their first instruction are hooked: " (past the call of mcount: 7)".
+// their first instruction are hooked, and how many are hooked there
+// before their call of mcount: " (past the call of mcount: 7, at the
+// entry, before the call of mcount: 1)".
 func waysNote(ways map[string]int) string {
 	if len(ways) == 0 {
 		return ""
