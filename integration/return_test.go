@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -86,16 +87,20 @@ func TestReturnLongjmp(t *testing.T) {
 // TestReturnDetachLive: detach while outer() and slow() have hijacked
 // return addresses on the stack; they must return to their callers.
 func TestReturnDetachLive(t *testing.T) {
-	p := startBg(t, nil, bin("ret", o2nopie), "0", "60")
+	// outer runs 60 calls of slow, 1.2 s, the attach 400 ms of it, each
+	// longer in the guest: there an attach's install took the whole
+	// 1.2 s once under a loaded host (0 entries of slow).
+	calls := 60 * int(timeScale)
+	p := startBg(t, nil, bin("ret", o2nopie), "0", strconv.Itoa(calls))
 	p.waitStdout(t, "ready\n", 10*time.Second)
 	ev := filepath.Join(t.TempDir(), "events")
-	r := probe(t, "attach", "--duration", "400ms", "-o", ev, strconv.Itoa(p.pid()), "r:outer", "r:slow", "p:slow")
+	r := probe(t, "attach", "--duration", (400 * time.Millisecond * timeScale).String(), "-o", ev, strconv.Itoa(p.pid()), "r:outer", "r:slow", "p:slow")
 	if r.code != 0 {
 		t.Fatalf("probe attach: %v", r)
 	}
-	out := p.wait(t, 20*time.Second)
-	if out.code != 0 || out.stdout != "s=0 jumps=0\nready\nouter=1830\n" { // 1+2+...+60
-		t.Fatalf("tracee after detach: %v", out)
+	out := p.wait(t, 20*time.Second*timeScale)
+	if want := fmt.Sprintf("s=0 jumps=0\nready\nouter=%d\n", calls*(calls+1)/2); out.code != 0 || out.stdout != want { // 1+2+...+calls
+		t.Fatalf("tracee after detach: %v, want %q", out, want)
 	}
 	evs := parseEventsFile(t, ev)
 	entries, returns := countByName(evs)["p_slow_0"], countByName(evs)["r_slow_0"]
