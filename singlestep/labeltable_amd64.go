@@ -126,8 +126,15 @@ scan:
 			return nil, false
 		}
 	}
+	// Nothing may land past the load (the bound proven over the flow
+	// holds there, not after it), nor past a bound in the dispatch's
+	// own instructions.
+	past := insts[load].addr
+	if guard != 0 {
+		past = guard
+	}
 	for _, t := range branchTargets {
-		if guard != 0 && t > guard && t <= insts[j].addr {
+		if t > past && t <= insts[j].addr {
 			return nil, false // in past the bound
 		}
 	}

@@ -42,6 +42,11 @@ func TestLabelTable(t *testing.T) {
 	// (CPython's).
 	elsewhere := "4c 8d 35 f9 00 00 00 0f b6 02 85 f6 74 06 49 8b 0c c6 ff e1 48 63 c0 49 8b 0c c6 ff e1 90 c3"
 	byteTable := slices.Concat([]uint64{fn + 29, fn + 30}, slices.Repeat([]uint64{other}, 254))
+	// lea T(%rip),%r14; movzbl (%rdx),%eax; test %esi,%esi; je l0;
+	// mov (%r14,%rax,8),%rcx; jmp *%rcx; l0: nop; l1: ret; and the same
+	// with the je onto the jmp, past the load: %rcx is not an entry there.
+	pastLoad := "4c 8d 35 f9 00 00 00 0f b6 02 85 f6 74 06 49 8b 0c c6 ff e1 90 c3"
+	pastLoadTable := slices.Concat([]uint64{fn + 20, fn + 21}, slices.Repeat([]uint64{other}, 254))
 	tests := []struct {
 		name    string
 		code    string
@@ -57,6 +62,8 @@ func TestLabelTable(t *testing.T) {
 		{"a table the file holds as zeros", interp, make([]uint64, 4), nil},
 		{"bounded on the paths to the dispatch", elsewhere, byteTable, slices.Concat(byteTable, byteTable)},
 		{"written on a path to the dispatch (mov %esi,%eax at l)", patchHex(t, elsewhere, 20, "89 f0 90"), byteTable, nil},
+		{"bounded before a jcc that leaves", pastLoad, pastLoadTable, pastLoadTable},
+		{"a branch onto the jmp, past the load", patchHex(t, pastLoad, 13, "04"), pastLoadTable, nil},
 		{"a mask of 5", patchHex(t, interp, 12, "05"), labels, nil},
 		{"the index written after the mask (mov %ecx,%eax)", patchHex(t, interp, 10, "89 c8 90"), labels, nil},
 		{"an entry inside an instruction", interp, []uint64{labels[0], fn + 20, labels[2], labels[3]}, nil},
